@@ -1,0 +1,72 @@
+"""squall: Storm's programming model and guarantees, and Beam-style windowed operators, for Python.
+
+>>> from squall import TopologyBuilder, Fields, Values, BasicBolt
+>>> from squall.testing import complete_topology, MockedSources, FixedTupleSpout
+>>> class Double(BasicBolt):
+...     def execute(self, tup, collector): collector.emit(Values(tup["n"] * 2))
+...     def declare_output_fields(self, d): d.declare(Fields("n2"))
+>>> b = TopologyBuilder()
+>>> _ = b.set_spout("numbers", FixedTupleSpout([], Fields("n")))
+>>> _ = b.set_bolt("double", Double()).shuffle_grouping("numbers")
+>>> complete_topology(b.create_topology(),
+...     mocked_sources=MockedSources({"numbers": [[1], [2]]})).tuples("double")
+[[2], [4]]
+"""
+
+from squall.components.base import BasicBolt, Bolt, Component, Spout
+from squall.components.collectors import (
+    BasicOutputCollector,
+    OutputCollector,
+    SpoutOutputCollector,
+)
+from squall.components.context import TopologyContext
+from squall.components.declarer import OutputFieldsDeclarer
+from squall.duration import Duration
+from squall.errors import (
+    EmitError,
+    FailedException,
+    InvalidTopologyError,
+    NotPicklableError,
+    ReliabilityError,
+    SquallError,
+)
+from squall.runners import run
+from squall.runtime.local.cluster import LocalCluster
+from squall.topology.builder import BoltDeclarer, SpoutDeclarer, TopologyBuilder
+from squall.topology.config import Config
+from squall.topology.description import Topology
+from squall.topology.fields import Fields, Values
+from squall.topology.groupings import CustomStreamGrouping
+from squall.topology.tuple import Tuple
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BasicBolt",
+    "BasicOutputCollector",
+    "Bolt",
+    "BoltDeclarer",
+    "Component",
+    "Config",
+    "CustomStreamGrouping",
+    "Duration",
+    "EmitError",
+    "FailedException",
+    "Fields",
+    "InvalidTopologyError",
+    "LocalCluster",
+    "NotPicklableError",
+    "OutputCollector",
+    "OutputFieldsDeclarer",
+    "ReliabilityError",
+    "Spout",
+    "SpoutDeclarer",
+    "SpoutOutputCollector",
+    "SquallError",
+    "Topology",
+    "TopologyBuilder",
+    "TopologyContext",
+    "Tuple",
+    "Values",
+    "run",
+]

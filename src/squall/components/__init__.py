@@ -1,0 +1,1 @@
+"""Component base classes, collectors, declarers and the topology context."""

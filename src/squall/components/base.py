@@ -1,0 +1,124 @@
+"""Base classes users subclass: `Spout`, `Bolt`, `BasicBolt`.
+
+Components are created once by the user, pickled into the topology, and unpickled once per task,
+so every task has its own instance. Keep connections and other unpicklable resources out of
+`__init__`; open them in `open`/`prepare`.
+
+>>> from squall.topology.fields import Fields, Values
+>>> class Upper(BasicBolt):
+...     def execute(self, tup, collector):
+...         collector.emit(Values(tup[0].upper()))
+...     def declare_output_fields(self, declarer):
+...         declarer.declare(Fields("word"))
+>>> Upper().declared_streams()["default"].fields
+Fields('word',)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from squall.components.declarer import OutputFieldsDeclarer, StreamSpec
+
+if TYPE_CHECKING:
+    from squall.components.collectors import (
+        BasicOutputCollector,
+        OutputCollector,
+        SpoutOutputCollector,
+    )
+    from squall.components.context import TopologyContext
+    from squall.topology.tuple import Tuple
+
+
+class Component:
+    """What spouts and bolts share: output declaration and per-component configuration."""
+
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
+        """Declare the streams this component emits (none by default)."""
+
+    def get_component_configuration(self) -> Mapping[str, Any] | None:
+        """Configuration for this component only, overlaid on the topology's."""
+        return None
+
+    def declared_streams(self) -> dict[str, StreamSpec]:
+        declarer = OutputFieldsDeclarer()
+        self.declare_output_fields(declarer)
+        return declarer.streams
+
+
+class Spout(Component):
+    """A source of tuples. `next_tuple` emits zero or more tuples per call and must not block."""
+
+    conf: Mapping[str, Any]
+    context: TopologyContext
+    collector: SpoutOutputCollector
+
+    def open(
+        self, conf: Mapping[str, Any], context: TopologyContext, collector: SpoutOutputCollector
+    ) -> None:
+        self.conf = conf
+        self.context = context
+        self.collector = collector
+
+    def next_tuple(self) -> None:
+        """Emit the next tuple(s), if any."""
+
+    def ack(self, msg_id: Any) -> None:
+        """The tuple tree of `msg_id` was fully processed."""
+
+    def fail(self, msg_id: Any) -> None:
+        """The tuple tree of `msg_id` failed or timed out; replay it if it must not be lost."""
+
+    def close(self) -> None: ...
+
+    def activate(self) -> None: ...
+
+    def deactivate(self) -> None: ...
+
+    def is_exhausted(self) -> bool:
+        """True once this spout will emit nothing more except replays of failed tuples.
+
+        Storm's spouts never end; bounded sources (files, test data) say so here, which lets
+        `run` and `complete_topology` finish when all input is processed.
+        """
+        return False
+
+
+class Bolt(Component):
+    """Processes tuples; acks or fails each input through its `OutputCollector`."""
+
+    conf: Mapping[str, Any]
+    context: TopologyContext
+    collector: OutputCollector
+
+    def prepare(
+        self, conf: Mapping[str, Any], context: TopologyContext, collector: OutputCollector
+    ) -> None:
+        self.conf = conf
+        self.context = context
+        self.collector = collector
+
+    def execute(self, tup: Tuple) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement execute(tup)")
+
+    def cleanup(self) -> None: ...
+
+
+class BasicBolt(Component):
+    """A bolt whose emits are anchored to the input and whose input is acked after `execute`.
+
+    Raise `FailedException` to fail the input instead.
+    """
+
+    conf: Mapping[str, Any]
+    context: TopologyContext
+
+    def prepare(self, conf: Mapping[str, Any], context: TopologyContext) -> None:
+        self.conf = conf
+        self.context = context
+
+    def execute(self, tup: Tuple, collector: BasicOutputCollector) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement execute(tup, collector)")
+
+    def cleanup(self) -> None: ...

@@ -1,0 +1,264 @@
+"""Collectors: how components emit, ack and fail. One collector per task.
+
+Every emit is checked against the declaration (stream declared, arity, direct or not) and fails
+with an `EmitError` naming component, stream and fields. Reliability follows Storm exactly: a
+tracked spout emit creates a random 64-bit root id and one edge id per destination; an anchored
+bolt emit creates one edge id per destination and anchor, XORed into the anchor's ack value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from squall.errors import EmitError, ReliabilityError
+from squall.topology.tuple import ACKED, FAILED, PENDING, Tuple
+
+if TYPE_CHECKING:
+    from squall.runtime.routing import StreamRoute
+    from squall.runtime.task import BoltTask, SpoutTask, TaskRuntime
+
+DEFAULT = "default"
+
+
+class _Emitter:
+    """Emit checks shared by spout and bolt collectors."""
+
+    def __init__(self, task: TaskRuntime) -> None:
+        self._task = task
+        self._routes = task.routes
+        self._send = task.host.send
+        self._component = task.component_id
+        self._task_id = task.task_id
+        self._capture = task.capture
+        self._stats = task.stats
+
+    def _route(self, stream: str, values: Sequence[Any], direct: bool) -> StreamRoute:
+        route = self._routes.get(stream)
+        if route is None:
+            raise EmitError(
+                f"emit to undeclared stream {stream!r}; declared streams: {sorted(self._routes)}",
+                component=self._component,
+                stream=stream,
+            )
+        if len(values) != route.arity:
+            raise EmitError(
+                f"emitted {len(values)} values {list(values)!r} but stream {stream!r} declares "
+                f"{route.arity} fields {route.fields.to_list()}",
+                component=self._component,
+                stream=stream,
+            )
+        if route.direct != direct:
+            if direct:
+                raise EmitError(
+                    f"emit_direct to stream {stream!r}, which is not declared direct",
+                    component=self._component,
+                    stream=stream,
+                )
+            raise EmitError(
+                f"stream {stream!r} is declared direct: use emit_direct(task_id, ...)",
+                component=self._component,
+                stream=stream,
+            )
+        return route
+
+    def _direct_targets(self, route: StreamRoute, task_id: int) -> list[int]:
+        if task_id in route.direct_targets:
+            return [task_id]
+        if not route.direct_targets:
+            return []  # nobody subscribes to this direct stream: the emit goes nowhere
+        raise EmitError(
+            f"emit_direct to task {task_id}, which does not subscribe to direct stream "
+            f"{route.stream!r} (subscribing tasks: {sorted(route.direct_targets)})",
+            component=self._component,
+            stream=route.stream,
+        )
+
+    def report_error(self, error: BaseException) -> None:
+        self._task.host.report_error(self._component, self._task_id, error)
+
+
+class SpoutOutputCollector(_Emitter):
+    """The collector a spout emits with. `msg_id` makes the emit tracked (reliable)."""
+
+    def __init__(self, task: SpoutTask) -> None:
+        super().__init__(task)
+        self._spout_task = task
+
+    def emit(self, values: Sequence[Any], msg_id: Any = None, stream: str = DEFAULT) -> list[int]:
+        route = self._routes.get(stream)
+        if route is None or len(values) != route.arity or route.direct:
+            route = self._route(stream, values, direct=False)
+        targets = route.choose(values)
+        self._deliver(route, values, targets, msg_id)
+        return targets
+
+    def emit_direct(
+        self, task_id: int, values: Sequence[Any], msg_id: Any = None, stream: str = DEFAULT
+    ) -> list[int]:
+        route = self._route(stream, values, direct=True)
+        targets = self._direct_targets(route, task_id)
+        self._deliver(route, values, targets, msg_id)
+        return targets
+
+    def _deliver(
+        self, route: StreamRoute, values: Sequence[Any], targets: list[int], msg_id: Any
+    ) -> None:
+        stats = self._stats
+        stats.emitted += 1
+        stats.transferred += len(targets)
+        if self._capture is not None:
+            self._capture.append((route.stream, list(values)))
+        send, fields, comp, stream, me = (
+            self._send, route.fields, self._component, route.stream, self._task_id
+        )
+        task = self._spout_task
+        if msg_id is None or not task.tracking:
+            for t in targets:
+                send(t, Tuple(values, fields, comp, stream, me, None, t))
+            if msg_id is not None:
+                task.ack_untracked(msg_id)  # ackers = 0: acked at once, as in Storm
+            return
+        rand = task.rand64
+        root = rand()
+        xor = 0
+        for t in targets:
+            edge = rand()
+            xor ^= edge
+            send(t, Tuple(values, fields, comp, stream, me, {root: edge}, t))
+        task.track(root, msg_id, stream, xor)
+
+
+class OutputCollector(_Emitter):
+    """The collector a bolt emits, acks and fails with."""
+
+    def __init__(self, task: BoltTask) -> None:
+        super().__init__(task)
+        host = task.host
+        self._host_ack = host.ack
+        self._host_fail = host.fail
+        self._host_reset = host.reset
+        self._tracking = task.tracking
+        self._rand = task.rand64
+
+    def emit(
+        self, values: Sequence[Any], anchors: Tuple | Sequence[Tuple] | None = None,
+        stream: str = DEFAULT,
+    ) -> list[int]:
+        route = self._routes.get(stream)
+        if route is None or len(values) != route.arity or route.direct:
+            route = self._route(stream, values, direct=False)
+        targets = route.choose(values)
+        self._deliver(route, values, targets, anchors)
+        return targets
+
+    def emit_direct(
+        self, task_id: int, values: Sequence[Any],
+        anchors: Tuple | Sequence[Tuple] | None = None, stream: str = DEFAULT,
+    ) -> list[int]:
+        route = self._route(stream, values, direct=True)
+        targets = self._direct_targets(route, task_id)
+        self._deliver(route, values, targets, anchors)
+        return targets
+
+    def _deliver(
+        self, route: StreamRoute, values: Sequence[Any], targets: list[int],
+        anchors: Tuple | Sequence[Tuple] | None,
+    ) -> None:
+        stats = self._stats
+        stats.emitted += 1
+        stats.transferred += len(targets)
+        if self._capture is not None:
+            self._capture.append((route.stream, list(values)))
+        send, fields, comp, stream, me = (
+            self._send, route.fields, self._component, route.stream, self._task_id
+        )
+        if anchors is None or not self._tracking:
+            for t in targets:
+                send(t, Tuple(values, fields, comp, stream, me, None, t))
+            return
+        if anchors.__class__ is Tuple:
+            anchors = (anchors,)  # type: ignore[assignment]
+        rand = self._rand
+        for t in targets:
+            tree: dict[int, int] | None = None
+            for anchor in anchors:  # type: ignore[union-attr]
+                roots = anchor._anchors
+                if not roots:
+                    continue
+                edge = rand()
+                anchor._ack_val ^= edge
+                if tree is None:
+                    tree = {}
+                for root in roots:
+                    tree[root] = tree.get(root, 0) ^ edge
+            send(t, Tuple(values, fields, comp, stream, me, tree, t))
+
+    def _settle(self, tup: Tuple, verb: str, new_state: int) -> bool:
+        """Check `tup` may be acked/failed here; report and refuse if not."""
+        if tup.__class__ is not Tuple or tup._task != self._task_id:
+            self.report_error(ReliabilityError(
+                f"{verb} of a tuple this task did not receive ({tup!r})",
+                component=self._component,
+                stream=getattr(tup, "source_stream_id", None),
+            ))
+            return False
+        if tup._state != PENDING:
+            before = "acked" if tup._state == ACKED else "failed"
+            self._task.stats.reliability_errors += 1
+            self.report_error(ReliabilityError(
+                f"{verb} of a tuple already {before} (from {tup.source_component}:"
+                f"{tup.source_task}); the second {verb} is ignored",
+                component=self._component,
+                stream=tup.source_stream_id,
+            ))
+            return False
+        tup._state = new_state
+        return True
+
+    def ack(self, tup: Tuple) -> None:
+        if tup.__class__ is not Tuple or tup._state != PENDING or tup._task != self._task_id:
+            if not self._settle(tup, "ack", ACKED):
+                return
+        tup._state = ACKED
+        self._stats.acked += 1
+        roots = tup._anchors
+        if roots:
+            ack, val = self._host_ack, tup._ack_val
+            for root, edge in roots.items():
+                ack(root, edge ^ val, self._component)
+
+    def fail(self, tup: Tuple) -> None:
+        if not self._settle(tup, "fail", FAILED):
+            return
+        self._stats.failed += 1
+        if tup._anchors:
+            for root in tup._anchors:
+                self._host_fail(root, self._component)
+
+    def reset_timeout(self, tup: Tuple) -> None:
+        if tup._anchors:
+            for root in tup._anchors:
+                self._host_reset(root, self._component)
+
+
+class BasicOutputCollector:
+    """What a `BasicBolt` emits with: every emit is anchored to the input being executed."""
+
+    __slots__ = ("_out", "input")
+
+    def __init__(self, out: OutputCollector) -> None:
+        self._out = out
+        self.input: Tuple | None = None
+
+    def emit(self, values: Sequence[Any], stream: str = DEFAULT) -> list[int]:
+        return self._out.emit(values, self.input, stream)
+
+    def emit_direct(self, task_id: int, values: Sequence[Any], stream: str = DEFAULT) -> list[int]:
+        return self._out.emit_direct(task_id, values, self.input, stream)
+
+    def reset_timeout(self, tup: Tuple) -> None:
+        self._out.reset_timeout(tup)
+
+    def report_error(self, error: BaseException) -> None:
+        self._out.report_error(error)

@@ -1,0 +1,77 @@
+"""`TopologyContext`: what a task knows about itself and the topology around it.
+
+>>> from squall.components.base import Spout, BasicBolt
+>>> from squall.topology.builder import TopologyBuilder
+>>> from squall.topology.fields import Fields
+>>> class Src(Spout):
+...     def declare_output_fields(self, d): d.declare(Fields("word"))
+>>> class Sink(BasicBolt):
+...     def execute(self, tup, collector): pass
+>>> b = TopologyBuilder()
+>>> _ = b.set_spout("src", Src(), 2)
+>>> _ = b.set_bolt("sink", Sink(), 3).shuffle_grouping("src")
+>>> ctx = TopologyContext(b.create_topology(), {}, task_id=2)
+>>> ctx.this_component_id, ctx.this_task_index, ctx.component_tasks("sink")
+('sink', 1, [1, 2, 3])
+>>> list(ctx.this_sources)
+[('src', 'default')]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from squall.topology.description import Topology
+from squall.topology.fields import Fields
+from squall.topology.groupings import Grouping
+
+
+class TopologyContext:
+    def __init__(self, topology: Topology, conf: Mapping[str, Any], task_id: int) -> None:
+        self.topology = topology
+        self.conf = conf
+        self.this_task_id = task_id
+        self.this_component_id = topology.task_component(task_id)
+        tasks = topology.component_tasks(self.this_component_id)
+        self.this_task_index = tasks.index(task_id)
+
+    def component_tasks(self, component_id: str) -> list[int]:
+        return list(self.topology.component_tasks(component_id))
+
+    def get_component_tasks(self, component_id: str) -> list[int]:
+        return self.component_tasks(component_id)
+
+    def get_component_id(self, task_id: int) -> str:
+        return self.topology.task_component(task_id)
+
+    @property
+    def this_component_tasks(self) -> list[int]:
+        return self.component_tasks(self.this_component_id)
+
+    @property
+    def this_sources(self) -> dict[tuple[str, str], Grouping]:
+        """(component, stream) → grouping, for every input of this component."""
+        spec = self.topology.components[self.this_component_id]
+        return {(s.component, s.stream): s.grouping for s in spec.inputs}
+
+    @property
+    def this_targets(self) -> dict[str, dict[str, Grouping]]:
+        """stream → {subscribing component: grouping}, for every output of this component."""
+        spec = self.topology.components[self.this_component_id]
+        return {
+            stream: {
+                bid: sub.grouping for bid, sub in self.topology.subscribers(spec.id, stream)
+            }
+            for stream in spec.streams
+        }
+
+    @property
+    def this_stream_ids(self) -> list[str]:
+        return list(self.topology.components[self.this_component_id].streams)
+
+    def get_component_output_fields(self, component_id: str, stream_id: str) -> Fields:
+        return self.topology.components[component_id].streams[stream_id].fields
+
+    def get_this_output_fields(self, stream_id: str = "default") -> Fields:
+        return self.get_component_output_fields(self.this_component_id, stream_id)

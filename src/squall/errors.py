@@ -1,0 +1,67 @@
+"""Exceptions raised by squall, each naming the component, stream and field involved.
+
+>>> err = InvalidTopologyError("unknown field", component="count", stream="default", field="wrod")
+>>> str(err)
+"unknown field [component 'count', stream 'default', field 'wrod']"
+>>> err.component, err.stream, err.field
+('count', 'default', 'wrod')
+"""
+
+from __future__ import annotations
+
+
+class SquallError(Exception):
+    """Base class of squall's errors; carries where the problem is.
+
+    The location (component, stream, field) is appended to the message so a log line alone says
+    where to look, and kept as attributes so tests and tools can check it.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        component: str | None = None,
+        stream: str | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.message = message
+        self.component = component
+        self.stream = stream
+        self.field = field
+        where = [
+            f"{label} {value!r}"
+            for label, value in (("component", component), ("stream", stream), ("field", field))
+            if value is not None
+        ]
+        super().__init__(f"{message} [{', '.join(where)}]" if where else message)
+
+    def __reduce__(self):  # keep the location when errors cross process boundaries
+        return (
+            _rebuild,
+            (type(self), self.message, self.component, self.stream, self.field),
+        )
+
+
+def _rebuild(cls, message, component, stream, field):
+    return cls(message, component=component, stream=stream, field=field)
+
+
+class InvalidTopologyError(SquallError, ValueError):
+    """The topology description is wrong; raised while it is built."""
+
+
+class NotPicklableError(InvalidTopologyError):
+    """A user's component cannot be pickled, so it cannot travel to other processes."""
+
+
+class EmitError(SquallError, ValueError):
+    """An emit does not match what the component declared (stream, arity, direct-ness)."""
+
+
+class ReliabilityError(SquallError):
+    """A misuse of the acking API, such as acking a tuple twice; reported, not raised."""
+
+
+class FailedException(Exception):
+    """Raise from `BasicBolt.execute` to fail the input tuple (and so replay its spout tuple)."""

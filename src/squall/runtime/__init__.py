@@ -1,0 +1,1 @@
+"""Execution: the clock, the per-task runtime shared by all runners, and the runners."""

@@ -1,0 +1,65 @@
+"""Clocks. Semantic code asks a `Clock` for the time and never reads the wall clock itself.
+
+>>> clock = SimulatedClock()
+>>> clock.now_ms()
+0
+>>> clock.advance(1500); clock.now_ms()
+1500
+>>> from squall.duration import Duration
+>>> clock.advance(Duration.seconds(2)); clock.now_ms()
+3500
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Protocol
+
+from squall.duration import Duration, to_millis
+
+
+class Clock(Protocol):
+    simulated: bool
+
+    def now_ms(self) -> int: ...
+
+    def sleep_ms(self, ms: int) -> None: ...
+
+
+class RealClock:
+    """Wall-clock time, for running topologies for real."""
+
+    simulated = False
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+    def sleep_ms(self, ms: int) -> None:
+        if ms > 0:
+            time.sleep(ms / 1000)
+
+
+class SimulatedClock:
+    """Time that moves only when told to, for tests; sleeping advances it instantly."""
+
+    simulated = True
+
+    def __init__(self, start_ms: int = 0) -> None:
+        self._now = int(start_ms)
+
+    def now_ms(self) -> int:
+        return self._now
+
+    def advance(self, amount: Duration | timedelta | int) -> None:
+        ms = to_millis(amount)
+        if ms < 0:
+            raise ValueError("simulated time cannot go backwards")
+        self._now += ms
+
+    def advance_to(self, ms: int) -> None:
+        if ms > self._now:
+            self._now = int(ms)
+
+    def sleep_ms(self, ms: int) -> None:
+        self.advance(max(0, int(ms)))

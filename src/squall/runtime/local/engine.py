@@ -1,0 +1,294 @@
+"""`LocalEngine`: runs a whole topology in one process, one tuple at a time.
+
+Every task is its own component instance. Emitted tuples go into one FIFO queue that is drained
+after each `next_tuple` call, so a spout tuple's tree is usually complete before the next spout
+tuple is asked for. Ack messages go straight into the acker ledgers (task = root mod ackers);
+their outcomes are delivered to the spout between `next_tuple` calls, as Storm's spout executor
+does. All randomness comes from the configured seed, so a run on a simulated clock repeats.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from squall.errors import ReliabilityError
+from squall.reliability.acker import AckerLedger, Outcome
+from squall.runtime.clock import Clock, RealClock
+from squall.runtime.stats import ComponentStats, ErrorRecord, RunResult
+from squall.runtime.task import BoltTask, SpoutTask, TaskRuntime
+from squall.topology.config import (
+    SQUALL_RANDOM_SEED,
+    TOPOLOGY_MESSAGE_TIMEOUT_SECS,
+    TOPOLOGY_SLEEP_SPOUT_WAIT_MS,
+    Config,
+    num_ackers,
+)
+from squall.topology.description import Topology
+from squall.topology.tuple import Tuple
+
+log = logging.getLogger("squall")
+_LOGGED_PER_COMPONENT = 20
+
+
+class LocalEngine:
+    def __init__(
+        self,
+        topology: Topology,
+        conf: Mapping[str, Any] | None = None,
+        *,
+        clock: Clock | None = None,
+        capture: bool = False,
+    ) -> None:
+        self.topology = topology
+        self.conf = Config.effective_of(conf)
+        self.clock: Clock = clock or RealClock()
+        self.seed = int(self.conf.get(SQUALL_RANDOM_SEED) or 0)
+        n_ackers = num_ackers(self.conf)
+        self.tracking = n_ackers > 0
+        timeout_ms = int(float(self.conf[TOPOLOGY_MESSAGE_TIMEOUT_SECS]) * 1000)
+        self.ackers = [AckerLedger(memory_ms=timeout_ms) for _ in range(n_ackers)]
+        self.queue: deque[tuple[Callable[[Tuple], None], Tuple]] = deque()
+        self.errors: list[ErrorRecord] = []
+        self.late_acks = 0
+        self.captures: dict[int, list[tuple[str, list[Any]]]] = {}
+        self.tasks: dict[int, TaskRuntime] = {}
+        self.spouts: list[SpoutTask] = []
+        self.bolts: list[BoltTask] = []
+        self._errors_logged: dict[str, int] = {}
+        executors: dict[int, Callable[[Tuple], None]] = {}
+        append = self.queue.append
+
+        def send(task_id: int, tup: Tuple) -> None:
+            append((executors[task_id], tup))
+
+        self.send = send  # type: ignore[method-assign]
+        for task_id in topology.task_ids:
+            cid = topology.task_component(task_id)
+            spec = topology.components[cid]
+            capture_list: list | None = [] if capture else None
+            if capture_list is not None:
+                self.captures[task_id] = capture_list
+            cls = SpoutTask if spec.kind == "spout" else BoltTask
+            task = cls(topology, task_id, conf or {}, self, seed=self.seed,
+                       tracking=self.tracking, capture=capture_list)
+            self.tasks[task_id] = task
+            if isinstance(task, SpoutTask):
+                self.spouts.append(task)
+            else:
+                self.bolts.append(task)
+                executors[task_id] = task.execute
+        self.started = False
+        self.finished = False
+        self._start_ms = 0
+
+    # ---- Host protocol -------------------------------------------------------------------
+    def send(self, task_id: int, tup: Tuple) -> None:  # replaced per instance in __init__
+        raise NotImplementedError
+
+    def now_ms(self) -> int:
+        return self.clock.now_ms()
+
+    def ack_init(self, root: int, xor: int, spout_task: int) -> None:
+        outcome = self.ackers[root % len(self.ackers)].init(root, xor, spout_task, self.now_ms())
+        if outcome is not None:
+            self._settle(outcome, None)
+
+    def ack(self, root: int, value: int, component: str) -> None:
+        outcome = self.ackers[root % len(self.ackers)].ack(root, value, self.now_ms())
+        if outcome is not None:
+            self._settle(outcome, component)
+
+    def fail(self, root: int, component: str) -> None:
+        outcome = self.ackers[root % len(self.ackers)].fail(root, self.now_ms())
+        if outcome is not None:
+            self._settle(outcome, component)
+
+    def reset(self, root: int, component: str) -> None:
+        outcome = self.ackers[root % len(self.ackers)].reset(root, self.now_ms())
+        if outcome is not None:
+            self._settle(outcome, component)
+
+    def forget(self, root: int) -> None:
+        self.ackers[root % len(self.ackers)].forget(root, self.now_ms())
+
+    def report_error(
+        self, component: str, task: int, error: BaseException, stream: str | None = None
+    ) -> None:
+        record = ErrorRecord(component, task, error, stream, self.now_ms())
+        self.errors.append(record)
+        n = self._errors_logged.get(component, 0) + 1
+        self._errors_logged[component] = n
+        if n <= _LOGGED_PER_COMPONENT:
+            log.error("%s", record, exc_info=error if not isinstance(error, ReliabilityError)
+                      else None)
+        elif n == _LOGGED_PER_COMPONENT + 1:
+            log.error("component %r: further errors are counted, not logged", component)
+
+    def _settle(self, outcome: Outcome, component: str | None) -> None:
+        kind = outcome.kind
+        if kind == "ack" or kind == "fail":
+            self.tasks[outcome.spout_task].completions.append(outcome)  # type: ignore[union-attr]
+        elif kind == "reset":
+            self.tasks[outcome.spout_task].reset(outcome.root)  # type: ignore[union-attr]
+        elif kind == "late":
+            self.late_acks += 1
+        else:
+            self.report_error(
+                component or "?",
+                -1,
+                ReliabilityError(
+                    f"ack of an unknown tuple tree (root {outcome.root:#x}): it already "
+                    "completed, or the tuple did not come from this topology",
+                    component=component,
+                ),
+            )
+
+    # ---- lifecycle -----------------------------------------------------------------------
+    def start(self) -> None:
+        if self.started:
+            return
+        self.started = True
+        self._start_ms = self.now_ms()
+        for bolt in self.bolts:
+            bolt.prepare()
+        for spout in self.spouts:
+            spout.open()
+
+    def stop(self) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        for spout in self.spouts:
+            spout.close()
+        for bolt in self.bolts:
+            bolt.cleanup()
+
+    def drain(self) -> int:
+        """Execute queued tuples until the queue is empty; returns how many ran."""
+        q = self.queue
+        pop = q.popleft
+        n = 0
+        while q:
+            execute, tup = pop()
+            execute(tup)
+            n += 1
+        return n
+
+    def round(self) -> int:
+        """One scheduling round: settle acks and timeouts, then one `next_tuple` per spout.
+
+        Returns the amount of work done (0 means the topology was idle this round).
+        """
+        work = 0
+        now = self.now_ms()
+        for spout in self.spouts:
+            if spout.completions:
+                work += spout.deliver_completions()
+            if spout.pending.timeout_ms is not None and spout.pending:
+                work += spout.expire(now)
+            if spout.can_emit():
+                work += spout.next_tuple()
+            if self.queue:
+                work += self.drain()
+        return work
+
+    def pending(self) -> int:
+        return sum(len(s.pending) + len(s.completions) for s in self.spouts)
+
+    def complete(self) -> bool:
+        """Every spout exhausted, nothing queued, no tracked tree pending."""
+        return (
+            not self.queue
+            and self.pending() == 0
+            and all(s.exhausted() for s in self.spouts)
+        )
+
+    def next_deadline(self) -> int | None:
+        deadlines = [d for s in self.spouts if (d := s.pending.next_deadline()) is not None]
+        return min(deadlines) if deadlines else None
+
+    def run(
+        self,
+        *,
+        duration_ms: int | None = None,
+        until_complete: bool = True,
+        should_stop: Callable[[], bool] | None = None,
+        on_progress: Callable[[LocalEngine], None] | None = None,
+        progress_every_ms: int = 1000,
+        max_idle_rounds: int | None = None,
+    ) -> RunResult:
+        """Run until complete (bounded input), for `duration_ms`, or until `should_stop()`.
+
+        On a simulated clock an idle topology jumps time to the next timeout, so timeouts in
+        tests take no real time.
+        """
+        self.start()
+        clock = self.clock
+        start = clock.now_ms()
+        wait_ms = int(self.conf.get(TOPOLOGY_SLEEP_SPOUT_WAIT_MS) or 1)
+        next_progress = start + progress_every_ms
+        idle = 0
+        try:
+            while True:
+                work = self.round()
+                now = clock.now_ms()
+                if on_progress is not None and now >= next_progress:
+                    on_progress(self)
+                    next_progress = now + progress_every_ms
+                if duration_ms is not None and now - start >= duration_ms:
+                    break
+                if should_stop is not None and should_stop():
+                    break
+                if work:
+                    idle = 0
+                    continue
+                if until_complete and self.complete():
+                    break
+                idle += 1
+                if max_idle_rounds is not None and idle > max_idle_rounds:
+                    break
+                if clock.simulated:
+                    deadline = self.next_deadline()
+                    if deadline is not None and deadline > now:
+                        clock.advance_to(deadline)  # type: ignore[attr-defined]
+                    else:
+                        clock.sleep_ms(wait_ms)
+                else:
+                    clock.sleep_ms(wait_ms)
+        finally:
+            self.stop()
+        if on_progress is not None:
+            on_progress(self)
+        return self.result()
+
+    def component_stats(self) -> dict[str, ComponentStats]:
+        out: dict[str, ComponentStats] = {}
+        for cid, spec in self.topology.components.items():
+            out[cid] = ComponentStats(cid, spec.kind, spec.num_tasks)
+        for task in self.tasks.values():
+            cs = out[task.component_id]
+            st = task.stats
+            cs.emitted += st.emitted
+            cs.transferred += st.transferred
+            cs.executed += st.executed
+            cs.acked += st.acked
+            cs.failed += st.failed
+            cs.timed_out += st.timed_out
+            cs.errors += st.errors
+            cs.latency_total_ms += st.latency_total_ms
+            cs.latency_count += st.latency_count
+            if isinstance(task, SpoutTask):
+                cs.pending += len(task.pending)
+        return out
+
+    def result(self) -> RunResult:
+        return RunResult(
+            self.component_stats(),
+            list(self.errors),
+            self.now_ms() - self._start_ms,
+            {"late_acks": self.late_acks},
+        )
+

@@ -1,0 +1,77 @@
+"""Per-task routing tables: for each declared stream, who receives an emit.
+
+Built once per task when it starts; the collectors consult them on every emit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from squall.topology.description import Topology
+from squall.topology.fields import Fields
+from squall.topology.groupings import Chooser, DirectGrouping, make_chooser
+
+
+class StreamRoute:
+    """One output stream of one task: its fields and the choosers of its subscribers."""
+
+    __slots__ = ("stream", "fields", "arity", "direct", "choose", "direct_targets")
+
+    def __init__(
+        self, stream: str, fields: Fields, direct: bool, choosers: list[Chooser],
+        direct_targets: frozenset[int],
+    ) -> None:
+        self.stream = stream
+        self.fields = fields
+        self.arity = len(fields)
+        self.direct = direct
+        self.direct_targets = direct_targets
+        if not choosers:
+            self.choose: Chooser = _no_targets
+        elif len(choosers) == 1:
+            self.choose = choosers[0]
+        else:
+            def choose_all(values: Sequence[Any]) -> list[int]:
+                out: list[int] = []
+                for c in choosers:
+                    out.extend(c(values))
+                return out
+
+            self.choose = choose_all
+
+
+def _no_targets(values: Sequence[Any]) -> list[int]:
+    return []
+
+
+def build_routes(
+    topology: Topology, task_id: int, seed: int, context: Any
+) -> dict[str, StreamRoute]:
+    component_id = topology.task_component(task_id)
+    spec = topology.components[component_id]
+    routes: dict[str, StreamRoute] = {}
+    for stream, stream_spec in spec.streams.items():
+        choosers: list[Chooser] = []
+        direct_targets: set[int] = set()
+        for k, (bolt_id, sub) in enumerate(topology.subscribers(component_id, stream)):
+            tasks = topology.component_tasks(bolt_id)
+            if isinstance(sub.grouping, DirectGrouping):
+                direct_targets.update(tasks)
+                continue
+            choosers.append(
+                make_chooser(
+                    sub.grouping,
+                    stream_spec.fields,
+                    tasks,
+                    # distinct, repeatable randomness per (emitting task, subscription)
+                    seed=(seed * 1_000_003 + task_id * 7_919 + k) & 0xFFFFFFFF,
+                    source_task=task_id,
+                    context=context,
+                    stream=(component_id, stream),
+                )
+            )
+        routes[stream] = StreamRoute(
+            stream, stream_spec.fields, stream_spec.direct, choosers, frozenset(direct_targets)
+        )
+    return routes

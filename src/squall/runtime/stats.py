@@ -1,0 +1,78 @@
+"""Run results: per-component counters and the errors reported while running."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class ErrorRecord:
+    """An error reported by a task: a user exception, `report_error`, or a reliability misuse."""
+
+    component: str
+    task: int
+    error: BaseException
+    stream: str | None = None
+    time_ms: int = 0
+
+    def __str__(self) -> str:
+        where = f"{self.component}:{self.task}"
+        if self.stream:
+            where += f" stream {self.stream!r}"
+
+        return f"[{where}] {type(self.error).__name__}: {self.error}"
+
+
+@dataclass
+class ComponentStats:
+    component: str
+    kind: str
+    tasks: int
+    emitted: int = 0
+    transferred: int = 0
+    executed: int = 0
+    acked: int = 0
+    failed: int = 0
+    timed_out: int = 0
+    errors: int = 0
+    latency_total_ms: int = 0
+    latency_count: int = 0
+    pending: int = 0
+
+    @property
+    def complete_latency_ms(self) -> float | None:
+        """Mean time from a spout emit to its tree's completion (spouts only)."""
+        if not self.latency_count:
+            return None
+        return self.latency_total_ms / self.latency_count
+
+    def line(self) -> str:
+        parts = [f"{self.component:<16} {self.kind:<5} x{self.tasks}", f"emitted={self.emitted}"]
+        if self.kind == "bolt":
+            parts.append(f"executed={self.executed}")
+        parts += [f"acked={self.acked}", f"failed={self.failed}"]
+        if self.kind == "spout":
+            if self.timed_out:
+                parts.append(f"timed_out={self.timed_out}")
+            lat = self.complete_latency_ms
+            parts.append(f"pending={self.pending}")
+            parts.append("latency=" + ("-" if lat is None else f"{lat:.1f}ms"))
+        if self.errors:
+            parts.append(f"errors={self.errors}")
+        return "  ".join(parts)
+
+
+@dataclass
+class RunResult:
+    """What `run` returns: final counters per component and every reported error."""
+
+    stats: dict[str, ComponentStats]
+    errors: list[ErrorRecord] = field(default_factory=list)
+    elapsed_ms: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        lines = [s.line() for s in self.stats.values()]
+        lines.append(f"errors reported: {len(self.errors)}; elapsed {self.elapsed_ms / 1000:.1f}s")
+        return "\n".join(lines)

@@ -1,0 +1,276 @@
+"""Task runtimes: one user component instance, its context, collector, routes and counters.
+
+Runners host tasks through the `Host` protocol (deliver a tuple, carry ack messages, read the
+clock, record errors). The tasks hold all of Storm's per-task semantics, so every runner gets
+the same behaviour by hosting them.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from squall.components.base import BasicBolt, Bolt, Spout
+from squall.components.collectors import (
+    BasicOutputCollector,
+    OutputCollector,
+    SpoutOutputCollector,
+)
+from squall.components.context import TopologyContext
+from squall.errors import FailedException
+from squall.reliability.acker import Outcome
+from squall.reliability.pending import PendingMap
+from squall.runtime.routing import build_routes
+from squall.topology.config import (
+    TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS,
+    TOPOLOGY_MAX_SPOUT_PENDING,
+    TOPOLOGY_MESSAGE_TIMEOUT_SECS,
+    Config,
+)
+from squall.topology.description import Topology
+from squall.topology.tuple import Tuple
+
+log = logging.getLogger("squall")
+
+
+class Host(Protocol):
+    """What a runner provides to the tasks it hosts."""
+
+    def send(self, task_id: int, tup: Tuple) -> None: ...
+
+    def ack_init(self, root: int, xor: int, spout_task: int) -> None: ...
+
+    def ack(self, root: int, value: int, component: str) -> None: ...
+
+    def fail(self, root: int, component: str) -> None: ...
+
+    def reset(self, root: int, component: str) -> None: ...
+
+    def forget(self, root: int) -> None: ...
+
+    def now_ms(self) -> int: ...
+
+    def report_error(
+        self, component: str, task: int, error: BaseException, stream: str | None = None
+    ) -> None: ...
+
+
+class TaskStats:
+    """Counters of one task, as Storm's UI shows them."""
+
+    __slots__ = (
+        "emitted", "transferred", "executed", "acked", "failed", "timed_out",
+        "latency_total_ms", "latency_count", "errors", "reliability_errors",
+    )
+
+    def __init__(self) -> None:
+        self.emitted = 0
+        self.transferred = 0
+        self.executed = 0
+        self.acked = 0  # bolts: tuples acked; spouts: trees completed
+        self.failed = 0  # bolts: tuples failed; spouts: trees failed (including timeouts)
+        self.timed_out = 0
+        self.latency_total_ms = 0
+        self.latency_count = 0
+        self.errors = 0
+        self.reliability_errors = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+def _rand64(rng: random.Random) -> Callable[[], int]:
+    bits = rng.getrandbits
+
+    def rand64() -> int:
+        # Zero would be a no-op in the XOR ledger, so it is never used as an id.
+        return bits(64) or 1
+
+    return rand64
+
+
+class TaskRuntime:
+    kind = "task"
+
+    def __init__(
+        self,
+        topology: Topology,
+        task_id: int,
+        topology_conf: Mapping[str, Any],
+        host: Host,
+        *,
+        seed: int,
+        tracking: bool,
+        capture: list | None = None,
+    ) -> None:
+        self.topology = topology
+        self.task_id = task_id
+        self.component_id = topology.task_component(task_id)
+        spec = topology.components[self.component_id]
+        self.conf = Config.effective_of(topology_conf, spec.conf)
+        self.host = host
+        self.tracking = tracking
+        self.capture = capture
+        self.stats = TaskStats()
+        self.rand64 = _rand64(random.Random((seed << 20) ^ task_id))
+        self.context = TopologyContext(topology, self.conf, task_id)
+        self.routes = build_routes(topology, task_id, seed, self.context)
+        self.instance = spec.new_instance()
+
+    def _report(self, error: BaseException, stream: str | None = None) -> None:
+        self.stats.errors += 1
+        self.host.report_error(self.component_id, self.task_id, error, stream)
+
+
+class SpoutTask(TaskRuntime):
+    kind = "spout"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        enabled = self.conf.get(TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, True)
+        timeout_ms = int(float(self.conf[TOPOLOGY_MESSAGE_TIMEOUT_SECS]) * 1000)
+        self.pending = PendingMap(timeout_ms if enabled else None)
+        max_pending = self.conf.get(TOPOLOGY_MAX_SPOUT_PENDING)
+        self.max_pending: int | None = int(max_pending) if max_pending else None
+        self.completions: deque[Outcome] = deque()
+        self.collector = SpoutOutputCollector(self)
+        self.spout: Spout = self.instance
+        self._untracked_acks: list[Any] = []
+
+    def open(self) -> None:
+        self.spout.open(self.conf, self.context, self.collector)
+        self.spout.activate()
+
+    def close(self) -> None:
+        try:
+            self.spout.deactivate()
+            self.spout.close()
+        except Exception as exc:  # a failing close must not hide the other tasks' results
+            self._report(exc)
+
+    def can_emit(self) -> bool:
+        return self.max_pending is None or len(self.pending) < self.max_pending
+
+    def next_tuple(self) -> int:
+        """Call the spout's `next_tuple` once; returns how many tuples it emitted."""
+        before = self.stats.emitted
+        try:
+            self.spout.next_tuple()
+        except Exception as exc:
+            self._report(exc)
+        if self._untracked_acks:
+            acks, self._untracked_acks = self._untracked_acks, []
+            for msg_id in acks:
+                self._call("ack", msg_id)
+        return self.stats.emitted - before
+
+    def exhausted(self) -> bool:
+        try:
+            return bool(self.spout.is_exhausted())
+        except Exception as exc:
+            self._report(exc)
+            return False
+
+    def track(self, root: int, msg_id: Any, stream: str, xor: int) -> None:
+        self.pending.add(root, msg_id, stream, self.host.now_ms())
+        self.host.ack_init(root, xor, self.task_id)
+
+    def ack_untracked(self, msg_id: Any) -> None:
+        # Storm calls ack inside emit when there are no ackers; doing it right after next_tuple
+        # returns gives the same order without re-entering the spout.
+        self._untracked_acks.append(msg_id)
+
+    def deliver_completions(self) -> int:
+        """Call the spout's `ack`/`fail` for every tree the ackers settled."""
+        n = 0
+        completions = self.completions
+        while completions:
+            outcome = completions.popleft()
+            entry = self.pending.pop(outcome.root)
+            if entry is None:
+                continue  # already timed out and failed
+            n += 1
+            if outcome.kind == "ack":
+                self.stats.acked += 1
+                self.stats.latency_total_ms += outcome.latency_ms
+                self.stats.latency_count += 1
+                self._call("ack", entry.msg_id)
+            else:
+                self.stats.failed += 1
+                self._call("fail", entry.msg_id)
+        return n
+
+    def expire(self, now_ms: int) -> int:
+        """Fail the tracked tuples whose timeout has passed."""
+        expired = self.pending.expire(now_ms)
+        for root, entry in expired:
+            self.stats.failed += 1
+            self.stats.timed_out += 1
+            self.host.forget(root)
+            self._call("fail", entry.msg_id)
+        return len(expired)
+
+    def reset(self, root: int) -> None:
+        self.pending.reset(root, self.host.now_ms())
+
+    def _call(self, method: str, msg_id: Any) -> None:
+        try:
+            getattr(self.spout, method)(msg_id)
+        except Exception as exc:
+            self._report(exc)
+
+
+class BoltTask(TaskRuntime):
+    kind = "bolt"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.collector = OutputCollector(self)
+        self.basic = isinstance(self.instance, BasicBolt)
+        self.basic_collector = BasicOutputCollector(self.collector) if self.basic else None
+        if not self.basic and not isinstance(self.instance, Bolt):
+            raise TypeError(f"{self.component_id} is not a bolt")
+        self.execute = self._execute_basic if self.basic else self._execute_rich
+
+    def prepare(self) -> None:
+        if self.basic:
+            self.instance.prepare(self.conf, self.context)
+        else:
+            self.instance.prepare(self.conf, self.context, self.collector)
+
+    def cleanup(self) -> None:
+        try:
+            self.instance.cleanup()
+        except Exception as exc:
+            self._report(exc)
+
+    def _execute_rich(self, tup: Tuple) -> None:
+        self.stats.executed += 1
+        try:
+            self.instance.execute(tup)
+        except Exception as exc:
+            self._on_error(tup, exc)
+
+    def _execute_basic(self, tup: Tuple) -> None:
+        self.stats.executed += 1
+        bc = self.basic_collector
+        bc.input = tup  # type: ignore[union-attr]
+        try:
+            self.instance.execute(tup, bc)
+        except FailedException:
+            self.collector.fail(tup)
+            return
+        except Exception as exc:
+            self._on_error(tup, exc)
+            return
+        self.collector.ack(tup)
+
+    def _on_error(self, tup: Tuple, exc: Exception) -> None:
+        # Storm would restart the worker and let the tree time out; failing the input now
+        # replays it sooner, and the topology keeps running.
+        self._report(exc, tup.source_stream_id)
+        if tup._state == 0:
+            self.collector.fail(tup)

@@ -1,0 +1,151 @@
+"""`complete_topology`: run a topology until all its input is processed, and return its output."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import cloudpickle
+
+from squall.runtime.clock import SimulatedClock
+from squall.runtime.local.engine import LocalEngine
+from squall.runtime.stats import ComponentStats, ErrorRecord
+from squall.runtime.task import SpoutTask
+from squall.testing.fixed import FixedTupleSpout
+from squall.testing.time import current_clock
+from squall.topology.config import TOPOLOGY_MESSAGE_TIMEOUT_SECS, Config
+from squall.topology.description import Topology
+
+
+class MockedSources:
+    """Data that replaces spouts in `complete_topology`.
+
+    `MockedSources({"spout": [[v1, v2], ...]})` feeds the default stream;
+    `MockedSources({"spout": {"stream": [...]}})` feeds named streams.
+    """
+
+    def __init__(self, data: Mapping[str, Any] | None = None) -> None:
+        self.data: dict[str, dict[str, list[list[Any]]]] = {}
+        for spout_id, rows in (data or {}).items():
+            if isinstance(rows, Mapping):
+                for stream, values in rows.items():
+                    self.add_mock_data(spout_id, *values, stream=stream)
+            else:
+                self.add_mock_data(spout_id, *rows)
+
+    def add_mock_data(self, spout_id: str, *values: Sequence[Any], stream: str = "default") -> None:
+        self.data.setdefault(spout_id, {}).setdefault(stream, []).extend(
+            list(v) for v in values
+        )
+
+
+class CompleteTopologyTimeout(RuntimeError):
+    """The topology did not complete within the simulated time allowed."""
+
+
+@dataclasses.dataclass
+class CompleteTopologyResult:
+    topology: Topology
+    captures: dict[int, list[tuple[str, list[Any]]]]
+    stats: dict[str, ComponentStats]
+    errors: list[ErrorRecord]
+    spout_instances: dict[int, Any]
+    elapsed_ms: int
+
+    def tuples_by_task(self, component: str, stream: str = "default") -> dict[int, list[list]]:
+        return {
+            t: [v for s, v in self.captures.get(t, []) if s == stream]
+            for t in self.topology.component_tasks(component)
+        }
+
+    def tuples(self, component: str, stream: str = "default") -> list[list[Any]]:
+        """Values `component` emitted on `stream`: task by task in task-id order, each in order."""
+        if component not in self.topology.components:
+            raise KeyError(f"no component {component!r}; components: "
+                           f"{sorted(self.topology.components)}")
+        return [v for vs in self.tuples_by_task(component, stream).values() for v in vs]
+
+    def _spout_attr(self, spout: str, attr: str) -> list[Any]:
+        out: list[Any] = []
+        for t in self.topology.component_tasks(spout):
+            out.extend(getattr(self.spout_instances[t], attr, []))
+        return out
+
+    def acked(self, spout: str) -> list[Any]:
+        """Message ids whose trees completed (for `FixedTupleSpout`s and mocked sources)."""
+        return self._spout_attr(spout, "acked")
+
+    def failed(self, spout: str) -> list[Any]:
+        return self._spout_attr(spout, "failed")
+
+
+def with_mocked_sources(topology: Topology, mocked: MockedSources) -> Topology:
+    """A copy of `topology` whose mocked spouts are `FixedTupleSpout`s with the same streams."""
+    specs = dict(topology.components)
+    for spout_id, streams in mocked.data.items():
+        spec = specs.get(spout_id)
+        if spec is None or spec.kind != "spout":
+            raise KeyError(f"mocked source {spout_id!r} is not a spout of the topology "
+                           f"(spouts: {sorted(topology.spouts)})")
+        for stream in streams:
+            if stream not in spec.streams:
+                raise KeyError(f"spout {spout_id!r} declares no stream {stream!r}")
+        fixed = FixedTupleSpout(
+            {s: streams.get(s, []) for s in spec.streams},
+            {s: st.fields for s, st in spec.streams.items()},
+        )
+        specs[spout_id] = dataclasses.replace(
+            spec, payload=cloudpickle.dumps(fixed), class_name="FixedTupleSpout"
+        )
+    return Topology(specs)
+
+
+def complete_topology(
+    topology: Topology,
+    conf: Mapping[str, Any] | None = None,
+    *,
+    runner: str = "local",
+    mocked_sources: MockedSources | None = None,
+    max_time_ms: int | None = None,
+) -> CompleteTopologyResult:
+    """Run until every spout is exhausted and every tracked tuple is acked or failed.
+
+    Time is simulated: the active `simulated_time()` clock if there is one, otherwise a fresh
+    clock from 0, so timeouts take no real time and runs repeat exactly. Gives up with
+    `CompleteTopologyTimeout` after `max_time_ms` of simulated time (default: ten message
+    timeouts), naming the spouts that are not exhausted.
+    """
+    if runner != "local":
+        from squall.runners import check_runner
+
+        check_runner(runner)
+    if mocked_sources is not None:
+        topology = with_mocked_sources(topology, mocked_sources)
+    effective = Config.effective_of(conf)
+    if max_time_ms is None:
+        max_time_ms = 10 * int(float(effective[TOPOLOGY_MESSAGE_TIMEOUT_SECS]) * 1000) + 60_000
+    clock = current_clock() or SimulatedClock()
+    engine = LocalEngine(topology, conf, clock=clock, capture=True)
+    start = clock.now_ms()
+    result = engine.run(
+        until_complete=True, should_stop=lambda: clock.now_ms() - start > max_time_ms
+    )
+    if not engine.complete():
+        stuck = [s.component_id for s in engine.spouts if not s.exhausted()]
+        raise CompleteTopologyTimeout(
+            f"topology did not complete within {max_time_ms} ms of simulated time: "
+            f"spouts not exhausted: {sorted(set(stuck))}; tracked tuples pending: "
+            f"{engine.pending()}. Spouts must say when they are done (Spout.is_exhausted) "
+            "or be replaced with MockedSources"
+        )
+    return CompleteTopologyResult(
+        topology=topology,
+        captures=engine.captures,
+        stats=result.stats,
+        errors=result.errors,
+        spout_instances={
+            t.task_id: t.instance for t in engine.tasks.values() if isinstance(t, SpoutTask)
+        },
+        elapsed_ms=result.elapsed_ms,
+    )

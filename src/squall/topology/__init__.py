@@ -1,0 +1,1 @@
+"""The topology description: fields, tuples, groupings, config, builder and validation."""

@@ -1,0 +1,213 @@
+"""Stream groupings: how a subscribing component's tasks share a stream.
+
+A grouping here is a description (picklable, comparable); `make_chooser` turns it into the
+function a running task calls on every emit. Fields grouping uses `stable_hash`, which gives the
+same task in every process (Python's own `hash` of a string differs between processes).
+
+>>> choose = make_chooser(FieldsGrouping(("word",)), Fields("word", "n"), [4, 5, 6], seed=0)
+>>> choose(["cow", 1]) == choose(["cow", 7])
+True
+>>> make_chooser(GlobalGrouping(), Fields("x"), [9, 7, 8], seed=0)(["a"])
+[7]
+>>> make_chooser(AllGrouping(), Fields("x"), [3, 1, 2], seed=0)(["a"])
+[1, 2, 3]
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from squall.topology.fields import Fields
+
+Chooser = Callable[[Sequence[Any]], list[int]]
+
+
+@runtime_checkable
+class CustomStreamGrouping(Protocol):
+    """A user-defined grouping (Storm's `CustomStreamGrouping`)."""
+
+    def prepare(self, context: Any, stream: Any, target_tasks: list[int]) -> None: ...
+
+    def choose_tasks(self, task_id: int, values: Sequence[Any]) -> list[int]: ...
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """Base of the grouping descriptions."""
+
+    name = "grouping"
+
+
+@dataclass(frozen=True)
+class ShuffleGrouping(Grouping):
+    name = "shuffle"
+
+
+@dataclass(frozen=True)
+class LocalOrShuffleGrouping(Grouping):
+    name = "local_or_shuffle"
+
+
+@dataclass(frozen=True)
+class NoneGrouping(Grouping):
+    name = "none"
+
+
+@dataclass(frozen=True)
+class FieldsGrouping(Grouping):
+    fields: tuple[str, ...] = ()
+    name = "fields"
+
+
+@dataclass(frozen=True)
+class AllGrouping(Grouping):
+    name = "all"
+
+
+@dataclass(frozen=True)
+class GlobalGrouping(Grouping):
+    name = "global"
+
+
+@dataclass(frozen=True)
+class DirectGrouping(Grouping):
+    name = "direct"
+
+
+@dataclass(frozen=True)
+class CustomGrouping(Grouping):
+    grouping: Any = field(default=None, compare=False)
+    name = "custom"
+
+
+def _hash_bytes(value: Any, out: list[bytes]) -> None:
+    # Type tags keep 1 and "1" and True apart; the encoding is identical in every process.
+    cls = value.__class__
+    if cls is str:
+        out.append(b"s")
+        out.append(value.encode("utf-8", "surrogatepass"))
+    elif cls is int:
+        out.append(b"i")
+        out.append(str(value).encode())
+    elif cls is bool or value is None:
+        out.append(b"b" + repr(value).encode())
+    elif cls is float:
+        out.append(b"f")
+        out.append(struct.pack("<d", value))
+    elif cls is bytes:
+        out.append(b"y")
+        out.append(value)
+    elif isinstance(value, (tuple, list)):
+        out.append(b"(")
+        for item in value:
+            _hash_bytes(item, out)
+            out.append(b",")
+        out.append(b")")
+    elif isinstance(value, str):
+        _hash_bytes(str(value), out)
+    elif isinstance(value, int):
+        _hash_bytes(int(value), out)
+    else:
+        raise TypeError(
+            f"a value of type {cls.__name__} cannot be used for fields grouping; use str, int, "
+            "float, bool, None, bytes, or tuples and lists of those"
+        )
+
+
+def stable_hash(values: Sequence[Any]) -> int:
+    """A hash of `values` that is the same in every process and run.
+
+    >>> stable_hash(["cow"]) == stable_hash(("cow",))
+    True
+    """
+    if len(values) == 1 and values[0].__class__ is str:
+        return zlib.crc32(values[0].encode("utf-8", "surrogatepass"))
+    out: list[bytes] = []
+    for value in values:
+        _hash_bytes(value, out)
+        out.append(b"\x00")
+    return zlib.crc32(b"".join(out))
+
+
+def make_chooser(
+    grouping: Grouping,
+    fields: Fields,
+    target_tasks: Sequence[int],
+    seed: int,
+    *,
+    source_task: int = 0,
+    context: Any = None,
+    stream: Any = None,
+) -> Chooser:
+    """The function that picks destination tasks for one emit under `grouping`.
+
+    `seed` makes shuffle and none groupings repeatable; it should differ per emitting task.
+    """
+    tasks = sorted(target_tasks)
+    n = len(tasks)
+    if isinstance(grouping, FieldsGrouping):
+        if len(grouping.fields) == 1:
+            i = fields.field_index(grouping.fields[0])
+
+            def choose_one_field(values: Sequence[Any]) -> list[int]:
+                v = values[i]
+                if v.__class__ is str:
+                    return [tasks[zlib.crc32(v.encode("utf-8", "surrogatepass")) % n]]
+                return [tasks[stable_hash((v,)) % n]]
+
+            return choose_one_field
+        idx = [fields.field_index(f) for f in grouping.fields]
+
+        def choose_fields(values: Sequence[Any]) -> list[int]:
+            return [tasks[stable_hash([values[j] for j in idx]) % n]]
+
+        return choose_fields
+    if isinstance(grouping, (ShuffleGrouping, LocalOrShuffleGrouping)):
+        # Storm's ShuffleGrouping: walk a shuffled list of the tasks round robin, reshuffling
+        # after each pass, so every task gets an even share.
+        rng = random.Random(seed)
+        order = list(tasks)
+        rng.shuffle(order)
+        state = [0]
+
+        def choose_shuffle(values: Sequence[Any]) -> list[int]:
+            k = state[0]
+            if k == n:
+                rng.shuffle(order)
+                k = 0
+            state[0] = k + 1
+            return [order[k]]
+
+        return choose_shuffle
+    if isinstance(grouping, NoneGrouping):
+        rng = random.Random(seed)
+        return lambda values: [tasks[rng.randrange(n)]]
+    if isinstance(grouping, AllGrouping):
+        return lambda values: list(tasks)
+    if isinstance(grouping, GlobalGrouping):
+        lowest = [tasks[0]]
+        return lambda values: list(lowest)
+    if isinstance(grouping, CustomGrouping):
+        custom = grouping.grouping
+        custom.prepare(context, stream, list(tasks))
+        valid = set(tasks)
+
+        def choose_custom(values: Sequence[Any]) -> list[int]:
+            chosen = list(custom.choose_tasks(source_task, values))
+            for t in chosen:
+                if t not in valid:
+                    raise ValueError(
+                        f"custom grouping {type(custom).__name__} chose task {t}, "
+                        f"which is not one of the target tasks {tasks}"
+                    )
+            return chosen
+
+        return choose_custom
+    if isinstance(grouping, DirectGrouping):
+        return lambda values: []  # direct streams are routed by emit_direct alone
+    raise TypeError(f"unknown grouping {grouping!r}")

@@ -1,0 +1,133 @@
+"""`Tuple`: the values one task received, with where they came from and their place in a tuple tree.
+
+>>> from squall.topology.fields import Fields
+>>> t = Tuple(["cow", 3], Fields("word", "count"), "count", "default", 4)
+>>> t[0], t["count"], t.get_string(0), t.get_integer(1), t.contains("word")
+('cow', 3, 'cow', 3, True)
+>>> t.source_component, t.source_stream_id, t.source_task
+('count', 'default', 4)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from squall.topology.fields import Fields
+
+PENDING, ACKED, FAILED = 0, 1, 2
+
+
+class MessageId:
+    """The roots a tuple belongs to, each with this tuple's edge id (Storm's `MessageId`)."""
+
+    __slots__ = ("anchors_to_ids",)
+
+    def __init__(self, anchors_to_ids: dict[int, int] | None) -> None:
+        self.anchors_to_ids: dict[int, int] = dict(anchors_to_ids or {})
+
+    def get_anchors(self) -> set[int]:
+        return set(self.anchors_to_ids)
+
+    def __repr__(self) -> str:
+        return f"MessageId({self.anchors_to_ids!r})"
+
+
+class Tuple:
+    """One delivered tuple. Fields are read by index (`t[0]`) or by name (`t["word"]`).
+
+    The runtime creates one `Tuple` per destination task. The private slots hold the reliability
+    bookkeeping: `_anchors` maps each root id to this tuple's edge id (None when untracked),
+    `_ack_val` accumulates the edge ids of tuples anchored to it, `_state` says whether it was
+    acked or failed, and `_task` is the task it was delivered to.
+    """
+
+    __slots__ = (
+        "values",
+        "fields",
+        "source_component",
+        "source_stream_id",
+        "source_task",
+        "_anchors",
+        "_ack_val",
+        "_state",
+        "_task",
+    )
+
+    def __init__(
+        self,
+        values: Sequence[Any],
+        fields: Fields,
+        source_component: str,
+        source_stream_id: str,
+        source_task: int,
+        anchors: dict[int, int] | None = None,
+        task: int | None = None,
+    ) -> None:
+        self.values = values
+        self.fields = fields
+        self.source_component = source_component
+        self.source_stream_id = source_stream_id
+        self.source_task = source_task
+        self._anchors = anchors
+        self._ack_val = 0
+        self._state = PENDING
+        self._task = task
+
+    def __getitem__(self, key: int | str) -> Any:
+        if key.__class__ is str:
+            try:
+                return self.values[self.fields._index[key]]  # type: ignore[index]
+            except KeyError:
+                raise KeyError(
+                    f"tuple from component {self.source_component!r} stream "
+                    f"{self.source_stream_id!r} has no field {key!r}; its fields are "
+                    f"{self.fields.to_list()}"
+                ) from None
+        return self.values[key]  # type: ignore[index]
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __iter__(self):
+        return iter(self.values)
+
+    def get_value(self, i: int) -> Any:
+        return self.values[i]
+
+    def get_value_by_field(self, name: str) -> Any:
+        return self[name]
+
+    def get_string(self, i: int) -> str:
+        return self.values[i]
+
+    def get_integer(self, i: int) -> int:
+        return self.values[i]
+
+    def get_long(self, i: int) -> int:
+        return self.values[i]
+
+    def get_string_by_field(self, name: str) -> str:
+        return self[name]
+
+    def get_integer_by_field(self, name: str) -> int:
+        return self[name]
+
+    def get_long_by_field(self, name: str) -> int:
+        return self[name]
+
+    def contains(self, name: str) -> bool:
+        return name in self.fields
+
+    def select(self, selector: Fields) -> list[Any]:
+        return self.fields.select(selector, self.values)
+
+    @property
+    def message_id(self) -> MessageId:
+        return MessageId(self._anchors)
+
+    def __repr__(self) -> str:
+        return (
+            f"Tuple(source={self.source_component}:{self.source_task}, "
+            f"stream={self.source_stream_id!r}, values={list(self.values)!r})"
+        )
