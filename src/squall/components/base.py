@@ -77,10 +77,11 @@ class Spout(Component):
     def deactivate(self) -> None: ...
 
     def is_exhausted(self) -> bool:
-        """True once this spout will emit nothing more except replays of failed tuples.
+        """True while this spout has emitted all its input and has no replay waiting.
 
         Storm's spouts never end; bounded sources (files, test data) say so here, which lets
-        `run` and `complete_topology` finish when all input is processed.
+        `run` and `complete_topology` finish once all input is processed and every tracked tree
+        has settled. A fail that queues a replay makes it False again.
         """
         return False
 

@@ -1,0 +1,25 @@
+"""The `squall` command: one module per verb, dispatched here."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from squall.cli import run as run_verb
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="squall", description="Storm topologies and windowed operators for Python."
+    )
+    verbs = parser.add_subparsers(dest="verb", required=True)
+    run_verb.add_parser(verbs)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

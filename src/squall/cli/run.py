@@ -1,0 +1,56 @@
+"""`squall run TARGET`: run a topology, showing live progress per component and a summary."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from squall.cli.target import TargetError, load_target, merge_conf, parse_overrides
+from squall.runners import RUNNERS, run
+
+
+def add_parser(verbs: Any) -> None:
+    p = verbs.add_parser("run", help="run a topology until its input is done or --duration ends")
+    p.add_argument("target", help="module:attribute or path/to/file.py:attribute")
+    p.add_argument("--runner", default="local", choices=RUNNERS)
+    p.add_argument("-c", dest="conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="configuration override (repeatable)")
+    p.add_argument("--duration", type=float, default=None, metavar="SECONDS",
+                   help="stop after this many seconds")
+    p.add_argument("--progress-every", type=float, default=1.0, metavar="SECONDS",
+                   help="how often to print progress (0 disables)")
+    p.set_defaults(func=main)
+
+
+def _progress(engine: Any) -> None:
+    stats = engine.component_stats()
+    seconds = (engine.now_ms() - engine._start_ms) / 1000
+    lines = [f"[{seconds:7.1f}s]"] + ["  " + s.line() for s in stats.values()]
+    print("\n".join(lines), file=sys.stderr, flush=True)
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        topology, conf = load_target(args.target)
+        conf = merge_conf(conf, parse_overrides(args.conf))
+    except TargetError as exc:
+        print(f"squall run: {exc}", file=sys.stderr)
+        return 2
+    print(f"squall: running {args.target} on the {args.runner} runner: {topology}",
+          file=sys.stderr)
+    try:
+        result = run(
+            topology,
+            conf,
+            runner=args.runner,
+            duration=args.duration,
+            on_progress=_progress if args.progress_every > 0 else None,
+            progress_every_ms=int(args.progress_every * 1000) or 1000,
+        )
+    except KeyboardInterrupt:
+        print("squall: interrupted", file=sys.stderr)
+        return 130
+    print("squall: summary", file=sys.stderr)
+    print(result.summary(), file=sys.stderr)
+    return 0

@@ -1,0 +1,84 @@
+"""Resolving a TARGET (`module:attribute` or `path/to/file.py:attribute`) to a topology.
+
+The attribute names a `Topology`, or a function returning a `Topology` or `(topology, conf)`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+
+from squall.topology.description import Topology
+
+
+class TargetError(ValueError):
+    pass
+
+
+def load_target(target: str) -> tuple[Topology, dict[str, Any]]:
+    module_part, sep, attr = target.rpartition(":")
+    if not sep or not module_part or not attr:
+        raise TargetError(
+            f"TARGET must be module:attribute or path/to/file.py:attribute, got {target!r}"
+        )
+    if module_part.endswith(".py") or "/" in module_part:
+        path = Path(module_part)
+        if not path.is_file():
+            raise TargetError(f"no such file: {path}")
+        name = f"squall_target_{path.stem}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        sys.path.insert(0, str(path.resolve().parent))
+        # The file is not importable elsewhere (Spark executors), so its classes travel by value.
+        cloudpickle.register_pickle_by_value(module)
+        spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(module_part)
+        except ImportError as exc:
+            raise TargetError(f"cannot import module {module_part!r}: {exc}") from exc
+    try:
+        obj = getattr(module, attr)
+    except AttributeError:
+        raise TargetError(f"module {module_part!r} has no attribute {attr!r}") from None
+    if callable(obj) and not isinstance(obj, Topology):
+        obj = obj()
+    conf: dict[str, Any] = {}
+    if isinstance(obj, tuple) and len(obj) == 2:
+        obj, conf_obj = obj
+        conf = dict(conf_obj or {})
+    if not isinstance(obj, Topology):
+        raise TargetError(
+            f"{target} is a {type(obj).__name__}; it must be a Topology or a function "
+            "returning a Topology or (topology, conf)"
+        )
+    return obj, conf
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """`key=value` pairs; values are read as JSON when they parse (numbers, true, null)."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise TargetError(f"-c takes key=value, got {pair!r}")
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
+
+
+def merge_conf(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    merged.update(overrides)
+    return merged
