@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from squall.errors import EmitError, ReliabilityError
-from squall.topology.tuple import ACKED, FAILED, PENDING, Tuple
+from squall.topology.tuple import ACKED, FAILED, PENDING, Tuple, _RuntimeTuple
 
 if TYPE_CHECKING:
     from squall.runtime.routing import StreamRoute
@@ -109,13 +109,11 @@ class SpoutOutputCollector(_Emitter):
         stats.transferred += len(targets)
         if self._capture is not None:
             self._capture.append((route.stream, list(values)))
-        send, fields, comp, stream, me = (
-            self._send, route.fields, self._component, route.stream, self._task_id
-        )
+        send, origin = self._send, route.origin
         task = self._spout_task
         if msg_id is None or not task.tracking:
             for t in targets:
-                send(t, Tuple(values, fields, comp, stream, me, None, t))
+                send(t, _RuntimeTuple(values, origin, None, t))
             if msg_id is not None:
                 task.ack_untracked(msg_id)  # ackers = 0: acked at once, as in Storm
             return
@@ -125,8 +123,8 @@ class SpoutOutputCollector(_Emitter):
         for t in targets:
             edge = rand()
             xor ^= edge
-            send(t, Tuple(values, fields, comp, stream, me, {root: edge}, t))
-        task.track(root, msg_id, stream, xor)
+            send(t, _RuntimeTuple(values, origin, {root: edge}, t))
+        task.track(root, msg_id, route.stream, xor)
 
 
 class OutputCollector(_Emitter):
@@ -145,11 +143,22 @@ class OutputCollector(_Emitter):
         self, values: Sequence[Any], anchors: Tuple | Sequence[Tuple] | None = None,
         stream: str = DEFAULT,
     ) -> list[int]:
+        # The hot path of every topology: checks, routing and delivery inline, no helper calls.
         route = self._routes.get(stream)
         if route is None or len(values) != route.arity or route.direct:
             route = self._route(stream, values, direct=False)
         targets = route.choose(values)
-        self._deliver(route, values, targets, anchors)
+        stats = self._stats
+        stats.emitted += 1
+        stats.transferred += len(targets)
+        if self._capture is not None:
+            self._capture.append((stream, list(values)))
+        send, origin = self._send, route.origin
+        if anchors is None or not self._tracking:
+            for t in targets:
+                send(t, _RuntimeTuple(values, origin, None, t))
+        else:
+            self._send_anchored(values, origin, targets, anchors)
         return targets
 
     def emit_direct(
@@ -158,31 +167,28 @@ class OutputCollector(_Emitter):
     ) -> list[int]:
         route = self._route(stream, values, direct=True)
         targets = self._direct_targets(route, task_id)
-        self._deliver(route, values, targets, anchors)
-        return targets
-
-    def _deliver(
-        self, route: StreamRoute, values: Sequence[Any], targets: list[int],
-        anchors: Tuple | Sequence[Tuple] | None,
-    ) -> None:
         stats = self._stats
         stats.emitted += 1
         stats.transferred += len(targets)
         if self._capture is not None:
-            self._capture.append((route.stream, list(values)))
-        send, fields, comp, stream, me = (
-            self._send, route.fields, self._component, route.stream, self._task_id
-        )
+            self._capture.append((stream, list(values)))
         if anchors is None or not self._tracking:
             for t in targets:
-                send(t, Tuple(values, fields, comp, stream, me, None, t))
-            return
-        if anchors.__class__ is Tuple:
-            anchors = (anchors,)  # type: ignore[assignment]
-        rand = self._rand
+                self._send(t, _RuntimeTuple(values, route.origin, None, t))
+        else:
+            self._send_anchored(values, route.origin, targets, anchors)
+        return targets
+
+    def _send_anchored(
+        self, values: Sequence[Any], origin: Any, targets: list[int],
+        anchors: Tuple | Sequence[Tuple],
+    ) -> None:
+        if isinstance(anchors, Tuple):
+            anchors = (anchors,)
+        rand, send = self._rand, self._send
         for t in targets:
             tree: dict[int, int] | None = None
-            for anchor in anchors:  # type: ignore[union-attr]
+            for anchor in anchors:
                 roots = anchor._anchors
                 if not roots:
                     continue
@@ -192,11 +198,12 @@ class OutputCollector(_Emitter):
                     tree = {}
                 for root in roots:
                     tree[root] = tree.get(root, 0) ^ edge
-            send(t, Tuple(values, fields, comp, stream, me, tree, t))
+            send(t, _RuntimeTuple(values, origin, tree, t))
 
     def _settle(self, tup: Tuple, verb: str, new_state: int) -> bool:
         """Check `tup` may be acked/failed here; report and refuse if not."""
-        if tup.__class__ is not Tuple or tup._task != self._task_id:
+        if not isinstance(tup, Tuple) or tup._task != self._task_id:
+            self._stats.reliability_errors += 1
             self.report_error(ReliabilityError(
                 f"{verb} of a tuple this task did not receive ({tup!r})",
                 component=self._component,
@@ -205,7 +212,7 @@ class OutputCollector(_Emitter):
             return False
         if tup._state != PENDING:
             before = "acked" if tup._state == ACKED else "failed"
-            self._task.stats.reliability_errors += 1
+            self._stats.reliability_errors += 1
             self.report_error(ReliabilityError(
                 f"{verb} of a tuple already {before} (from {tup.source_component}:"
                 f"{tup.source_task}); the second {verb} is ignored",
@@ -217,7 +224,9 @@ class OutputCollector(_Emitter):
         return True
 
     def ack(self, tup: Tuple) -> None:
-        if tup.__class__ is not Tuple or tup._state != PENDING or tup._task != self._task_id:
+        if tup.__class__ is not _RuntimeTuple or tup._state != PENDING or (
+            tup._task != self._task_id
+        ):
             if not self._settle(tup, "ack", ACKED):
                 return
         tup._state = ACKED
@@ -245,14 +254,15 @@ class OutputCollector(_Emitter):
 class BasicOutputCollector:
     """What a `BasicBolt` emits with: every emit is anchored to the input being executed."""
 
-    __slots__ = ("_out", "input")
+    __slots__ = ("_out", "_emit", "input")
 
     def __init__(self, out: OutputCollector) -> None:
         self._out = out
+        self._emit = out.emit
         self.input: Tuple | None = None
 
     def emit(self, values: Sequence[Any], stream: str = DEFAULT) -> list[int]:
-        return self._out.emit(values, self.input, stream)
+        return self._emit(values, self.input, stream)
 
     def emit_direct(self, task_id: int, values: Sequence[Any], stream: str = DEFAULT) -> list[int]:
         return self._out.emit_direct(task_id, values, self.input, stream)

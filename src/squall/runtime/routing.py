@@ -11,18 +11,20 @@ from typing import Any
 from squall.topology.description import Topology
 from squall.topology.fields import Fields
 from squall.topology.groupings import Chooser, DirectGrouping, make_chooser
+from squall.topology.tuple import Origin
 
 
 class StreamRoute:
     """One output stream of one task: its fields and the choosers of its subscribers."""
 
-    __slots__ = ("stream", "fields", "arity", "direct", "choose", "direct_targets")
+    __slots__ = ("stream", "fields", "arity", "direct", "choose", "direct_targets", "origin")
 
     def __init__(
         self, stream: str, fields: Fields, direct: bool, choosers: list[Chooser],
-        direct_targets: frozenset[int],
+        direct_targets: frozenset[int], origin: Origin,
     ) -> None:
         self.stream = stream
+        self.origin = origin
         self.fields = fields
         self.arity = len(fields)
         self.direct = direct
@@ -72,6 +74,7 @@ def build_routes(
                 )
             )
         routes[stream] = StreamRoute(
-            stream, stream_spec.fields, stream_spec.direct, choosers, frozenset(direct_targets)
+            stream, stream_spec.fields, stream_spec.direct, choosers, frozenset(direct_targets),
+            Origin(stream_spec.fields, component_id, stream, task_id),
         )
     return routes

@@ -69,7 +69,7 @@ class TaskStats:
     def __init__(self) -> None:
         self.emitted = 0
         self.transferred = 0
-        self.executed = 0
+        self.executed = 0  # kept for runners that count here; the local engine counts in send
         self.acked = 0  # bolts: tuples acked; spouts: trees completed
         self.failed = 0  # bolts: tuples failed; spouts: trees failed (including timeouts)
         self.timed_out = 0
@@ -234,6 +234,7 @@ class BoltTask(TaskRuntime):
         if not self.basic and not isinstance(self.instance, Bolt):
             raise TypeError(f"{self.component_id} is not a bolt")
         self.execute = self._execute_basic if self.basic else self._execute_rich
+        self.on_execute_error = self._on_error
 
     def prepare(self) -> None:
         if self.basic:
@@ -248,14 +249,12 @@ class BoltTask(TaskRuntime):
             self._report(exc)
 
     def _execute_rich(self, tup: Tuple) -> None:
-        self.stats.executed += 1
         try:
             self.instance.execute(tup)
         except Exception as exc:
             self._on_error(tup, exc)
 
     def _execute_basic(self, tup: Tuple) -> None:
-        self.stats.executed += 1
         bc = self.basic_collector
         bc.input = tup  # type: ignore[union-attr]
         try:

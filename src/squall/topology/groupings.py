@@ -154,11 +154,22 @@ def make_chooser(
         if len(grouping.fields) == 1:
             i = fields.field_index(grouping.fields[0])
 
+            # String keys repeat (words, user ids), so their task is memoized; only strings,
+            # because 1, 1.0 and True are equal dict keys that stable_hash keeps apart. The cache
+            # is dropped past 2^16 keys to bound memory on high-cardinality keys.
+            cache: dict[str, list[int]] = {}
+
             def choose_one_field(values: Sequence[Any]) -> list[int]:
                 v = values[i]
-                if v.__class__ is str:
-                    return [tasks[zlib.crc32(v.encode("utf-8", "surrogatepass")) % n]]
-                return [tasks[stable_hash((v,)) % n]]
+                if v.__class__ is not str:
+                    return [tasks[stable_hash((v,)) % n]]
+                chosen = cache.get(v)
+                if chosen is None:
+                    chosen = [tasks[zlib.crc32(v.encode("utf-8", "surrogatepass")) % n]]
+                    if len(cache) >= 65_536:
+                        cache.clear()
+                    cache[v] = chosen
+                return list(chosen)
 
             return choose_one_field
         idx = [fields.field_index(f) for f in grouping.fields]

@@ -33,51 +33,70 @@ class MessageId:
         return f"MessageId({self.anchors_to_ids!r})"
 
 
+class Origin:
+    """Where tuples come from: fields, component, stream and task; shared by all of them."""
+
+    __slots__ = ("fields", "component", "stream", "task")
+
+    def __init__(self, fields: Fields, component: str, stream: str, task: int) -> None:
+        self.fields = fields
+        self.component = component
+        self.stream = stream
+        self.task = task
+
+
 class Tuple:
     """One delivered tuple. Fields are read by index (`t[0]`) or by name (`t["word"]`).
 
-    The runtime creates one `Tuple` per destination task. The private slots hold the reliability
-    bookkeeping: `_anchors` maps each root id to this tuple's edge id (None when untracked),
-    `_ack_val` accumulates the edge ids of tuples anchored to it, `_state` says whether it was
-    acked or failed, and `_task` is the task it was delivered to.
+    The runtime creates one `Tuple` per destination task. What all tuples of one emitting task
+    and stream share lives in one `Origin`. The private slots hold the reliability bookkeeping:
+    `_anchors` maps each root id to this tuple's edge id (None when untracked), `_ack_val`
+    accumulates the edge ids of tuples anchored to it, `_state` says whether it was acked or
+    failed, and `_task` is the task it was delivered to.
     """
 
-    __slots__ = (
-        "values",
-        "fields",
-        "source_component",
-        "source_stream_id",
-        "source_task",
-        "_anchors",
-        "_ack_val",
-        "_state",
-        "_task",
-    )
+    __slots__ = ("values", "_origin", "_anchors", "_task", "_ack_val", "_state")
 
     def __init__(
         self,
         values: Sequence[Any],
-        fields: Fields,
-        source_component: str,
-        source_stream_id: str,
-        source_task: int,
+        origin: Origin | Fields,
+        source_component: str | None = None,
+        source_stream_id: str = "default",
+        source_task: int = -1,
         anchors: dict[int, int] | None = None,
         task: int | None = None,
     ) -> None:
+        # Tuples built by hand (tests, tools) pass fields and a source; the runtime uses `_new`.
+        if not isinstance(origin, Origin):
+            origin = Origin(origin, source_component or "", source_stream_id, source_task)
         self.values = values
-        self.fields = fields
-        self.source_component = source_component
-        self.source_stream_id = source_stream_id
-        self.source_task = source_task
+        self._origin = origin
         self._anchors = anchors
+        self._task = task
         self._ack_val = 0
         self._state = PENDING
-        self._task = task
+
+    @property
+    def fields(self) -> Fields:
+        return self._origin.fields
+
+    @property
+    def source_component(self) -> str:
+        return self._origin.component
+
+    @property
+    def source_stream_id(self) -> str:
+        return self._origin.stream
+
+    @property
+    def source_task(self) -> int:
+        return self._origin.task
 
     def __getitem__(self, key: int | str) -> Any:
         if key.__class__ is str:
             try:
-                return self.values[self.fields._index[key]]  # type: ignore[index]
+                return self.values[self._origin.fields._index[key]]  # type: ignore[index]
             except KeyError:
                 raise KeyError(
                     f"tuple from component {self.source_component!r} stream "
@@ -117,10 +136,10 @@ class Tuple:
         return self[name]
 
     def contains(self, name: str) -> bool:
-        return name in self.fields
+        return name in self._origin.fields
 
     def select(self, selector: Fields) -> list[Any]:
-        return self.fields.select(selector, self.values)
+        return self._origin.fields.select(selector, self.values)
 
     @property
     def message_id(self) -> MessageId:
@@ -131,3 +150,17 @@ class Tuple:
             f"Tuple(source={self.source_component}:{self.source_task}, "
             f"stream={self.source_stream_id!r}, values={list(self.values)!r})"
         )
+
+
+class _RuntimeTuple(Tuple):
+    """Same slots as `Tuple`; only its constructor differs (the hot path's four arguments)."""
+
+    __slots__ = ()
+
+    def __init__(self, values, origin, anchors, task):  # type: ignore[override]
+        self.values = values
+        self._origin = origin
+        self._anchors = anchors
+        self._task = task
+        self._ack_val = 0
+        self._state = PENDING

@@ -1,0 +1,158 @@
+"""W1 (word count) on the local runner, acking off and on, against the plain-Python loop.
+
+    .venv/bin/python benchmarks/w1_local.py [--sentences 200000] [--runs 3]
+
+Prints words/s (median of the runs after one warm-up) and the ratio to the per-word dict loop
+measured in the same process, and checks every run's counts against the reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from workloads import reference_counts, w1_sentences  # noqa: E402
+
+from squall import BasicBolt, Bolt, Config, Fields, Spout, TopologyBuilder, Values  # noqa: E402
+from squall.runtime.local.engine import LocalEngine  # noqa: E402
+
+
+class ListSpout(Spout):
+    """Emits the sentences handed to it; tracked (with a message id) when `reliable`."""
+
+    def __init__(self, sentences: list[str], reliable: bool) -> None:
+        self.sentences = sentences
+        self.reliable = reliable
+
+    def open(self, conf, context, collector) -> None:
+        super().open(conf, context, collector)
+        self.i = 0
+
+    def next_tuple(self) -> None:
+        i = self.i
+        if i < len(self.sentences):
+            self.i = i + 1
+            self.collector.emit(Values(self.sentences[i]), msg_id=i if self.reliable else None)
+
+    def fail(self, msg_id: Any) -> None:
+        raise AssertionError(f"sentence {msg_id} failed")
+
+    def is_exhausted(self) -> bool:
+        return self.i >= len(self.sentences)
+
+    def declare_output_fields(self, declarer) -> None:
+        declarer.declare(Fields("sentence"))
+
+
+class Split(BasicBolt):
+    def execute(self, tup, collector) -> None:
+        emit = collector.emit
+        for w in tup.values[0].split():
+            emit(Values(w))
+
+    def declare_output_fields(self, declarer) -> None:
+        declarer.declare(Fields("word"))
+
+
+class Count(Bolt):
+    def prepare(self, conf, context, collector) -> None:
+        super().prepare(conf, context, collector)
+        self.counts: dict[str, int] = {}
+
+    def execute(self, tup) -> None:
+        w = tup.values[0]
+        self.counts[w] = self.counts.get(w, 0) + 1
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer) -> None:
+        declarer.declare(Fields("word", "count"))
+
+
+def plain_loop(sentences: list[str]) -> tuple[float, dict[str, int]]:
+    t0 = time.perf_counter()
+    counts = reference_counts(sentences)
+    return time.perf_counter() - t0, counts
+
+
+def function_chain(sentences: list[str]) -> tuple[float, dict[str, int]]:
+    """benchmarks.md's "per-word function calls spout -> split -> count (no framework)"."""
+    counts: dict[str, int] = {}
+
+    def count(word: str) -> None:
+        counts[word] = counts.get(word, 0) + 1
+
+    def split(sentence: str) -> None:
+        for w in sentence.split():
+            count(w)
+
+    def spout() -> None:
+        for s in sentences:
+            split(s)
+
+    t0 = time.perf_counter()
+    spout()
+    return time.perf_counter() - t0, counts
+
+
+def squall_run(sentences: list[str], acking: bool) -> tuple[float, dict[str, int]]:
+    builder = TopologyBuilder()
+    builder.set_spout("sentences", ListSpout(sentences, reliable=acking))
+    builder.set_bolt("split", Split(), 2).shuffle_grouping("sentences")
+    builder.set_bolt("count", Count(), 2).fields_grouping("split", Fields("word"))
+    conf = Config()
+    conf.set_num_ackers(1 if acking else 0)
+    conf.set_max_spout_pending(1000)
+    engine = LocalEngine(builder.create_topology(), conf)
+    t0 = time.perf_counter()
+    result = engine.run(until_complete=True)
+    elapsed = time.perf_counter() - t0
+    if result.errors:
+        raise AssertionError(f"errors: {result.errors[:3]}")
+    counts: dict[str, int] = {}
+    for task in engine.bolts:
+        if task.component_id == "count":
+            counts.update(task.instance.counts)
+    return elapsed, counts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sentences", type=int, default=200_000)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    sentences = w1_sentences(args.sentences)
+    words = sum(len(s.split()) for s in sentences)
+    expected = reference_counts(sentences)
+    assert sum(expected.values()) == words
+
+    figures: dict[str, list[float]] = {
+        "plain": [], "calls": [], "acking off": [], "acking on": []
+    }
+    for run in range(args.runs + 1):  # run 0 is the warm-up
+        for name, fn in (
+            ("plain", plain_loop),
+            ("calls", function_chain),
+            ("acking off", lambda s: squall_run(s, acking=False)),
+            ("acking on", lambda s: squall_run(s, acking=True)),
+        ):
+            elapsed, counts = fn(sentences)
+            if counts != expected:
+                raise AssertionError(f"{name}: counts differ from the reference")
+            if run:
+                figures[name].append(words / elapsed)
+    plain = statistics.median(figures["plain"])
+    print(f"W1 local runner, {words:,} words, median of {args.runs} runs after a warm-up")
+    for name, values in figures.items():
+        med = statistics.median(values)
+        print(f"  {name:<11} {med / 1e6:6.3f} M words/s   ratio to plain loop {med / plain:6.1%}"
+              f"   (min {min(values) / 1e6:.3f}, max {max(values) / 1e6:.3f})")
+
+
+if __name__ == "__main__":
+    main()
