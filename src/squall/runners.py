@@ -17,6 +17,7 @@ from typing import Any
 from squall.duration import Duration, to_millis
 from squall.runtime.clock import Clock
 from squall.runtime.stats import RunResult
+from squall.testing.time import current_clock
 from squall.topology.description import Topology
 
 RUNNERS = ("local",)
@@ -50,7 +51,7 @@ def run(
         duration_ms = (
             int(duration * 1000) if isinstance(duration, (int, float)) else to_millis(duration)
         )
-    engine = LocalEngine(topology, conf, clock=clock)
+    engine = LocalEngine(topology, conf, clock=clock or current_clock())
     return engine.run(
         duration_ms=duration_ms,
         until_complete=True,

@@ -119,12 +119,15 @@ class SpoutOutputCollector(_Emitter):
             return
         rand = task.rand64
         root = rand()
+        edges = [rand() for _ in targets]
         xor = 0
-        for t in targets:
-            edge = rand()
+        for edge in edges:
             xor ^= edge
-            send(t, _RuntimeTuple(values, origin, {root: edge}, t))
+        # The tree is registered before any tuple leaves: a runner may execute (and ack) a
+        # tuple inside send, and an ack must never reach the acker before its tree's init.
         task.track(root, msg_id, route.stream, xor)
+        for t, edge in zip(targets, edges, strict=True):
+            send(t, _RuntimeTuple(values, origin, {root: edge}, t))
 
 
 class OutputCollector(_Emitter):
@@ -254,15 +257,32 @@ class OutputCollector(_Emitter):
 class BasicOutputCollector:
     """What a `BasicBolt` emits with: every emit is anchored to the input being executed."""
 
-    __slots__ = ("_out", "_emit", "input")
+    __slots__ = ("_out", "_routes", "_stats", "_send", "_untracked", "input")
 
     def __init__(self, out: OutputCollector) -> None:
         self._out = out
-        self._emit = out.emit
+        self._routes = out._routes
+        self._stats = out._stats
+        self._send = out._send
+        # Without tracking or capture, emits need no anchoring: the common case gets its own
+        # short path, since BasicBolt emits are the bulk of most topologies' tuples.
+        self._untracked = not out._tracking and out._capture is None
         self.input: Tuple | None = None
 
     def emit(self, values: Sequence[Any], stream: str = DEFAULT) -> list[int]:
-        return self._emit(values, self.input, stream)
+        if not self._untracked:
+            return self._out.emit(values, self.input, stream)
+        route = self._routes.get(stream)
+        if route is None or len(values) != route.arity or route.direct:
+            route = self._out._route(stream, values, direct=False)
+        targets = route.choose(values)
+        stats = self._stats
+        stats.emitted += 1
+        stats.transferred += len(targets)
+        send, origin = self._send, route.origin
+        for t in targets:
+            send(t, _RuntimeTuple(values, origin, None, t))
+        return targets
 
     def emit_direct(self, task_id: int, values: Sequence[Any], stream: str = DEFAULT) -> list[int]:
         return self._out.emit_direct(task_id, values, self.input, stream)

@@ -164,6 +164,7 @@ class SpoutTask(TaskRuntime):
         if self._untracked_acks:
             acks, self._untracked_acks = self._untracked_acks, []
             for msg_id in acks:
+                self.stats.acked += 1
                 self._call("ack", msg_id)
         return self.stats.emitted - before
 

@@ -150,7 +150,7 @@ class TopologyBuilder:
                 f"duplicate component id: {cid!r} is already a {self._records[cid]['kind']}",
                 component=cid,
             )
-        if not isinstance(parallelism, int) or parallelism < 1:
+        if not isinstance(parallelism, int) or isinstance(parallelism, bool) or parallelism < 1:
             raise InvalidTopologyError(
                 f"parallelism must be a positive int, got {parallelism!r}", component=cid
             )

@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+import cloudpickle
+
 from squall.topology.fields import Fields
 
 Chooser = Callable[[Sequence[Any]], list[int]]
@@ -204,7 +206,9 @@ def make_chooser(
         lowest = [tasks[0]]
         return lambda values: list(lowest)
     if isinstance(grouping, CustomGrouping):
-        custom = grouping.grouping
+        # Each emitting task gets its own copy, prepared once, as Storm deserializes one per
+        # task: a stateful grouping (round robin, say) must not share state across tasks or runs.
+        custom = cloudpickle.loads(cloudpickle.dumps(grouping.grouping))
         custom.prepare(context, stream, list(tasks))
         valid = set(tasks)
 

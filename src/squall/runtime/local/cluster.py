@@ -26,6 +26,7 @@ from typing import Any
 from squall.runtime.clock import Clock
 from squall.runtime.local.engine import LocalEngine
 from squall.runtime.stats import ComponentStats, RunResult
+from squall.testing.time import current_clock
 from squall.topology.description import Topology
 
 
@@ -57,7 +58,10 @@ class LocalCluster:
     ) -> None:
         if name in self._topologies:
             raise ValueError(f"a topology named {name!r} is already running")
-        running = _Running(LocalEngine(topology, conf, clock=self._clock))
+        # An enclosing simulated_time() block drives the cluster's clock, as in Storm's
+        # simulated-time local cluster; otherwise wall time.
+        clock = self._clock or current_clock()
+        running = _Running(LocalEngine(topology, conf, clock=clock))
         self._topologies[name] = running
         running.thread.start()
 
