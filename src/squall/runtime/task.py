@@ -7,10 +7,11 @@ the same behaviour by hosting them.
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from squall.components.base import BasicBolt, Bolt, Spout
@@ -82,16 +83,6 @@ class TaskStats:
         return {name: getattr(self, name) for name in self.__slots__}
 
 
-def _rand64(rng: random.Random) -> Callable[[], int]:
-    bits = rng.getrandbits
-
-    def rand64() -> int:
-        # Zero would be a no-op in the XOR ledger, so it is never used as an id.
-        return bits(64) or 1
-
-    return rand64
-
-
 class TaskRuntime:
     kind = "task"
 
@@ -115,7 +106,9 @@ class TaskRuntime:
         self.tracking = tracking
         self.capture = capture
         self.stats = TaskStats()
-        self.rand64 = _rand64(random.Random((seed << 20) ^ task_id))
+        # Tuple and root ids: 64 random bits, seeded per task so runs repeat. As in Storm an id
+        # may be 0 (probability 2^-64), which is harmless; not guarding saves a call per edge.
+        self.rand64 = functools.partial(random.Random((seed << 20) ^ task_id).getrandbits, 64)
         self.context = TopologyContext(topology, self.conf, task_id)
         self.routes = build_routes(topology, task_id, seed, self.context)
         self.instance = spec.new_instance()
