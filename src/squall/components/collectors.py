@@ -77,6 +77,13 @@ class _Emitter:
     def report_error(self, error: BaseException) -> None:
         self._task.host.report_error(self._component, self._task_id, error)
 
+    def __reduce__(self):
+        # A snapshot of a component stores a reference, resolved to the restoring task's own
+        # collector (see squall.runtime.snapshot).
+        from squall.runtime.snapshot import current_collector
+
+        return (current_collector, ("output",))
+
 
 class SpoutOutputCollector(_Emitter):
     """The collector a spout emits with. `msg_id` makes the emit tracked (reliable)."""
@@ -292,3 +299,8 @@ class BasicOutputCollector:
 
     def report_error(self, error: BaseException) -> None:
         self._out.report_error(error)
+
+    def __reduce__(self):
+        from squall.runtime.snapshot import current_collector
+
+        return (current_collector, ("basic",))

@@ -36,6 +36,12 @@ class TopologyContext:
         tasks = topology.component_tasks(self.this_component_id)
         self.this_task_index = tasks.index(task_id)
 
+    def __reduce__(self):
+        # In a snapshot of a component, the context is the restoring task's own.
+        from squall.runtime.snapshot import current_context
+
+        return (current_context, ())
+
     def component_tasks(self, component_id: str) -> list[int]:
         return list(self.topology.component_tasks(component_id))
 

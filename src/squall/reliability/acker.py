@@ -106,6 +106,7 @@ class AckerLedger:
         *,
         spout_task: int | None = None,
         failed: bool = False,
+        start_ms: int | None = None,
     ) -> Outcome | None:
         """Apply many messages for `root` at once: their XOR, an init's task, any fail.
 
@@ -114,16 +115,15 @@ class AckerLedger:
         """
         entry = self._pending.get(root)
         if entry is None:
-            if spout_task is None:
-                if root in self._gone:
-                    return Outcome("late", root, -1, 0)
-                # Acks may precede their init across micro-batches on a distributed runner.
-                entry = self._pending[root] = _Entry(now_ms)
-            else:
-                entry = self._pending[root] = _Entry(now_ms)
+            if spout_task is None and root in self._gone:
+                return Outcome("late", root, -1, 0)
+            # Acks may precede their init across micro-batches on a distributed runner.
+            entry = self._pending[root] = _Entry(now_ms if start_ms is None else start_ms)
         entry.val ^= xor
         if spout_task is not None:
             entry.spout_task = spout_task
+            if start_ms is not None:
+                entry.start_ms = start_ms  # latency counts from the spout's emit
         if failed:
             entry.failed = True
         return self._settle(root, entry, now_ms)

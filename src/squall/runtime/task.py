@@ -230,6 +230,11 @@ class BoltTask(TaskRuntime):
         self.execute = self._execute_basic if self.basic else self._execute_rich
         self.on_execute_error = self._on_error
 
+    def rebind(self) -> None:
+        """After the instance was replaced by a snapshot, point the execute path at it."""
+        if self.basic != isinstance(self.instance, BasicBolt):
+            raise TypeError(f"snapshot of {self.component_id} is not the same kind of bolt")
+
     def prepare(self) -> None:
         if self.basic:
             self.instance.prepare(self.conf, self.context)

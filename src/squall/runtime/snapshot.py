@@ -1,0 +1,63 @@
+"""Snapshots of a task's component instance, so it can move between processes.
+
+A bolt instance holds its collector, its context, its own state and maybe tuples it has not acked
+yet. Pickling it directly would drag the whole runtime along, so collectors and contexts pickle as
+references that resolve, on load, to the collector and context of the task being restored.
+
+>>> from squall import TopologyBuilder, Bolt, Fields, Values
+>>> from squall.testing import FixedTupleSpout
+>>> from squall.runtime.local.engine import LocalEngine
+>>> class Count(Bolt):
+...     def prepare(self, conf, context, collector):
+...         super().prepare(conf, context, collector); self.n = 0
+...     def execute(self, tup): self.n += 1; self.collector.ack(tup)
+>>> b = TopologyBuilder()
+>>> _ = b.set_spout("s", FixedTupleSpout([[1], [2]], Fields("x")))
+>>> _ = b.set_bolt("count", Count()).shuffle_grouping("s")
+>>> engine = LocalEngine(b.create_topology())
+>>> _ = engine.run()
+>>> task = engine.bolts[0]
+>>> blob = dump_instance(task)
+>>> fresh = LocalEngine(engine.topology).bolts[0]
+>>> load_instance(fresh, blob)
+>>> fresh.instance.n, fresh.instance.collector is fresh.collector
+(2, True)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cloudpickle
+
+_restoring: list[Any] = []
+
+
+def dump_instance(task: Any) -> bytes:
+    """The task's component instance as bytes (collectors and context as references)."""
+    return cloudpickle.dumps(task.instance)
+
+
+def load_instance(task: Any, blob: bytes) -> None:
+    """Replace the task's instance by the snapshot, bound to this task's collector and context."""
+    _restoring.append(task)
+    try:
+        task.instance = cloudpickle.loads(blob)
+    finally:
+        _restoring.pop()
+    task.rebind()
+
+
+def current_collector(kind: str) -> Any:
+    if not _restoring:
+        raise RuntimeError("a collector can only be unpickled while a task is being restored")
+    task = _restoring[-1]
+    if kind == "basic":
+        return task.basic_collector
+    return task.collector
+
+
+def current_context() -> Any:
+    if not _restoring:
+        raise RuntimeError("a context can only be unpickled while a task is being restored")
+    return _restoring[-1].context

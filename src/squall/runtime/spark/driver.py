@@ -1,0 +1,361 @@
+"""`SparkRunner`: runs a topology as one Structured Streaming query (driver side).
+
+Per micro-batch (`foreachBatch`): the spout rows planned by the reader go through one
+`mapInArrow` stage per bolt, in topological order. Each stage repartitions by a routing key whose
+Spark hash is the target task's partition index, so every task's tuples meet in one partition; rows
+for other stages, and ack rows, ride along, so the batch has one lineage and one action. The driver
+then merges the per-task XOR aggregates into the ledger, writes the outcomes for the spouts and,
+last, the commit record: a replay of an uncommitted batch restores every task from the snapshot of
+the last committed batch, so nothing is lost or applied twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import pickle
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import cloudpickle
+
+from squall.errors import InvalidTopologyError, ReliabilityError, SquallError
+from squall.reliability.acker import AckerLedger
+from squall.runtime.local.engine import is_acyclic
+from squall.runtime.spark import wire
+from squall.runtime.spark.session import get_session
+from squall.runtime.spark.spouts import TIMED_OUT, SpoutSource, read_status, write_outcomes
+from squall.runtime.spark.stage import StagePlan, stage_function
+from squall.runtime.spark.state_files import read_or_none, write_atomic
+from squall.runtime.stats import ComponentStats, ErrorRecord, RunResult
+from squall.topology.config import (
+    SQUALL_RANDOM_SEED,
+    TOPOLOGY_MESSAGE_TIMEOUT_SECS,
+    Config,
+    num_ackers,
+)
+from squall.topology.description import ComponentSpec, Topology
+
+log = logging.getLogger("squall")
+MAX_BATCH_TUPLES = "squall.spark.batch.max.tuples"
+
+
+class CheckpointMismatchError(SquallError):
+    """The checkpoint location holds the state of a different topology."""
+
+
+def fingerprint(topology: Topology) -> dict[str, Any]:
+    """What must not change for a restarted topology to resume from a checkpoint."""
+    return {
+        cid: {
+            "kind": spec.kind,
+            "class": spec.class_name,
+            "tasks": spec.num_tasks,
+            "streams": {s: list(st.fields) for s, st in spec.streams.items()},
+            "inputs": [[i.component, i.stream, i.grouping.name] for i in spec.inputs],
+        }
+        for cid, spec in topology.components.items()
+    }
+
+
+def portable(topology: Topology) -> Topology:
+    """The topology with user classes that executors cannot import pickled by value.
+
+    Classes from modules outside installed packages (a script, a test file) are not importable
+    in Spark's Python workers, so their code travels inside the pickles.
+    """
+    installed = tuple(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
+    squall_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+    def register(obj: Any) -> None:
+        for cls in type(obj).__mro__:
+            module = sys.modules.get(cls.__module__)
+            path = getattr(module, "__file__", None)
+            if module is None or path is None or cls.__module__ == "__main__":
+                continue
+            path = os.path.abspath(path)
+            if path.startswith(installed) or path.startswith(squall_dir):
+                continue
+            cloudpickle.register_pickle_by_value(module)
+
+    specs: dict[str, ComponentSpec] = {}
+    import dataclasses
+
+    for cid, spec in topology.components.items():
+        instance = spec.new_instance()
+        register(instance)
+        for sub in spec.inputs:
+            if getattr(sub.grouping, "grouping", None) is not None:
+                register(sub.grouping.grouping)
+        specs[cid] = dataclasses.replace(spec, payload=cloudpickle.dumps(instance))
+    return Topology(specs)
+
+
+def bolt_order(topology: Topology) -> list[str]:
+    """Bolts in an order where every bolt comes after the bolts it subscribes to."""
+    bolts = topology.bolts
+    order: list[str] = []
+    done: set[str] = set(topology.spouts)
+    while len(order) < len(bolts):
+        ready = sorted(
+            cid for cid, spec in bolts.items()
+            if cid not in done and all(s.component in done for s in spec.inputs)
+        )
+        order.extend(ready)
+        done.update(ready)
+    return order
+
+
+def routing_keys(spark: Any, n: int) -> list[int]:
+    """For each partition index t < n, a long whose Spark hash lands in partition t.
+
+    `repartition(n, col)` places a row by pmod(murmur3(col), n); routing by these keys makes
+    partition t receive exactly the rows of task index t (measured in docs/design/spark-runner.md).
+    """
+    from pyspark.sql import functions as F
+
+    span = 64 * n
+    while True:
+        rows = (
+            spark.range(0, span)
+            .select(F.col("id"), F.expr(f"pmod(hash(id), {n})").alias("p"))
+            .groupBy("p").agg(F.min("id").alias("k")).collect()
+        )
+        found = {int(r["p"]): int(r["k"]) for r in rows}
+        if len(found) == n:
+            return [found[t] for t in range(n)]
+        span *= 4
+
+
+class SparkRunner:
+    def __init__(
+        self,
+        topology: Topology,
+        conf: Mapping[str, Any] | None = None,
+        *,
+        master: str | None = None,
+        checkpoint_location: str | None = None,
+        capture: bool = False,
+        session: Any = None,
+    ) -> None:
+        if not is_acyclic(topology):
+            raise InvalidTopologyError(
+                "the spark runner executes bolts as stages in topological order, so a topology "
+                "with a cycle cannot run on it; use the local runner"
+            )
+        self.user_conf = dict(conf or {})
+        self.conf = Config.effective_of(conf)
+        self.spark = session or get_session(master, self.user_conf)
+        self.spark.dataSource.register(SpoutSource)
+        self.dir = os.path.abspath(checkpoint_location or tempfile.mkdtemp(prefix="squall-"))
+        os.makedirs(self.dir, exist_ok=True)
+        self._check_fingerprint(topology)
+        self.topology = portable(topology)
+        self.capture = capture
+        self.seed = int(self.conf.get(SQUALL_RANDOM_SEED) or 0)
+        self.tracking = num_ackers(self.conf) > 0
+        self.timeout_ms = int(float(self.conf[TOPOLOGY_MESSAGE_TIMEOUT_SECS]) * 1000)
+        self.order = bolt_order(self.topology)
+        self.keys = {cid: routing_keys(self.spark, self.topology.components[cid].num_tasks)
+                     for cid in self.order}
+        self.run_id = uuid.uuid4().hex
+        self.errors: list[ErrorRecord] = []
+        self.captures: dict[int, list[tuple[int, str, list[Any]]]] = {}
+        self.bolt_stats: dict[int, dict[str, int]] = {}
+        self.late_acks = 0
+        self.batches = 0
+        self._restore()
+        plan = {
+            "topology": self.topology, "conf": self.user_conf, "keys": self.keys,
+            "seed": self.seed, "tracking": self.tracking, "capture": capture,
+            "max_batch": int(self.conf.get(MAX_BATCH_TUPLES) or 100_000),
+        }
+        write_atomic(os.path.join(self.dir, "plan.pkl"), cloudpickle.dumps(plan))
+
+    # ---- checkpoint ----------------------------------------------------------------------
+    def _check_fingerprint(self, topology: Topology) -> None:
+        path = os.path.join(self.dir, "topology.json")
+        mine = fingerprint(topology)
+        blob = read_or_none(path)
+        if blob is None:
+            write_atomic(path, json.dumps(mine, sort_keys=True).encode())
+            return
+        theirs = json.loads(blob)
+        if theirs != mine:
+            digest = hashlib.sha1(blob).hexdigest()[:8]
+            raise CheckpointMismatchError(
+                f"checkpoint location {self.dir} was written by a different topology "
+                f"(components {sorted(theirs)}, fingerprint {digest}); use a new checkpoint "
+                "location, or restart the topology that wrote it"
+            )
+
+    def _restore(self) -> None:
+        blob = read_or_none(os.path.join(self.dir, "commit.pkl"))
+        if blob is None:
+            self.committed = -1
+            self.ledger = AckerLedger(memory_ms=self.timeout_ms)
+            return
+        record = pickle.loads(blob)
+        self.committed = record["batch_id"]
+        self.ledger = AckerLedger.restore(record["ledger"], self.timeout_ms)
+
+    # ---- one micro-batch -----------------------------------------------------------------
+    def _batch(self, df: Any, batch_id: int) -> None:
+        if batch_id <= self.committed:
+            return  # already applied: Spark replays a batch whose commit it did not log
+        cur = df
+        for cid in self.order:
+            plan = StagePlan(
+                run_id=self.run_id, topology=self.topology, conf=self.user_conf, component=cid,
+                batch_id=batch_id, committed=self.committed, state_dir=self.dir,
+                keys=self.keys, seed=self.seed, tracking=self.tracking, capture=self.capture,
+            )
+            n = self.topology.components[cid].num_tasks
+            cur = cur.repartition(n, "key").mapInArrow(stage_function(plan), wire.DDL)
+        self._apply(cur.toArrow().to_pydict(), batch_id)
+
+    def _apply(self, cols: dict[str, list], batch_id: int) -> None:
+        now = time.time_ns() // 1_000_000
+        agg: dict[int, list] = {}  # root -> [xor, spout task or None, failed, start]
+        forget: list[int] = []
+        topology = self.topology
+        for i, kind in enumerate(cols["kind"]):
+            task = cols["task"][i]
+            if kind == wire.ACK or kind == wire.INIT or kind == wire.FAIL:
+                root = wire.from_signed(cols["root"][i])
+                if kind == wire.FAIL and task == TIMED_OUT:
+                    forget.append(root)
+                    continue
+                entry = agg.get(root)
+                if entry is None:
+                    entry = agg[root] = [0, None, False, cols["ts"][i]]
+                if kind == wire.FAIL:
+                    entry[2] = True
+                else:
+                    entry[0] ^= wire.from_signed(cols["edge"][i])
+                    if kind == wire.INIT:
+                        entry[1] = task
+                        entry[3] = cols["ts"][i]
+            elif kind == wire.ERROR:
+                error = pickle.loads(cols["values"][i])
+                cid = topology.task_component(task) if task in topology.task_ids else "?"
+                self.errors.append(ErrorRecord(cid, task, error, cols["stream"][i], cols["ts"][i]))
+                log.error("[%s:%s] %s: %s", cid, task, type(error).__name__, error)
+            elif kind == wire.CAPTURE:
+                self.captures.setdefault(task, []).append(
+                    (cols["seq"][i], cols["stream"][i], pickle.loads(cols["values"][i]))
+                )
+            elif kind == wire.STATS:
+                into = self.bolt_stats.setdefault(task, {})
+                for key, value in pickle.loads(cols["values"][i]).items():
+                    into[key] = into.get(key, 0) + value
+            elif kind == wire.TUPLE:
+                raise RuntimeError(f"a tuple for task {task} reached no stage")
+        for root in forget:
+            self.ledger.forget(root, now)
+        outcomes: list[tuple] = []
+        for root, (xor, spout_task, failed, start) in agg.items():
+            outcome = self.ledger.apply(root, xor, now, spout_task=spout_task, failed=failed,
+                                        start_ms=start)
+            if outcome is None:
+                continue
+            if outcome.kind in ("ack", "fail", "reset"):
+                outcomes.append(tuple(outcome))
+            elif outcome.kind == "late":
+                self.late_acks += 1
+            else:
+                self.errors.append(ErrorRecord("?", -1, ReliabilityError(
+                    f"ack of an unknown tuple tree (root {root:#x})"), None, now))
+        write_outcomes(self.dir, batch_id, outcomes)
+        record = {"batch_id": batch_id, "ledger": self.ledger.snapshot()}
+        write_atomic(os.path.join(self.dir, "commit.pkl"), pickle.dumps(record))
+        self.committed = batch_id
+        self.batches += 1
+
+    # ---- running -------------------------------------------------------------------------
+    def run(
+        self,
+        *,
+        duration_ms: int | None = None,
+        until_complete: bool = True,
+        on_progress: Callable[[SparkRunner], None] | None = None,
+        progress_every_ms: int = 1000,
+        max_wait_ms: int | None = None,
+    ) -> RunResult:
+        started = time.monotonic()
+        reader = self.spark.readStream.format(SpoutSource.name()).option("dir", self.dir).load()
+        trigger_ms = int(self.conf.get("squall.spark.trigger.ms") or 0)
+        query = (
+            reader.writeStream.foreachBatch(self._batch)
+            .option("checkpointLocation", os.path.join(self.dir, "query"))
+            .trigger(processingTime=f"{trigger_ms} milliseconds")
+            .start()
+        )
+        self.query = query
+        next_progress = progress_every_ms
+        try:
+            while query.isActive:
+                query.awaitTermination(0.05)
+                elapsed = int((time.monotonic() - started) * 1000)
+                if on_progress is not None and elapsed >= next_progress:
+                    on_progress(self)
+                    next_progress = elapsed + progress_every_ms
+                if until_complete and self.complete():
+                    break
+                if duration_ms is not None and elapsed >= duration_ms:
+                    break
+                if max_wait_ms is not None and elapsed >= max_wait_ms:
+                    break
+        finally:
+            if query.isActive:
+                query.stop()
+        error = query.exception()
+        if error is not None:
+            raise SquallError(f"the Spark query failed: {error}") from None
+        self.elapsed_ms = int((time.monotonic() - started) * 1000)
+        if on_progress is not None:
+            on_progress(self)
+        return self.result()
+
+    def complete(self) -> bool:
+        """Every spout exhausted and settled, and every planned segment processed."""
+        status = read_status(self.dir)
+        if status is None or not status["exhausted"] or status["pending"]:
+            return False
+        progress = self.query.lastProgress
+        if status["seg"] < 0:
+            return True
+        if not progress or not progress.get("sources"):
+            return False
+        end = progress["sources"][0].get("endOffset")
+        if isinstance(end, str):
+            end = json.loads(end)
+        return end is not None and int(end["seg"]) >= status["seg"] and len(self.ledger) == 0
+
+    def component_stats(self) -> dict[str, ComponentStats]:
+        out = {cid: ComponentStats(cid, spec.kind, spec.num_tasks)
+               for cid, spec in self.topology.components.items()}
+        status = read_status(self.dir) or {"spouts": {}}
+        sources = list(self.bolt_stats.items()) + [
+            (t, s["stats"]) for t, s in status["spouts"].items()
+        ]
+        for task, stats in sources:
+            cs = out[self.topology.task_component(task)]
+            for key in ("emitted", "transferred", "executed", "acked", "failed", "timed_out",
+                        "errors", "latency_total_ms", "latency_count"):
+                setattr(cs, key, getattr(cs, key) + stats.get(key, 0))
+        for t, s in status["spouts"].items():
+            cs = out[self.topology.task_component(t)]
+            cs.pending += s["stats"].get("pending", 0)
+        return out
+
+    def result(self) -> RunResult:
+        return RunResult(self.component_stats(), list(self.errors),
+                         getattr(self, "elapsed_ms", 0),
+                         {"late_acks": self.late_acks, "batches": self.batches})

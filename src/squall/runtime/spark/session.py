@@ -1,0 +1,55 @@
+"""Creating the Spark session squall runs on, with defaults that suit a streaming topology."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+DEFAULT_MASTER = "local[*]"
+
+DEFAULTS = {
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "2",
+    # Arrow batches between the JVM and Python workers; mapInArrow stages rely on it.
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.adaptive.enabled": "false",  # keep one partition per task: no coalescing
+}
+
+
+class SparkUnavailableError(RuntimeError):
+    """Spark cannot start here; the message says why and what to do."""
+
+
+def get_session(master: str | None = None, conf: Mapping[str, Any] | None = None):
+    """The active session, or a new one for `master` with squall's defaults and `spark.*` conf."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        raise SparkUnavailableError(
+            "Java was not found: Spark needs Java 17 (install openjdk-17-jre-headless, or set "
+            "JAVA_HOME), or run with --runner local"
+        )
+    # Executors' Python workers must run this interpreter (the one squall is installed in).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = SparkSession.builder.master(master or DEFAULT_MASTER).appName("squall")
+    settings = dict(DEFAULTS)
+    settings.update({k: str(v) for k, v in (conf or {}).items() if k.startswith("spark.")})
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:
+        raise SparkUnavailableError(
+            f"could not start Spark with master {master or DEFAULT_MASTER!r}: {exc}. Check the "
+            "master URL (spark://host:port, local[*], yarn, k8s://...) and that it is reachable"
+        ) from exc
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

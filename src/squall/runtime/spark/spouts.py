@@ -1,0 +1,251 @@
+"""Spouts on Spark: hosted in the streaming source's reader, which lives on the driver side.
+
+The reader process keeps every spout task (a `SpoutTask`, the same core as the local runner). On
+each trigger Spark asks it for the latest offset: it first hands the spouts the outcomes of their
+tuple trees (files the driver writes per batch), fails trees whose timeout passed, then calls
+`next_tuple` up to the batch budget. What the spouts emitted is written as one Arrow segment under
+the checkpoint location *before* its offset is returned, so Spark's replay of a planned batch reads
+exactly the same rows. Timeouts are decided here on the planning time, which is stored in the rows
+(`ts`), so a replay sees the same times and the bolts' processing time is the batch's.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import time
+from typing import Any
+
+import cloudpickle
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+from squall.reliability.acker import Outcome
+from squall.runtime.spark import wire
+from squall.runtime.spark.state_files import read_or_none, write_atomic
+from squall.runtime.task import SpoutTask
+
+TIMED_OUT = -2  # `task` of a FAIL row that tells the driver's ledger a root timed out
+
+
+def segment_path(run_dir: str, seg: int) -> str:
+    return os.path.join(run_dir, "segments", f"seg={seg:012d}.arrow")
+
+
+def outcome_path(run_dir: str, batch_id: int) -> str:
+    return os.path.join(run_dir, "outcomes", f"batch={batch_id:012d}.pkl")
+
+
+class ReaderHost:
+    """The `Host` of spout tasks in the reader: emits become rows of the next segment."""
+
+    def __init__(self, keys: dict[int, int], capture: bool) -> None:
+        self.rows = wire.RowBuffer()
+        self.keys = keys
+        self.now = 0
+        self.seq = 0
+        self.capture = capture
+
+    def send(self, task_id: int, tup: Any) -> None:
+        self.seq += 1
+        self.rows.tuple(task=task_id, key=self.keys[task_id], stream=tup._origin.stream,
+                        src=tup._origin.task, values=tup.values, anchors=tup._anchors,
+                        ts=self.now, seq=self.seq)
+
+    def ack_init(self, root: int, xor: int, spout_task: int) -> None:
+        self.rows.message(wire.INIT, task=spout_task, key=0, root=root, value=xor, ts=self.now)
+
+    def ack(self, root: int, value: int, component: str) -> None:
+        raise RuntimeError("spouts do not ack tuples")
+
+    fail = reset = ack  # type: ignore[assignment]
+
+    def forget(self, root: int) -> None:
+        self.rows.message(wire.FAIL, task=TIMED_OUT, key=0, root=root, ts=self.now)
+
+    def now_ms(self) -> int:
+        return self.now
+
+    def report_error(self, component: str, task: int, error: BaseException,
+                     stream: str | None = None) -> None:
+        from squall.runtime.spark.stage import _portable_error
+
+        self.seq += 1
+        self.rows.report(wire.ERROR, task=task, key=0, stream=stream,
+                         payload=_portable_error(error), ts=self.now, seq=self.seq)
+
+
+class SegmentPartition(InputPartition):
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+
+class SpoutReader(DataSourceStreamReader):
+    def __init__(self, options: dict[str, str]) -> None:
+        self.run_dir = options["dir"]
+        with open(os.path.join(self.run_dir, "plan.pkl"), "rb") as f:
+            plan = cloudpickle.load(f)
+        topology = plan["topology"]
+        self.max_batch = int(plan["max_batch"])
+        first = {cid: topology.component_tasks(cid)[0] for cid in topology.components}
+        keys = {t: plan["keys"][cid][t - first[cid]] if cid in plan["keys"] else 0
+                for cid in topology.components for t in topology.component_tasks(cid)}
+        self.host = ReaderHost(keys, plan["capture"])
+        self.tasks: dict[int, SpoutTask] = {}
+        for cid in topology.spouts:
+            for t in topology.component_tasks(cid):
+                self.tasks[t] = SpoutTask(
+                    topology, t, plan["conf"], self.host, seed=plan["seed"],
+                    tracking=plan["tracking"], capture=[] if plan["capture"] else None,
+                )
+        self.host.now = _wall_ms()
+        for task in self.tasks.values():
+            task.open()
+        self.delivered = -1
+        segs = _segments(self.run_dir)
+        self.next_seg = (segs[-1] + 1) if segs else 0
+
+    def __getstate__(self) -> dict:
+        # Spark pickles the reader to call read() on executors; the live spout tasks stay here.
+        return {"run_dir": self.run_dir}
+
+    def __setstate__(self, state: dict) -> None:
+        self.run_dir = state["run_dir"]
+
+    def initialOffset(self) -> dict:
+        return {"seg": -1}
+
+    def latestOffset(self, start: dict, limit: Any = None) -> dict:
+        host = self.host
+        host.now = _wall_ms()
+        self._deliver_outcomes()
+        emitted = 0
+        for task in self.tasks.values():
+            task.expire(host.now)
+        progressing = True
+        while progressing and emitted < self.max_batch:
+            progressing = False
+            for task in self.tasks.values():
+                if task.can_emit():
+                    n = task.next_tuple()
+                    if n:
+                        emitted += n
+                        progressing = True
+        for task in self.tasks.values():
+            if task.capture:
+                for stream, values in task.capture:
+                    host.seq += 1
+                    host.rows.report(wire.CAPTURE, task=task.task_id, key=0, stream=stream,
+                                     payload=values, ts=host.now, seq=host.seq)
+                task.capture.clear()
+        end = start
+        if len(host.rows):
+            seg = max(self.next_seg, int(start["seg"]) + 1)
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_file(sink, wire.SCHEMA) as writer:
+                writer.write_batch(host.rows.to_batch())
+            write_atomic(segment_path(self.run_dir, seg), sink.getvalue().to_pybytes())
+            host.rows = wire.RowBuffer()
+            self.next_seg = seg + 1
+            end = {"seg": seg}
+        self._write_status(end)
+        return end
+
+    def _deliver_outcomes(self) -> None:
+        directory = os.path.join(self.run_dir, "outcomes")
+        try:
+            names = sorted(os.listdir(directory))
+        except FileNotFoundError:
+            return
+        for name in names:
+            if not name.startswith("batch="):
+                continue
+            batch_id = int(name[6:-4])
+            if batch_id <= self.delivered:
+                continue
+            blob = read_or_none(os.path.join(directory, name))
+            if blob is None:
+                continue
+            for kind, root, spout_task, latency in pickle.loads(blob):
+                task = self.tasks.get(spout_task)
+                if task is not None:
+                    task.completions.append(Outcome(kind, root, spout_task, latency))
+            self.delivered = batch_id
+        for task in self.tasks.values():
+            task.deliver_completions()
+
+    def _write_status(self, end: dict) -> None:
+        status = {
+            "seg": int(end["seg"]),
+            "exhausted": all(t.exhausted() for t in self.tasks.values()),
+            "pending": sum(len(t.pending) for t in self.tasks.values()),
+            "spouts": {
+                t: {
+                    "acked": list(getattr(task.instance, "acked", []) or []),
+                    "failed": list(getattr(task.instance, "failed", []) or []),
+                    "stats": task.stats.as_dict(),
+                }
+                for t, task in self.tasks.items()
+            },
+        }
+        write_atomic(os.path.join(self.run_dir, "status.pkl"), pickle.dumps(status))
+
+    def partitions(self, start: dict, end: dict) -> list[SegmentPartition]:
+        return [
+            SegmentPartition(segment_path(self.run_dir, seg))
+            for seg in range(int(start["seg"]) + 1, int(end["seg"]) + 1)
+            if os.path.exists(segment_path(self.run_dir, seg))
+        ]
+
+    def read(self, partition: SegmentPartition):
+        with pa.OSFile(partition.path) as f:
+            reader = pa.ipc.open_file(f)
+            for i in range(reader.num_record_batches):
+                yield reader.get_batch(i)
+
+    def commit(self, end: dict) -> None:
+        # Spark has committed every batch up to `end`: their segments will not be read again.
+        for seg in _segments(self.run_dir):
+            if seg <= int(end["seg"]):
+                os.unlink(segment_path(self.run_dir, seg))
+
+    def stop(self) -> None:
+        for task in self.tasks.values():
+            task.close()
+
+
+def _segments(run_dir: str) -> list[int]:
+    try:
+        names = os.listdir(os.path.join(run_dir, "segments"))
+    except FileNotFoundError:
+        return []
+    return sorted(int(n[4:-6]) for n in names if n.startswith("seg=") and n.endswith(".arrow"))
+
+
+def _wall_ms() -> int:
+    # The runner is where time enters: planning time of a batch, recorded in its rows.
+    return time.time_ns() // 1_000_000
+
+
+class SpoutSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "squall_spouts"
+
+    def schema(self) -> str:
+        return wire.DDL
+
+    def streamReader(self, schema: Any) -> SpoutReader:
+        return SpoutReader(self.options)
+
+
+def read_status(run_dir: str) -> dict | None:
+    blob = read_or_none(os.path.join(run_dir, "status.pkl"))
+    return None if blob is None else pickle.loads(blob)
+
+
+def write_outcomes(run_dir: str, batch_id: int, outcomes: list[tuple]) -> None:
+    write_atomic(outcome_path(run_dir, batch_id), pickle.dumps(outcomes))
+
+
+

@@ -1,0 +1,228 @@
+"""Executor side: run one component's tasks over a micro-batch's rows (inside `mapInArrow`).
+
+Each partition holds the rows of one task (the driver routes by a key whose Spark hash lands in the
+task's partition). Rows for later components, and ack/report rows, pass through unchanged so that
+one lineage carries everything to the batch's single action.
+
+A task's component instance is cached in the Python worker with the batch id it has reached. It is
+reused only when that id is the driver's last committed batch; otherwise (another worker ran the
+task last, or a batch is replayed after a crash) it is restored from the snapshot written at the end
+of the last committed batch. Every batch ends by writing the task's snapshot under its batch id.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from squall.runtime.snapshot import dump_instance, load_instance
+from squall.runtime.spark import wire
+from squall.runtime.spark.state_files import (
+    latest_snapshot,
+    prune_snapshots,
+    read_or_none,
+    snapshot_path,
+    write_atomic,
+)
+from squall.runtime.task import BoltTask
+from squall.topology.description import Topology
+from squall.topology.tuple import _RuntimeTuple
+
+# (run id, task id) -> (batch id the instance has reached, task runtime)
+_TASKS: dict[tuple[str, int], tuple[int, BoltTask]] = {}
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """What one stage's closure carries to the executors."""
+
+    run_id: str
+    topology: Topology
+    conf: dict[str, Any]
+    component: str
+    batch_id: int
+    committed: int  # the last committed batch id (-1: none)
+    state_dir: str
+    keys: dict[str, list[int]]  # component -> routing key of each task index
+    seed: int
+    tracking: bool
+    capture: bool
+
+
+class StageHost:
+    """The `Host` of tasks running inside a stage: everything they send becomes output rows."""
+
+    def __init__(self, plan: StagePlan, out: wire.RowBuffer) -> None:
+        self.plan = plan
+        self.out = out
+        self.topology = plan.topology
+        self.now = 0
+        self.xor: dict[int, int] = {}
+        self.fails: list[int] = []
+        self.resets: list[int] = []
+        self.seq = 0
+        self.reporter = -1
+        first = {cid: self.topology.component_tasks(cid)[0] for cid in self.topology.components}
+        self._key_of = {
+            t: plan.keys[cid][t - first[cid]] if cid in plan.keys else 0
+            for cid in self.topology.components
+            for t in self.topology.component_tasks(cid)
+        }
+
+    def send(self, task_id: int, tup: Any) -> None:
+        self.seq += 1
+        self.out.tuple(
+            task=task_id, key=self._key_of[task_id], stream=tup._origin.stream,
+            src=tup._origin.task, values=tup.values, anchors=tup._anchors, ts=self.now,
+            seq=self.seq,
+        )
+
+    def ack_init(self, root: int, xor: int, spout_task: int) -> None:
+        raise RuntimeError("bolts do not start tuple trees")
+
+    def ack(self, root: int, value: int, component: str) -> None:
+        self.xor[root] = self.xor.get(root, 0) ^ value
+
+    def fail(self, root: int, component: str) -> None:
+        self.fails.append(root)
+
+    def reset(self, root: int, component: str) -> None:
+        self.resets.append(root)
+
+    def forget(self, root: int) -> None:
+        pass
+
+    def now_ms(self) -> int:
+        return self.now
+
+    def report_error(self, component: str, task: int, error: BaseException,
+                     stream: str | None = None) -> None:
+        self.seq += 1
+        self.out.report(wire.ERROR, task=task, key=0, stream=stream,
+                        payload=_portable_error(error), ts=self.now, seq=self.seq)
+
+
+def _portable_error(error: BaseException) -> BaseException:
+    """The error itself if it pickles (most do), else a RuntimeError with its text."""
+    import pickle
+
+    try:
+        pickle.loads(pickle.dumps(error))
+        return error
+    except Exception:
+        return RuntimeError(f"{type(error).__name__}: {error}")
+
+
+def _task(plan: StagePlan, task_id: int, host: StageHost) -> BoltTask:
+    latest = latest_snapshot(plan.state_dir, task_id, plan.committed)
+    cached = _TASKS.get((plan.run_id, task_id))
+    if cached is not None and latest is not None and cached[0] == latest:
+        task = cached[1]
+        task.host = host
+        task.collector._send = host.send
+        task.collector._host_ack, task.collector._host_fail = host.ack, host.fail
+        task.collector._host_reset = host.reset
+        if task.basic_collector is not None:
+            task.basic_collector._send = host.send
+        return task
+    task = BoltTask(plan.topology, task_id, plan.conf, host, seed=plan.seed,
+                    tracking=plan.tracking, capture=[] if plan.capture else None)
+    blob = None if latest is None else read_or_none(snapshot_path(plan.state_dir, task_id, latest))
+    if blob is not None:
+        load_instance(task, blob)
+    else:
+        task.prepare()  # first batch of this task: prepare runs once, as in Storm
+    return task
+
+
+def run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The `mapInArrow` function of a stage (see `stage_function`)."""
+    out = wire.RowBuffer()
+    host = StageHost(plan, out)
+    mine = set(plan.topology.component_tasks(plan.component))
+    passthrough: list[pa.RecordBatch] = []
+    inputs: dict[int, list[tuple]] = {}
+    # The whole input is drained before any work, which Python worker reuse relies on.
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        cols = batch.to_pydict()
+        kinds, tasks = cols["kind"], cols["task"]
+        keep = [i for i in range(batch.num_rows)
+                if not (kinds[i] == wire.TUPLE and tasks[i] in mine)]
+        if len(keep) < batch.num_rows:
+            for i in range(batch.num_rows):
+                if kinds[i] == wire.TUPLE and tasks[i] in mine:
+                    inputs.setdefault(tasks[i], []).append(
+                        (cols["src"][i], cols["seq"][i], cols["stream"][i], cols["values"][i],
+                         cols["root"][i], cols["edge"][i], cols["more"][i], cols["ts"][i]))
+            if keep:
+                passthrough.append(batch.take(pa.array(keep, pa.int64())))
+        else:
+            passthrough.append(batch)
+    yield from passthrough
+    topology = plan.topology
+    for task_id in sorted(inputs):
+        task = _task(plan, task_id, host)
+        host.reporter = task_id
+        rows = inputs[task_id]
+        # Per (source task -> this task) FIFO, as Storm guarantees; sources in task order.
+        rows.sort(key=lambda r: (r[0], r[1]))
+        execute = task.execute
+        origins: dict[tuple[int, str], Any] = {}
+        for src, _seq, stream, blob, root, edge, more, ts in rows:
+            origin = origins.get((src, stream))
+            if origin is None:
+                origin = origins[(src, stream)] = _origin(topology, src, stream)
+            host.now = ts
+            execute(_RuntimeTuple(wire.decode_values(blob), origin,
+                                  wire.anchors_of(root, edge, more), task_id))
+        _finish_task(plan, task, host, out, executed=len(rows))
+    for root, value in host.xor.items():
+        out.message(wire.ACK, task=-1, key=0, root=root, value=value, ts=host.now)
+    for root in host.fails:
+        out.message(wire.FAIL, task=-1, key=0, root=root, ts=host.now)
+    for root in host.resets:
+        out.message(wire.RESET, task=-1, key=0, root=root, ts=host.now)
+    if len(out):
+        yield out.to_batch()
+
+
+def _finish_task(
+    plan: StagePlan, task: BoltTask, host: StageHost, out: wire.RowBuffer, executed: int
+) -> None:
+    if task.capture:
+        for stream, values in task.capture:
+            host.seq += 1
+            out.report(wire.CAPTURE, task=task.task_id, key=0, stream=stream, payload=values,
+                       ts=host.now, seq=host.seq)
+        task.capture.clear()
+    stats = task.stats.as_dict()
+    stats["executed"] = executed
+    out.report(wire.STATS, task=task.task_id, key=0, stream=None, payload=stats, ts=host.now,
+               seq=0)
+    task.stats.__init__()  # counters are per batch; the driver sums them
+    write_atomic(snapshot_path(plan.state_dir, task.task_id, plan.batch_id), dump_instance(task))
+    prune_snapshots(plan.state_dir, task.task_id, plan.committed)
+    _TASKS[(plan.run_id, task.task_id)] = (plan.batch_id, task)
+
+
+def _origin(topology: Topology, src: int, stream: str) -> Any:
+    from squall.topology.tuple import Origin
+
+    cid = topology.task_component(src)
+    return Origin(topology.components[cid].streams[stream].fields, cid, stream, src)
+
+
+def stage_function(plan: StagePlan):
+    """The function given to `mapInArrow` for this stage."""
+
+    def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        os.environ.setdefault("SQUALL_EXECUTOR", "1")
+        return run_stage(plan, batches)
+
+    return fn

@@ -1,0 +1,130 @@
+"""The rows that carry tuples, ack messages and reports between stages, as Arrow columns.
+
+One schema for everything that moves: tuples for a task, per-root XOR aggregates for the ledger,
+inits from spouts, fails, errors and (when testing) captured emits. Ids are 64-bit unsigned in the
+core and signed on the wire (Spark has no unsigned long); the conversion preserves XOR.
+
+>>> to_signed(2**64 - 1), from_signed(-1) == 2**64 - 1
+(-1, True)
+>>> rows = RowBuffer()
+>>> rows.tuple(task=3, key=7, stream="default", src=1, values=["cow"], anchors={5: 9}, ts=0, seq=0)
+>>> batch = rows.to_batch()
+>>> batch.num_rows, batch.column("task").to_pylist()
+(1, [3])
+>>> decode_values(batch.column("values")[0].as_py())
+['cow']
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+
+TUPLE, ACK, FAIL, RESET, INIT, ERROR, CAPTURE, STATS = range(8)
+
+SCHEMA = pa.schema(
+    [
+        ("kind", pa.int8()),
+        ("task", pa.int32()),  # target task (tuple), spout task (init), reporting task (others)
+        ("key", pa.int64()),  # routing key: Spark's hash of it lands in the target's partition
+        ("stream", pa.string()),
+        ("src", pa.int32()),
+        ("values", pa.binary()),  # pickled values (tuple, capture) or pickled report
+        ("root", pa.int64()),  # first anchor root (tuple) or the root (ack, fail, init)
+        ("edge", pa.int64()),  # its edge id (tuple) or the XOR value (ack, init)
+        ("more", pa.binary()),  # pickled {root: edge} beyond the first (multi-anchored tuples)
+        ("ts", pa.int64()),  # processing time of the batch that planned the spout tuple
+        ("seq", pa.int64()),  # emission order within the emitting task
+    ]
+)
+DDL = (
+    "kind tinyint, task int, key bigint, stream string, src int, values binary, root bigint, "
+    "edge bigint, more binary, ts bigint, seq bigint"
+)
+_MASK = (1 << 64) - 1
+_SIGN = 1 << 63
+
+
+def to_signed(x: int) -> int:
+    return x - (1 << 64) if x >= _SIGN else x
+
+
+def from_signed(x: int) -> int:
+    return x & _MASK
+
+
+def encode_values(values: Sequence[Any]) -> bytes:
+    return pickle.dumps(list(values), protocol=5)
+
+
+def decode_values(blob: bytes) -> list[Any]:
+    return pickle.loads(blob)
+
+
+class RowBuffer:
+    """Rows being built by one task or reader, column by column."""
+
+    __slots__ = tuple(f.name for f in SCHEMA)
+
+    def __init__(self) -> None:
+        for name in self.__slots__:
+            setattr(self, name, [])
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    def _row(self, kind, task, key, stream, src, values, root, edge, more, ts, seq) -> None:
+        self.kind.append(kind)
+        self.task.append(task)
+        self.key.append(key)
+        self.stream.append(stream)
+        self.src.append(src)
+        self.values.append(values)
+        self.root.append(root)
+        self.edge.append(edge)
+        self.more.append(more)
+        self.ts.append(ts)
+        self.seq.append(seq)
+
+    def tuple(
+        self, *, task: int, key: int, stream: str, src: int, values: Sequence[Any],
+        anchors: dict[int, int] | None, ts: int, seq: int,
+    ) -> None:
+        root = edge = None
+        more = None
+        if anchors:
+            items = iter(anchors.items())
+            r, e = next(items)
+            root, edge = to_signed(r), to_signed(e)
+            if len(anchors) > 1:
+                more = pickle.dumps(dict(items), protocol=5)
+        self._row(TUPLE, task, key, stream, src, encode_values(values), root, edge, more, ts, seq)
+
+    def message(self, kind: int, *, task: int, key: int, root: int, value: int = 0,
+                ts: int = 0, stream: str | None = None, payload: bytes | None = None,
+                seq: int = 0) -> None:
+        self._row(kind, task, key, stream, task, payload, to_signed(root), to_signed(value),
+                  None, ts, seq)
+
+    def report(self, kind: int, *, task: int, key: int, stream: str | None, payload: Any,
+               ts: int, seq: int) -> None:
+        self._row(kind, task, key, stream, task, pickle.dumps(payload, protocol=5), None, None,
+                  None, ts, seq)
+
+    def to_batch(self) -> pa.RecordBatch:
+        return pa.RecordBatch.from_arrays(
+            [pa.array(getattr(self, f.name), f.type) for f in SCHEMA], schema=SCHEMA
+        )
+
+
+def anchors_of(root: int | None, edge: int | None, more: bytes | None) -> dict[int, int] | None:
+    """The {root: edge} map of a tuple row, back in the core's unsigned ids."""
+    if root is None:
+        return None
+    anchors = {from_signed(root): from_signed(edge)}  # type: ignore[arg-type]
+    if more:
+        anchors.update(pickle.loads(more))
+    return anchors
