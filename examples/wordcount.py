@@ -119,5 +119,5 @@ def build() -> TopologyBuilder:
 def topology():
     conf = Config()
     conf.set_num_ackers(1)
-    conf.set_max_spout_pending(1000)
+    conf.set_max_spout_pending(10_000)
     return build().create_topology(), conf

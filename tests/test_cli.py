@@ -17,8 +17,8 @@ def squall(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 
 def test_run_wordcount_file_target_prints_progress_result_and_summary():
-    proc = squall("run", "examples/wordcount.py:topology", "-c", "wordcount.sentences=3000",
-                  "--progress-every", "0.05")
+    proc = squall("run", "examples/wordcount.py:topology", "--runner", "local",
+                  "-c", "wordcount.sentences=3000", "--progress-every", "0.05")
     assert proc.returncode == 0, proc.stderr
     assert "word count:" in proc.stdout
     total = int(proc.stdout.split("word count: ")[1].split(" words")[0])
@@ -46,7 +46,8 @@ def test_run_module_target_with_duration_stops_an_unbounded_topology(tmp_path):
         "    return b.create_topology(), {'topology.max.spout.pending': 10}\n"
     )
     proc = subprocess.run(
-        [*SQUALL, "run", "endless:build", "--duration", "0.5", "--progress-every", "0"],
+        [*SQUALL, "run", "endless:build", "--runner", "local", "--duration", "0.5",
+         "--progress-every", "0"],
         cwd=tmp_path, capture_output=True, text=True, timeout=60,
         env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
     )

@@ -263,7 +263,7 @@ def test_run_bounded_topology_returns_when_complete():
     ids=["seconds", "Duration", "timedelta"],
 )
 def test_run_with_duration_stops_an_unbounded_topology(duration, lifecycle):
-    result = run_in_thread(lambda: run(endless_topology(), duration=duration))
+    result = run_in_thread(lambda: run(endless_topology(), runner="local", duration=duration))
     assert result.elapsed_ms >= 200
     spout = result.stats["endless"]
     assert spout.emitted > 0
@@ -275,7 +275,8 @@ def test_run_with_duration_stops_an_unbounded_topology(duration, lifecycle):
 def test_run_with_duration_on_a_simulated_clock_is_exact():
     clock = SimulatedClock()
     result = run_in_thread(
-        lambda: run(endless_topology(quiet=True), duration=Duration.seconds(2), clock=clock)
+        lambda: run(endless_topology(quiet=True), runner="local", duration=Duration.seconds(2),
+                    clock=clock)
     )
     assert result.elapsed_ms == 2_000
     assert clock.now_ms() == 2_000
@@ -285,7 +286,7 @@ def test_run_with_duration_on_a_simulated_clock_is_exact():
 def test_run_with_simulated_clock_times_out_without_waiting():
     clock = SimulatedClock()
     conf = Config({"topology.message.timeout.secs": 30})
-    result = run_in_thread(lambda: run(dropping_topology(), conf, clock=clock))
+    result = run_in_thread(lambda: run(dropping_topology(), conf, runner="local", clock=clock))
     assert clock.now_ms() == 30_000 and result.elapsed_ms == 30_000
     assert result.stats["spout"].timed_out == 1
 
@@ -293,7 +294,7 @@ def test_run_with_simulated_clock_times_out_without_waiting():
 def test_run_uses_the_active_simulated_clock():
     conf = Config({"topology.message.timeout.secs": 0.2})
     with simulated_time() as clock:
-        result = run_in_thread(lambda: run(dropping_topology(), conf))
+        result = run_in_thread(lambda: run(dropping_topology(), conf, runner="local"))
         assert clock.now_ms() == 200
     assert result.elapsed_ms == 200
 

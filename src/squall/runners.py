@@ -20,7 +20,8 @@ from squall.runtime.stats import RunResult
 from squall.testing.time import current_clock
 from squall.topology.description import Topology
 
-RUNNERS = ("local",)
+RUNNERS = ("spark", "local")
+DEFAULT_RUNNER = "spark"
 
 
 def check_runner(runner: str) -> None:
@@ -32,25 +33,40 @@ def run(
     topology: Topology,
     conf: Mapping[str, Any] | None = None,
     *,
-    runner: str = "local",
+    runner: str = DEFAULT_RUNNER,
     duration: Duration | float | None = None,
+    master: str | None = None,
+    checkpoint_location: str | None = None,
     clock: Clock | None = None,
     on_progress: Callable[[Any], None] | None = None,
     progress_every_ms: int = 1000,
 ) -> RunResult:
     """Run `topology`, blocking, until its bounded input is fully processed or `duration` passes.
 
-    `duration` is a `Duration`/`timedelta` or seconds. A topology whose spouts never say they
-    are exhausted runs until the duration ends (or forever without one).
+    `runner="spark"` (the default) runs it as a Structured Streaming query on `master`
+    (`local[*]` when not given, or any Spark master URL); `checkpoint_location` makes it resume
+    where it stopped. `runner="local"` runs it in this process. `duration` is a
+    `Duration`/`timedelta` or seconds; a topology whose spouts never say they are exhausted runs
+    until the duration ends (or forever without one).
     """
     check_runner(runner)
-    from squall.runtime.local.engine import LocalEngine
-
     duration_ms = None
     if duration is not None:
         duration_ms = (
             int(duration * 1000) if isinstance(duration, (int, float)) else to_millis(duration)
         )
+    if runner == "spark":
+        if clock is not None:
+            raise ValueError("the spark runner takes its time from the micro-batches; "
+                             "a clock can only be given to the local runner")
+        from squall.runtime.spark.driver import SparkRunner
+
+        spark_runner = SparkRunner(topology, conf, master=master,
+                                   checkpoint_location=checkpoint_location)
+        return spark_runner.run(duration_ms=duration_ms, until_complete=True,
+                                on_progress=on_progress, progress_every_ms=progress_every_ms)
+    from squall.runtime.local.engine import LocalEngine
+
     engine = LocalEngine(topology, conf, clock=clock or current_clock())
     return engine.run(
         duration_ms=duration_ms,

@@ -18,6 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # one line per callback otherwise
     return int(args.func(args) or 0)
 
 

@@ -318,10 +318,41 @@ class SparkRunner:
         error = query.exception()
         if error is not None:
             raise SquallError(f"the Spark query failed: {error}") from None
+        self._cleanup()
         self.elapsed_ms = int((time.monotonic() - started) * 1000)
         if on_progress is not None:
             on_progress(self)
         return self.result()
+
+    def _cleanup(self) -> None:
+        """Call every bolt task's `cleanup`, on the driver, with its last committed state.
+
+        Storm calls cleanup when a topology is killed in local mode; executors here do not know
+        when a run ends, so the driver restores each task from its snapshot and calls it.
+        """
+        from squall.runtime.snapshot import load_instance
+        from squall.runtime.spark.stage import StageHost
+        from squall.runtime.spark.state_files import latest_snapshot, snapshot_path
+        from squall.runtime.task import BoltTask
+
+        plan = StagePlan(
+            run_id=self.run_id, topology=self.topology, conf=self.user_conf, component="",
+            batch_id=self.committed, committed=self.committed, state_dir=self.dir,
+            keys=self.keys, seed=self.seed, tracking=False, capture=False,
+        )
+        host = StageHost(plan, wire.RowBuffer())  # emits during cleanup go nowhere, as in Storm
+        for cid in self.order:
+            for task_id in self.topology.component_tasks(cid):
+                latest = latest_snapshot(self.dir, task_id, self.committed)
+                if latest is None:
+                    continue
+                blob = read_or_none(snapshot_path(self.dir, task_id, latest))
+                if blob is None:
+                    continue
+                task = BoltTask(self.topology, task_id, self.user_conf, host, seed=self.seed,
+                                tracking=False)
+                load_instance(task, blob)
+                task.cleanup()
 
     def complete(self) -> bool:
         """Every spout exhausted and settled, and every planned segment processed."""

@@ -8,6 +8,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from squall.errors import SquallError
+
 DEFAULT_MASTER = "local[*]"
 
 DEFAULTS = {
@@ -19,7 +21,7 @@ DEFAULTS = {
 }
 
 
-class SparkUnavailableError(RuntimeError):
+class SparkUnavailableError(SquallError):
     """Spark cannot start here; the message says why and what to do."""
 
 
