@@ -32,7 +32,10 @@ def w1_sentences(n_sentences=200000, words_per_sentence=10, seed=42):
     """W1 of benchmarks.md: 200,000 sentences of 10 words, random.Random(42)."""
     vocab = vocabulary()
     rnd = random.Random(seed)
-    return [" ".join(vocab[rnd.randrange(10000)] for _ in range(words_per_sentence)) for _ in range(n_sentences)]
+    return [
+        " ".join(vocab[rnd.randrange(10000)] for _ in range(words_per_sentence))
+        for _ in range(n_sentences)
+    ]
 
 
 def reference_counts(sentences):
@@ -60,7 +63,7 @@ def spark_session(app="squall-spark-design", master="local[2]", shuffle_partitio
     t0 = time.perf_counter()
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    print("# session start %.1f s (%s, pyspark %s)" % (time.perf_counter() - t0, master, spark.version))
+    print(f"# session start {time.perf_counter() - t0:.1f} s ({master}, pyspark {spark.version})")
     return spark
 
 
@@ -97,4 +100,8 @@ class JobCounter:
 def header(title):
     print()
     print("## " + title)
-    print("# date %s, load average %s" % (time.strftime("%Y-%m-%d %H:%M:%S"), " ".join("%.2f" % x for x in os.getloadavg())))
+    print(
+        "# date {}, load average {}".format(
+            time.strftime("%Y-%m-%d %H:%M:%S"), " ".join(f"{x:.2f}" for x in os.getloadavg())
+        )
+    )
