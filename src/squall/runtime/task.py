@@ -113,6 +113,9 @@ class TaskRuntime:
         self.routes = build_routes(topology, task_id, seed, self.context)
         self.instance = spec.new_instance()
 
+    def rebind(self) -> None:
+        """After `instance` was replaced by a snapshot (squall.runtime.snapshot), adopt it."""
+
     def _report(self, error: BaseException, stream: str | None = None) -> None:
         self.stats.errors += 1
         self.host.report_error(self.component_id, self.task_id, error, stream)
@@ -132,6 +135,9 @@ class SpoutTask(TaskRuntime):
         self.collector = SpoutOutputCollector(self)
         self.spout: Spout = self.instance
         self._untracked_acks: list[Any] = []
+
+    def rebind(self) -> None:
+        self.spout = self.instance
 
     def open(self) -> None:
         self.spout.open(self.conf, self.context, self.collector)

@@ -21,6 +21,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from squall.reliability.acker import Outcome
+from squall.runtime.snapshot import dump_instance, load_instance
 from squall.runtime.spark import wire
 from squall.runtime.spark.state_files import read_or_none, write_atomic
 from squall.runtime.task import SpoutTask
@@ -99,11 +100,59 @@ class SpoutReader(DataSourceStreamReader):
                     tracking=plan["tracking"], capture=[] if plan["capture"] else None,
                 )
         self.host.now = _wall_ms()
-        for task in self.tasks.values():
-            task.open()
         self.delivered = -1
         segs = _segments(self.run_dir)
         self.next_seg = (segs[-1] + 1) if segs else 0
+        if not self._resume():
+            for task in self.tasks.values():
+                task.open()
+
+    def _resume(self) -> bool:
+        """Restore the spouts as they were after the newest segment handed to Spark.
+
+        A segment is written before its spouts' snapshot, and the offset is returned only after
+        both: a segment without a snapshot was never planned by Spark, so it is dropped and its
+        tuples are emitted again by the restored spouts.
+        """
+        snaps = _spout_snapshots(self.run_dir)
+        for seg in _segments(self.run_dir):
+            if seg not in snaps and (not snaps or seg > snaps[-1]):
+                os.unlink(segment_path(self.run_dir, seg))
+        if not snaps:
+            return False
+        blob = read_or_none(spout_snapshot_path(self.run_dir, snaps[-1]))
+        state = pickle.loads(blob)  # type: ignore[arg-type]
+        for task_id, (instance, pending, stats) in state["tasks"].items():
+            task = self.tasks[task_id]
+            try:
+                load_instance(task, instance)
+            except Exception as exc:  # a spout that no longer unpickles is reopened, as Storm
+                task._report(exc)
+                task.open()
+                continue
+            task.pending = pickle.loads(pending)
+            for key, value in stats.items():
+                setattr(task.stats, key, value)
+        self.host.seq = state["seq"]
+        self.delivered = state["delivered"]
+        self.next_seg = snaps[-1] + 1
+        return True
+
+    def _snapshot(self, seg: int) -> None:
+        tasks = {}
+        for task_id, task in self.tasks.items():
+            try:
+                instance = dump_instance(task)
+            except Exception as exc:
+                # Not picklable (an open connection, say): after a restart it is reopened and
+                # replays as the spout itself can, as in Storm.
+                task._report(exc)
+                continue
+            tasks[task_id] = (instance, pickle.dumps(task.pending), task.stats.as_dict())
+        state = {"tasks": tasks, "seq": self.host.seq, "delivered": self.delivered}
+        write_atomic(spout_snapshot_path(self.run_dir, seg), pickle.dumps(state))
+        for old in _spout_snapshots(self.run_dir)[:-2]:
+            os.unlink(spout_snapshot_path(self.run_dir, old))
 
     def __getstate__(self) -> dict:
         # Spark pickles the reader to call read() on executors; the live spout tasks stay here.
@@ -147,6 +196,7 @@ class SpoutReader(DataSourceStreamReader):
             write_atomic(segment_path(self.run_dir, seg), sink.getvalue().to_pybytes())
             host.rows = wire.RowBuffer()
             self.next_seg = seg + 1
+            self._snapshot(seg)
             end = {"seg": seg}
         self._write_status(end)
         return end
@@ -212,6 +262,18 @@ class SpoutReader(DataSourceStreamReader):
     def stop(self) -> None:
         for task in self.tasks.values():
             task.close()
+
+
+def spout_snapshot_path(run_dir: str, seg: int) -> str:
+    return os.path.join(run_dir, "spouts", f"seg={seg:012d}.pkl")
+
+
+def _spout_snapshots(run_dir: str) -> list[int]:
+    try:
+        names = os.listdir(os.path.join(run_dir, "spouts"))
+    except FileNotFoundError:
+        return []
+    return sorted(int(n[4:-4]) for n in names if n.startswith("seg=") and n.endswith(".pkl"))
 
 
 def _segments(run_dir: str) -> list[int]:
