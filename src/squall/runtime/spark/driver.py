@@ -151,11 +151,12 @@ class SparkRunner:
             )
         self.user_conf = dict(conf or {})
         self.conf = Config.effective_of(conf)
-        self.spark = session or get_session(master, self.user_conf)
-        self.spark.dataSource.register(SpoutSource)
+        # Checks that need no Spark come first, so a wrong checkpoint fails in milliseconds.
         self.dir = os.path.abspath(checkpoint_location or tempfile.mkdtemp(prefix="squall-"))
         os.makedirs(self.dir, exist_ok=True)
         self._check_fingerprint(topology)
+        self.spark = session or get_session(master, self.user_conf)
+        self.spark.dataSource.register(SpoutSource)
         self.topology = portable(topology)
         self.capture = capture
         self.seed = int(self.conf.get(SQUALL_RANDOM_SEED) or 0)

@@ -32,6 +32,8 @@ def get_session(master: str | None = None, conf: Mapping[str, Any] | None = None
             "Java was not found: Spark needs Java 17 (install openjdk-17-jre-headless, or set "
             "JAVA_HOME), or run with --runner local"
         )
+    if master and master.startswith("spark://"):
+        _check_reachable(master)
     # Executors' Python workers must run this interpreter (the one squall is installed in).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -55,3 +57,20 @@ def get_session(master: str | None = None, conf: Mapping[str, Any] | None = None
         ) from exc
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _check_reachable(master: str, timeout_s: float = 5.0) -> None:
+    """Fail fast on a standalone master nobody listens on (Spark itself retries for minutes)."""
+    import socket
+
+    for hostport in master[len("spark://"):].split(","):
+        host, _, port = hostport.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout_s):
+                return
+        except (OSError, ValueError) as exc:
+            last = exc
+    raise SparkUnavailableError(
+        f"cannot reach the Spark master {master} ({last}); start it, or check the URL "
+        "(spark://HOST:PORT, default port 7077); nothing was run"
+    )
