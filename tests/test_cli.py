@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 SQUALL = [sys.executable, "-m", "squall.cli.main"]
 
@@ -78,3 +80,20 @@ def test_bad_targets_give_clear_errors():
     assert proc.returncode == 2 and "cannot import module" in proc.stderr
     proc = squall("run", "examples/wordcount.py:topology", "--runner", "storm")
     assert proc.returncode == 2 and "invalid choice" in proc.stderr
+
+
+@pytest.mark.spark
+def test_main_job_runs_on_spark_by_default_with_progress_and_result(tmp_path):
+    """The README's main command (Spark local mode by default), on a small input."""
+    proc = squall("run", "examples/wordcount.py:topology", "-c", "wordcount.sentences=600",
+                  "-c", "spark.master=local[2]", "--checkpoint", str(tmp_path / "ckpt"),
+                  timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "on the spark runner" in proc.stderr
+    local = squall("run", "examples/wordcount.py:topology", "--runner", "local",
+                   "-c", "wordcount.sentences=600", "--progress-every", "0")
+    # identical result on both runners: the total and the top ten
+    assert proc.stdout.split("word count:")[1] == local.stdout.split("word count:")[1]
+    summary = proc.stderr.split("squall: summary")[1]
+    assert "acked=600" in summary and "errors reported: 0" in summary
+    assert (tmp_path / "ckpt" / "commit.pkl").exists()
