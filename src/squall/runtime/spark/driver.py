@@ -325,11 +325,11 @@ class SparkRunner:
             on_progress(self)
         return self.result()
 
-    def _cleanup(self) -> None:
-        """Call every bolt task's `cleanup`, on the driver, with its last committed state.
+    def restored_bolts(self):
+        """Each bolt task with its last committed state, rebuilt on the driver.
 
-        Storm calls cleanup when a topology is killed in local mode; executors here do not know
-        when a run ends, so the driver restores each task from its snapshot and calls it.
+        Yields `BoltTask`s whose instances come from the snapshots of the last committed batch
+        (tasks that never ran are skipped); their emits go nowhere.
         """
         from squall.runtime.snapshot import load_instance
         from squall.runtime.spark.stage import StageHost
@@ -341,19 +341,27 @@ class SparkRunner:
             batch_id=self.committed, committed=self.committed, state_dir=self.dir,
             keys=self.keys, seed=self.seed, tracking=False, capture=False,
         )
-        host = StageHost(plan, wire.RowBuffer())  # emits during cleanup go nowhere, as in Storm
+        host = StageHost(plan, wire.RowBuffer())
         for cid in self.order:
             for task_id in self.topology.component_tasks(cid):
                 latest = latest_snapshot(self.dir, task_id, self.committed)
-                if latest is None:
-                    continue
-                blob = read_or_none(snapshot_path(self.dir, task_id, latest))
+                blob = None if latest is None else read_or_none(
+                    snapshot_path(self.dir, task_id, latest))
                 if blob is None:
                     continue
                 task = BoltTask(self.topology, task_id, self.user_conf, host, seed=self.seed,
                                 tracking=False)
                 load_instance(task, blob)
-                task.cleanup()
+                yield task
+
+    def _cleanup(self) -> None:
+        """Call every bolt task's `cleanup`, on the driver, with its last committed state.
+
+        Storm calls cleanup when a topology is killed in local mode; executors here do not know
+        when a run ends, so the driver restores each task from its snapshot and calls it.
+        """
+        for task in self.restored_bolts():
+            task.cleanup()
 
     def complete(self) -> bool:
         """Every spout exhausted and settled, and every planned segment processed."""
