@@ -1,0 +1,143 @@
+"""W1 (word count) on the Spark runner, against a hand-written PySpark job in the same session.
+
+    .venv/bin/python benchmarks/w1_spark.py [--sentences 200000] [--runs 2]
+
+Baseline (benchmarks.md): sentences split in Python inside `mapInArrow`, `repartition` by word,
+counted in a Python dict per partition inside `mapInArrow`. squall: the same topology as
+benchmarks/w1_local.py (list spout, split x2, count x2 with fields grouping), the whole input as one
+micro-batch, acking off and on. Reported: the data batch's time (`triggerExecution` of the
+query's progress) of the last run, i.e. steady state with warm Python workers, and the idle
+micro-batch cost next to an empty `foreachBatch` query's. Counts are checked every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from w1_local import Count, ListSpout, Split  # noqa: E402
+from workloads import reference_counts, w1_sentences  # noqa: E402
+
+from squall import Config, Fields, TopologyBuilder  # noqa: E402
+from squall.runtime.spark.driver import SparkRunner  # noqa: E402
+from squall.runtime.spark.session import get_session  # noqa: E402
+
+
+def split_words(batches):
+    import pyarrow as pa
+
+    for batch in batches:
+        words = [w for s in batch.column(0).to_pylist() for w in s.split()]
+        yield pa.RecordBatch.from_pydict({"word": pa.array(words, pa.string())})
+
+
+def count_words(batches):
+    import pyarrow as pa
+
+    counts: dict[str, int] = {}
+    for batch in batches:
+        for w in batch.column(0).to_pylist():
+            counts[w] = counts.get(w, 0) + 1
+    yield pa.RecordBatch.from_pydict({
+        "word": pa.array(list(counts), pa.string()),
+        "count": pa.array(list(counts.values()), pa.int64()),
+    })
+
+
+def baseline(spark, df) -> tuple[float, dict[str, int]]:
+    t0 = time.perf_counter()
+    table = (df.mapInArrow(split_words, "word string").repartition(2, "word")
+             .mapInArrow(count_words, "word string, count long").toArrow())
+    elapsed = time.perf_counter() - t0
+    return elapsed, dict(zip(table.column(0).to_pylist(), table.column(1).to_pylist(),
+                             strict=True))
+
+
+def squall_run(spark, sentences, acking: bool) -> tuple[float, float, dict[str, int]]:
+    builder = TopologyBuilder()
+    builder.set_spout("sentences", ListSpout(sentences, reliable=acking))
+    builder.set_bolt("split", Split(), 2).shuffle_grouping("sentences")
+    builder.set_bolt("count", Count(), 2).fields_grouping("split", Fields("word"))
+    conf = Config({"squall.spark.batch.max.tuples": len(sentences) + 1})
+    conf.set_num_ackers(1 if acking else 0)
+    runner = SparkRunner(builder.create_topology(), conf, session=spark,
+                         checkpoint_location=tempfile.mkdtemp(prefix="w1-spark-"))
+    t0 = time.perf_counter()
+    result = runner.run(until_complete=True)
+    total = time.perf_counter() - t0
+    if result.errors:
+        raise AssertionError(result.errors[:3])
+    batches = [p for p in runner.query.recentProgress if p["numInputRows"] > 0]
+    batch_s = sum(p["durationMs"]["triggerExecution"] for p in batches) / 1000
+    counts: dict[str, int] = {}
+    for task in runner.restored_bolts():
+        if task.component_id == "count":
+            counts.update(task.instance.counts)
+    return batch_s, total, counts
+
+
+def idle_batches(spark, squall_idle: bool) -> float:
+    """Median duration of empty micro-batches of a foreachBatch query (the reference)."""
+    root = tempfile.mkdtemp(prefix="w1-idle-")
+    df = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 1).load()
+          .where("value < 0"))
+    q = (df.writeStream.foreachBatch(lambda d, i: None)
+         .option("checkpointLocation", os.path.join(root, "q")).trigger(processingTime="0 seconds")
+         .start())
+    time.sleep(8)
+    q.stop()
+    durations = [p["durationMs"]["triggerExecution"] for p in q.recentProgress][3:]
+    return statistics.median(durations) / 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sentences", type=int, default=200_000)
+    parser.add_argument("--runs", type=int, default=2)
+    args = parser.parse_args()
+    spark = get_session("local[2]", {"spark.ui.enabled": "false"})
+    sentences = w1_sentences(args.sentences)
+    words = sum(len(s.split()) for s in sentences)
+    expected = reference_counts(sentences)
+    import pyarrow as pa
+
+    df = spark.createDataFrame(pa.table({"sentence": sentences})).cache()
+    df.count()
+    rows = []
+    for run in range(args.runs):
+        base_s, base_counts = baseline(spark, df)
+        assert base_counts == expected
+        row = {"baseline": base_s}
+        for acking in (False, True):
+            batch_s, total_s, counts = squall_run(spark, sentences, acking)
+            if counts != expected:
+                raise AssertionError(f"acking={acking}: counts differ from the reference")
+            row[f"squall acking {'on' if acking else 'off'}"] = batch_s
+            row[f"total acking {'on' if acking else 'off'}"] = total_s
+        rows.append(row)
+        print(f"run {run + 1}: " + ", ".join(f"{k} {v:.2f}s" for k, v in row.items()),
+              flush=True)
+    last = rows[-1]
+    print(f"W1 Spark runner (local[2]), {words:,} words, whole input as one micro-batch, "
+          f"run {args.runs} of {args.runs} (steady state)")
+    base = last["baseline"]
+    print(f"  hand-written PySpark job  {words / base / 1e6:6.3f} M words/s")
+    for mode in ("off", "on"):
+        t = last[f"squall acking {mode}"]
+        print(f"  squall, acking {mode:<4}     {words / t / 1e6:6.3f} M words/s   ratio to the "
+              f"hand-written job {base / t:6.1%}   (query start to finish "
+              f"{last[f'total acking {mode}']:.1f}s)")
+    idle = idle_batches(spark, False)
+    print(f"  empty foreachBatch micro-batch: {idle * 1000:.0f} ms median; a squall topology with "
+          "no new input runs no micro-batch at all (its reader returns the same offset)")
+
+
+if __name__ == "__main__":
+    main()
