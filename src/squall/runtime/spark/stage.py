@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from squall.runtime.snapshot import dump_instance, load_instance
 from squall.runtime.spark import wire
@@ -143,45 +144,52 @@ def run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
     """The `mapInArrow` function of a stage (see `stage_function`)."""
     out = wire.RowBuffer()
     host = StageHost(plan, out)
-    mine = set(plan.topology.component_tasks(plan.component))
-    passthrough: list[pa.RecordBatch] = []
-    inputs: dict[int, list[tuple]] = {}
-    # The whole input is drained before any work, which Python worker reuse relies on.
+    mine = pa.array(plan.topology.component_tasks(plan.component), pa.int32())
+    selected: list[pa.RecordBatch] = []
+    # The whole input is drained before any work, which Python worker reuse relies on. Rows are
+    # split with Arrow compute: only this stage's tuples are converted to Python objects.
     for batch in batches:
         if batch.num_rows == 0:
             continue
-        cols = batch.to_pydict()
-        kinds, tasks = cols["kind"], cols["task"]
-        keep = [i for i in range(batch.num_rows)
-                if not (kinds[i] == wire.TUPLE and tasks[i] in mine)]
-        if len(keep) < batch.num_rows:
-            for i in range(batch.num_rows):
-                if kinds[i] == wire.TUPLE and tasks[i] in mine:
-                    inputs.setdefault(tasks[i], []).append(
-                        (cols["src"][i], cols["seq"][i], cols["stream"][i], cols["values"][i],
-                         cols["root"][i], cols["edge"][i], cols["more"][i], cols["ts"][i]))
-            if keep:
-                passthrough.append(batch.take(pa.array(keep, pa.int64())))
-        else:
-            passthrough.append(batch)
-    yield from passthrough
+        is_mine = pc.and_(pc.equal(batch.column("kind"), wire.TUPLE),
+                          pc.is_in(batch.column("task"), value_set=mine))
+        rest = batch.filter(pc.invert(is_mine))
+        if rest.num_rows:
+            yield rest
+        if rest.num_rows < batch.num_rows:
+            selected.append(batch.filter(is_mine))
     topology = plan.topology
-    for task_id in sorted(inputs):
-        task = _task(plan, task_id, host)
-        host.reporter = task_id
-        rows = inputs[task_id]
+    if selected:
         # Per (source task -> this task) FIFO, as Storm guarantees; sources in task order.
-        rows.sort(key=lambda r: (r[0], r[1]))
-        execute = task.execute
-        origins: dict[tuple[int, str], Any] = {}
-        for src, _seq, stream, blob, root, edge, more, ts in rows:
-            origin = origins.get((src, stream))
-            if origin is None:
-                origin = origins[(src, stream)] = _origin(topology, src, stream)
-            host.now = ts
-            execute(_RuntimeTuple(wire.decode_values(blob), origin,
-                                  wire.anchors_of(root, edge, more), task_id))
-        _finish_task(plan, task, host, out, executed=len(rows))
+        table = pa.Table.from_batches(selected).sort_by(
+            [("task", "ascending"), ("src", "ascending"), ("seq", "ascending")])
+        cols = {name: table.column(name).to_pylist()
+                for name in ("task", "src", "stream", "values", "root", "edge", "more", "ts")}
+        n = table.num_rows
+        i = 0
+        while i < n:
+            task_id = cols["task"][i]
+            j = i
+            while j < n and cols["task"][j] == task_id:
+                j += 1
+            task = _task(plan, task_id, host)
+            host.reporter = task_id
+            execute = task.execute
+            origins: dict[tuple[int, str], Any] = {}
+            decode, anchors_of = wire.decode_values, wire.anchors_of
+            srcs, streams, blobs = cols["src"], cols["stream"], cols["values"]
+            roots, edges, mores, tss = cols["root"], cols["edge"], cols["more"], cols["ts"]
+            for k in range(i, j):
+                src, stream = srcs[k], streams[k]
+                origin = origins.get((src, stream))
+                if origin is None:
+                    origin = origins[(src, stream)] = _origin(topology, src, stream)
+                host.now = tss[k]
+                root = roots[k]
+                anchors = None if root is None else anchors_of(root, edges[k], mores[k])
+                execute(_RuntimeTuple(decode(blobs[k]), origin, anchors, task_id))
+            _finish_task(plan, task, host, out, executed=j - i)
+            i = j
     for root, value in host.xor.items():
         out.message(wire.ACK, task=-1, key=0, root=root, value=value, ts=host.now)
     for root in host.fails:
