@@ -34,15 +34,17 @@ _restoring: list[Any] = []
 
 
 def dump_instance(task: Any) -> bytes:
-    """The task's component instance as bytes (collectors and context as references)."""
-    return cloudpickle.dumps(task.instance)
+    """The task's mutable runtime as bytes: its component instance, its routing state (shuffle
+    positions, random generators, custom groupings) and its tuple-id generator. Collectors and
+    the context are stored as references."""
+    return cloudpickle.dumps((task.instance, task.routes, task.rand64))
 
 
 def load_instance(task: Any, blob: bytes) -> None:
-    """Replace the task's instance by the snapshot, bound to this task's collector and context."""
+    """Make the task continue from the snapshot, bound to its own collector and context."""
     _restoring.append(task)
     try:
-        task.instance = cloudpickle.loads(blob)
+        task.instance, task.routes, task.rand64 = cloudpickle.loads(blob)
     finally:
         _restoring.pop()
     task.rebind()

@@ -114,7 +114,11 @@ class TaskRuntime:
         self.instance = spec.new_instance()
 
     def rebind(self) -> None:
-        """After `instance` was replaced by a snapshot (squall.runtime.snapshot), adopt it."""
+        """After a snapshot replaced instance, routes and ids (squall.runtime.snapshot)."""
+        collector = self.collector  # type: ignore[attr-defined]
+        collector._routes = self.routes
+        if hasattr(collector, "_rand"):
+            collector._rand = self.rand64
 
     def _report(self, error: BaseException, stream: str | None = None) -> None:
         self.stats.errors += 1
@@ -137,6 +141,7 @@ class SpoutTask(TaskRuntime):
         self._untracked_acks: list[Any] = []
 
     def rebind(self) -> None:
+        super().rebind()
         self.spout = self.instance
 
     def open(self) -> None:
@@ -237,9 +242,11 @@ class BoltTask(TaskRuntime):
         self.on_execute_error = self._on_error
 
     def rebind(self) -> None:
-        """After the instance was replaced by a snapshot, point the execute path at it."""
+        super().rebind()
         if self.basic != isinstance(self.instance, BasicBolt):
             raise TypeError(f"snapshot of {self.component_id} is not the same kind of bolt")
+        if self.basic_collector is not None:
+            self.basic_collector._routes = self.routes
 
     def prepare(self) -> None:
         if self.basic:

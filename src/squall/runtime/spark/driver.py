@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import cloudpickle
+from pyspark import cloudpickle as pyspark_cloudpickle
 
 from squall.errors import InvalidTopologyError, ReliabilityError, SquallError
 from squall.reliability.acker import AckerLedger
@@ -82,7 +83,9 @@ def portable(topology: Topology) -> Topology:
             path = os.path.abspath(path)
             if path.startswith(installed) or path.startswith(squall_dir):
                 continue
+            # PySpark pickles closures (stage plans) with its own bundled cloudpickle.
             cloudpickle.register_pickle_by_value(module)
+            pyspark_cloudpickle.register_pickle_by_value(module)
 
     specs: dict[str, ComponentSpec] = {}
     import dataclasses
@@ -249,8 +252,10 @@ class SparkRunner:
                 self.errors.append(ErrorRecord(cid, task, error, cols["stream"][i], cols["ts"][i]))
                 log.error("[%s:%s] %s: %s", cid, task, type(error).__name__, error)
             elif kind == wire.CAPTURE:
+                # (batch, seq): seq counts within one batch of one partition only.
                 self.captures.setdefault(task, []).append(
-                    (cols["seq"][i], cols["stream"][i], pickle.loads(cols["values"][i]))
+                    ((batch_id, cols["seq"][i]), cols["stream"][i],
+                     pickle.loads(cols["values"][i]))
                 )
             elif kind == wire.STATS:
                 into = self.bolt_stats.setdefault(task, {})

@@ -101,6 +101,7 @@ class SpoutReader(DataSourceStreamReader):
                 )
         self.host.now = _wall_ms()
         self.delivered = -1
+        self.turn = 0
         segs = _segments(self.run_dir)
         self.next_seg = (segs[-1] + 1) if segs else 0
         if not self._resume():
@@ -171,15 +172,16 @@ class SpoutReader(DataSourceStreamReader):
         emitted = 0
         for task in self.tasks.values():
             task.expire(host.now)
-        progressing = True
-        while progressing and emitted < self.max_batch:
-            progressing = False
-            for task in self.tasks.values():
-                if task.can_emit():
-                    n = task.next_tuple()
-                    if n:
-                        emitted += n
-                        progressing = True
+        # Spout tasks take turns, one next_tuple each, as in the local runner's rounds; the
+        # turn carries over to the next call, so a small budget does not starve later tasks.
+        order = list(self.tasks.values())
+        idle = 0
+        while emitted < self.max_batch and idle < len(order):
+            task = order[self.turn % len(order)]
+            self.turn += 1
+            n = task.next_tuple() if task.can_emit() else 0
+            emitted += n
+            idle = 0 if n else idle + 1
         for task in self.tasks.values():
             if task.capture:
                 for stream, values in task.capture:
