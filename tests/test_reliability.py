@@ -1089,3 +1089,39 @@ def test_per_spout_message_timeout():
         result = complete_topology(b.create_topology(), conf)
     assert events(result, "a", with_time=True) == [("emit", 0, 0), ("fail", 0, 3_000)]
     assert events(result, "b", with_time=True) == [("emit", 0, 0), ("fail", 0, 7_000)]
+
+
+class HoldUntilBatchEnd(Bolt):
+    """Acks its inputs only when the runner ends a batch (as a buffering sink does)."""
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.held = []
+        self.batches = []
+
+    def execute(self, tup):
+        self.held.append(tup)
+
+    def on_batch_end(self, batch_id):
+        self.batches.append((batch_id, [t[0] for t in self.held]))
+        for tup in self.held:
+            self.collector.emit(Values(batch_id, tup[0]), anchors=tup)
+            self.collector.ack(tup)
+        self.held = []
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("batch", "n"))
+
+
+def test_batch_end_flushes_held_tuples_before_they_time_out():
+    b = TopologyBuilder()
+    b.set_spout("spout", FixedTupleSpout([[n] for n in range(5)], Fields("n")))
+    b.set_bolt("hold", HoldUntilBatchEnd()).shuffle_grouping("spout")
+    conf = Config({"topology.message.timeout.secs": 30, "squall.local.batch.ms": 250})
+    with simulated_time() as clock:
+        result = complete_topology(b.create_topology(), conf)
+        # the first batch end, at 250 ms of simulated time, flushed everything
+        assert clock.now_ms() == 250
+    assert result.tuples("hold") == [[0, n] for n in range(5)]
+    assert sorted(result.acked("spout")) == list(range(5))
+    assert result.stats["spout"].timed_out == 0

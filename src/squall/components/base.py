@@ -103,6 +103,9 @@ class Bolt(Component):
     def execute(self, tup: Tuple) -> None:
         raise NotImplementedError(f"{type(self).__name__} must implement execute(tup)")
 
+    def on_batch_end(self, batch_id: int) -> None:
+        """The runner finished a batch of this task's input (see `BasicBolt.on_batch_end`)."""
+
     def cleanup(self) -> None: ...
 
 
@@ -121,5 +124,14 @@ class BasicBolt(Component):
 
     def execute(self, tup: Tuple, collector: BasicOutputCollector) -> None:
         raise NotImplementedError(f"{type(self).__name__} must implement execute(tup, collector)")
+
+    def on_batch_end(self, batch_id: int) -> None:
+        """The runner finished delivering a batch of input to this task.
+
+        On Spark a batch is a micro-batch and `batch_id` its id, which a replay after a failure
+        repeats: a bolt that writes output per batch id is idempotent. The local runner ends a
+        batch every `squall.local.batch.ms` (default 1000) of its clock and when it stops, with
+        ids 0, 1, 2, ... Storm has no such call; bolts that buffer work (sinks) use it to flush.
+        """
 
     def cleanup(self) -> None: ...

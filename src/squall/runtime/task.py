@@ -254,6 +254,12 @@ class BoltTask(TaskRuntime):
         else:
             self.instance.prepare(self.conf, self.context, self.collector)
 
+    def end_batch(self, batch_id: int) -> None:
+        try:
+            self.instance.on_batch_end(batch_id)
+        except Exception as exc:
+            self._report(exc)
+
     def cleanup(self) -> None:
         try:
             self.instance.cleanup()

@@ -102,6 +102,8 @@ class LocalEngine:
         self.started = False
         self.finished = False
         self._start_ms = 0
+        self.batch_id = 0
+        self.batch_ms = int(self.conf.get("squall.local.batch.ms") or 1000)
 
     # ---- Host protocol -------------------------------------------------------------------
     def send(self, task_id: int, tup: Tuple) -> None:  # replaced per instance in __init__
@@ -176,10 +178,20 @@ class LocalEngine:
         for spout in self.spouts:
             spout.open()
 
+    def end_batch(self) -> None:
+        """End the current batch for every bolt task (`Bolt.on_batch_end`)."""
+        batch_id = self.batch_id
+        self.batch_id += 1
+        for bolt in self.bolts:
+            bolt.end_batch(batch_id)
+        self.drain()  # what the bolts emitted while ending the batch
+
     def stop(self) -> None:
         if self.finished:
             return
         self.finished = True
+        if self.started:
+            self.end_batch()
         for spout in self.spouts:
             spout.close()
         for bolt in self.bolts:
@@ -253,11 +265,16 @@ class LocalEngine:
         start = clock.now_ms()
         wait_ms = int(self.conf.get(TOPOLOGY_SLEEP_SPOUT_WAIT_MS) or 1)
         next_progress = start + progress_every_ms
+        next_batch_end = start + self.batch_ms
         idle = 0
         try:
             while True:
                 work = self.round()
                 now = clock.now_ms()
+                if now >= next_batch_end:
+                    self.end_batch()
+                    next_batch_end = now + self.batch_ms
+                    work += 1  # its acks reach the spouts in the next round
                 if on_progress is not None and now >= next_progress:
                     on_progress(self)
                     next_progress = now + progress_every_ms
@@ -274,7 +291,11 @@ class LocalEngine:
                 if max_idle_rounds is not None and idle > max_idle_rounds:
                     break
                 if clock.simulated:
+                    # The next thing that can happen: a timeout, or a batch end (which lets
+                    # bolts that hold tuples until then flush and ack them).
                     deadline = self.next_deadline()
+                    if deadline is not None:
+                        deadline = min(deadline, next_batch_end)
                     if deadline is not None and deadline > now:
                         clock.advance_to(deadline)  # type: ignore[attr-defined]
                     else:

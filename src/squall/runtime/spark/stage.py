@@ -188,6 +188,7 @@ def run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
                 root = roots[k]
                 anchors = None if root is None else anchors_of(root, edges[k], mores[k])
                 execute(_RuntimeTuple(decode(blobs[k]), origin, anchors, task_id))
+            task.end_batch(plan.batch_id)
             _finish_task(plan, task, host, out, executed=j - i)
             i = j
     for root, value in host.xor.items():
