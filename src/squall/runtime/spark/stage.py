@@ -29,6 +29,7 @@ from squall.runtime.spark.state_files import (
     snapshot_path,
     write_atomic,
 )
+from squall.runtime.spark.wire import encode_values, split_anchors
 from squall.runtime.task import BoltTask
 from squall.topology.description import Topology
 from squall.topology.tuple import _RuntimeTuple
@@ -60,6 +61,7 @@ class StageHost:
     def __init__(self, plan: StagePlan, out: wire.RowBuffer) -> None:
         self.plan = plan
         self.out = out
+        self._append = out.append
         self.topology = plan.topology
         self.now = 0
         self.xor: dict[int, int] = {}
@@ -75,12 +77,16 @@ class StageHost:
         }
 
     def send(self, task_id: int, tup: Any) -> None:
+        # Once per emitted tuple: one row tuple appended, no keyword arguments.
         self.seq += 1
-        self.out.tuple(
-            task=task_id, key=self._key_of[task_id], stream=tup._origin.stream,
-            src=tup._origin.task, values=tup.values, anchors=tup._anchors, ts=self.now,
-            seq=self.seq,
-        )
+        origin = tup._origin
+        anchors = tup._anchors
+        if anchors is None:
+            root = edge = more = None
+        else:
+            root, edge, more = split_anchors(anchors)
+        self._append((wire.TUPLE, task_id, self._key_of[task_id], origin.stream, origin.task,
+                      encode_values(tup.values), root, edge, more, self.now, self.seq))
 
     def ack_init(self, root: int, xor: int, spout_task: int) -> None:
         raise RuntimeError("bolts do not start tuple trees")
