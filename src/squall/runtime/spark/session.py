@@ -37,7 +37,10 @@ def get_session(master: str | None = None, conf: Mapping[str, Any] | None = None
     # Executors' Python workers must run this interpreter (the one squall is installed in).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if is_loopback_master(master or (conf or {}).get("spark.master")):
+        # Listen on loopback only (the host name may resolve to an unreachable interface). Not
+        # for a remote cluster: its executors must reach the driver at a routable address.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -57,6 +60,16 @@ def get_session(master: str | None = None, conf: Mapping[str, Any] | None = None
         ) from exc
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def is_loopback_master(master: str | None) -> bool:
+    """Whether every executor of `master` runs on this machine (local modes, spark://127.x)."""
+    if not master or master.startswith("local"):
+        return True
+    if not master.startswith("spark://"):
+        return False
+    hosts = [hp.rpartition(":")[0] for hp in master[len("spark://"):].split(",")]
+    return all(h.startswith("127.") or h in ("localhost", "[::1]") for h in hosts)
 
 
 def _check_reachable(master: str, timeout_s: float = 5.0) -> None:

@@ -1,0 +1,247 @@
+"""`squall submit TARGET --master URL`: run a topology through spark-submit, shipping its code.
+
+The driver runs `squall run TARGET --runner spark --master URL ...` (via `submit_entry.py`, the
+primary resource) in client mode. The user's code travels with `--py-files`: a file TARGET is
+shipped as that file (the driver loads it from its absolute path, as `squall run` does); a module
+of a package outside site-packages ships the package directory as a zip, which spark-submit puts
+on the driver's and the executors' `PYTHONPATH`; a top-level module outside site-packages ships
+its `.py` file. Installed packages ship nothing: the cluster's Python must have them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import threading
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from squall.cli.target import TargetError
+from squall.runtime.spark.session import is_loopback_master
+
+SKIP_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
+# spark-submit merges the Python driver's stderr into its stdout; the driver entry sends its
+# stderr (progress, summary) to the FIFO this names instead, and `submit` relays it to stderr.
+STDERR_FIFO_ENV = "SQUALL_SUBMIT_STDERR"
+
+
+class SubmitError(Exception):
+    pass
+
+
+def add_parser(verbs: Any) -> None:
+    p = verbs.add_parser("submit", help="run a topology on a Spark cluster through spark-submit")
+    p.add_argument("target", help="module:attribute or path/to/file.py:attribute")
+    p.add_argument("--master", required=True, metavar="URL",
+                   help="Spark master URL (spark://host:port, yarn, k8s://..., local[*])")
+    p.add_argument("-c", dest="conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="configuration override (repeatable); spark.* keys also go to "
+                        "spark-submit as --conf")
+    p.add_argument("--checkpoint", default=None, metavar="DIR",
+                   help="checkpoint location; it must be visible at the same path on every "
+                        "executor's machine")
+    p.add_argument("--duration", type=float, default=None, metavar="SECONDS",
+                   help="stop after this many seconds")
+    p.add_argument("--progress-every", type=float, default=None, metavar="SECONDS",
+                   help="how often the driver prints progress (0 disables)")
+    p.add_argument("--deploy-mode", default="client", choices=["client"],
+                   help="client only: the driver runs here (Spark standalone cannot run a "
+                        "Python driver in cluster mode)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the spark-submit command line and exit without running it")
+    p.set_defaults(func=main)
+
+
+def spark_submit_path() -> Path:
+    """`bin/spark-submit` of the installed pyspark package."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise SubmitError("pyspark is not installed in this Python (pip install pyspark)")
+    path = Path(next(iter(spec.submodule_search_locations))) / "bin" / "spark-submit"
+    if not os.access(path, os.X_OK):
+        raise SubmitError(f"spark-submit not found (or not executable) at {path}; reinstall "
+                          "pyspark (pip install --force-reinstall pyspark)")
+    return path
+
+
+def _is_installed(top: str, path: Path) -> bool:
+    """True for code the cluster's Python imports without help: installed distributions
+    (editable ones too), site-packages and the standard library."""
+    import importlib.metadata
+    import sysconfig
+
+    if top in importlib.metadata.packages_distributions():
+        return True
+    path = path.resolve()
+    if "site-packages" in path.parts or "dist-packages" in path.parts:
+        return True
+    return path.is_relative_to(Path(sysconfig.get_paths()["stdlib"]).resolve())
+
+
+def _package_files(directory: Path) -> list[Path]:
+    files = []
+    for dirpath, dirnames, filenames in os.walk(directory):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.endswith(
+            ".egg-info"))
+        files.extend(Path(dirpath) / f for f in sorted(filenames) if not f.endswith(".pyc"))
+    return files
+
+
+def _zip_path(directory: Path, files: list[Path]) -> Path:
+    """Where the package's zip goes: named by its contents, so a dry run can name it exactly."""
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(str(f.relative_to(directory.parent)).encode() + b"\0")
+        digest.update(f.read_bytes() + b"\0")
+    name = f"{directory.name}-{digest.hexdigest()[:16]}.zip"
+    return Path(tempfile.gettempdir()) / "squall-submit" / name
+
+
+def _write_zip(directory: Path, files: list[Path], dest: Path) -> None:
+    if dest.exists():
+        return
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_suffix(f".{os.getpid()}.tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
+        for f in files:
+            zf.write(f, f.relative_to(directory.parent))
+    os.replace(tmp, dest)
+
+
+def resolve_target(target: str) -> tuple[str, list[Path], tuple[Path, list[Path]] | None]:
+    """(target as the driver names it, files to ship, (package dir, its files) to zip or None).
+
+    Only finds the code: the driver imports it and reports a missing attribute.
+    """
+    module_part, sep, attr = target.rpartition(":")
+    if not sep or not module_part or not attr:
+        raise TargetError(
+            f"TARGET must be module:attribute or path/to/file.py:attribute, got {target!r}"
+        )
+    if module_part.endswith(".py") or "/" in module_part:
+        path = Path(module_part)
+        if not path.is_file():
+            raise TargetError(f"no such file: {path}")
+        path = path.resolve()
+        return f"{path}:{attr}", [path], None
+    top = module_part.split(".")[0]
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError) as exc:
+        raise TargetError(f"cannot import module {module_part!r}: {exc}") from exc
+    if spec is None:
+        raise TargetError(f"cannot import module {module_part!r}: no module named {top!r}")
+    locations = list(spec.submodule_search_locations or [])
+    if not locations:  # a top-level module, not a package
+        if "." in module_part:
+            raise TargetError(f"cannot import module {module_part!r}: {top!r} is not a package")
+        origin = Path(spec.origin) if spec.origin and spec.origin.endswith(".py") else None
+        if origin is None or _is_installed(top, origin):
+            return target, [], None
+        return target, [origin.resolve()], None
+    package = Path(locations[0])
+    if _is_installed(top, package):
+        return target, [], None
+    rel = Path(*module_part.split(".")[1:]) if "." in module_part else Path()
+    candidate = package / rel
+    if not (candidate.with_suffix(".py").is_file() or candidate.is_dir()):
+        raise TargetError(f"cannot import module {module_part!r}: no {candidate}.py or "
+                          f"{candidate}/ in {package}")
+    if len(locations) > 1:
+        raise TargetError(f"{top!r} is a namespace package spread over {locations}; "
+                          "submit cannot ship it as one zip")
+    return target, [], (package.resolve(), _package_files(package))
+
+
+def _forwarded_env(master: str) -> dict[str, str]:
+    """The environment spark-submit needs: this interpreter everywhere, the pip package's Spark."""
+    env = {
+        "SPARK_HOME": str(spark_submit_path().parent.parent),
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    }
+    if is_loopback_master(master):
+        # As `squall run` does: on this machine, the driver JVM listens on loopback only.
+        env["SPARK_LOCAL_IP"] = os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")
+    return env
+
+
+def build_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str], Any]:
+    """(argv, extra environment, a function writing the files the command needs)."""
+    from squall.cli.target import parse_overrides
+
+    driver_target, ship, package = resolve_target(args.target)
+    overrides = parse_overrides(args.conf)  # validates every -c before anything runs
+    submit = spark_submit_path()
+    cmd = [str(submit), "--master", args.master, "--deploy-mode", args.deploy_mode]
+    for pair in args.conf:
+        key, _, raw = pair.partition("=")
+        if key.startswith("spark.") and key in overrides:
+            cmd += ["--conf", f"{key}={raw}"]
+    zip_dest = None
+    if package is not None:
+        zip_dest = _zip_path(*package)
+        ship = [*ship, zip_dest]
+    if ship:
+        cmd += ["--py-files", ",".join(str(p) for p in ship)]
+    entry = Path(__file__).resolve().with_name("submit_entry.py")
+    cmd += [str(entry), "run", driver_target, "--runner", "spark", "--master", args.master]
+    for pair in args.conf:
+        cmd += ["-c", pair]
+    if args.checkpoint is not None:
+        cmd += ["--checkpoint", os.path.abspath(args.checkpoint)]
+    if args.duration is not None:
+        cmd += ["--duration", repr(args.duration)]
+    if args.progress_every is not None:
+        cmd += ["--progress-every", repr(args.progress_every)]
+
+    def prepare() -> None:
+        if package is not None and zip_dest is not None:
+            _write_zip(package[0], package[1], zip_dest)
+
+    return cmd, _forwarded_env(args.master), prepare
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        cmd, env, prepare = build_command(args)
+    except (TargetError, SubmitError) as exc:
+        print(f"squall submit: {exc}", file=sys.stderr)
+        return 2
+    line = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + shlex.join(cmd)
+    if args.dry_run:
+        print(line)
+        return 0
+    prepare()
+    print(f"squall submit: {line}", file=sys.stderr, flush=True)
+    with tempfile.TemporaryDirectory(prefix="squall-submit-") as tmp:
+        fifo = os.path.join(tmp, "stderr")
+        os.mkfifo(fifo)
+        relay = threading.Thread(target=_relay, args=(fifo,), daemon=True)
+        relay.start()
+        try:
+            return subprocess.call(cmd, env={**os.environ, **env, STDERR_FIFO_ENV: fifo})
+        except KeyboardInterrupt:
+            print("squall: interrupted", file=sys.stderr)
+            return 130
+        finally:
+            if relay.is_alive():  # the driver never opened the FIFO: end the blocked open
+                try:
+                    os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+                except OSError:
+                    pass
+            relay.join(timeout=5)
+
+
+def _relay(fifo: str) -> None:
+    with open(fifo, "rb", buffering=0) as src:
+        while chunk := src.read(65536):
+            sys.stderr.buffer.write(chunk)
+            sys.stderr.buffer.flush()
