@@ -48,6 +48,8 @@ def get_session(master: str | None = None, conf: Mapping[str, Any] | None = None
         return active
     builder = SparkSession.builder.master(master or DEFAULT_MASTER).appName("squall")
     settings = dict(DEFAULTS)
+    log_config = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
+    settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log_config}"
     settings.update({k: str(v) for k, v in (conf or {}).items() if k.startswith("spark.")})
     for key, value in settings.items():
         builder = builder.config(key, value)
