@@ -11,6 +11,7 @@ the last committed batch, so nothing is lost or applied twice.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -88,8 +89,6 @@ def portable(topology: Topology) -> Topology:
             pyspark_cloudpickle.register_pickle_by_value(module)
 
     specs: dict[str, ComponentSpec] = {}
-    import dataclasses
-
     for cid, spec in topology.components.items():
         instance = spec.new_instance()
         register(instance)

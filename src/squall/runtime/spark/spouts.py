@@ -69,11 +69,9 @@ class ReaderHost:
 
     def report_error(self, component: str, task: int, error: BaseException,
                      stream: str | None = None) -> None:
-        from squall.runtime.spark.stage import _portable_error
-
         self.seq += 1
         self.rows.report(wire.ERROR, task=task, key=0, stream=stream,
-                         payload=_portable_error(error), ts=self.now, seq=self.seq)
+                         payload=wire.portable_error(error), ts=self.now, seq=self.seq)
 
 
 class SegmentPartition(InputPartition):

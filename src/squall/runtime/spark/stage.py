@@ -12,7 +12,7 @@ of the last committed batch. Every batch ends by writing the task's snapshot und
 
 from __future__ import annotations
 
-import os
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -68,7 +68,6 @@ class StageHost:
         self.fails: list[int] = []
         self.resets: list[int] = []
         self.seq = 0
-        self.reporter = -1
         first = {cid: self.topology.component_tasks(cid)[0] for cid in self.topology.components}
         self._key_of = {
             t: plan.keys[cid][t - first[cid]] if cid in plan.keys else 0
@@ -110,18 +109,7 @@ class StageHost:
                      stream: str | None = None) -> None:
         self.seq += 1
         self.out.report(wire.ERROR, task=task, key=0, stream=stream,
-                        payload=_portable_error(error), ts=self.now, seq=self.seq)
-
-
-def _portable_error(error: BaseException) -> BaseException:
-    """The error itself if it pickles (most do), else a RuntimeError with its text."""
-    import pickle
-
-    try:
-        pickle.loads(pickle.dumps(error))
-        return error
-    except Exception:
-        return RuntimeError(f"{type(error).__name__}: {error}")
+                        payload=wire.portable_error(error), ts=self.now, seq=self.seq)
 
 
 def _task(plan: StagePlan, task_id: int, host: StageHost) -> BoltTask:
@@ -179,7 +167,6 @@ def run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
             while j < n and cols["task"][j] == task_id:
                 j += 1
             task = _task(plan, task_id, host)
-            host.reporter = task_id
             execute = task.execute
             origins: dict[tuple[int, str], Any] = {}
             decode, anchors_of = wire.decode_values, wire.anchors_of
@@ -235,9 +222,4 @@ def _origin(topology: Topology, src: int, stream: str) -> Any:
 
 def stage_function(plan: StagePlan):
     """The function given to `mapInArrow` for this stage."""
-
-    def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        os.environ.setdefault("SQUALL_EXECUTOR", "1")
-        return run_stage(plan, batches)
-
-    return fn
+    return functools.partial(run_stage, plan)

@@ -114,6 +114,15 @@ class RowBuffer:
         )
 
 
+def portable_error(error: BaseException) -> BaseException:
+    """The error itself if it pickles (most do), else a RuntimeError with its text."""
+    try:
+        pickle.loads(pickle.dumps(error))
+        return error
+    except Exception:
+        return RuntimeError(f"{type(error).__name__}: {error}")
+
+
 def split_anchors(anchors: dict[int, int] | None) -> tuple[int | None, int | None, bytes | None]:
     """A tuple's {root: edge} as the wire's (root, edge, more) columns."""
     if not anchors:
