@@ -152,6 +152,12 @@ class SpoutReader(DataSourceStreamReader):
         write_atomic(spout_snapshot_path(self.run_dir, seg), pickle.dumps(state))
         for old in _spout_snapshots(self.run_dir)[:-2]:
             os.unlink(spout_snapshot_path(self.run_dir, old))
+        # Outcomes this snapshot has already delivered are never read again, even after a
+        # restart (which resumes from this snapshot or a newer one).
+        outcomes = os.path.join(self.run_dir, "outcomes")
+        for name in os.listdir(outcomes) if os.path.isdir(outcomes) else []:
+            if name.startswith("batch=") and int(name[6:-4]) <= self.delivered:
+                os.unlink(os.path.join(outcomes, name))
 
     def __getstate__(self) -> dict:
         # Spark pickles the reader to call read() on executors; the live spout tasks stay here.

@@ -114,7 +114,9 @@ class StageHost:
 
 def _task(plan: StagePlan, task_id: int, host: StageHost) -> BoltTask:
     latest = latest_snapshot(plan.state_dir, task_id, plan.committed)
-    cached = _TASKS.get((plan.run_id, task_id))
+    # Out of the cache while it runs, back in only when its snapshot is written: an attempt that
+    # dies halfway leaves no half-updated instance for the retry to reuse.
+    cached = _TASKS.pop((plan.run_id, task_id), None)
     if cached is not None and latest is not None and cached[0] == latest:
         task = cached[1]
         task.host = host
