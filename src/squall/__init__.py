@@ -37,7 +37,7 @@ from squall.topology.config import Config
 from squall.topology.description import Topology
 from squall.topology.fields import Fields, Values
 from squall.topology.groupings import CustomStreamGrouping
-from squall.topology.tuple import Tuple
+from squall.topology.tuple import Tuple, is_tick_tuple
 
 __version__ = "0.1.0"
 
@@ -68,5 +68,6 @@ __all__ = [
     "TopologyContext",
     "Tuple",
     "Values",
+    "is_tick_tuple",
     "run",
 ]

@@ -29,6 +29,7 @@ from squall.topology.config import (
     TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS,
     TOPOLOGY_MAX_SPOUT_PENDING,
     TOPOLOGY_MESSAGE_TIMEOUT_SECS,
+    TOPOLOGY_TICK_TUPLE_FREQ_SECS,
     Config,
 )
 from squall.topology.description import Topology
@@ -247,6 +248,12 @@ class BoltTask(TaskRuntime):
             raise TypeError(f"snapshot of {self.component_id} is not the same kind of bolt")
         if self.basic_collector is not None:
             self.basic_collector._routes = self.routes
+
+    @property
+    def tick_ms(self) -> int | None:
+        """Tick period of this task (`topology.tick.tuple.freq.secs`), or None."""
+        secs = self.conf.get(TOPOLOGY_TICK_TUPLE_FREQ_SECS)
+        return int(float(secs) * 1000) if secs else None
 
     def prepare(self) -> None:
         if self.basic:

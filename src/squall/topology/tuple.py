@@ -164,3 +164,23 @@ class _RuntimeTuple(Tuple):
         self._task = task
         self._ack_val = 0
         self._state = PENDING
+
+
+SYSTEM_COMPONENT = "__system"
+TICK_STREAM = "__tick"
+TICK_ORIGIN = Origin(Fields("rate_secs"), SYSTEM_COMPONENT, TICK_STREAM, -1)
+
+
+def tick_tuple(rate_secs: float, task: int) -> Tuple:
+    """The tick tuple a runner delivers to `task` every `topology.tick.tuple.freq.secs`."""
+    return _RuntimeTuple([rate_secs], TICK_ORIGIN, None, task)
+
+
+def is_tick_tuple(tup: Tuple) -> bool:
+    """Storm's `TupleUtils.isTick`: a system tick, not data.
+
+    >>> is_tick_tuple(tick_tuple(5, task=3)), tick_tuple(5, task=3)["rate_secs"]
+    (True, 5)
+    """
+    origin = tup._origin
+    return origin.component == SYSTEM_COMPONENT and origin.stream == TICK_STREAM

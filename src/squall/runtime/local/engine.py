@@ -23,11 +23,12 @@ from squall.topology.config import (
     SQUALL_RANDOM_SEED,
     TOPOLOGY_MESSAGE_TIMEOUT_SECS,
     TOPOLOGY_SLEEP_SPOUT_WAIT_MS,
+    TOPOLOGY_TICK_TUPLE_FREQ_SECS,
     Config,
     num_ackers,
 )
 from squall.topology.description import Topology
-from squall.topology.tuple import Tuple
+from squall.topology.tuple import Tuple, tick_tuple
 
 log = logging.getLogger("squall")
 _LOGGED_PER_COMPONENT = 20
@@ -104,6 +105,8 @@ class LocalEngine:
         self._start_ms = 0
         self.batch_id = 0
         self.batch_ms = int(self.conf.get("squall.local.batch.ms") or 1000)
+        # [next tick time, period, task] per bolt task with topology.tick.tuple.freq.secs
+        self.ticks = [[0, b.tick_ms, b] for b in self.bolts if b.tick_ms]
 
     # ---- Host protocol -------------------------------------------------------------------
     def send(self, task_id: int, tup: Tuple) -> None:  # replaced per instance in __init__
@@ -173,6 +176,8 @@ class LocalEngine:
             return
         self.started = True
         self._start_ms = self.now_ms()
+        for tick in self.ticks:
+            tick[0] = self._start_ms + tick[1]
         for bolt in self.bolts:
             bolt.prepare()
         for spout in self.spouts:
@@ -196,6 +201,20 @@ class LocalEngine:
             spout.close()
         for bolt in self.bolts:
             bolt.cleanup()
+
+    def _send_ticks(self, now: int) -> int:
+        """Deliver the tick tuples that are due (Storm's per-component tick tuples)."""
+        sent = 0
+        for tick in self.ticks:
+            if now >= tick[0]:
+                period, task = tick[1], tick[2]
+                tick[0] = now + period
+                rate = task.conf[TOPOLOGY_TICK_TUPLE_FREQ_SECS]
+                self.send(task.task_id, tick_tuple(rate, task.task_id))
+                sent += 1
+        if sent and self.queue:
+            self.drain()
+        return sent
 
     def drain(self) -> int:
         """Execute queued tuples until the queue is empty; returns how many ran."""
@@ -275,6 +294,7 @@ class LocalEngine:
                     self.end_batch()
                     next_batch_end = now + self.batch_ms
                     work += 1  # its acks reach the spouts in the next round
+                work += self._send_ticks(now)
                 if on_progress is not None and now >= next_progress:
                     on_progress(self)
                     next_progress = now + progress_every_ms
@@ -295,7 +315,7 @@ class LocalEngine:
                     # bolts that hold tuples until then flush and ack them).
                     deadline = self.next_deadline()
                     if deadline is not None:
-                        deadline = min(deadline, next_batch_end)
+                        deadline = min([deadline, next_batch_end] + [t[0] for t in self.ticks])
                     if deadline is not None and deadline > now:
                         clock.advance_to(deadline)  # type: ignore[attr-defined]
                     else:

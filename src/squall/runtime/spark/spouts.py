@@ -25,6 +25,8 @@ from squall.runtime.snapshot import dump_instance, load_instance
 from squall.runtime.spark import wire
 from squall.runtime.spark.state_files import read_or_none, write_atomic
 from squall.runtime.task import SpoutTask
+from squall.topology.config import TOPOLOGY_TICK_TUPLE_FREQ_SECS, Config
+from squall.topology.tuple import TICK_STREAM
 
 TIMED_OUT = -2  # `task` of a FAIL row that tells the driver's ledger a root timed out
 
@@ -90,6 +92,14 @@ class SpoutReader(DataSourceStreamReader):
         keys = {t: plan["keys"][cid][t - first[cid]] if cid in plan["keys"] else 0
                 for cid in topology.components for t in topology.component_tasks(cid)}
         self.host = ReaderHost(keys, plan["capture"])
+        # Tick tuples are planned here, on planning time, like every other input of a batch:
+        # [next tick, period ms, task id, rate as configured] per bolt task that asks for them.
+        self.ticks = []
+        for cid, spec in topology.bolts.items():
+            rate = Config.effective_of(plan["conf"], spec.conf).get(TOPOLOGY_TICK_TUPLE_FREQ_SECS)
+            if rate:
+                for t in topology.component_tasks(cid):
+                    self.ticks.append([0, int(float(rate) * 1000), t, rate])
         self.tasks: dict[int, SpoutTask] = {}
         for cid in topology.spouts:
             for t in topology.component_tasks(cid):
@@ -176,6 +186,15 @@ class SpoutReader(DataSourceStreamReader):
         emitted = 0
         for task in self.tasks.values():
             task.expire(host.now)
+        for tick in self.ticks:
+            if tick[0] == 0:
+                tick[0] = host.now + tick[1]
+            elif host.now >= tick[0]:
+                tick[0] = host.now + tick[1]
+                host.seq += 1
+                host.rows.append((wire.TUPLE, tick[2], host.keys[tick[2]], TICK_STREAM, -1,
+                                  wire.encode_values([tick[3]]), None, None, None, host.now,
+                                  host.seq))
         # Spout tasks take turns, one next_tuple each, as in the local runner's rounds; the
         # turn carries over to the next call, so a small budget does not starve later tasks.
         order = list(self.tasks.values())

@@ -216,8 +216,10 @@ def _finish_task(
 
 
 def _origin(topology: Topology, src: int, stream: str) -> Any:
-    from squall.topology.tuple import Origin
+    from squall.topology.tuple import TICK_ORIGIN, Origin
 
+    if src == -1:
+        return TICK_ORIGIN  # planned by the spout reader from topology.tick.tuple.freq.secs
     cid = topology.task_component(src)
     return Origin(topology.components[cid].streams[stream].fields, cid, stream, src)
 

@@ -1,0 +1,73 @@
+"""Tick tuples (`topology.tick.tuple.freq.secs`) on both runners.
+
+The bolt holds its data tuples until a tick arrives, then acks them and emits how many it held,
+so the topology can only complete if ticks are delivered.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from squall import Bolt, Fields, TopologyBuilder, Values, is_tick_tuple
+from squall.testing import FixedTupleSpout, complete_topology, simulated_time
+
+
+class FlushOnTick(Bolt):
+    def get_component_configuration(self):
+        return {"topology.tick.tuple.freq.secs": 1}
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.held = []
+
+    def execute(self, tup):
+        if is_tick_tuple(tup):
+            assert tup.source_component == "__system" and tup.source_stream_id == "__tick"
+            if self.held:
+                self.collector.emit(Values(len(self.held), tup["rate_secs"]), anchors=self.held)
+                for held in self.held:
+                    self.collector.ack(held)
+                self.held = []
+            self.collector.ack(tup)
+        else:
+            self.held.append(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("flushed", "rate"))
+
+
+def topology():
+    b = TopologyBuilder()
+    b.set_spout("items", FixedTupleSpout([[n] for n in range(5)], Fields("n")))
+    b.set_bolt("flush", FlushOnTick()).shuffle_grouping("items")
+    return b.create_topology()
+
+
+def test_ticks_on_the_local_runner_arrive_every_period_of_simulated_time():
+    with simulated_time() as clock:
+        result = complete_topology(topology(), runner="local")
+        assert clock.now_ms() == 1000  # the first tick, one period after start, flushed all
+    assert result.tuples("flush") == [[5, 1]]
+    assert sorted(result.acked("items")) == list(range(5))
+    assert result.stats["flush"].executed == 6  # five items and one tick
+
+
+@pytest.fixture(scope="module")
+def spark():
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from squall.runtime.spark.session import get_session
+
+    return get_session("local[2]", {"spark.ui.enabled": "false"})
+
+
+@pytest.mark.spark
+def test_ticks_on_spark_are_planned_with_the_batches(spark):
+    result = complete_topology(topology(), runner="spark")
+    flushed = result.tuples("flush")
+    assert sum(n for n, _rate in flushed) == 5 and all(rate == 1 for _n, rate in flushed)
+    assert sorted(result.acked("items")) == list(range(5))
+    assert result.errors == []
