@@ -193,9 +193,19 @@ class OutputCollector(_Emitter):
         self, values: Sequence[Any], origin: Any, targets: list[int],
         anchors: Tuple | Sequence[Tuple],
     ) -> None:
-        if isinstance(anchors, Tuple):
-            anchors = (anchors,)
         rand, send = self._rand, self._send
+        if isinstance(anchors, Tuple):
+            roots = anchors._anchors
+            if roots is not None and len(roots) == 1:
+                # One anchor in one tree: what every BasicBolt emit is. Same XOR bookkeeping as
+                # the general loop below, without its per-target dict merging.
+                (root,) = roots
+                for t in targets:
+                    edge = rand()
+                    anchors._ack_val ^= edge
+                    send(t, _RuntimeTuple(values, origin, {root: edge}, t))
+                return
+            anchors = (anchors,)
         for t in targets:
             tree: dict[int, int] | None = None
             for anchor in anchors:

@@ -47,6 +47,7 @@ DDL = (
 )
 _MASK = (1 << 64) - 1
 _SIGN = 1 << 63
+_WRAP = 1 << 64
 
 
 def to_signed(x: int) -> int:
@@ -127,6 +128,9 @@ def split_anchors(anchors: dict[int, int] | None) -> tuple[int | None, int | Non
     """A tuple's {root: edge} as the wire's (root, edge, more) columns."""
     if not anchors:
         return None, None, None
+    if len(anchors) == 1:
+        ((r, e),) = anchors.items()
+        return (r - _WRAP if r >= _SIGN else r), (e - _WRAP if e >= _SIGN else e), None
     items = iter(anchors.items())
     r, e = next(items)
     more = pickle.dumps(dict(items), protocol=5) if len(anchors) > 1 else None
