@@ -82,7 +82,7 @@ class LocalEngine:
         # no bolt can be re-entered, each task still sees its inputs in emission order, and the
         # queue round trip per tuple is saved. A cycle needs the queue, or execute would recurse.
         self.direct = is_acyclic(topology)
-        self.send = send_direct if self.direct else send_queued  # type: ignore[method-assign]
+        self.send = send_direct if self.direct else send_queued
         for task_id in topology.task_ids:
             cid = topology.task_component(task_id)
             spec = topology.components[cid]
@@ -108,9 +108,8 @@ class LocalEngine:
         # [next tick time, period, task] per bolt task with topology.tick.tuple.freq.secs
         self.ticks = [[0, b.tick_ms, b] for b in self.bolts if b.tick_ms]
 
-    # ---- Host protocol -------------------------------------------------------------------
-    def send(self, task_id: int, tup: Tuple) -> None:  # replaced per instance in __init__
-        raise NotImplementedError
+    # ---- Host protocol (send is the per-instance closure set in __init__) -----------------
+    send: Callable[[int, Tuple], None]
 
     def now_ms(self) -> int:
         return self.clock.now_ms()
