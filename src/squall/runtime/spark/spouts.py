@@ -144,6 +144,7 @@ class SpoutReader(DataSourceStreamReader):
                 setattr(task.stats, key, value)
         self.host.seq = state["seq"]
         self.delivered = state["delivered"]
+        self.turn = state.get("turn", 0)
         self.next_seg = snaps[-1] + 1
         return True
 
@@ -158,7 +159,8 @@ class SpoutReader(DataSourceStreamReader):
                 task._report(exc)
                 continue
             tasks[task_id] = (instance, pickle.dumps(task.pending), task.stats.as_dict())
-        state = {"tasks": tasks, "seq": self.host.seq, "delivered": self.delivered}
+        state = {"tasks": tasks, "seq": self.host.seq, "delivered": self.delivered,
+                 "turn": self.turn}
         write_atomic(spout_snapshot_path(self.run_dir, seg), pickle.dumps(state))
         for old in _spout_snapshots(self.run_dir)[:-2]:
             os.unlink(spout_snapshot_path(self.run_dir, old))
