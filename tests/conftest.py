@@ -28,3 +28,18 @@ def load_example(name: str) -> ModuleType:
 @pytest.fixture
 def root() -> Path:
     return ROOT
+
+
+@pytest.fixture(scope="module")
+def spark_session():
+    """One Spark session (local[2]) per test module, with squall's own defaults."""
+    import os
+    import sys
+
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from squall.runtime.spark.session import get_session
+
+    spark = get_session("local[2]", {"spark.ui.enabled": "false"})
+    yield spark
+    spark.stop()

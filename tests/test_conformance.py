@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import zlib
 from collections import Counter
 from pathlib import Path
@@ -46,26 +45,6 @@ RUNNERS = [LOCAL, SPARK]
 # ---- the Spark session: one for the module ---------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def spark_session():
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("squall-conformance")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.sql.adaptive.enabled", "false")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    yield spark
-    spark.stop()
 
 
 _RESULTS: dict[tuple, object] = {}

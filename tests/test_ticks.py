@@ -6,9 +6,6 @@ so the topology can only complete if ticks are delivered.
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
 
 from squall import Bolt, Fields, TopologyBuilder, Values, is_tick_tuple
@@ -55,17 +52,10 @@ def test_ticks_on_the_local_runner_arrive_every_period_of_simulated_time():
     assert result.stats["flush"].executed == 6  # five items and one tick
 
 
-@pytest.fixture(scope="module")
-def spark():
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from squall.runtime.spark.session import get_session
-
-    return get_session("local[2]", {"spark.ui.enabled": "false"})
 
 
 @pytest.mark.spark
-def test_ticks_on_spark_are_planned_with_the_batches(spark):
+def test_ticks_on_spark_are_planned_with_the_batches(spark_session):
     result = complete_topology(topology(), runner="spark")
     flushed = result.tuples("flush")
     assert sum(n for n, _rate in flushed) == 5 and all(rate == 1 for _n, rate in flushed)

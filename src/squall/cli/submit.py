@@ -23,7 +23,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from squall.cli.target import TargetError
+from squall.cli.target import TargetError, split_target
 from squall.runtime.spark.session import is_loopback_master
 
 SKIP_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
@@ -120,15 +120,8 @@ def resolve_target(target: str) -> tuple[str, list[Path], tuple[Path, list[Path]
 
     Only finds the code: the driver imports it and reports a missing attribute.
     """
-    module_part, sep, attr = target.rpartition(":")
-    if not sep or not module_part or not attr:
-        raise TargetError(
-            f"TARGET must be module:attribute or path/to/file.py:attribute, got {target!r}"
-        )
-    if module_part.endswith(".py") or "/" in module_part:
-        path = Path(module_part)
-        if not path.is_file():
-            raise TargetError(f"no such file: {path}")
+    module_part, attr, path = split_target(target)
+    if path is not None:
         path = path.resolve()
         return f"{path}:{attr}", [path], None
     top = module_part.split(".")[0]

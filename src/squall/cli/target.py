@@ -22,7 +22,8 @@ class TargetError(ValueError):
     pass
 
 
-def load_target(target: str) -> tuple[Topology, dict[str, Any]]:
+def split_target(target: str) -> tuple[str, str, Path | None]:
+    """(module or file part, attribute, the file's path when TARGET names a file)."""
     module_part, sep, attr = target.rpartition(":")
     if not sep or not module_part or not attr:
         raise TargetError(
@@ -32,6 +33,13 @@ def load_target(target: str) -> tuple[Topology, dict[str, Any]]:
         path = Path(module_part)
         if not path.is_file():
             raise TargetError(f"no such file: {path}")
+        return module_part, attr, path
+    return module_part, attr, None
+
+
+def load_target(target: str) -> tuple[Topology, dict[str, Any]]:
+    module_part, attr, path = split_target(target)
+    if path is not None:
         name = f"squall_target_{path.stem}"
         spec = importlib.util.spec_from_file_location(name, path)
         assert spec and spec.loader
