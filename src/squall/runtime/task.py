@@ -255,6 +255,16 @@ class BoltTask(TaskRuntime):
         secs = self.conf.get(TOPOLOGY_TICK_TUPLE_FREQ_SECS)
         return int(float(secs) * 1000) if secs else None
 
+    def set_host(self, host: Host) -> None:
+        """Move this task to another host (the Spark runner: a new micro-batch's stage)."""
+        self.host = host
+        collector = self.collector
+        collector._send = host.send
+        collector._host_ack, collector._host_fail = host.ack, host.fail
+        collector._host_reset = host.reset
+        if self.basic_collector is not None:
+            self.basic_collector._send = host.send
+
     def prepare(self) -> None:
         if self.basic:
             self.instance.prepare(self.conf, self.context)

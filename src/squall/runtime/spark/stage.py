@@ -119,12 +119,7 @@ def _task(plan: StagePlan, task_id: int, host: StageHost) -> BoltTask:
     cached = _TASKS.pop((plan.run_id, task_id), None)
     if cached is not None and latest is not None and cached[0] == latest:
         task = cached[1]
-        task.host = host
-        task.collector._send = host.send
-        task.collector._host_ack, task.collector._host_fail = host.ack, host.fail
-        task.collector._host_reset = host.reset
-        if task.basic_collector is not None:
-            task.basic_collector._send = host.send
+        task.set_host(host)
         return task
     task = BoltTask(plan.topology, task_id, plan.conf, host, seed=plan.seed,
                     tracking=plan.tracking, capture=[] if plan.capture else None)
