@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import os
+import signal
+import socket
+import subprocess
 import sys
+import time
+import types
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -43,3 +51,52 @@ def spark_session():
     spark = get_session("local[2]", {"spark.ui.enabled": "false"})
     yield spark
     spark.stop()
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def start_redis(workdir: Path, password: str | None = None,
+                port: int | None = None) -> Iterator[types.SimpleNamespace]:
+    """A real redis-server on a loopback port, without persistence, stopped by its pid.
+
+    Yields host, port, password, a client (`decode_responses=True`) and `proc`.
+    """
+    import redis
+
+    port = port or free_port()
+    log = open(workdir / "redis.log", "a")  # noqa: SIM115 - closed below
+    args = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+            "--appendonly", "no", "--dir", str(workdir), "--daemonize", "no"]
+    if password:
+        args += ["--requirepass", password]
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+    client = redis.Redis(host="127.0.0.1", port=port, password=password, decode_responses=True)
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"redis-server did not start: {(workdir / 'redis.log').read_text()}"
+                    ) from None
+                time.sleep(0.05)
+        yield types.SimpleNamespace(host="127.0.0.1", port=port, password=password,
+                                    client=client, proc=proc)
+    finally:
+        client.close()
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+        log.close()

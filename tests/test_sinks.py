@@ -12,16 +12,14 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
 import time
-import types
 from pathlib import Path
 
 import pytest
-import redis
+from conftest import free_port, start_redis
 
 from squall import BasicBolt, Fields, Spout, TopologyBuilder, Values
 from squall.connectors import (
@@ -49,49 +47,11 @@ PART = re.compile(r"^part-b(\d{12})-t(\d+)\.(jsonl|parquet)$")
 
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def redis_server(tmp_path_factory):
     """A real redis-server with a password, on a free loopback port, without persistence."""
-    workdir = tmp_path_factory.mktemp("redis")
-    port = _free_port()
-    log = open(workdir / "redis.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", str(workdir), "--requirepass", PASSWORD,
-         "--daemonize", "no"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )
-    client = redis.Redis(host="127.0.0.1", port=port, password=PASSWORD, decode_responses=True)
-    try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"redis-server did not start: {(workdir / 'redis.log').read_text()}"
-                    ) from None
-                time.sleep(0.05)
-        yield types.SimpleNamespace(host="127.0.0.1", port=port, password=PASSWORD,
-                                    client=client)
-    finally:
-        client.close()
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(10)
-        log.close()
+    with start_redis(tmp_path_factory.mktemp("redis"), PASSWORD) as server:
+        yield server
 
 
 # ---- one topology feeding every sink -------------------------------------------------------------
@@ -351,7 +311,7 @@ def _assert_failed_with(result, pattern: str) -> None:
 def test_redis_down_fails_the_tuples_with_a_clear_error(request, runner):
     if runner == "spark":
         request.getfixturevalue("spark_session")
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     result = complete_topology(redis_only_topology(port, None), {MAX_TUPLES: 100},
                                runner=runner, mocked_sources=MockedSources({"events": ROWS}))
     _assert_failed_with(

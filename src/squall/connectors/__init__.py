@@ -1,4 +1,5 @@
-"""Connectors: built-in terminal bolts that write a topology's output somewhere durable.
+"""Connectors: built-in sources (partitioned, read on Spark's executors) and sinks (terminal
+bolts that write a topology's output somewhere durable, once per batch).
 
 >>> from squall.connectors import JsonLinesSink, ParquetSink, RedisSink, read_jsonl, read_parquet
 >>> JsonLinesSink("/tmp/out").declared_streams()
@@ -14,8 +15,26 @@ from squall.connectors.sinks import (
     read_jsonl,
     read_parquet,
 )
+from squall.connectors.sources import (
+    CsvSource,
+    JsonLinesSource,
+    MalformedRecord,
+    MemorySource,
+    PartitionedSource,
+    Range,
+    RedisStreamSource,
+    SourceError,
+)
 
 __all__ = [
+    "CsvSource",
+    "JsonLinesSource",
+    "MalformedRecord",
+    "MemorySource",
+    "PartitionedSource",
+    "Range",
+    "RedisStreamSource",
+    "SourceError",
     "BatchSink",
     "JsonLinesSink",
     "ParquetSink",

@@ -23,6 +23,15 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from squall.reliability.acker import Outcome
 from squall.runtime.snapshot import dump_instance, load_instance
 from squall.runtime.spark import wire
+from squall.runtime.spark.ranges import (
+    RangePartition,
+    is_source,
+    plan_ranges,
+    range_partitions,
+    ranges_path,
+    read_range,
+    write_ranges,
+)
 from squall.runtime.spark.state_files import read_or_none, write_atomic
 from squall.runtime.task import SpoutTask
 from squall.topology.config import TOPOLOGY_TICK_TUPLE_FREQ_SECS, Config
@@ -110,6 +119,7 @@ class SpoutReader(DataSourceStreamReader):
         self.host.now = _wall_ms()
         self.delivered = -1
         self.turn = 0
+        self.source_errors: dict[int, str] = {}
         segs = _segments(self.run_dir)
         self.next_seg = (segs[-1] + 1) if segs else 0
         if not self._resume():
@@ -127,6 +137,7 @@ class SpoutReader(DataSourceStreamReader):
         for seg in _segments(self.run_dir):
             if seg not in snaps and (not snaps or seg > snaps[-1]):
                 os.unlink(segment_path(self.run_dir, seg))
+                _unlink(ranges_path(self.run_dir, seg))
         if not snaps:
             return False
         blob = read_or_none(spout_snapshot_path(self.run_dir, snaps[-1]))
@@ -197,11 +208,18 @@ class SpoutReader(DataSourceStreamReader):
                 host.rows.append((wire.TUPLE, tick[2], host.keys[tick[2]], TICK_STREAM, -1,
                                   wire.encode_values([tick[3]]), None, None, None, host.now,
                                   host.seq))
+        # Built-in sources plan ranges that executors read; their trees start here.
+        ranges: list[tuple] = []
+        for task in self.tasks.values():
+            if is_source(task) and emitted < self.max_batch:
+                planned = self._plan_source(task, self.max_batch - emitted)
+                emitted += sum(task.spout.estimate(entry[1]) for entry in planned)
+                ranges += planned
         # Spout tasks take turns, one next_tuple each, as in the local runner's rounds; the
         # turn carries over to the next call, so a small budget does not starve later tasks.
-        order = list(self.tasks.values())
+        order = [task for task in self.tasks.values() if not is_source(task)]
         idle = 0
-        while emitted < self.max_batch and idle < len(order):
+        while order and emitted < self.max_batch and idle < len(order):
             task = order[self.turn % len(order)]
             self.turn += 1
             n = task.next_tuple() if task.can_emit() else 0
@@ -215,8 +233,10 @@ class SpoutReader(DataSourceStreamReader):
                                      payload=values, ts=host.now, seq=host.seq)
                 task.capture.clear()
         end = start
-        if len(host.rows):
+        if len(host.rows) or ranges:
             seg = max(self.next_seg, int(start["seg"]) + 1)
+            if ranges:
+                write_ranges(self.run_dir, seg, ranges)
             sink = pa.BufferOutputStream()
             with pa.ipc.new_file(sink, wire.SCHEMA) as writer:
                 writer.write_batch(host.rows.to_batch())
@@ -227,6 +247,23 @@ class SpoutReader(DataSourceStreamReader):
             end = {"seg": seg}
         self._write_status(end)
         return end
+
+    def _plan_source(self, task: SpoutTask, budget: int) -> list[tuple]:
+        def next_seq() -> int:
+            self.host.seq += 1
+            return self.host.seq
+
+        try:
+            planned = plan_ranges(task, budget, self.host.now, next_seq)
+        except Exception as exc:
+            # A store that is down fails every plan: report it when it starts or changes, not
+            # on every trigger. Its offsets have not moved, so nothing is lost meanwhile.
+            if str(exc) != self.source_errors.get(task.task_id):
+                self.source_errors[task.task_id] = str(exc)
+                task._report(exc)
+            return []
+        self.source_errors.pop(task.task_id, None)
+        return planned
 
     def _deliver_outcomes(self) -> None:
         directory = os.path.join(self.run_dir, "outcomes")
@@ -267,14 +304,18 @@ class SpoutReader(DataSourceStreamReader):
         }
         write_atomic(os.path.join(self.run_dir, "status.pkl"), pickle.dumps(status))
 
-    def partitions(self, start: dict, end: dict) -> list[SegmentPartition]:
-        return [
-            SegmentPartition(segment_path(self.run_dir, seg))
-            for seg in range(int(start["seg"]) + 1, int(end["seg"]) + 1)
-            if os.path.exists(segment_path(self.run_dir, seg))
-        ]
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        out: list[InputPartition] = []
+        for seg in range(int(start["seg"]) + 1, int(end["seg"]) + 1):
+            if os.path.exists(segment_path(self.run_dir, seg)):
+                out.append(SegmentPartition(segment_path(self.run_dir, seg)))
+                out.extend(range_partitions(self.run_dir, seg))
+        return out
 
-    def read(self, partition: SegmentPartition):
+    def read(self, partition: InputPartition):
+        if isinstance(partition, RangePartition):
+            yield from read_range(partition)
+            return
         with pa.OSFile(partition.path) as f:
             reader = pa.ipc.open_file(f)
             for i in range(reader.num_record_batches):
@@ -285,6 +326,7 @@ class SpoutReader(DataSourceStreamReader):
         for seg in _segments(self.run_dir):
             if seg <= int(end["seg"]):
                 os.unlink(segment_path(self.run_dir, seg))
+                _unlink(ranges_path(self.run_dir, seg))
 
     def stop(self) -> None:
         for task in self.tasks.values():
@@ -309,6 +351,13 @@ def _segments(run_dir: str) -> list[int]:
     except FileNotFoundError:
         return []
     return sorted(int(n[4:-6]) for n in names if n.startswith("seg=") and n.endswith(".arrow"))
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def _wall_ms() -> int:

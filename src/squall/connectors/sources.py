@@ -1,0 +1,600 @@
+"""Built-in sources: partitioned inputs with ordered offsets, read where the records are needed.
+
+A `PartitionedSource` is a `Spout` whose input is split into partitions (files of a directory,
+Redis streams, in-memory lists), each with ordered offsets. *Planning* (which offsets are new) is
+cheap and runs where the spout lives; *reading* runs where the records go:
+
+- On the local runner it is an ordinary reliable spout: `next_tuple` emits one record with the
+  message id `(partition, offset)`, and a failed record is read again at that offset and re-emitted.
+- On Spark the spout reader plans *ranges* `Range(partition, start, end)`. Each range is one Spark
+  input partition, read on an executor, and one tuple tree: its records are emitted anchored to the
+  range's root, so the range is acked when every record's tree has completed and, when any record
+  fails or times out, replayed whole from the same offsets (at-least-once; the records that had
+  succeeded are delivered again, as with Trident's batches). `topology.max.spout.pending` counts
+  ranges there. Ranges are written under the checkpoint location before Spark plans the batch, so
+  a batch replayed after a crash reads exactly the same offsets.
+
+Partitions are spread over the source's tasks: a fixed list (streams, in-memory partitions) by
+position, files by a stable hash of their names, so a file stays with one task as new ones arrive.
+
+A record that cannot be read (bad JSON, a missing field, a value that does not convert) is reported
+as an error naming the component, stream and field, counted, and emitted on the `malformed` stream
+(fields `partition`, `offset`, `record`, `error`) with the same message id, so a topology can route
+it; the source goes on with the next record.
+
+Every source reads from its constructor's settings only: on Spark the executors unpickle a fresh
+copy, never `open` it, and call `read` on it.
+
+>>> from squall import Fields, TopologyBuilder
+>>> from squall.testing import complete_topology
+>>> source = MemorySource({"p0": [["a", 1], ["b", 2]], "p1": [["c", 3]]}, Fields("word", "n"))
+>>> b = TopologyBuilder()
+>>> _ = b.set_spout("words", source)
+>>> result = complete_topology(b.create_topology())
+>>> sorted(result.tuples("words"))
+[['a', 1], ['b', 2], ['c', 3]]
+>>> sorted(result.acked("words"))
+[('p0', 0), ('p0', 1), ('p1', 0)]
+"""
+
+from __future__ import annotations
+
+import csv
+import fnmatch
+import json
+import os
+import zlib
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from squall.components.base import Spout
+from squall.errors import SquallError
+from squall.topology.fields import Fields
+
+MALFORMED = "malformed"
+MALFORMED_FIELDS = Fields("partition", "offset", "record", "error")
+
+
+class Range(NamedTuple):
+    """Offsets `[start, end)` of one partition: the unit a Spark executor reads and replays."""
+
+    partition: str
+    start: Any
+    end: Any
+
+
+class SourceError(SquallError):
+    """A source cannot reach or read its input; says what is wrong and what to do."""
+
+
+class MalformedRecord(SquallError):
+    """One record could not be turned into a tuple; names the component, stream and field.
+
+    `record` holds the record's text (JSON for structured records).
+    """
+
+    record: str = ""
+
+
+class PartitionedSource(Spout):
+    """Base of the built-in sources. Subclasses implement `discover`, `initial_offset`,
+    `end_offset` and `read` (and may override `cut` and `estimate`)."""
+
+    def __init__(
+        self, fields: Fields | Iterable[str], *, stream: str = "default", bounded: bool = False,
+        records_per_call: int = 1000,
+    ) -> None:
+        self.fields = fields if isinstance(fields, Fields) else Fields(list(fields))
+        self.stream = stream
+        self.bounded = bounded
+        self.records_per_call = records_per_call
+        self._offsets: dict[str, Any] = {}
+        self._bounds: dict[str, Any] | None = None  # bounded: the ends seen at the first plan
+        self._replay_ranges: deque[Range] = deque()
+        self._replay_records: deque[tuple[str, Any]] = deque()
+        self._buffer: deque[tuple[str, Any, Any]] = deque()
+        self._task_index, self._tasks = 0, 1
+        self._last_error: str | None = None
+        self.component = type(self).__name__
+
+    def __setstate__(self, state: dict) -> None:
+        # A bounded source reads what exists when a run begins; a run resumed from a snapshot
+        # (a restart on Spark's checkpoint) begins again, so it looks at its partitions anew.
+        self.__dict__.update(state)
+        self._bounds = None
+
+    # ---- what a subclass provides ---------------------------------------------------------
+    def discover(self) -> list[str]:
+        """The partitions that exist now (all tasks' partitions; `mine` picks this task's)."""
+        raise NotImplementedError
+
+    def initial_offset(self, partition: str) -> Any:
+        raise NotImplementedError
+
+    def end_offset(self, partition: str, start: Any) -> Any:
+        """The offset just past the last record readable now (`start` if none is new)."""
+        raise NotImplementedError
+
+    def read(self, partition: str, start: Any, end: Any) -> Iterator[tuple[Any, Any]]:
+        """Yield `(offset, values)` for every record in `[start, end)`; `values` is a list, or a
+        `MalformedRecord` for a record that could not be read."""
+        raise NotImplementedError
+
+    def next_offset(self, partition: str, offset: Any) -> Any:
+        """An end that makes `read(partition, offset, end)` yield the one record at `offset`."""
+        return offset + 1
+
+    def cut(self, partition: str, start: Any, end: Any, budget: int) -> Any:
+        """Where a range starting at `start` should end, given a budget of records."""
+        return end
+
+    def estimate(self, r: Range) -> int:
+        """Records in a range, as far as the planner can tell without reading it."""
+        return 1
+
+    # ---- Spout ----------------------------------------------------------------------------
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare_stream(self.stream, self.fields)
+        declarer.declare_stream(MALFORMED, MALFORMED_FIELDS)
+
+    def open(self, conf: Any, context: Any, collector: Any) -> None:
+        super().open(conf, context, collector)
+        self.component = context.this_component_id
+        self._task_index = context.this_task_index
+        self._tasks = len(context.this_component_tasks)
+
+    # Fixed partition lists (memory, Redis streams) are dealt out by position, evenly; partitions
+    # that come and go (files) by a stable hash of the name, so none ever changes task.
+    assign_by_hash = False
+
+    def mine(self, partitions: Iterable[str]) -> list[str]:
+        if self._tasks == 1:
+            return list(partitions)
+        if self.assign_by_hash:
+            return [p for p in partitions
+                    if zlib.crc32(p.encode()) % self._tasks == self._task_index]
+        return [p for i, p in enumerate(partitions) if i % self._tasks == self._task_index]
+
+    def plan(self, budget: int, max_ranges: int | None = None) -> list[Range]:
+        """The next ranges to read: failed ranges first, then new records of every partition,
+        until about `budget` records or `max_ranges` ranges. Advances this task's offsets."""
+        out: list[Range] = []
+
+        def room() -> bool:
+            return budget > 0 and (max_ranges is None or len(out) < max_ranges)
+
+        while self._replay_ranges and room():
+            r = self._replay_ranges.popleft()
+            out.append(r)
+            budget -= self.estimate(r)
+        if self._bounds is None and self.bounded:
+            self._bounds = {}
+            for p in self.mine(self.discover()):
+                start = self._offsets.setdefault(p, self.initial_offset(p))
+                self._bounds[p] = self.end_offset(p, start)
+        partitions = list(self._bounds) if self._bounds is not None else self.mine(
+            self.discover())
+        for p in partitions:
+            if not room():
+                break
+            start = self._offsets.get(p)
+            if start is None:
+                start = self._offsets[p] = self.initial_offset(p)
+            end = self._bounds[p] if self._bounds is not None else self.end_offset(p, start)
+            if not end > start:
+                continue
+            r = Range(p, start, self.cut(p, start, end, budget))
+            self._offsets[p] = r.end
+            out.append(r)
+            budget -= self.estimate(r)
+        return out
+
+    def next_tuple(self) -> None:
+        # The local runner's path: one record per call, from a buffer filled a plan at a time.
+        if self._replay_records:
+            p, offset = self._replay_records.popleft()
+            for off, values in self.read(p, offset, self.next_offset(p, offset)):
+                self._emit(p, off, values)
+            return
+        if not self._buffer:
+            try:
+                for r in self.plan(self.records_per_call):
+                    self._buffer.extend((r.partition, off, v) for off, v in self.read(*r))
+            except SourceError as exc:
+                # A store that is down fails every call: report it when it starts or changes,
+                # not on every poll. Offsets only move once a range is read, so nothing is lost.
+                if str(exc) != self._last_error:
+                    self._last_error = str(exc)
+                    self.collector.report_error(exc)
+                return
+            self._last_error = None
+        if self._buffer:
+            self._emit(*self._buffer.popleft())
+
+    def _emit(self, partition: str, offset: Any, values: Any) -> None:
+        msg_id = (partition, offset)
+        if isinstance(values, MalformedRecord):
+            self.collector.report_error(values)
+            self.collector.emit([partition, offset, values.record, str(values)], msg_id=msg_id,
+                                stream=MALFORMED)
+        else:
+            self.collector.emit(values, msg_id=msg_id, stream=self.stream)
+
+    def fail(self, msg_id: Any) -> None:
+        if isinstance(msg_id, Range):
+            self._replay_ranges.append(msg_id)
+        else:
+            self._replay_records.append(msg_id)
+
+    def is_exhausted(self) -> bool:
+        if not self.bounded or self._replay_ranges or self._replay_records or self._buffer:
+            return False
+        if self._bounds is None:
+            return False
+        return all(not self._bounds[p] > self._offsets.get(p, self._bounds[p])
+                   for p in self._bounds)
+
+    def malformed(self, record: Any, message: str, field: str | None = None) -> MalformedRecord:
+        error = MalformedRecord(message, component=self.component, stream=self.stream,
+                                field=field)
+        error.record = record if isinstance(record, str) else json.dumps(record, default=str)
+        return error
+
+
+# ---- in memory ----------------------------------------------------------------------------
+
+
+class MemorySource(PartitionedSource):
+    """Partitioned in-memory data (tests, examples): `{partition: [values, ...]}` or a list of
+    lists (partitions named `"0"`, `"1"`, ...). Offsets are list positions; always bounded.
+
+    `records_per_range` caps each range, which on Spark cuts the input into small ranges. The
+    message ids of completed and failed trees are kept in `acked` and `failed` (records on the
+    local runner, `Range`s on Spark), as `FixedTupleSpout` does.
+    """
+
+    def __init__(
+        self, partitions: Mapping[str, Sequence[Sequence[Any]]] | Sequence[Sequence[Sequence[Any]]],
+        fields: Fields | Iterable[str], *, stream: str = "default",
+        records_per_range: int | None = None,
+    ) -> None:
+        super().__init__(fields, stream=stream, bounded=True)
+        if not isinstance(partitions, Mapping):
+            partitions = {str(i): rows for i, rows in enumerate(partitions)}
+        self.data = {str(p): [list(v) for v in rows] for p, rows in partitions.items()}
+        self.records_per_range = records_per_range
+        self.acked: list[Any] = []
+        self.failed: list[Any] = []
+
+    def ack(self, msg_id: Any) -> None:
+        self.acked.append(msg_id)
+
+    def fail(self, msg_id: Any) -> None:
+        self.failed.append(msg_id)
+        super().fail(msg_id)
+
+    def discover(self) -> list[str]:
+        return list(self.data)
+
+    def initial_offset(self, partition: str) -> int:
+        return 0
+
+    def end_offset(self, partition: str, start: Any) -> int:
+        return len(self.data[partition])
+
+    def cut(self, partition: str, start: Any, end: Any, budget: int) -> int:
+        size = max(1, budget)
+        if self.records_per_range:
+            size = min(size, self.records_per_range)
+        return min(end, start + size)
+
+    def estimate(self, r: Range) -> int:
+        return r.end - r.start
+
+    def read(self, partition: str, start: Any, end: Any) -> Iterator[tuple[Any, Any]]:
+        rows = self.data[partition]
+        for i in range(start, end):
+            values = rows[i]
+            if len(values) != len(self.fields):
+                yield i, self.malformed(values, f"partition {partition!r} offset {i}: "
+                                        f"{len(values)} values for fields {self.fields.to_list()}")
+            else:
+                yield i, values
+
+
+# ---- files ----------------------------------------------------------------------------------
+
+
+class _FileSource(PartitionedSource):
+    """A directory of text files, one record per line; partitions are file names, offsets bytes.
+
+    Files are listed on every plan (new files are picked up as they arrive; names starting with
+    `.` or `_` are skipped, so write elsewhere or under such a name and rename into place). A line
+    is read once it ends with a newline (in bounded mode the last line of a file needs none).
+    Large files are cut into ranges of `bytes_per_range`; a range owns the lines that start in it.
+    """
+
+    assign_by_hash = True
+
+    def __init__(
+        self, directory: str, fields: Fields | Iterable[str], *, pattern: str = "*",
+        stream: str = "default", bounded: bool = False, bytes_per_range: int = 4 << 20,
+        encoding: str = "utf-8",
+    ) -> None:
+        super().__init__(fields, stream=stream, bounded=bounded)
+        self.directory = os.path.abspath(directory)
+        self.pattern = pattern
+        self.bytes_per_range = bytes_per_range
+        self.encoding = encoding
+
+    def discover(self) -> list[str]:
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            raise SourceError(
+                f"source {self.component!r}: directory {self.directory} does not exist; create "
+                "it (new files are picked up as they arrive) or fix the path",
+                component=self.component) from None
+        return sorted(n for n in names if not n.startswith((".", "_"))
+                      and fnmatch.fnmatch(n, self.pattern)
+                      and os.path.isfile(os.path.join(self.directory, n)))
+
+    def initial_offset(self, partition: str) -> int:
+        return 0
+
+    def end_offset(self, partition: str, start: Any) -> int:
+        path = os.path.join(self.directory, partition)
+        size = os.path.getsize(path)
+        if self.bounded or size <= start:
+            return max(size, start)
+        # Only whole lines: scan back from the end for the last newline past `start`.
+        with open(path, "rb") as f:
+            pos = size
+            while pos > start:
+                step = min(65536, pos - start)
+                f.seek(pos - step)
+                block = f.read(step)
+                i = block.rfind(b"\n")
+                if i >= 0:
+                    return pos - step + i + 1
+                pos -= step
+        return start
+
+    def cut(self, partition: str, start: Any, end: Any, budget: int) -> int:
+        return min(end, start + self.bytes_per_range)
+
+    def estimate(self, r: Range) -> int:
+        return max(1, (r.end - r.start) // 64)
+
+    def next_offset(self, partition: str, offset: Any) -> int:
+        return offset + 1  # the one line that starts at `offset`
+
+    def lines(self, partition: str, start: int, end: int) -> Iterator[tuple[int, bytes]]:
+        """`(offset, line)` for every line that starts in `[start, end)`."""
+        with open(os.path.join(self.directory, partition), "rb") as f:
+            pos = start
+            if start > 0:
+                # A line that began before `start` belongs to the previous range.
+                f.seek(start - 1)
+                pos = start - 1 + len(f.readline())
+            while pos < end:
+                line = f.readline()
+                if not line:
+                    return
+                yield pos, line
+                pos += len(line)
+
+    def read(self, partition: str, start: Any, end: Any) -> Iterator[tuple[Any, Any]]:
+        for offset, raw in self.lines(partition, start, end):
+            text = raw.decode(self.encoding, errors="replace").rstrip("\r\n")
+            if text.strip():
+                yield offset, self.parse(partition, offset, text)
+
+    def parse(self, partition: str, offset: int, text: str) -> Any:
+        raise NotImplementedError
+
+
+class JsonLinesSource(_FileSource):
+    """A directory of JSON-lines files: each line an object; values are its declared fields.
+
+    >>> import tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> _ = open(os.path.join(d, "a.jsonl"), "w").write('{"w": "x", "n": 1}\\n{"w": "y"}\\n')
+    >>> src = JsonLinesSource(d, ["w", "n"], bounded=True)
+    >>> [(off, v if isinstance(v, list) else str(v)) for off, v in src.read("a.jsonl", 0, 31)]
+    [(0, ['x', 1]), (19, "a.jsonl offset 19: missing field 'n' [component 'JsonLinesSource', \
+stream 'default', field 'n']")]
+    """
+
+    def parse(self, partition: str, offset: int, text: str) -> Any:
+        try:
+            obj = json.loads(text)
+        except ValueError as exc:
+            return self.malformed(text, f"{partition} offset {offset}: not JSON ({exc})")
+        if not isinstance(obj, dict):
+            return self.malformed(text, f"{partition} offset {offset}: a JSON "
+                                  f"{type(obj).__name__}, not an object")
+        values = []
+        for name in self.fields:
+            if name not in obj:
+                return self.malformed(text, f"{partition} offset {offset}: missing field "
+                                      f"{name!r}", field=name)
+            values.append(obj[name])
+        return values
+
+
+class CsvSource(_FileSource):
+    """A directory of CSV files (one record per line; no newlines inside quoted values).
+
+    Values are strings unless `types` maps a field to a converter (`{"n": int}`). With
+    `header=True` the first line of each file names the columns, matched to the fields by name;
+    without it, columns are the fields in order.
+
+    >>> import tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> _ = open(os.path.join(d, "a.csv"), "w").write("n,w\\n1,x\\ntwo,y\\n")
+    >>> src = CsvSource(d, ["w", "n"], header=True, types={"n": int}, bounded=True)
+    >>> [(off, v if isinstance(v, list) else str(v)) for off, v in src.read("a.csv", 0, 14)]
+    [(4, ['x', 1]), (8, "a.csv offset 8: field 'n': invalid literal for int() with base 10: \
+'two' [component 'CsvSource', stream 'default', field 'n']")]
+    """
+
+    def __init__(
+        self, directory: str, fields: Fields | Iterable[str], *, header: bool = False,
+        types: Mapping[str, Any] | None = None, delimiter: str = ",", **kwargs: Any,
+    ) -> None:
+        super().__init__(directory, fields, **kwargs)
+        self.header = header
+        self.types = dict(types or {})
+        self.delimiter = delimiter
+        # partition -> the column of each field, or the first field the header lacks
+        self._columns: dict[str, list[int] | str] = {}
+
+    def _row(self, text: str) -> list[str]:
+        return next(csv.reader([text], delimiter=self.delimiter))
+
+    def read(self, partition: str, start: Any, end: Any) -> Iterator[tuple[Any, Any]]:
+        if self.header:
+            with open(os.path.join(self.directory, partition), "rb") as f:
+                first = f.readline()
+            names = self._row(first.decode(self.encoding, errors="replace").rstrip("\r\n"))
+            missing = [n for n in self.fields if n not in names]
+            self._columns[partition] = (
+                missing[0] if missing else [names.index(n) for n in self.fields])
+            start = max(start, len(first))
+        yield from super().read(partition, start, end)
+
+    def parse(self, partition: str, offset: int, text: str) -> Any:
+        try:
+            row = self._row(text)
+        except csv.Error as exc:
+            return self.malformed(text, f"{partition} offset {offset}: {exc}")
+        if self.header:
+            columns = self._columns[partition]
+            if isinstance(columns, str):
+                return self.malformed(text, f"{partition}: the header has no column "
+                                      f"{columns!r}", field=columns)
+            if max(columns) >= len(row):
+                return self.malformed(text, f"{partition} offset {offset}: {len(row)} columns")
+            row = [row[i] for i in columns]
+        elif len(row) != len(self.fields):
+            return self.malformed(text, f"{partition} offset {offset}: {len(row)} columns for "
+                                  f"fields {self.fields.to_list()}")
+        for i, name in enumerate(self.fields):
+            convert = self.types.get(name)
+            if convert is not None:
+                try:
+                    row[i] = convert(row[i])
+                except (TypeError, ValueError) as exc:
+                    return self.malformed(text, f"{partition} offset {offset}: field {name!r}: "
+                                          f"{exc}", field=name)
+        return row
+
+
+# ---- Redis Streams ------------------------------------------------------------------------------
+
+
+class RedisStreamSource(PartitionedSource):
+    """Redis Streams, one stream key per partition; offsets are entry ids `(ms, seq)`.
+
+    Each entry's fields (decoded as UTF-8) give the tuple's values by the declared field names.
+    `start="0"` reads each stream from its beginning, `"$"` from the entries added after the
+    first plan. Planning asks each stream for its last id (one `XREVRANGE ... COUNT 1`); the
+    records are read with `XRANGE` by whoever reads the range.
+    """
+
+    def __init__(
+        self, streams: Sequence[str], fields: Fields | Iterable[str], *, host: str = "127.0.0.1",
+        port: int = 6379, password: str | None = None, db: int = 0, timeout: float = 5.0,
+        start: str = "0", stream: str = "default", bounded: bool = False, page: int = 1000,
+    ) -> None:
+        super().__init__(fields, stream=stream, bounded=bounded)
+        self.streams = list(streams)
+        self.host, self.port, self.password, self.db = host, port, password, db
+        self.timeout = timeout
+        self.start = start
+        self.page = page
+        self._client: Any = None
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_client"] = None  # connections do not travel; each process opens its own
+        return state
+
+    def client(self) -> Any:
+        if self._client is None:
+            import redis
+
+            self._client = redis.Redis(host=self.host, port=self.port, password=self.password,
+                                       db=self.db, socket_timeout=self.timeout,
+                                       socket_connect_timeout=self.timeout)
+        return self._client
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        import redis
+
+        try:
+            return fn(*args, **kwargs)
+        except redis.AuthenticationError as exc:
+            raise SourceError(
+                f"source {self.component!r}: Redis at {self.host}:{self.port} refused the "
+                f"credentials ({exc}); check the password", component=self.component) from None
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            self._client = None
+            raise SourceError(
+                f"source {self.component!r}: cannot reach Redis at {self.host}:{self.port} to "
+                f"{what} ({exc}); start redis-server or fix host/port. Nothing is lost: the "
+                "offsets not yet read are read when it is back", component=self.component,
+            ) from None
+
+    def discover(self) -> list[str]:
+        return list(self.streams)
+
+    def initial_offset(self, partition: str) -> tuple[int, int]:
+        if self.start == "$":
+            return self.end_offset(partition, (0, 0))
+        return _parse_id(self.start)
+
+    def end_offset(self, partition: str, start: Any) -> tuple[int, int]:
+        last = self._call(f"read the last id of stream {partition!r}",
+                          self.client().xrevrange, partition, "+", "-", count=1)
+        if not last:
+            return start
+        ms, seq = _parse_id(last[0][0])
+        return max(start, (ms, seq + 1))
+
+    def next_offset(self, partition: str, offset: Any) -> tuple[int, int]:
+        return (offset[0], offset[1] + 1)
+
+    def read(self, partition: str, start: Any, end: Any) -> Iterator[tuple[Any, Any]]:
+        low = f"{start[0]}-{start[1]}"
+        high = f"({end[0]}-{end[1]}"  # exclusive end (Redis 6.2+)
+        while True:
+            entries = self._call(f"read stream {partition!r}", self.client().xrange,
+                                 partition, low, high, count=self.page)
+            for entry_id, data in entries:
+                offset = _parse_id(entry_id)
+                yield offset, self._values(partition, offset, data)
+            if len(entries) < self.page:
+                return
+            ms, seq = _parse_id(entries[-1][0])
+            low = f"({ms}-{seq}"
+
+    def _values(self, partition: str, offset: tuple[int, int], data: dict) -> Any:
+        decoded = {(k.decode() if isinstance(k, bytes) else k):
+                   (v.decode() if isinstance(v, bytes) else v) for k, v in data.items()}
+        values = []
+        for name in self.fields:
+            if name not in decoded:
+                return self.malformed(decoded, f"stream {partition!r} entry "
+                                      f"{offset[0]}-{offset[1]}: missing field {name!r}",
+                                      field=name)
+            values.append(decoded[name])
+        return values
+
+
+def _parse_id(entry_id: Any) -> tuple[int, int]:
+    text = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+    ms, _, seq = text.partition("-")
+    return int(ms), int(seq or 0)

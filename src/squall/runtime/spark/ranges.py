@@ -1,0 +1,196 @@
+"""Built-in sources on Spark: ranges planned by the spout reader, read on the executors.
+
+The reader (spouts.py) asks each `PartitionedSource` task for the ranges of new offsets, starts one
+tuple tree per range (its root and edge are drawn there, tracked in the spout task's pending map and
+sent to the ledger as an INIT row) and lists the ranges of a segment in a file beside it. Spark
+turns each range into an input partition; `read_range` runs on an executor: it reads the records,
+routes them with the spout task's own groupings and emits them anchored to the range's root, then
+acks the range with its edge XOR the records' edges. Edges come from a generator seeded by the root,
+so a batch that Spark replays after a crash produces the same rows.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import cloudpickle
+import pyarrow as pa
+from pyspark.sql.datasource import InputPartition
+
+from squall.connectors.sources import MALFORMED, MalformedRecord, PartitionedSource, Range
+from squall.errors import EmitError
+from squall.runtime.spark import wire
+from squall.runtime.task import SpoutTask
+from squall.topology.tuple import _RuntimeTuple
+
+# A range's records are ordered after everything its task planned before it: seq = base + i.
+SEQ_SHIFT = 32
+
+
+class RangePartition(InputPartition):
+    """One planned range: what an executor needs to read it and start its records' trees."""
+
+    def __init__(self, run_dir: str, task: int, rng: Range, root: int | None, edge: int | None,
+                 ts: int, seq: int) -> None:
+        self.run_dir = run_dir
+        self.task = task
+        self.range = rng
+        self.root = root
+        self.edge = edge
+        self.ts = ts
+        self.seq = seq
+
+
+def ranges_path(run_dir: str, seg: int) -> str:
+    return os.path.join(run_dir, "segments", f"seg={seg:012d}.ranges")
+
+
+def write_ranges(run_dir: str, seg: int, planned: list[tuple]) -> None:
+    from squall.runtime.spark.state_files import write_atomic
+
+    write_atomic(ranges_path(run_dir, seg), pickle.dumps(planned))
+
+
+def range_partitions(run_dir: str, seg: int) -> list[RangePartition]:
+    try:
+        with open(ranges_path(run_dir, seg), "rb") as f:
+            planned = pickle.load(f)
+    except FileNotFoundError:
+        return []
+    return [RangePartition(run_dir, *entry) for entry in planned]
+
+
+def is_source(task: SpoutTask) -> bool:
+    return isinstance(task.spout, PartitionedSource)
+
+
+def plan_ranges(task: SpoutTask, budget: int, now: int, next_seq: Any) -> list[tuple]:
+    """Ask a source task for its next ranges and start their trees (in the reader).
+
+    Returns `(task, range, root, edge, ts, seq)` entries for the segment's range file.
+    """
+    max_ranges = None
+    if task.max_pending is not None:
+        max_ranges = task.max_pending - len(task.pending)
+        if max_ranges <= 0:
+            return []
+    source: PartitionedSource = task.spout
+    planned = source.plan(budget, max_ranges)
+    out = []
+    for r in planned:
+        if task.tracking:
+            root, edge = task.rand64(), task.rand64()
+            task.track(root, r, source.stream, edge)
+        else:
+            # No ackers: acked as soon as it is planned, as Storm acks an untracked emit.
+            root = edge = None
+            task.stats.acked += 1
+            task._call("ack", r)
+        out.append((task.task_id, r, root, edge, now, next_seq()))
+    return out
+
+
+class _RangeHost:
+    """Collects the rows of one range's records."""
+
+    def __init__(self, keys: dict[int, int], ts: int, seq: int) -> None:
+        self.rows = wire.RowBuffer()
+        self.keys = keys
+        self.ts = ts
+        self.seq = seq << SEQ_SHIFT
+
+    def send(self, task_id: int, tup: Any) -> None:
+        self.seq += 1
+        self.rows.tuple(task=task_id, key=self.keys[task_id], stream=tup._origin.stream,
+                        src=tup._origin.task, values=tup.values, anchors=tup._anchors,
+                        ts=self.ts, seq=self.seq)
+
+    def report_error(self, component: str, task: int, error: BaseException,
+                     stream: str | None = None) -> None:
+        self.seq += 1
+        self.rows.report(wire.ERROR, task=task, key=0, stream=stream,
+                         payload=wire.portable_error(error), ts=self.ts, seq=self.seq)
+
+    def now_ms(self) -> int:
+        return self.ts
+
+
+_PLANS: dict[str, tuple[int, dict[str, Any], dict[int, int]]] = {}
+
+
+def _plan(run_dir: str) -> tuple[dict[str, Any], dict[int, int]]:
+    path = os.path.join(run_dir, "plan.pkl")
+    mtime = os.stat(path).st_mtime_ns
+    cached = _PLANS.get(run_dir)
+    if cached is None or cached[0] != mtime:
+        with open(path, "rb") as f:
+            plan = cloudpickle.load(f)
+        topology = plan["topology"]
+        first = {cid: topology.component_tasks(cid)[0] for cid in topology.components}
+        keys = {t: plan["keys"][cid][t - first[cid]] if cid in plan["keys"] else 0
+                for cid in topology.components for t in topology.component_tasks(cid)}
+        cached = _PLANS[run_dir] = (mtime, plan, keys)
+    return cached[1], cached[2]
+
+
+def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
+    """The executor side: read one range and emit its records as tuple rows."""
+    plan, keys = _plan(part.run_dir)
+    host = _RangeHost(keys, part.ts, part.seq)
+    task = SpoutTask(plan["topology"], part.task, plan["conf"], host,  # type: ignore[arg-type]
+                     seed=plan["seed"], tracking=plan["tracking"],
+                     capture=[] if plan["capture"] else None)
+    source: PartitionedSource = task.spout
+    source.component = task.component_id
+    source._task_index = task.context.this_task_index
+    tracking = part.root is not None
+    rand = random.Random(part.root if tracking else part.seq).getrandbits
+    check = task.collector._route
+    emitted = transferred = 0
+    ack_val = 0
+    try:
+        for offset, values in source.read(*part.range):
+            stream = source.stream
+            if isinstance(values, MalformedRecord):
+                host.report_error(task.component_id, task.task_id, values, stream)
+                stream = MALFORMED
+                values = [part.range.partition, offset, values.record, str(values)]
+            try:
+                route = check(stream, values, direct=False)
+            except EmitError as exc:
+                host.report_error(task.component_id, task.task_id, exc, stream)
+                continue
+            targets = route.choose(values)
+            emitted += 1
+            transferred += len(targets)
+            if task.capture is not None:
+                host.seq += 1
+                host.rows.report(wire.CAPTURE, task=task.task_id, key=0, stream=stream,
+                                 payload=list(values), ts=host.ts, seq=host.seq)
+            origin = route.origin
+            for t in targets:
+                anchors = None
+                if tracking:
+                    edge = rand(64)
+                    ack_val ^= edge
+                    anchors = {part.root: edge}
+                host.send(t, _RuntimeTuple(values, origin, anchors, t))
+    except Exception as exc:
+        # The range could not be read (its store is down, say): drop what this attempt read and
+        # fail the range, so the reader plans it again; the error says what to do.
+        host.rows = wire.RowBuffer()
+        host.report_error(task.component_id, task.task_id, exc, source.stream)
+        if tracking:
+            host.rows.message(wire.FAIL, task=-1, key=0, root=part.root, ts=host.ts)
+        yield host.rows.to_batch()
+        return
+    if tracking:
+        host.rows.message(wire.ACK, task=-1, key=0, root=part.root,
+                          value=part.edge ^ ack_val, ts=host.ts)  # type: ignore[operator]
+    host.rows.report(wire.STATS, task=task.task_id, key=0, stream=None,
+                     payload={"emitted": emitted, "transferred": transferred}, ts=host.ts, seq=0)
+    yield host.rows.to_batch()
