@@ -21,6 +21,7 @@ from squall.components.collectors import (
 )
 from squall.components.context import TopologyContext
 from squall.components.declarer import OutputFieldsDeclarer
+from squall.components.windowed import WindowedBolt
 from squall.duration import Duration
 from squall.errors import (
     EmitError,
@@ -38,6 +39,7 @@ from squall.topology.description import Topology
 from squall.topology.fields import Fields, Values
 from squall.topology.groupings import CustomStreamGrouping
 from squall.topology.tuple import Tuple, is_tick_tuple
+from squall.windowing import Count, TupleWindow
 
 __version__ = "0.1.0"
 
@@ -48,6 +50,7 @@ __all__ = [
     "BoltDeclarer",
     "Component",
     "Config",
+    "Count",
     "CustomStreamGrouping",
     "Duration",
     "EmitError",
@@ -67,7 +70,9 @@ __all__ = [
     "TopologyBuilder",
     "TopologyContext",
     "Tuple",
+    "TupleWindow",
     "Values",
+    "WindowedBolt",
     "is_tick_tuple",
     "run",
 ]

@@ -21,6 +21,7 @@ from squall.components.collectors import (
     SpoutOutputCollector,
 )
 from squall.components.context import TopologyContext
+from squall.components.windowed import WindowedBolt
 from squall.errors import FailedException
 from squall.reliability.acker import Outcome
 from squall.reliability.pending import PendingMap
@@ -239,7 +240,10 @@ class BoltTask(TaskRuntime):
         self.basic_collector = BasicOutputCollector(self.collector) if self.basic else None
         if not self.basic and not isinstance(self.instance, Bolt):
             raise TypeError(f"{self.component_id} is not a bolt")
-        self.execute = self._execute_basic if self.basic else self._execute_rich
+        # A windowed bolt's execute takes windows: tuples go to its window manager instead.
+        self.windowed = isinstance(self.instance, WindowedBolt)
+        self.execute = self._execute_basic if self.basic else (
+            self._execute_windowed if self.windowed else self._execute_rich)
         self.on_execute_error = self._on_error
 
     def rebind(self) -> None:
@@ -268,6 +272,9 @@ class BoltTask(TaskRuntime):
     def prepare(self) -> None:
         if self.basic:
             self.instance.prepare(self.conf, self.context)
+        elif self.windowed:
+            collector = self.instance._window_setup(self.conf, self.context, self.collector)
+            self.instance.prepare(self.conf, self.context, collector)
         else:
             self.instance.prepare(self.conf, self.context, self.collector)
 
@@ -282,6 +289,20 @@ class BoltTask(TaskRuntime):
             self.instance.cleanup()
         except Exception as exc:
             self._report(exc)
+
+    def end_of_input(self) -> None:
+        """Every spout is exhausted (squall.runtime.end_of_input): windows flush and ack."""
+        if self.windowed:
+            try:
+                self.instance._window_end_of_input(self.host.now_ms())
+            except Exception as exc:
+                self._report(exc)
+
+    def _execute_windowed(self, tup: Tuple) -> None:
+        try:
+            self.instance._window_execute(tup, self.host.now_ms())
+        except Exception as exc:
+            self._on_error(tup, exc)
 
     def _execute_rich(self, tup: Tuple) -> None:
         try:

@@ -25,6 +25,7 @@ import cloudpickle
 
 from squall.components.base import BasicBolt, Bolt, Component, Spout
 from squall.components.declarer import DEFAULT_STREAM, StreamSpec
+from squall.components.windowed import WindowedBolt
 from squall.errors import InvalidTopologyError, NotPicklableError
 from squall.topology.description import ComponentSpec, Subscription, Topology
 from squall.topology.fields import Fields
@@ -193,6 +194,8 @@ class TopologyBuilder:
         specs: dict[str, ComponentSpec] = {}
         for cid, record in self._records.items():
             component: Component = record["component"]
+            if isinstance(component, WindowedBolt):
+                component.check_window(cid)
             conf = dict(component.get_component_configuration() or {})
             conf.update(record["conf"])
             num_tasks = record["num_tasks"] or record["parallelism"]

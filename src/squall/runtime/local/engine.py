@@ -14,9 +14,11 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from squall.components.windowed import check_window_limits
 from squall.errors import ReliabilityError
 from squall.reliability.acker import AckerLedger, Outcome
 from squall.runtime.clock import Clock, RealClock
+from squall.runtime.end_of_input import EndOfInput
 from squall.runtime.stats import ComponentStats, ErrorRecord, RunResult
 from squall.runtime.task import BoltTask, SpoutTask, TaskRuntime
 from squall.topology.config import (
@@ -43,6 +45,7 @@ class LocalEngine:
         clock: Clock | None = None,
         capture: bool = False,
     ) -> None:
+        check_window_limits(topology, conf)
         self.topology = topology
         self.conf = Config.effective_of(conf)
         self.clock: Clock = clock or RealClock()
@@ -99,7 +102,8 @@ class LocalEngine:
                 self.bolts.append(task)
                 # A rich bolt's own execute goes straight into the queue (one call less per
                 # tuple); drain() catches its exceptions and hands them to the task.
-                executors[task_id] = task.execute if task.basic else task.instance.execute
+                executors[task_id] = (task.execute if task.basic or task.windowed
+                                      else task.instance.execute)
         self.started = False
         self.finished = False
         self._start_ms = 0
@@ -107,6 +111,7 @@ class LocalEngine:
         self.batch_ms = int(self.conf.get("squall.local.batch.ms") or 1000)
         # [next tick time, period, task] per bolt task with topology.tick.tuple.freq.secs
         self.ticks = [[0, b.tick_ms, b] for b in self.bolts if b.tick_ms]
+        self.end_of_input = EndOfInput(topology, self.bolts)
 
     # ---- Host protocol (send is the per-instance closure set in __init__) -----------------
     send: Callable[[int, Tuple], None]
@@ -303,6 +308,11 @@ class LocalEngine:
                     break
                 if work:
                     idle = 0
+                    continue
+                if self.end_of_input.due(self.spouts):
+                    for bolt in self.end_of_input.order:  # upstream first: flushes flow down
+                        bolt.end_of_input()
+                        self.drain()
                     continue
                 if until_complete and self.complete():
                     break

@@ -27,6 +27,7 @@ from typing import Any
 import cloudpickle
 from pyspark import cloudpickle as pyspark_cloudpickle
 
+from squall.components.windowed import check_window_limits
 from squall.errors import InvalidTopologyError, ReliabilityError, SquallError
 from squall.reliability.acker import AckerLedger
 from squall.runtime.local.engine import is_acyclic
@@ -151,6 +152,7 @@ class SparkRunner:
                 "the spark runner executes bolts as stages in topological order, so a topology "
                 "with a cycle cannot run on it; use the local runner"
             )
+        check_window_limits(topology, conf)
         self.user_conf = dict(conf or {})
         self.conf = Config.effective_of(conf)
         # Checks that need no Spark come first, so a wrong checkpoint fails in milliseconds.
@@ -260,7 +262,7 @@ class SparkRunner:
                 into = self.bolt_stats.setdefault(task, {})
                 for key, value in pickle.loads(cols["values"][i]).items():
                     into[key] = into.get(key, 0) + value
-            elif kind == wire.TUPLE:
+            elif kind == wire.TUPLE or kind == wire.PACKET:
                 raise RuntimeError(f"a tuple for task {task} reached no stage")
         for root in forget:
             self.ledger.forget(root, now)

@@ -1,0 +1,429 @@
+"""`WindowedBolt`: Storm's windowed bolts, on every runner.
+
+The user implements `execute(window)` and configures the window with the `with_*` methods; the
+framework keeps the window (`squall.windowing.WindowManager`), calls `execute` for each window,
+anchors what `execute` emits to every tuple of the window, and acks each input tuple when it leaves
+the window. Time comes from the runner: its clock (local runner) or the micro-batch time (Spark).
+
+>>> from squall import Count, Fields, TopologyBuilder, Values
+>>> from squall.testing import FixedTupleSpout, complete_topology
+>>> class Sum(WindowedBolt):
+...     def execute(self, window):
+...         self.collector.emit(Values(sum(t["n"] for t in window.get())))
+...     def declare_output_fields(self, declarer): declarer.declare(Fields("sum"))
+>>> b = TopologyBuilder()
+>>> _ = b.set_spout("numbers", FixedTupleSpout([[n] for n in range(1, 7)], Fields("n")))
+>>> _ = b.set_bolt("sum", Sum().with_tumbling_window(Count(3))).shuffle_grouping("numbers")
+>>> result = complete_topology(b.create_topology())
+>>> result.tuples("sum"), sorted(result.acked("numbers"))
+([[6], [15]], [0, 1, 2, 3, 4, 5])
+
+Event time: windows are (end - length, end], their ends multiples of the sliding interval; a
+tuple whose timestamp is below the watermark is late and goes to the late-tuple stream, whose
+single field `late_tuple` holds a copy of it:
+
+>>> from squall import Duration
+>>> class Events(WindowedBolt):
+...     def execute(self, window):
+...         self.collector.emit(Values(window.end_timestamp, [t["v"] for t in window.get()]))
+...     def declare_output_fields(self, declarer): declarer.declare(Fields("end", "values"))
+>>> bolt = (Events().with_tumbling_window(Duration.seconds(10)).with_timestamp_field("ts")
+...         .with_late_tuple_stream("late"))
+>>> b = TopologyBuilder()
+>>> rows = [["a", 1000], ["b", 9000], ["c", 12000], ["d", 3000], ["e", 25000]]
+>>> _ = b.set_spout("events", FixedTupleSpout(rows, Fields("v", "ts")))
+>>> _ = b.set_bolt("windows", bolt).shuffle_grouping("events")
+>>> result = complete_topology(b.create_topology())
+>>> result.tuples("windows")
+[[10000, ['a', 'b']], [20000, ['c']], [30000, ['e']]]
+>>> [late.values for [late] in result.tuples("windows", "late")]
+[['d', 3000]]
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from squall.components.base import Bolt
+from squall.components.declarer import DEFAULT_STREAM, StreamSpec
+from squall.duration import Duration, to_millis
+from squall.errors import InvalidTopologyError, SquallError
+from squall.topology.config import TOPOLOGY_TICK_TUPLE_FREQ_SECS
+from squall.topology.fields import Fields
+from squall.topology.tuple import Tuple, is_tick_tuple
+from squall.windowing.manager import Activation, Expired, Late, WindowManager
+from squall.windowing.spec import Count, WindowSpec
+from squall.windowing.window import TupleWindow
+
+log = logging.getLogger("squall")
+
+# Storm's configuration keys: the with_* methods put them in the component configuration.
+WINDOW_LENGTH_COUNT = "topology.bolts.window.length.count"
+WINDOW_LENGTH_DURATION_MS = "topology.bolts.window.length.duration.ms"
+SLIDING_INTERVAL_COUNT = "topology.bolts.window.sliding.interval.count"
+SLIDING_INTERVAL_DURATION_MS = "topology.bolts.window.sliding.interval.duration.ms"
+TIMESTAMP_FIELD = "topology.bolts.tuple.timestamp.field.name"
+TIMESTAMP_MAX_LAG_MS = "topology.bolts.tuple.timestamp.max.lag.ms"
+WATERMARK_EVENT_INTERVAL_MS = "topology.bolts.watermark.event.interval.ms"
+LATE_TUPLE_STREAM = "topology.bolts.late.tuple.stream"
+# squall's own: a tuple without a valid timestamp stops being routed and raises instead.
+TIMESTAMP_ERRORS_FATAL = "squall.window.timestamp.errors.fatal"
+
+LATE_TUPLE_FIELD = "late_tuple"
+ERROR_STREAM = "window_errors"
+"""Stream of tuples whose timestamp is missing or invalid: fields `tuple` (a copy) and `error`."""
+ERROR_FIELDS = Fields("tuple", "error")
+_DEFAULT_WATERMARK_INTERVAL_MS = 1000
+
+WindowMeasure = Count | Duration | datetime.timedelta
+
+
+class WindowTimestampError(SquallError, ValueError):
+    """A tuple of an event-time windowed bolt has no valid timestamp."""
+
+
+class WindowedOutputCollector:
+    """The collector a windowed bolt gets: inside `execute(window)`, an emit without anchors is
+    anchored to every tuple of the window (as Storm's `WindowedOutputCollector`)."""
+
+    def __init__(self, out: Any) -> None:
+        self._out = out  # the task's OutputCollector; it pickles as a reference to the task's
+        self._anchors: list[Tuple] | None = None
+
+    def emit(self, values: Sequence[Any], anchors: Tuple | Sequence[Tuple] | None = None,
+             stream: str = DEFAULT_STREAM) -> list[int]:
+        return self._out.emit(values, self._anchors if anchors is None else anchors, stream)
+
+    def emit_direct(self, task_id: int, values: Sequence[Any],
+                    anchors: Tuple | Sequence[Tuple] | None = None,
+                    stream: str = DEFAULT_STREAM) -> list[int]:
+        return self._out.emit_direct(task_id, values,
+                                     self._anchors if anchors is None else anchors, stream)
+
+    def ack(self, tup: Tuple) -> None:
+        self._out.ack(tup)
+
+    def fail(self, tup: Tuple) -> None:
+        self._out.fail(tup)
+
+    def reset_timeout(self, tup: Tuple) -> None:
+        self._out.reset_timeout(tup)
+
+    def report_error(self, error: BaseException) -> None:
+        self._out.report_error(error)
+
+
+class WindowedBolt(Bolt):
+    """A bolt that processes windows of tuples: implement `execute(window)`.
+
+    Configure with `with_window(length, slide)` or `with_tumbling_window(length)`, where each is
+    a `Count` or a `Duration` (all eight of Storm's forms), and for event time
+    `with_timestamp_field`/`with_timestamp_extractor`, `with_lag`, `with_watermark_interval` and
+    `with_late_tuple_stream`. Do not ack input tuples: the framework acks each one when it leaves
+    the window (late tuples and tuples without a valid timestamp at once, after routing them to
+    the late stream or to `window_errors`).
+    """
+
+    _window_extractor: Callable[[Tuple], Any] | None = None
+
+    def execute(self, window: TupleWindow[Tuple]) -> None:  # type: ignore[override]
+        raise NotImplementedError(f"{type(self).__name__} must implement execute(window)")
+
+    # ---- configuration (Storm's BaseWindowedBolt) --------------------------------------------
+    def _window_conf(self) -> dict[str, Any]:
+        conf = self.__dict__.get("_window_settings")
+        if conf is None:
+            conf = self.__dict__["_window_settings"] = {}
+        return conf
+
+    def with_window(self, length: WindowMeasure, slide: WindowMeasure | None = None):
+        """A sliding window: `length` and `slide` each a `Count` or a `Duration`.
+
+        Without `slide` the window slides on every tuple (`Count(1)`), as in Storm.
+        """
+        conf = self._window_conf()
+        for key in (WINDOW_LENGTH_COUNT, WINDOW_LENGTH_DURATION_MS, SLIDING_INTERVAL_COUNT,
+                    SLIDING_INTERVAL_DURATION_MS):
+            conf.pop(key, None)
+        _put(conf, _measure(length, "length"), WINDOW_LENGTH_COUNT, WINDOW_LENGTH_DURATION_MS)
+        _put(conf, _measure(slide if slide is not None else Count(1), "sliding interval"),
+             SLIDING_INTERVAL_COUNT, SLIDING_INTERVAL_DURATION_MS)
+        return self
+
+    def with_tumbling_window(self, length: WindowMeasure):
+        """A window that slides by its own length: consecutive windows do not overlap."""
+        return self.with_window(length, length)
+
+    def with_timestamp_field(self, name: str):
+        """Event time: each tuple's timestamp (ms since epoch) is its field `name`."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"timestamp field must be a non-empty string, got {name!r}")
+        self._window_conf()[TIMESTAMP_FIELD] = name
+        self._window_extractor = None
+        return self
+
+    def with_timestamp_extractor(self, extractor: Callable[[Tuple], Any]):
+        """Event time: each tuple's timestamp (ms since epoch) is `extractor(tuple)`."""
+        if not callable(extractor):
+            raise TypeError(f"timestamp extractor must be callable, got {extractor!r}")
+        self._window_conf().pop(TIMESTAMP_FIELD, None)
+        self._window_extractor = extractor
+        return self
+
+    def with_lag(self, lag: Duration | datetime.timedelta):
+        """How far out of order tuples may arrive: the watermark trails the timestamps by it."""
+        self._window_conf()[TIMESTAMP_MAX_LAG_MS] = to_millis(lag)
+        return self
+
+    def with_watermark_interval(self, interval: Duration | datetime.timedelta):
+        """How often, in processing time, event-time windows are evaluated (default 1 s)."""
+        self._window_conf()[WATERMARK_EVENT_INTERVAL_MS] = to_millis(interval)
+        return self
+
+    def with_late_tuple_stream(self, stream: str):
+        """Emit late tuples on `stream` (single field `late_tuple`) instead of only logging."""
+        if not isinstance(stream, str) or not stream:
+            raise ValueError(f"late tuple stream must be a non-empty string, got {stream!r}")
+        self._window_conf()[LATE_TUPLE_STREAM] = stream
+        return self
+
+    @property
+    def event_time(self) -> bool:
+        return TIMESTAMP_FIELD in self._window_conf() or self._window_extractor is not None
+
+    def window_spec(self, conf: Mapping[str, Any] | None = None) -> WindowSpec:
+        """The window this bolt is configured with (`conf` overlays the with_* settings)."""
+        c = {**self._window_conf(), **(conf or {})}
+        if WINDOW_LENGTH_COUNT in c:
+            length: Count | Duration = Count(int(c[WINDOW_LENGTH_COUNT]))
+        elif WINDOW_LENGTH_DURATION_MS in c:
+            length = Duration(int(c[WINDOW_LENGTH_DURATION_MS]))
+        else:
+            raise InvalidTopologyError(
+                f"{type(self).__name__}: window length is not specified; call with_window(...) "
+                "or with_tumbling_window(...)")
+        if SLIDING_INTERVAL_COUNT in c:
+            slide: Count | Duration = Count(int(c[SLIDING_INTERVAL_COUNT]))
+        elif SLIDING_INTERVAL_DURATION_MS in c:
+            slide = Duration(int(c[SLIDING_INTERVAL_DURATION_MS]))
+        else:
+            slide = Count(1)
+        interval = c.get(WATERMARK_EVENT_INTERVAL_MS)
+        return WindowSpec(
+            length, slide,
+            event_time=TIMESTAMP_FIELD in c or self._window_extractor is not None,
+            lag_ms=int(c.get(TIMESTAMP_MAX_LAG_MS) or 0),
+            watermark_interval_ms=int(_DEFAULT_WATERMARK_INTERVAL_MS if interval is None
+                                      else interval),
+        )
+
+    def get_component_configuration(self) -> Mapping[str, Any] | None:
+        """The window settings under Storm's keys, and the tick period that drives the window.
+
+        Ticks wake the bolt when no tuple arrives: event time every watermark interval,
+        processing time every sliding interval (or, for a duration window that slides by count,
+        often enough to ack expired tuples).
+        """
+        conf = dict(self._window_conf())
+        try:
+            spec = self.window_spec()
+        except InvalidTopologyError:
+            return conf  # reported by check_window, with the component's id
+        if spec.event_time:
+            tick_ms = spec.watermark_interval_ms
+        elif spec.slide_ms is not None:
+            tick_ms = spec.slide_ms
+        elif spec.length_ms is not None:
+            tick_ms = min(spec.length_ms, _DEFAULT_WATERMARK_INTERVAL_MS)
+        else:
+            tick_ms = 0
+        if tick_ms:
+            conf[TOPOLOGY_TICK_TUPLE_FREQ_SECS] = tick_ms / 1000
+        return conf
+
+    def declared_streams(self) -> dict[str, StreamSpec]:
+        """The user's streams, plus the late-tuple stream and `window_errors` in event time."""
+        streams = super().declared_streams()
+        conf = self._window_conf()
+        late = conf.get(LATE_TUPLE_STREAM)
+        if late is not None:
+            spec = streams.setdefault(late, StreamSpec(Fields(LATE_TUPLE_FIELD)))
+            if spec.fields.to_list() != [LATE_TUPLE_FIELD]:
+                raise InvalidTopologyError(
+                    f"late tuple stream {late!r} must have the single field "
+                    f"{LATE_TUPLE_FIELD!r}, not {spec.fields.to_list()} (it is declared for you)")
+        if self.event_time:
+            streams.setdefault(ERROR_STREAM, StreamSpec(ERROR_FIELDS))
+        return streams
+
+    def check_window(self, component_id: str) -> None:
+        """Build-time checks of the window configuration (Storm checks them at prepare)."""
+        try:
+            self.window_spec()
+        except (InvalidTopologyError, ValueError, TypeError) as exc:
+            raise InvalidTopologyError(str(exc), component=component_id) from None
+        if LATE_TUPLE_STREAM in self._window_conf() and not self.event_time:
+            raise InvalidTopologyError(
+                "a late tuple stream can be defined only when specifying a timestamp field or "
+                "extractor (with_timestamp_field / with_timestamp_extractor)",
+                component=component_id)
+
+    # ---- the framework's side: called by the task, never by users ----------------------------
+    def _window_setup(self, conf: Mapping[str, Any], context: Any, out: Any) -> Any:
+        """Build the window for this task; returns the collector `prepare` gets."""
+        self._window_out = out
+        self._window_collector = WindowedOutputCollector(out)
+        streams = list(context.this_sources)
+        self._window_manager = WindowManager(self.window_spec(conf), streams)
+        self._window_late_stream = conf.get(LATE_TUPLE_STREAM)
+        self._window_fatal = bool(conf.get(TIMESTAMP_ERRORS_FATAL))
+        self._window_field = conf.get(TIMESTAMP_FIELD)
+        self.window_errors = 0
+        return self._window_collector
+
+    def _window_execute(self, tup: Tuple, now_ms: int) -> None:
+        manager: WindowManager = self._window_manager
+        if is_tick_tuple(tup):
+            self._window_apply(manager.tick(now_ms))
+            return
+        if not manager.spec.event_time:
+            self._window_apply(manager.add(tup, now_ms))
+            return
+        try:
+            ts = self._window_timestamp(tup)
+        except Exception as exc:
+            self._window_invalid(tup, exc)
+            return
+        origin = tup._origin
+        self._window_apply(manager.add(tup, now_ms, ts, (origin.component, origin.stream),
+                                       origin.task))
+
+    def _window_end_of_input(self, now_ms: int) -> None:
+        self._window_apply(self._window_manager.end_of_input(now_ms))
+
+    def _window_timestamp(self, tup: Tuple) -> int:
+        if self._window_extractor is not None:
+            value = self._window_extractor(tup)
+        else:
+            value = tup[self._window_field]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"timestamp must be a number of ms since epoch, got {value!r}")
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise ValueError(f"timestamp must be finite, got {value!r}")
+            value = math.floor(value)
+        return value
+
+    def _window_invalid(self, tup: Tuple, exc: Exception) -> None:
+        self.window_errors += 1
+        error = WindowTimestampError(f"no valid timestamp: {type(exc).__name__}: {exc}")
+        if self._window_fatal:
+            raise error from exc
+        log.warning("windowed bolt %s: tuple %r routed to %r: %s",
+                    type(self).__name__, tup, ERROR_STREAM, error)
+        out = self._window_out
+        out.emit([detached(tup), str(error)], anchors=tup, stream=ERROR_STREAM)
+        out.ack(tup)
+
+    def _window_apply(self, actions: list) -> None:
+        out = self._window_out
+        for action in actions:
+            if isinstance(action, Expired):
+                for tup in action.events:
+                    if tup._state == 0:  # a tuple failed by a failing execute stays failed
+                        out.ack(tup)
+            elif isinstance(action, Activation):
+                self._window_activate(action.window)
+            elif isinstance(action, Late):
+                tup = action.event
+                if self._window_late_stream is not None:
+                    out.emit([detached(tup)], anchors=tup, stream=self._window_late_stream)
+                else:
+                    log.info("windowed bolt %s: late tuple %r (ts %s < watermark %s)",
+                             type(self).__name__, tup, action.ts, action.watermark)
+                out.ack(tup)
+
+    def _window_activate(self, window: TupleWindow) -> None:
+        collector = self._window_collector
+        collector._anchors = window.get()
+        try:
+            self.execute(window)
+        except Exception as exc:
+            # Storm would lose the worker and replay the window's trees after their timeout;
+            # failing them now replays them sooner, and the bolt keeps running.
+            self._window_out.report_error(exc)
+            for tup in window.get():
+                if tup._state == 0:
+                    self._window_out.fail(tup)
+        finally:
+            collector._anchors = None
+
+
+def detached(tup: Tuple) -> Tuple:
+    """A copy of `tup` that carries its values and origin but no tuple-tree bookkeeping."""
+    return Tuple(list(tup.values), tup.fields, tup.source_component, tup.source_stream_id,
+                 tup.source_task)
+
+
+def _measure(value: Any, what: str) -> Count | Duration:
+    if isinstance(value, (Count, Duration)):
+        return value
+    if isinstance(value, datetime.timedelta):
+        return Duration(to_millis(value))
+    raise TypeError(f"window {what} must be a Count, a Duration or a timedelta, got {value!r}")
+
+
+def _put(conf: dict[str, Any], value: Count | Duration, count_key: str, ms_key: str) -> None:
+    if isinstance(value, Count):
+        conf[count_key] = value.value
+    else:
+        if value.millis < 1:
+            raise ValueError(f"window durations must be at least 1 ms, got {value}")
+        conf[ms_key] = value.millis
+
+
+def check_window_limits(topology: Any, conf: Mapping[str, Any] | None) -> None:
+    """Storm's prepare-time limits (§4.2), checked when a runner is created, before any work.
+
+    A windowed bolt holds its input un-acked while tuples are in the window: a duration window
+    longer than the message timeout would time out its own tuples, and a count window longer
+    than `topology.max.spout.pending` would wait for ever. Equality is allowed, as in Storm.
+    """
+    from squall.topology.config import (
+        TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS,
+        TOPOLOGY_MAX_SPOUT_PENDING,
+        TOPOLOGY_MESSAGE_TIMEOUT_SECS,
+        Config,
+    )
+
+    for cid, spec in topology.bolts.items():
+        c = spec.conf
+        if WINDOW_LENGTH_COUNT not in c and WINDOW_LENGTH_DURATION_MS not in c:
+            continue
+        eff = Config.effective_of(conf, c)
+        timeout = (int(float(eff[TOPOLOGY_MESSAGE_TIMEOUT_SECS]) * 1000)
+                   if eff.get(TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, True) else None)
+        length_ms, slide_ms = c.get(WINDOW_LENGTH_DURATION_MS), c.get(SLIDING_INTERVAL_DURATION_MS)
+        durations = [v for v in (length_ms, slide_ms) if v is not None]
+        if timeout is not None and durations and sum(durations) > timeout:
+            what = "window length + sliding interval" if len(durations) == 2 else (
+                "window length" if length_ms is not None else "sliding interval")
+            raise InvalidTopologyError(
+                f"windowed bolt {cid!r}: {what} ({sum(durations)} ms) exceeds "
+                f"topology.message.timeout.secs ({timeout} ms); its tuples would time out "
+                "while still in the window. Raise the timeout or shorten the window",
+                component=cid)
+        pending = eff.get(TOPOLOGY_MAX_SPOUT_PENDING)
+        counts = [c[k] for k in (WINDOW_LENGTH_COUNT, SLIDING_INTERVAL_COUNT) if k in c]
+        if pending and counts and sum(counts) > int(pending):
+            what = "window length + sliding interval" if len(counts) == 2 else (
+                "window length" if WINDOW_LENGTH_COUNT in c else "sliding interval")
+            raise InvalidTopologyError(
+                f"windowed bolt {cid!r}: {what} ({sum(counts)} tuples) exceeds "
+                f"topology.max.spout.pending ({pending}); the spouts would stop before the "
+                "window fills. Raise max spout pending or shorten the window",
+                component=cid)

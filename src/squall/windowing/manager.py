@@ -1,0 +1,323 @@
+"""`WindowManager`: the pure window core. Time is injected; state is plain and picklable.
+
+The manager receives events (any value: the windowed bolt passes tuples) and the current time, and
+answers with what happened, in order: `Expired` events (the bolt acks them) and `Activation`s (the
+bolt calls `execute(window)`), or `Late` for an event-time event behind the watermark. It never
+reads a clock, so it behaves the same on every runner and in tests.
+
+The worked example of Storm's windowing docs: a 20 s window sliding every 10 s, lag 5 s. The first
+watermark (06:00:36 - 5 s) closes three windows:
+
+>>> from squall.duration import Duration
+>>> m = WindowManager(WindowSpec(Duration.seconds(20), Duration.seconds(10), event_time=True,
+...                              lag_ms=5000), streams=["s"])
+>>> t0 = 6 * 3_600_000  # 06:00:00
+>>> for name, sec in [("e1", 3), ("e2", 5), ("e3", 7), ("e4", 18), ("e5", 26), ("e6", 36)]:
+...     _ = m.add(name, now_ms=0, ts=t0 + sec * 1000, stream="s")
+>>> for a in m.tick(now_ms=1000):
+...     if isinstance(a, Activation):
+...         print((a.window.end_timestamp - t0) // 1000, a.window.get(), a.window.get_new(),
+...               a.window.get_expired())
+10 ['e1', 'e2', 'e3'] ['e1', 'e2', 'e3'] []
+20 ['e1', 'e2', 'e3', 'e4'] ['e4'] []
+30 ['e4', 'e5'] ['e5'] ['e1', 'e2', 'e3']
+"""
+
+from __future__ import annotations
+
+import logging
+from bisect import bisect_right
+from collections.abc import Hashable, Iterable
+from typing import Any
+
+from squall.windowing.policies import aligned_end, eviction_for
+from squall.windowing.spec import WindowSpec
+from squall.windowing.watermarks import INFINITY, WatermarkTracker
+from squall.windowing.window import TupleWindow
+
+log = logging.getLogger("squall")
+
+
+class Expired:
+    """Events that left the window for good (a windowed bolt acks them)."""
+
+    __slots__ = ("events",)
+
+    def __init__(self, events: list[Any]) -> None:
+        self.events = events
+
+    def __repr__(self) -> str:
+        return f"Expired({self.events!r})"
+
+
+class Activation:
+    """A non-empty window to hand to `execute`."""
+
+    __slots__ = ("window",)
+
+    def __init__(self, window: TupleWindow) -> None:
+        self.window = window
+
+    def __repr__(self) -> str:
+        return f"Activation({self.window!r})"
+
+
+class Late:
+    """An event-time event whose timestamp is below the watermark: it joins no window."""
+
+    __slots__ = ("event", "ts", "watermark")
+
+    def __init__(self, event: Any, ts: int, watermark: float) -> None:
+        self.event = event
+        self.ts = ts
+        self.watermark = watermark
+
+    def __repr__(self) -> str:
+        return f"Late({self.event!r}, ts={self.ts}, watermark={self.watermark})"
+
+
+Action = Expired | Activation | Late
+
+
+class WindowManager:
+    """Windows over a stream of events, for one `WindowSpec`.
+
+    Queued events are kept sorted by (timestamp, source, arrival): in processing time the
+    timestamp is the arrival time, so this is arrival order; in event time it makes window
+    contents independent of how tuples from different sources interleave, and so of where a runner
+    cuts its batches. `streams` are the input streams whose timestamps make the watermark (event
+    time only).
+    """
+
+    def __init__(self, spec: WindowSpec, streams: Iterable[Hashable] = ()) -> None:
+        self.spec = spec
+        self.eviction = eviction_for(spec)
+        self.tracker = WatermarkTracker(streams, spec.lag_ms) if spec.event_time else None
+        self.events: list[Any] = []  # the queued values, in key order
+        self.keys: list[tuple] = []  # (ts, source, seq) of each queued value
+        self.ts: list[int] = []  # the timestamps alone, for bisecting
+        self.seq = 0  # arrival counter: event identity and tie-breaker
+        self.prev_window: set[int] = set()  # seqs of the last activated window
+        self.expired: list[Any] = []  # expired since the last activation
+        self.count_since = 0  # events counted towards the next count trigger
+        self.cursor: tuple | None = None  # event-time count trigger: last counted key
+        self.next_end: int | None = None  # time trigger: end of the next window
+        self.next_eval: int | None = None  # processing time of the next evaluation
+        self.late_count = 0
+        self._out: list[Action] = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_out"] = []
+        return state
+
+    # ---- inputs ------------------------------------------------------------------------------
+    def add(self, event: Any, now_ms: int, ts: int | None = None,
+            stream: Hashable = None, source_task: int = 0) -> list[Action]:
+        """A new event at processing time `now_ms`; in event time with its own `ts`.
+
+        `stream` is the input stream the event came on (it feeds the watermark) and
+        `source_task` the task that sent it; with the arrival order they break timestamp ties.
+        """
+        spec = self.spec
+        if spec.event_time:
+            if ts is None:
+                raise ValueError("an event-time window needs each event's timestamp")
+            tracker = self.tracker
+            assert tracker is not None
+            if tracker.is_late(ts):
+                self.late_count += 1
+                return [Late(event, ts, tracker.watermark)]  # type: ignore[arg-type]
+            self._insert(event, ts, (stream, source_task))
+            tracker.track(stream, ts)
+            if self._due(now_ms):
+                self._evaluate_event_time()
+            return self._flush()
+        self._advance_processing_time(now_ms)
+        self._insert(event, now_ms, ())
+        n = spec.length_count
+        if n is not None and len(self.events) > n:
+            # Count windows in processing time hold the last n arrivals whatever the trigger's
+            # reference time, so older ones are acked as soon as they are pushed out.
+            self._expire(len(self.events) - n)
+        if spec.slide_count is not None:
+            self.count_since += 1
+            if self.count_since >= spec.slide_count:
+                self.count_since = 0
+                self._activate_processing(now_ms)
+        return self._flush()
+
+    def tick(self, now_ms: int) -> list[Action]:
+        """Time passes without input: time triggers, time eviction, watermark evaluation."""
+        if self.spec.event_time:
+            if self._due(now_ms):
+                self._evaluate_event_time()
+        else:
+            self._advance_processing_time(now_ms)
+        return self._flush()
+
+    def end_of_input(self, now_ms: int) -> list[Action]:
+        """Input is over: fire every window that is left, then expire every queued event.
+
+        Event time: the watermark advances to infinity, so all remaining windows close; a count
+        trigger with fewer than its count left fires one last, partial window ending at the last
+        event. Processing time: events that were never in a window get one last window ending
+        now. Every event of a window that slides by at most its length thus appears in at
+        least one window, and all events are acked.
+        """
+        if self.spec.event_time:
+            assert self.tracker is not None
+            self.tracker.advance_to_infinity()
+            self._evaluate_event_time(final=True)
+        else:
+            self._advance_processing_time(now_ms)
+            if any(k[2] not in self.prev_window for k in self.keys):
+                slide = self.spec.slide_count
+                self._activate_processing(now_ms, slide - self.count_since if slide else 0)
+        if self.events:
+            self._expire(len(self.events))
+        self.count_since = 0
+        self.cursor = None
+        self.prev_window = set()
+        return self._flush()
+
+    @property
+    def watermark(self) -> float | None:
+        return None if self.tracker is None else self.tracker.watermark
+
+    # ---- processing time ---------------------------------------------------------------------
+    def _advance_processing_time(self, now: int) -> None:
+        spec = self.spec
+        if spec.slide_ms is not None:
+            if self.next_end is None:
+                self.next_end = now + spec.slide_ms  # the timer starts with the first input
+            elif now >= self.next_end:
+                # As Storm: the reference time is one ms before the firing, so tuples that
+                # arrive in the firing's millisecond go into the next window, not in neither.
+                self._activate_processing(now - 1)
+                self.next_end = now + spec.slide_ms
+        length = spec.length_ms
+        if length is not None and self.ts:
+            # No later window can reach back past (now - 1) - length: ack those events now
+            # rather than at the next trigger.
+            k = bisect_right(self.ts, now - 1 - length)
+            if k:
+                self._expire(k)
+
+    def _activate_processing(self, ref: int, missing: int = 0) -> None:
+        hi = len(self.events) if self.spec.length_count is not None else bisect_right(self.ts, ref)
+        self._window(hi, ref, missing)
+
+    # ---- event time --------------------------------------------------------------------------
+    def _due(self, now: int) -> bool:
+        interval = self.spec.watermark_interval_ms
+        if interval == 0:
+            return True
+        if self.next_eval is None:
+            self.next_eval = now + interval
+            return False
+        if now >= self.next_eval:
+            self.next_eval = now + interval
+            return True
+        return False
+
+    def _evaluate_event_time(self, final: bool = False) -> None:
+        assert self.tracker is not None
+        watermark = self.tracker.watermark
+        if watermark is None:
+            return
+        if self.spec.slide_ms is not None:
+            self._fire_time_windows(watermark, self.spec.slide_ms)
+        else:
+            self._fire_count_windows(watermark, self.spec.slide_count, final)  # type: ignore
+
+    def _fire_time_windows(self, watermark: float, slide: int) -> None:
+        # A window (end - length, end] closes once the watermark is past its end: every tuple
+        # that could still belong to it would be late by then, so none is ever left out.
+        count_length = self.spec.length_count is not None
+        while self.events:
+            if self.next_end is None:
+                self.next_end = aligned_end(self.ts[0], slide)
+            end = self.next_end
+            if not end < watermark:
+                return
+            hi = bisect_right(self.ts, end)
+            new = any(k[2] not in self.prev_window for k in self.keys[:hi])
+            if hi and (new or not count_length):
+                # A count window with nothing new is the previous one again: it is skipped
+                # (below), or windows would repeat for ever as the watermark advances.
+                self._window(hi, end)
+                self.next_end = end + slide
+                continue
+            if hi >= len(self.events):
+                return  # nothing after this end yet: it is found again when events arrive
+            # Empty (or unchanged) window: jump to the aligned end of the next event, which
+            # skips gaps in the input without activating empty windows.
+            self.next_end = aligned_end(self.ts[hi], slide)
+
+    def _fire_count_windows(self, watermark: float, slide: int, final: bool) -> None:
+        # Every slide-th event in timestamp order ends a window. Only events below the watermark
+        # are counted: no tuple that is not late can sort before them any more.
+        i = 0 if self.cursor is None else bisect_right(self.keys, self.cursor)
+        while i < len(self.events) and self.ts[i] < watermark:
+            self.count_since += 1
+            self.cursor = self.keys[i]
+            if self.count_since >= slide:
+                self.count_since = 0
+                i -= self._window(i + 1, self.ts[i])
+            i += 1
+        if final and self.count_since and self.cursor is not None:
+            missing, self.count_since = slide - self.count_since, 0
+            self._window(bisect_right(self.keys, self.cursor), self.cursor[0], missing)
+
+    # ---- shared ------------------------------------------------------------------------------
+    def _insert(self, event: Any, ts: int, source: Hashable) -> None:
+        self.seq += 1
+        key = (ts, source, self.seq)
+        if not self.keys or key >= self.keys[-1]:
+            i = len(self.keys)
+        else:
+            i = bisect_right(self.keys, key)
+        self.keys.insert(i, key)
+        self.ts.insert(i, ts)
+        self.events.insert(i, event)
+
+    def _window(self, hi: int, end: int, missing: int = 0) -> int:
+        """Activate the window over the first `hi` queued events ending at `end`.
+
+        `missing` > 0 makes the last, partial window of a count trigger at end of input: the
+        window the trigger would have fired after `missing` more events, without them. A
+        count window then holds `missing` fewer events, so a tumbling window holds exactly the
+        events left over, and never events of the window before.
+        Returns how many events expired first (they were removed from the queue's front).
+        """
+        lo = self.eviction.first_kept(self.ts, hi, end)
+        n = self.spec.length_count
+        if missing and n is not None:
+            lo = max(lo, hi - max(0, n - missing))
+        if lo:
+            self._expire(lo)
+        hi -= lo
+        if hi > 0:
+            seqs = [k[2] for k in self.keys[:hi]]
+            prev = self.prev_window
+            events = self.events[:hi]
+            new = [e for e, s in zip(events, seqs, strict=True) if s not in prev]
+            expired, self.expired = self.expired, []
+            self.prev_window = set(seqs)
+            self._out.append(Activation(TupleWindow(
+                events, new, expired, self.eviction.start(end), end)))
+        return lo
+
+    def _expire(self, k: int) -> None:
+        gone = self.events[:k]
+        del self.events[:k], self.keys[:k], self.ts[:k]
+        self.expired.extend(gone)
+        self._out.append(Expired(gone))
+
+    def _flush(self) -> list[Action]:
+        out, self._out = self._out, []
+        return out
+
+
+__all__ = ["INFINITY", "Action", "Activation", "Expired", "Late", "WindowManager", "WindowSpec"]
