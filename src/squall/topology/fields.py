@@ -84,12 +84,17 @@ class Fields:
 class Values(list):
     """The values of one emit, positionally matching the stream's `Fields`.
 
+    `Values(...)` builds a plain `list`: an emit needs nothing more, a plain list is what the
+    Spark runner's wire format marshals without a copy, and it is built faster than an instance
+    of a subclass (this runs once per emit).
+
     >>> Values("the cow", 2)
     ['the cow', 2]
+    >>> type(Values("x")) is list
+    True
     """
 
     __slots__ = ()
 
-    def __init__(self, *values: Any) -> None:
-        # extend() rather than super().__init__(): this runs once per emit, and is 40% cheaper.
-        self.extend(values)
+    def __new__(cls, *values: Any) -> list[Any]:  # type: ignore[misc]
+        return list(values)

@@ -23,6 +23,7 @@ from pyspark.sql.datasource import InputPartition
 
 from squall.connectors.sources import MALFORMED, MalformedRecord, PartitionedSource, Range
 from squall.errors import EmitError
+from squall.runtime.gc_pause import gc_paused
 from squall.runtime.spark import wire
 from squall.runtime.task import SpoutTask
 from squall.topology.tuple import _RuntimeTuple
@@ -99,15 +100,18 @@ class _RangeHost:
 
     def __init__(self, keys: dict[int, int], ts: int, seq: int) -> None:
         self.rows = wire.RowBuffer()
+        self.packets = wire.Packets(keys)
         self.keys = keys
         self.ts = ts
         self.seq = seq << SEQ_SHIFT
 
     def send(self, task_id: int, tup: Any) -> None:
         self.seq += 1
-        self.rows.tuple(task=task_id, key=self.keys[task_id], stream=tup._origin.stream,
-                        src=tup._origin.task, values=tup.values, anchors=tup._anchors,
-                        ts=self.ts, seq=self.seq)
+        origin = tup._origin
+        items = self.packets.pairs.setdefault((origin.task, task_id), [])
+        values = tup.values
+        items.append((origin.stream, values if values.__class__ is list else list(values),
+                      tup._anchors, self.ts, self.seq))
 
     def report_error(self, component: str, task: int, error: BaseException,
                      stream: str | None = None) -> None:
@@ -139,6 +143,11 @@ def _plan(run_dir: str) -> tuple[dict[str, Any], dict[int, int]]:
 
 def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
     """The executor side: read one range and emit its records as tuple rows."""
+    with gc_paused():  # per-record allocations, as in a stage (squall.runtime.gc_pause)
+        yield from _read_range(part)
+
+
+def _read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
     plan, keys = _plan(part.run_dir)
     host = _RangeHost(keys, part.ts, part.seq)
     task = SpoutTask(plan["topology"], part.task, plan["conf"], host,  # type: ignore[arg-type]
@@ -183,6 +192,7 @@ def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
         # The range could not be read (its store is down, say): drop what this attempt read and
         # fail the range, so the reader plans it again; the error says what to do.
         host.rows = wire.RowBuffer()
+        host.packets.pairs.clear()
         host.report_error(task.component_id, task.task_id, exc, source.stream)
         if tracking:
             host.rows.message(wire.FAIL, task=-1, key=0, root=part.root, ts=host.ts)
@@ -193,4 +203,5 @@ def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
                           value=part.edge ^ ack_val, ts=host.ts)  # type: ignore[operator]
     host.rows.report(wire.STATS, task=task.task_id, key=0, stream=None,
                      payload={"emitted": emitted, "transferred": transferred}, ts=host.ts, seq=0)
+    host.rows.rows.extend(host.packets.rows())
     yield host.rows.to_batch()

@@ -21,6 +21,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from squall.reliability.acker import Outcome
+from squall.runtime.end_of_input import plan_rows as plan_end_of_input
+from squall.runtime.gc_pause import gc_paused
 from squall.runtime.snapshot import dump_instance, load_instance
 from squall.runtime.spark import wire
 from squall.runtime.spark.ranges import (
@@ -53,6 +55,7 @@ class ReaderHost:
 
     def __init__(self, keys: dict[int, int], capture: bool) -> None:
         self.rows = wire.RowBuffer()
+        self.packets = wire.Packets(keys)
         self.keys = keys
         self.now = 0
         self.seq = 0
@@ -60,9 +63,11 @@ class ReaderHost:
 
     def send(self, task_id: int, tup: Any) -> None:
         self.seq += 1
-        self.rows.tuple(task=task_id, key=self.keys[task_id], stream=tup._origin.stream,
-                        src=tup._origin.task, values=tup.values, anchors=tup._anchors,
-                        ts=self.now, seq=self.seq)
+        origin = tup._origin
+        items = self.packets.pairs.setdefault((origin.task, task_id), [])
+        values = tup.values
+        items.append((origin.stream, values if values.__class__ is list else list(values),
+                      tup._anchors, self.now, self.seq))
 
     def ack_init(self, root: int, xor: int, spout_task: int) -> None:
         self.rows.message(wire.INIT, task=spout_task, key=0, root=root, value=xor, ts=self.now)
@@ -119,6 +124,8 @@ class SpoutReader(DataSourceStreamReader):
         self.host.now = _wall_ms()
         self.delivered = -1
         self.turn = 0
+        self.topology = topology
+        self.ended = False  # end of input already planned (squall.runtime.end_of_input)
         self.source_errors: dict[int, str] = {}
         segs = _segments(self.run_dir)
         self.next_seg = (segs[-1] + 1) if segs else 0
@@ -156,6 +163,7 @@ class SpoutReader(DataSourceStreamReader):
         self.host.seq = state["seq"]
         self.delivered = state["delivered"]
         self.turn = state.get("turn", 0)
+        self.ended = state.get("ended", False)
         self.next_seg = snaps[-1] + 1
         return True
 
@@ -171,7 +179,7 @@ class SpoutReader(DataSourceStreamReader):
                 continue
             tasks[task_id] = (instance, pickle.dumps(task.pending), task.stats.as_dict())
         state = {"tasks": tasks, "seq": self.host.seq, "delivered": self.delivered,
-                 "turn": self.turn}
+                 "turn": self.turn, "ended": self.ended}
         write_atomic(spout_snapshot_path(self.run_dir, seg), pickle.dumps(state))
         for old in _spout_snapshots(self.run_dir)[:-2]:
             os.unlink(spout_snapshot_path(self.run_dir, old))
@@ -193,6 +201,10 @@ class SpoutReader(DataSourceStreamReader):
         return {"seg": -1}
 
     def latestOffset(self, start: dict, limit: Any = None) -> dict:
+        with gc_paused():  # a plan allocates per tuple, like a stage (squall.runtime.gc_pause)
+            return self._latest_offset(start)
+
+    def _latest_offset(self, start: dict) -> dict:
         host = self.host
         host.now = _wall_ms()
         self._deliver_outcomes()
@@ -225,6 +237,12 @@ class SpoutReader(DataSourceStreamReader):
             n = task.next_tuple() if task.can_emit() else 0
             emitted += n
             idle = 0 if n else idle + 1
+        exhausted = all(t.exhausted() for t in self.tasks.values())
+        if exhausted and not self.ended:
+            rows = plan_end_of_input(self.topology, host.keys, host.now, host.seq + 1)
+            host.rows.rows.extend(rows)
+            host.seq += len(rows)
+        self.ended = exhausted
         for task in self.tasks.values():
             if task.capture:
                 for stream, values in task.capture:
@@ -233,6 +251,7 @@ class SpoutReader(DataSourceStreamReader):
                                      payload=values, ts=host.now, seq=host.seq)
                 task.capture.clear()
         end = start
+        host.rows.rows.extend(host.packets.rows())
         if len(host.rows) or ranges:
             seg = max(self.next_seg, int(start["seg"]) + 1)
             if ranges:

@@ -20,6 +20,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from squall.runtime.end_of_input import END_OF_INPUT_SRC
+from squall.runtime.gc_pause import gc_paused
 from squall.runtime.snapshot import dump_instance, load_instance
 from squall.runtime.spark import wire
 from squall.runtime.spark.state_files import (
@@ -29,7 +31,6 @@ from squall.runtime.spark.state_files import (
     snapshot_path,
     write_atomic,
 )
-from squall.runtime.spark.wire import encode_values, split_anchors
 from squall.runtime.task import BoltTask
 from squall.topology.description import Topology
 from squall.topology.tuple import _RuntimeTuple
@@ -74,18 +75,20 @@ class StageHost:
             for cid in self.topology.components
             for t in self.topology.component_tasks(cid)
         }
+        self.packets = wire.Packets(self._key_of)
+        self._pairs = self.packets.pairs
 
     def send(self, task_id: int, tup: Any) -> None:
-        # Once per emitted tuple: one row tuple appended, no keyword arguments.
+        # Once per emitted tuple: one item appended to the packet for (emitting task, target).
         self.seq += 1
         origin = tup._origin
-        anchors = tup._anchors
-        if anchors is None:
-            root = edge = more = None
-        else:
-            root, edge, more = split_anchors(anchors)
-        self._append((wire.TUPLE, task_id, self._key_of[task_id], origin.stream, origin.task,
-                      encode_values(tup.values), root, edge, more, self.now, self.seq))
+        pair = (origin.task, task_id)
+        items = self._pairs.get(pair)
+        if items is None:
+            items = self._pairs[pair] = []
+        values = tup.values
+        items.append((origin.stream, values if values.__class__ is list else list(values),
+                      tup._anchors, self.now, self.seq))
 
     def ack_init(self, root: int, xor: int, spout_task: int) -> None:
         raise RuntimeError("bolts do not start tuple trees")
@@ -133,16 +136,26 @@ def _task(plan: StagePlan, task_id: int, host: StageHost) -> BoltTask:
 
 def run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The `mapInArrow` function of a stage (see `stage_function`)."""
+    # A stage allocates a few objects per tuple (tuple, values, packet item) and keeps few of
+    # them: CPython's cyclic collector would rescan the growing heap over and over, which
+    # measured as half of a word-count stage's time (docs/performance.md). Reference counting
+    # still frees everything that is not in a cycle; the collector runs again afterwards.
+    with gc_paused():
+        yield from _run_stage(plan, batches)
+
+
+def _run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     out = wire.RowBuffer()
     host = StageHost(plan, out)
     mine = pa.array(plan.topology.component_tasks(plan.component), pa.int32())
+    carried = pa.array([wire.TUPLE, wire.PACKET], pa.int8())
     selected: list[pa.RecordBatch] = []
     # The whole input is drained before any work, which Python worker reuse relies on. Rows are
     # split with Arrow compute: only this stage's tuples are converted to Python objects.
     for batch in batches:
         if batch.num_rows == 0:
             continue
-        is_mine = pc.and_(pc.equal(batch.column("kind"), wire.TUPLE),
+        is_mine = pc.and_(pc.is_in(batch.column("kind"), value_set=carried),
                           pc.is_in(batch.column("task"), value_set=mine))
         rest = batch.filter(pc.invert(is_mine))
         if rest.num_rows:
@@ -155,7 +168,8 @@ def run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
         table = pa.Table.from_batches(selected).sort_by(
             [("task", "ascending"), ("src", "ascending"), ("seq", "ascending")])
         cols = {name: table.column(name).to_pylist()
-                for name in ("task", "src", "stream", "values", "root", "edge", "more", "ts")}
+                for name in ("kind", "task", "src", "stream", "values", "root", "edge", "more",
+                             "ts")}
         n = table.num_rows
         i = 0
         while i < n:
@@ -167,10 +181,19 @@ def run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
             execute = task.execute
             origins: dict[tuple[int, str], Any] = {}
             decode, anchors_of = wire.decode_values, wire.anchors_of
-            srcs, streams, blobs = cols["src"], cols["stream"], cols["values"]
+            kinds, srcs, streams, blobs = cols["kind"], cols["src"], cols["stream"], cols["values"]
             roots, edges, mores, tss = cols["root"], cols["edge"], cols["more"], cols["ts"]
+            executed = 0
             for k in range(i, j):
                 src, stream = srcs[k], streams[k]
+                if kinds[k] == wire.PACKET:
+                    executed += _run_packet(task, topology, host, src, blobs[k], origins)
+                    continue
+                if src == END_OF_INPUT_SRC:  # sorts after the task's tuples of this batch
+                    host.now = tss[k]
+                    task.end_of_input()
+                    continue
+                executed += 1
                 origin = origins.get((src, stream))
                 if origin is None:
                     origin = origins[(src, stream)] = _origin(topology, src, stream)
@@ -179,7 +202,7 @@ def run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
                 anchors = None if root is None else anchors_of(root, edges[k], mores[k])
                 execute(_RuntimeTuple(decode(blobs[k]), origin, anchors, task_id))
             task.end_batch(plan.batch_id)
-            _finish_task(plan, task, host, out, executed=j - i)
+            _finish_task(plan, task, host, out, executed=executed)
             i = j
     for root, value in host.xor.items():
         out.message(wire.ACK, task=-1, key=0, root=root, value=value, ts=host.now)
@@ -187,8 +210,27 @@ def run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
         out.message(wire.FAIL, task=-1, key=0, root=root, ts=host.now)
     for root in host.resets:
         out.message(wire.RESET, task=-1, key=0, root=root, ts=host.now)
+    out.rows.extend(host.packets.rows())
     if len(out):
         yield out.to_batch()
+
+
+def _run_packet(task: BoltTask, topology: Topology, host: StageHost, src: int, blob: bytes,
+                origins: dict[tuple[int, str], Any]) -> int:
+    """Execute every tuple of one packet, in emission order; returns how many."""
+    items = wire.decode_packet(blob)
+    execute, task_id = task.execute, task.task_id
+    origin = None
+    last_stream = None
+    for stream, values, anchors, ts, _seq in items:
+        if stream != last_stream:
+            origin = origins.get((src, stream))
+            if origin is None:
+                origin = origins[(src, stream)] = _origin(topology, src, stream)
+            last_stream = stream
+        host.now = ts
+        execute(_RuntimeTuple(values, origin, anchors, task_id))
+    return len(items)
 
 
 def _finish_task(
