@@ -5,8 +5,9 @@
 `integers` emits `sliding.count` random integers (seeded), each tracked; `slidingsum` keeps the sum
 of the last 30 of them, updated every 10 from the window's new and expired tuples (Count(30)
 sliding Count(10)); `tumblingavg` averages every 3 sums (a tumbling Count(3) window); `printer`
-prints each average. Every emit inside a window is anchored to the window's tuples, and each input
-is acked when it leaves its window, so spout tuples complete once no window needs them.
+prints the averages when the topology stops. Every emit inside a window is anchored to the window's
+tuples, and each input is acked when it leaves its window, so spout tuples complete once no window
+needs them.
 """
 
 from __future__ import annotations
@@ -67,8 +68,22 @@ class TumblingWindowAvgBolt(WindowedBolt):
 
 
 class Printer(BasicBolt):
+    """Keeps the averages and prints them when the topology stops.
+
+    Printing in `cleanup` puts the result on the driver's stdout on Spark too, where `execute`
+    runs on executors whose output goes to their logs.
+    """
+
+    def prepare(self, conf, context) -> None:
+        super().prepare(conf, context)
+        self.averages: list[float] = []
+
     def execute(self, tup, collector) -> None:
-        print(f"avg of sums: {tup['avg']:.2f}")
+        self.averages.append(tup["avg"])
+
+    def cleanup(self) -> None:
+        for avg in self.averages:
+            print(f"avg of sums: {avg:.2f}")
 
 
 def build() -> TopologyBuilder:

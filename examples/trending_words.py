@@ -3,10 +3,10 @@
     squall run examples/trending_words.py:topology -c trending.words=2000
 
 `words` emits `trending.words` words (seeded) with event timestamps that advance about 100 ms per
-word and arrive up to 2 s out of order; `rolling` counts words over a 30 s window sliding every 10 s
-in event time (lag 2 s, so the disorder is absorbed) and emits the top `trending.top` (default 3) of
-each window; `report` prints each window's ranking. The windows do not depend on how the input is
-cut into micro-batches, so every runner prints the same rankings.
+word and arrive up to 2 s out of order; `rolling` counts words over a 30 s window sliding every 10
+s in event time (lag 2 s, so the disorder is absorbed) and emits the top `trending.top` (default 3)
+of each window; `report` prints every window's ranking when the topology stops. The windows do not
+depend on how the input is cut into micro-batches, so every runner prints the same rankings.
 """
 
 from __future__ import annotations
@@ -68,9 +68,19 @@ class RollingTopWords(WindowedBolt):
 
 
 class Report(BasicBolt):
+    """Keeps each window's ranking; prints them in window order when the topology stops (on the
+    driver's stdout, also on Spark, where `execute` runs on executors)."""
+
+    def prepare(self, conf, context) -> None:
+        super().prepare(conf, context)
+        self.rankings: dict[int, str] = {}
+
     def execute(self, tup, collector) -> None:
-        ranking = ", ".join(f"{w} {c}" for w, c in tup["ranking"])
-        print(f"window ending +{(tup['end'] - START_MS) / 1000:.0f}s: {ranking}")
+        self.rankings[tup["end"]] = ", ".join(f"{w} {c}" for w, c in tup["ranking"])
+
+    def cleanup(self) -> None:
+        for end, ranking in sorted(self.rankings.items()):
+            print(f"window ending +{(end - START_MS) / 1000:.0f}s: {ranking}")
 
 
 def build() -> TopologyBuilder:
