@@ -238,9 +238,7 @@ def failing_topology():
     return b.create_topology()
 
 
-# Local only for now: on Spark the inputs of the failed window are acked (at end of input) after
-# their trees failed, and the driver's completion check waits for those orphan ledger entries.
-@pytest.mark.parametrize("runner", [LOCAL])
+@pytest.mark.parametrize("runner", [LOCAL, SPARK])
 def test_window_emits_are_anchored_to_the_window_and_inputs_acked_when_they_leave(
         request, runner):
     result = _cached(request, "failing", runner, failing_topology)

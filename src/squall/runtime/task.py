@@ -26,6 +26,7 @@ from squall.errors import FailedException
 from squall.reliability.acker import Outcome
 from squall.reliability.pending import PendingMap
 from squall.runtime.routing import build_routes
+from squall.state.executor import TaskCheckpointing, is_stateful_topology
 from squall.topology.config import (
     TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS,
     TOPOLOGY_MAX_SPOUT_PENDING,
@@ -245,6 +246,11 @@ class BoltTask(TaskRuntime):
         self.execute = self._execute_basic if self.basic else (
             self._execute_windowed if self.windowed else self._execute_rich)
         self.on_execute_error = self._on_error
+        # In a stateful topology every bolt takes part in checkpoints (squall.state.executor).
+        self.checkpointing: TaskCheckpointing | None = None
+        if is_stateful_topology(self.topology):
+            self.checkpointing = TaskCheckpointing(self)
+            self.execute = self.checkpointing.execute
 
     def rebind(self) -> None:
         super().rebind()
@@ -270,7 +276,9 @@ class BoltTask(TaskRuntime):
             self.basic_collector._send = host.send
 
     def prepare(self) -> None:
-        if self.basic:
+        if self.checkpointing is not None:
+            self.checkpointing.prepare()
+        elif self.basic:
             self.instance.prepare(self.conf, self.context)
         elif self.windowed:
             collector = self.instance._window_setup(self.conf, self.context, self.collector)
@@ -283,9 +291,14 @@ class BoltTask(TaskRuntime):
             self.instance.on_batch_end(batch_id)
         except Exception as exc:
             self._report(exc)
+        if self.checkpointing is not None:
+            # Not caught: on Spark a state that cannot be prepared must fail the batch.
+            self.checkpointing.end_batch(batch_id)
 
     def cleanup(self) -> None:
         try:
+            if self.checkpointing is not None:
+                self.checkpointing.cleanup()
             self.instance.cleanup()
         except Exception as exc:
             self._report(exc)

@@ -164,10 +164,11 @@ def _complete_on_spark(
     runner = SparkRunner(topology, conf, capture=True)
     wait = max_time_ms if max_time_ms is not None else 300_000
     result = runner.run(until_complete=True, max_wait_ms=wait)
-    if not runner.complete():
+    if not runner.completed:
         raise CompleteTopologyTimeout(
             f"topology did not complete on Spark within {wait} ms; spout status: "
-            f"{read_status(runner.dir)}"
+            f"{read_status(runner.dir)}; trees in the ledger: {len(runner.ledger)} "
+            f"{runner.ledger.snapshot() if len(runner.ledger) <= 10 else ''}"
         )
     status = read_status(runner.dir) or {"spouts": {}}
     spouts = {

@@ -21,6 +21,7 @@ from squall.runtime.clock import Clock, RealClock
 from squall.runtime.end_of_input import EndOfInput
 from squall.runtime.stats import ComponentStats, ErrorRecord, RunResult
 from squall.runtime.task import BoltTask, SpoutTask, TaskRuntime
+from squall.state.executor import CheckpointSpoutTask, is_stateful_topology
 from squall.topology.config import (
     SQUALL_RANDOM_SEED,
     TOPOLOGY_MESSAGE_TIMEOUT_SECS,
@@ -103,6 +104,7 @@ class LocalEngine:
                 # A rich bolt's own execute goes straight into the queue (one call less per
                 # tuple); drain() catches its exceptions and hands them to the task.
                 executors[task_id] = (task.execute if task.basic or task.windowed
+                                      or task.checkpointing is not None
                                       else task.instance.execute)
         self.started = False
         self.finished = False
@@ -112,6 +114,10 @@ class LocalEngine:
         # [next tick time, period, task] per bolt task with topology.tick.tuple.freq.secs
         self.ticks = [[0, b.tick_ms, b] for b in self.bolts if b.tick_ms]
         self.end_of_input = EndOfInput(topology, self.bolts)
+        # Stateful topologies: Storm's checkpoint spout, as a task after the last one.
+        self.checkpoint: CheckpointSpoutTask | None = None
+        if is_stateful_topology(topology):
+            self.checkpoint = CheckpointSpoutTask(self, max(topology.task_ids) + 1)
 
     # ---- Host protocol (send is the per-instance closure set in __init__) -----------------
     send: Callable[[int, Tuple], None]
@@ -157,10 +163,12 @@ class LocalEngine:
 
     def _settle(self, outcome: Outcome, component: str | None) -> None:
         kind = outcome.kind
-        if kind == "ack" or kind == "fail":
-            self.tasks[outcome.spout_task].completions.append(outcome)  # type: ignore[union-attr]
-        elif kind == "reset":
-            self.tasks[outcome.spout_task].reset(outcome.root)  # type: ignore[union-attr]
+        if kind == "ack" or kind == "fail" or kind == "reset":
+            spout: Any = self.tasks.get(outcome.spout_task) or self.checkpoint
+            if kind == "reset":
+                spout.reset(outcome.root)
+            else:
+                spout.completions.append(outcome)
         elif kind == "late":
             self.late_acks += 1
         else:
@@ -251,6 +259,10 @@ class LocalEngine:
                 work += spout.next_tuple()
             if self.queue:
                 work += self.drain()
+        if self.checkpoint is not None:
+            work += self.checkpoint.step(now, all(s.exhausted() for s in self.spouts))
+            if self.queue:
+                work += self.drain()
         return work
 
     def pending(self) -> int:
@@ -325,6 +337,11 @@ class LocalEngine:
                     deadline = self.next_deadline()
                     if deadline is not None:
                         deadline = min([deadline, next_batch_end] + [t[0] for t in self.ticks])
+                    if self.checkpoint is not None:
+                        due = self.checkpoint.next_deadline(
+                            all(s.exhausted() for s in self.spouts))
+                        if due is not None:
+                            deadline = due if deadline is None else min(deadline, due)
                     if deadline is not None and deadline > now:
                         clock.advance_to(deadline)  # type: ignore[attr-defined]
                     else:

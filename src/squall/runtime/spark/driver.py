@@ -175,6 +175,7 @@ class SparkRunner:
         self.bolt_stats: dict[int, dict[str, int]] = {}
         self.late_acks = 0
         self.batches = 0
+        self.completed = False  # set by `run` when it stopped because the topology completed
         self._restore()
         plan = {
             "topology": self.topology, "conf": self.user_conf, "keys": self.keys,
@@ -314,6 +315,9 @@ class SparkRunner:
                     on_progress(self)
                     next_progress = elapsed + progress_every_ms
                 if until_complete and self.complete():
+                    # Remembered: after this the reader may still plan a batch (ticks, say)
+                    # before the query stops, and a later check would see it unprocessed.
+                    self.completed = True
                     break
                 if duration_ms is not None and elapsed >= duration_ms:
                     break

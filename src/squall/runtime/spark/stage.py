@@ -123,14 +123,20 @@ def _task(plan: StagePlan, task_id: int, host: StageHost) -> BoltTask:
     if cached is not None and latest is not None and cached[0] == latest:
         task = cached[1]
         task.set_host(host)
+        if task.checkpointing is not None:  # stateful topology: state commits keyed by batch
+            task.checkpointing.begin_batch(plan.batch_id, plan.committed)
         return task
     task = BoltTask(plan.topology, task_id, plan.conf, host, seed=plan.seed,
                     tracking=plan.tracking, capture=[] if plan.capture else None)
+    if task.checkpointing is not None:
+        task.checkpointing.on_spark(plan.state_dir)
     blob = None if latest is None else read_or_none(snapshot_path(plan.state_dir, task_id, latest))
     if blob is not None:
         load_instance(task, blob)
     else:
         task.prepare()  # first batch of this task: prepare runs once, as in Storm
+    if task.checkpointing is not None:
+        task.checkpointing.begin_batch(plan.batch_id, plan.committed)
     return task
 
 
