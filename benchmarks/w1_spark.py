@@ -4,10 +4,12 @@
 
 Baseline (benchmarks.md): sentences split in Python inside `mapInArrow`, `repartition` by word,
 counted in a Python dict per partition inside `mapInArrow`. squall: the same topology as
-benchmarks/w1_local.py (list spout, split x2, count x2 with fields grouping), the whole input as one
-micro-batch, acking off and on. Reported: the data batch's time (`triggerExecution` of the
-query's progress) of the last run, i.e. steady state with warm Python workers, and the idle
-micro-batch cost next to an empty `foreachBatch` query's. Counts are checked every run.
+benchmarks/w1_local.py (list spout, split x2, count x2 with fields grouping), the whole input as
+one micro-batch, acking off and on; then the same with the built-in `MemorySource` (two partitions,
+read on the executors) in place of the user's spout. Reported: the data batch's time
+(`triggerExecution` of the query's progress) of the last run, i.e. steady state with warm Python
+workers, and the idle micro-batch cost next to an empty `foreachBatch` query's. Counts are checked
+every run.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from w1_local import Count, ListSpout, Split  # noqa: E402
 from workloads import reference_counts, w1_sentences  # noqa: E402
 
 from squall import Config, Fields, TopologyBuilder  # noqa: E402
+from squall.connectors import MemorySource  # noqa: E402
 from squall.runtime.spark.driver import SparkRunner  # noqa: E402
 from squall.runtime.spark.session import get_session  # noqa: E402
 
@@ -60,9 +63,15 @@ def baseline(spark, df) -> tuple[float, dict[str, int]]:
                              strict=True))
 
 
-def squall_run(spark, sentences, acking: bool) -> tuple[float, float, dict[str, int]]:
+def squall_run(spark, sentences, acking: bool, source: str = "spout"
+               ) -> tuple[float, float, dict[str, int]]:
     builder = TopologyBuilder()
-    builder.set_spout("sentences", ListSpout(sentences, reliable=acking))
+    if source == "spout":  # a user's Spout, hosted in the reader on the driver
+        builder.set_spout("sentences", ListSpout(sentences, reliable=acking))
+    else:  # the built-in source: two partitions, read on the executors
+        half = len(sentences) // 2
+        parts = {"0": [[s] for s in sentences[:half]], "1": [[s] for s in sentences[half:]]}
+        builder.set_spout("sentences", MemorySource(parts, Fields("sentence")), 2)
     builder.set_bolt("split", Split(), 2).shuffle_grouping("sentences")
     builder.set_bolt("count", Count(), 2).fields_grouping("split", Fields("word"))
     conf = Config({"squall.spark.batch.max.tuples": len(sentences) + 1})
@@ -115,12 +124,14 @@ def main() -> None:
         base_s, base_counts = baseline(spark, df)
         assert base_counts == expected
         row = {"baseline": base_s}
-        for acking in (False, True):
-            batch_s, total_s, counts = squall_run(spark, sentences, acking)
-            if counts != expected:
-                raise AssertionError(f"acking={acking}: counts differ from the reference")
-            row[f"squall acking {'on' if acking else 'off'}"] = batch_s
-            row[f"total acking {'on' if acking else 'off'}"] = total_s
+        for source in ("spout", "source"):
+            for acking in (False, True):
+                batch_s, total_s, counts = squall_run(spark, sentences, acking, source)
+                if counts != expected:
+                    raise AssertionError(f"acking={acking}: counts differ from the reference")
+                name = f"{source} acking {'on' if acking else 'off'}"
+                row[f"squall {name}"] = batch_s
+                row[f"total {name}"] = total_s
         rows.append(row)
         print(f"run {run + 1}: " + ", ".join(f"{k} {v:.2f}s" for k, v in row.items()),
               flush=True)
@@ -129,11 +140,13 @@ def main() -> None:
           f"run {args.runs} of {args.runs} (steady state)")
     base = last["baseline"]
     print(f"  hand-written PySpark job  {words / base / 1e6:6.3f} M words/s")
-    for mode in ("off", "on"):
-        t = last[f"squall acking {mode}"]
-        print(f"  squall, acking {mode:<4}     {words / t / 1e6:6.3f} M words/s   ratio to the "
-              f"hand-written job {base / t:6.1%}   (query start to finish "
-              f"{last[f'total acking {mode}']:.1f}s)")
+    for source, label in (("spout", "user Spout on the driver"),
+                          ("source", "MemorySource on executors")):
+        for mode in ("off", "on"):
+            t = last[f"squall {source} acking {mode}"]
+            print(f"  squall, {label}, acking {mode:<3}  {words / t / 1e6:6.3f} M words/s   "
+                  f"ratio to the hand-written job {base / t:6.1%}   (query start to finish "
+                  f"{last[f'total {source} acking {mode}']:.1f}s)")
     idle = idle_batches(spark, False)
     print(f"  empty foreachBatch micro-batch: {idle * 1000:.0f} ms median; a squall topology with "
           "no new input runs no micro-batch at all (its reader returns the same offset)")

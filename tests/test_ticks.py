@@ -61,3 +61,74 @@ def test_ticks_on_spark_are_planned_with_the_batches(spark_session):
     assert sum(n for n, _rate in flushed) == 5 and all(rate == 1 for _n, rate in flushed)
     assert sorted(result.acked("items")) == list(range(5))
     assert result.errors == []
+
+
+# ---- reset_timeout on Spark: the reset reaches the spout reader's pending map ------------------
+
+
+class WallClockPings(FixedTupleSpout):
+    """Emits "hold", then a "ping" every second of wall time for 20 s, then "release".
+
+    Test code only: it paces itself on the wall clock so that the hold tuple outlives its 8 s
+    message timeout unless the pings reset it (a reset reaches the spout a batch or two later).
+    """
+
+    def __init__(self):
+        super().__init__([], Fields("text"))
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        import time
+
+        self.clock = time.monotonic
+        self.start = None
+        self.sent = 0
+        self.done = False
+
+    def next_tuple(self):
+        now = self.clock()
+        if self.start is None:
+            self.start = now
+            self.collector.emit(["hold"], msg_id="hold")
+        elif self.done:
+            return
+        elif now - self.start >= 20.0:
+            self.collector.emit(["release"], msg_id="release")
+            self.done = True
+        elif now - self.start >= self.sent + 1:
+            self.sent += 1
+            self.collector.emit(["ping"], msg_id=f"ping{self.sent}")
+
+    def is_exhausted(self):
+        return self.done
+
+
+class HoldWithResets(Bolt):
+    """Holds "hold"; each "ping" resets its timeout; "release" acks it."""
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.held = []
+
+    def execute(self, tup):
+        if tup["text"] == "hold":
+            self.held.append(tup)
+            return
+        for held in self.held:
+            if tup["text"] == "ping":
+                self.collector.reset_timeout(held)
+            else:
+                self.collector.ack(held)
+        if tup["text"] == "release":
+            self.held = []
+        self.collector.ack(tup)
+
+
+def test_reset_timeout_on_spark_postpones_the_spout_timeout(spark_session):
+    b = TopologyBuilder()
+    b.set_spout("spout", WallClockPings())
+    b.set_bolt("bolt", HoldWithResets()).shuffle_grouping("spout")
+    conf = {"topology.message.timeout.secs": 8, "spark.sql.shuffle.partitions": 2}
+    result = complete_topology(b.create_topology(), conf, runner="spark", max_time_ms=120_000)
+    assert result.failed("spout") == [], "without the resets, hold would time out after 8 s"
+    assert "hold" in result.acked("spout") and "release" in result.acked("spout")

@@ -15,6 +15,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import marshal
 import os
 import pickle
 import sys
@@ -230,24 +231,29 @@ class SparkRunner:
         now = time.time_ns() // 1_000_000
         agg: dict[int, list] = {}  # root -> [xor, spout task or None, failed, start]
         forget: list[int] = []
+        resets: list[int] = []
         topology = self.topology
         for i, kind in enumerate(cols["kind"]):
             task = cols["task"][i]
-            if kind == wire.ACK or kind == wire.INIT or kind == wire.FAIL:
-                root = wire.from_signed(cols["root"][i])
-                if kind == wire.FAIL and task == TIMED_OUT:
-                    forget.append(root)
-                    continue
-                entry = agg.get(root)
-                if entry is None:
-                    entry = agg[root] = [0, None, False, cols["ts"][i]]
-                if kind == wire.FAIL:
-                    entry[2] = True
-                else:
-                    entry[0] ^= wire.from_signed(cols["edge"][i])
-                    if kind == wire.INIT:
-                        entry[1] = task
-                        entry[3] = cols["ts"][i]
+            if kind == wire.MESSAGES:
+                ts = cols["ts"][i]
+                for mkind, mtask, root, value in marshal.loads(cols["values"][i]):
+                    if mkind == wire.RESET:
+                        resets.append(root)
+                        continue
+                    if mkind == wire.FAIL and mtask == TIMED_OUT:
+                        forget.append(root)
+                        continue
+                    entry = agg.get(root)
+                    if entry is None:
+                        entry = agg[root] = [0, None, False, ts]
+                    if mkind == wire.FAIL:
+                        entry[2] = True
+                    else:
+                        entry[0] ^= value
+                        if mkind == wire.INIT:
+                            entry[1] = mtask
+                            entry[3] = ts
             elif kind == wire.ERROR:
                 error = pickle.loads(cols["values"][i])
                 cid = topology.task_component(task) if task in topology.task_ids else "?"
@@ -268,6 +274,10 @@ class SparkRunner:
         for root in forget:
             self.ledger.forget(root, now)
         outcomes: list[tuple] = []
+        for root in resets:
+            reset = self.ledger.reset(root, now)
+            if reset is not None and reset.kind == "reset":
+                outcomes.append(tuple(reset))
         for root, (xor, spout_task, failed, start) in agg.items():
             outcome = self.ledger.apply(root, xor, now, spout_task=spout_task, failed=failed,
                                         start_ms=start)

@@ -195,12 +195,12 @@ def _read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
         host.packets.pairs.clear()
         host.report_error(task.component_id, task.task_id, exc, source.stream)
         if tracking:
-            host.rows.message(wire.FAIL, task=-1, key=0, root=part.root, ts=host.ts)
+            host.rows.append(wire.messages_row([(wire.FAIL, -1, part.root, 0)], host.ts))
         yield host.rows.to_batch()
         return
     if tracking:
-        host.rows.message(wire.ACK, task=-1, key=0, root=part.root,
-                          value=part.edge ^ ack_val, ts=host.ts)  # type: ignore[operator]
+        host.rows.append(wire.messages_row(
+            [(wire.ACK, -1, part.root, part.edge ^ ack_val)], host.ts))  # type: ignore[operator]
     host.rows.report(wire.STATS, task=task.task_id, key=0, stream=None,
                      payload={"emitted": emitted, "transferred": transferred}, ts=host.ts, seq=0)
     host.rows.rows.extend(host.packets.rows())

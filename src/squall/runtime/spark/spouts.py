@@ -56,6 +56,7 @@ class ReaderHost:
     def __init__(self, keys: dict[int, int], capture: bool) -> None:
         self.rows = wire.RowBuffer()
         self.packets = wire.Packets(keys)
+        self.messages: list[tuple[int, int, int, int]] = []
         self.keys = keys
         self.now = 0
         self.seq = 0
@@ -70,7 +71,7 @@ class ReaderHost:
                       tup._anchors, self.now, self.seq))
 
     def ack_init(self, root: int, xor: int, spout_task: int) -> None:
-        self.rows.message(wire.INIT, task=spout_task, key=0, root=root, value=xor, ts=self.now)
+        self.messages.append((wire.INIT, spout_task, root, xor))
 
     def ack(self, root: int, value: int, component: str) -> None:
         raise RuntimeError("spouts do not ack tuples")
@@ -78,7 +79,7 @@ class ReaderHost:
     fail = reset = ack  # type: ignore[assignment]
 
     def forget(self, root: int) -> None:
-        self.rows.message(wire.FAIL, task=TIMED_OUT, key=0, root=root, ts=self.now)
+        self.messages.append((wire.FAIL, TIMED_OUT, root, 0))
 
     def now_ms(self) -> int:
         return self.now
@@ -252,6 +253,9 @@ class SpoutReader(DataSourceStreamReader):
                 task.capture.clear()
         end = start
         host.rows.rows.extend(host.packets.rows())
+        if host.messages:
+            host.rows.append(wire.messages_row(host.messages, host.now))
+            host.messages = []
         if len(host.rows) or ranges:
             seg = max(self.next_seg, int(start["seg"]) + 1)
             if ranges:
@@ -301,7 +305,11 @@ class SpoutReader(DataSourceStreamReader):
                 continue
             for kind, root, spout_task, latency in pickle.loads(blob):
                 task = self.tasks.get(spout_task)
-                if task is not None:
+                if task is None:
+                    continue
+                if kind == "reset":  # the tree's timeout starts again (OutputCollector.reset)
+                    task.reset(root)
+                else:
                     task.completions.append(Outcome(kind, root, spout_task, latency))
             self.delivered = batch_id
         for task in self.tasks.values():

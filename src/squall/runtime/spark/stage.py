@@ -210,12 +210,11 @@ def _run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
             task.end_batch(plan.batch_id)
             _finish_task(plan, task, host, out, executed=executed)
             i = j
-    for root, value in host.xor.items():
-        out.message(wire.ACK, task=-1, key=0, root=root, value=value, ts=host.now)
-    for root in host.fails:
-        out.message(wire.FAIL, task=-1, key=0, root=root, ts=host.now)
-    for root in host.resets:
-        out.message(wire.RESET, task=-1, key=0, root=root, ts=host.now)
+    messages = [(wire.ACK, -1, root, value) for root, value in host.xor.items()]
+    messages += [(wire.FAIL, -1, root, 0) for root in host.fails]
+    messages += [(wire.RESET, -1, root, 0) for root in host.resets]
+    if messages:
+        out.append(wire.messages_row(messages, host.now))
     out.rows.extend(host.packets.rows())
     if len(out):
         yield out.to_batch()

@@ -24,7 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
-TUPLE, ACK, FAIL, RESET, INIT, ERROR, CAPTURE, STATS, PACKET = range(9)
+TUPLE, ACK, FAIL, RESET, INIT, ERROR, CAPTURE, STATS, PACKET, MESSAGES = range(10)
 
 # Tuples travel in packets: one row carries every tuple one task emitted to one task in a stage, so
 # Spark moves a few large rows instead of a row per tuple (a row costs the JVM several
@@ -93,6 +93,16 @@ def encode_packet(items: list[tuple]) -> bytes:
         return b"P" + pickle.dumps(items, protocol=5)
 
 
+def messages_row(items: list[tuple[int, int, int, int]], ts: int) -> tuple:
+    """One row carrying a host's ack messages: `(kind, task, root, value)` items (unsigned ids).
+
+    Kinds are ACK (value: the XOR of the host's acks for the root), INIT (task: the spout task,
+    value: the XOR of the first edges), FAIL and RESET. Like packets, this keeps a batch's ack
+    traffic to a few rows whatever the number of tuple trees.
+    """
+    return (MESSAGES, -1, 0, None, -1, marshal.dumps(items), None, None, None, ts, 0)
+
+
 def decode_packet(blob: bytes) -> list[tuple]:
     if blob[0] == 77:  # b"M"
         return marshal.loads(memoryview(blob)[1:])
@@ -147,12 +157,6 @@ class RowBuffer:
         root, edge, more = split_anchors(anchors)
         self.append((TUPLE, task, key, stream, src, encode_values(values), root, edge, more, ts,
                      seq))
-
-    def message(self, kind: int, *, task: int, key: int, root: int, value: int = 0,
-                ts: int = 0, stream: str | None = None, payload: bytes | None = None,
-                seq: int = 0) -> None:
-        self.append((kind, task, key, stream, task, payload, to_signed(root), to_signed(value),
-                     None, ts, seq))
 
     def report(self, kind: int, *, task: int, key: int, stream: str | None, payload: Any,
                ts: int, seq: int) -> None:
