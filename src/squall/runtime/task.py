@@ -270,10 +270,12 @@ class BoltTask(TaskRuntime):
         self.host = host
         collector = self.collector
         collector._send = host.send
+        collector._send_values = getattr(host, "send_values", None)
         collector._host_ack, collector._host_fail = host.ack, host.fail
         collector._host_reset = host.reset
         if self.basic_collector is not None:
             self.basic_collector._send = host.send
+            self.basic_collector._send_values = collector._send_values
 
     def prepare(self) -> None:
         if self.checkpointing is not None:

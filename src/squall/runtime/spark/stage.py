@@ -90,6 +90,16 @@ class StageHost:
         items.append((origin.stream, values if values.__class__ is list else list(values),
                       tup._anchors, self.now, self.seq))
 
+    def send_values(self, task_id: int, values: Any, origin: Any) -> None:
+        """`send` of an unanchored tuple, from its parts (see `_Emitter._send_values`)."""
+        self.seq += 1
+        pair = (origin.task, task_id)
+        items = self._pairs.get(pair)
+        if items is None:
+            items = self._pairs[pair] = []
+        items.append((origin.stream, values if values.__class__ is list else list(values),
+                      None, self.now, self.seq))
+
     def ack_init(self, root: int, xor: int, spout_task: int) -> None:
         raise RuntimeError("bolts do not start tuple trees")
 
