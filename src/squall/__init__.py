@@ -21,6 +21,7 @@ from squall.components.collectors import (
 )
 from squall.components.context import TopologyContext
 from squall.components.declarer import OutputFieldsDeclarer
+from squall.components.stateful import StatefulBolt
 from squall.components.windowed import WindowedBolt
 from squall.duration import Duration
 from squall.errors import (
@@ -33,6 +34,7 @@ from squall.errors import (
 )
 from squall.runners import run
 from squall.runtime.local.cluster import LocalCluster
+from squall.state.base import KeyValueState, State, StateError
 from squall.topology.builder import BoltDeclarer, SpoutDeclarer, TopologyBuilder
 from squall.topology.config import Config
 from squall.topology.description import Topology
@@ -57,6 +59,7 @@ __all__ = [
     "FailedException",
     "Fields",
     "InvalidTopologyError",
+    "KeyValueState",
     "LocalCluster",
     "NotPicklableError",
     "OutputCollector",
@@ -66,6 +69,9 @@ __all__ = [
     "SpoutDeclarer",
     "SpoutOutputCollector",
     "SquallError",
+    "State",
+    "StateError",
+    "StatefulBolt",
     "Topology",
     "TopologyBuilder",
     "TopologyContext",

@@ -26,7 +26,7 @@ from squall.components.base import BasicBolt
 from squall.components.stateful import StatefulOutputCollector, is_stateful
 from squall.errors import InvalidTopologyError
 from squall.reliability.pending import PendingMap
-from squall.state.base import State
+from squall.state.base import KeyValueState, MemoryKeyValueState, State
 from squall.state.checkpoint import (
     CHECKPOINT_COMPONENT,
     CHECKPOINT_FIELDS,
@@ -270,6 +270,9 @@ class CheckpointSpoutTask:
         self.pending = PendingMap(timeout)
         self.rand = random.Random((engine.seed << 20) ^ task_id ^ 0x5EED).getrandbits
         state = new_state(conf, namespace(CHECKPOINT_COMPONENT, task_id), default=MEMORY)
+        if not isinstance(state, KeyValueState):
+            # A custom provider's states need not be maps; the coordinator's is kept in memory.
+            state = MemoryKeyValueState()
         self.coordinator = CheckpointCoordinator(
             state, int(conf.get(TOPOLOGY_STATE_CHECKPOINT_INTERVAL) or 1000))
         self.targets = sorted({
