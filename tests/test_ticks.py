@@ -124,6 +124,7 @@ class HoldWithResets(Bolt):
         self.collector.ack(tup)
 
 
+@pytest.mark.spark
 def test_reset_timeout_on_spark_postpones_the_spout_timeout(spark_session):
     b = TopologyBuilder()
     b.set_spout("spout", WallClockPings())
