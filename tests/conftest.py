@@ -100,3 +100,22 @@ def start_redis(workdir: Path, password: str | None = None,
                 os.kill(proc.pid, signal.SIGKILL)
                 proc.wait(10)
         log.close()
+
+
+_RUN_CACHE: dict = {}
+
+
+def complete_cached(request, key, runner: str, build, conf: dict) -> object:
+    """`complete_topology(build(), conf, runner=runner)`, run once per (test module, key, runner).
+
+    Modules that read one rich topology from several tests share its run; a Spark run takes
+    the module's `spark_session` fixture first.
+    """
+    from squall.testing import complete_topology
+
+    cache_key = (request.module.__name__, key, runner)
+    if cache_key not in _RUN_CACHE:
+        if runner == "spark":
+            request.getfixturevalue("spark_session")
+        _RUN_CACHE[cache_key] = complete_topology(build(), conf, runner=runner)
+    return _RUN_CACHE[cache_key]

@@ -9,6 +9,7 @@ depend on timing is checked (every tuple in a window, every tuple acked).
 from __future__ import annotations
 
 import pytest
+from conftest import complete_cached
 
 from squall import (
     Bolt,
@@ -116,16 +117,8 @@ def event_time_topology():
     return b.create_topology()
 
 
-_RESULTS: dict = {}
-
-
 def _cached(request, key, runner, build, conf=None):
-    if (key, runner) not in _RESULTS:
-        if runner == "spark":
-            request.getfixturevalue("spark_session")
-        _RESULTS[(key, runner)] = complete_topology(build(), {**BASE_CONF, **(conf or {})},
-                                                    runner=runner)
-    return _RESULTS[(key, runner)]
+    return complete_cached(request, key, runner, build, {**BASE_CONF, **(conf or {})})
 
 
 def rows(result, component, stream="default"):

@@ -36,6 +36,7 @@ from squall.topology.config import (
 )
 from squall.topology.description import Topology
 from squall.topology.tuple import Tuple
+from squall.windows.operator import WindowedOperatorBase
 
 log = logging.getLogger("squall")
 
@@ -242,7 +243,8 @@ class BoltTask(TaskRuntime):
         if not self.basic and not isinstance(self.instance, Bolt):
             raise TypeError(f"{self.component_id} is not a bolt")
         # A windowed bolt's execute takes windows: tuples go to its window manager instead.
-        self.windowed = isinstance(self.instance, WindowedBolt)
+        # A windowed operator (squall.windows) is driven through the same _window_* hooks.
+        self.windowed = isinstance(self.instance, (WindowedBolt, WindowedOperatorBase))
         self.execute = self._execute_basic if self.basic else (
             self._execute_windowed if self.windowed else self._execute_rich)
         self.on_execute_error = self._on_error

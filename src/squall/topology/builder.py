@@ -189,6 +189,15 @@ class TopologyBuilder:
             raise InvalidTopologyError("a topology needs at least one spout")
         streams = {cid: _declared_streams(cid, r["component"]) for cid, r in self._records.items()}
         for cid, record in self._records.items():
+            # Subscriptions a component adds for itself (a windowed operator: the watermark
+            # stream of each upstream operator, see squall.windows.operator).
+            implicit = getattr(record["component"], "implicit_inputs", None)
+            if implicit is not None:
+                record["inputs"] = list(record["inputs"]) + implicit(record["inputs"], streams)
+            check = getattr(record["component"], "check_inputs", None)
+            if check is not None:
+                check(cid, record["inputs"])
+        for cid, record in self._records.items():
             for sub in record["inputs"]:
                 _check_subscription(cid, sub, streams)
         specs: dict[str, ComponentSpec] = {}

@@ -1,0 +1,56 @@
+"""Windowed operators with Apache Beam / Apex Malhar semantics.
+
+Windows (`GlobalWindow`, `TimeWindows`, `SessionWindows`), triggers and accumulation modes
+(`TriggerOption`), accumulations (`accumulations.Sum`, ...), and the operators that host them in a
+topology (`KeyedWindowedOperator`, `WindowedOperator`, `WindowedMergeOperator`). The engine
+(`squall.windows.engine`) is pure Python and runner-independent.
+"""
+
+from squall.windows import accumulations
+from squall.windows.accumulations import Accumulation, MergeAccumulation
+from squall.windows.engine import InputWatermarks, PaneState, WindowedEngine
+from squall.windows.operator import (
+    WATERMARK_STREAM,
+    KeyedWindowedOperator,
+    WindowedMergeOperator,
+    WindowedOperator,
+    WindowedOperatorBase,
+)
+from squall.windows.trigger import EARLY, LATE, ON_TIME, AccumulationMode, TriggerOption
+from squall.windows.window import (
+    GLOBAL_WINDOW,
+    MAX_TIMESTAMP,
+    MIN_TIMESTAMP,
+    GlobalWindow,
+    SessionWindows,
+    TimeWindows,
+    Window,
+    WindowOption,
+)
+
+__all__ = [
+    "EARLY",
+    "GLOBAL_WINDOW",
+    "LATE",
+    "MAX_TIMESTAMP",
+    "MIN_TIMESTAMP",
+    "ON_TIME",
+    "WATERMARK_STREAM",
+    "Accumulation",
+    "AccumulationMode",
+    "GlobalWindow",
+    "InputWatermarks",
+    "KeyedWindowedOperator",
+    "MergeAccumulation",
+    "PaneState",
+    "SessionWindows",
+    "TimeWindows",
+    "TriggerOption",
+    "Window",
+    "WindowOption",
+    "WindowedEngine",
+    "WindowedMergeOperator",
+    "WindowedOperator",
+    "WindowedOperatorBase",
+    "accumulations",
+]
