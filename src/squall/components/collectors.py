@@ -205,7 +205,17 @@ class OutputCollector(_Emitter):
         rand, send = self._rand, self._send
         if isinstance(anchors, Tuple):
             roots = anchors._anchors
-            if roots is not None and len(roots) == 1:
+            if roots is None:
+                # An untracked input (a spout emit without a message id): nothing to anchor to,
+                # so this is an unanchored emit.
+                send_values = self._send_values
+                for t in targets:
+                    if send_values is not None:
+                        send_values(t, values, origin)
+                    else:
+                        send(t, _RuntimeTuple(values, origin, None, t))
+                return
+            if len(roots) == 1:
                 # One anchor in one tree: what every BasicBolt emit is. Same XOR bookkeeping as
                 # the general loop below, without its per-target dict merging.
                 (root,) = roots

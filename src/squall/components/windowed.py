@@ -349,7 +349,10 @@ class WindowedBolt(Bolt):
 
     def _window_activate(self, window: TupleWindow) -> None:
         collector = self._window_collector
-        collector._anchors = window.get()
+        # Only tuples in a tracked tree take part in anchoring; leaving the others out keeps an
+        # emit of an untracked window O(1) instead of O(window) (Storm pays O(window) per emit).
+        tracked = [t for t in window.get() if t._anchors]
+        collector._anchors = tracked or None
         try:
             self.execute(window)
         except Exception as exc:

@@ -43,12 +43,22 @@ class WatermarkTracker:
 
     def track(self, stream: Hashable, ts: int) -> None:
         seen = self.max_ts.get(stream)
-        if seen is None or ts > seen:
-            self.max_ts[stream] = ts
-        required = self.streams or self.max_ts.keys()
-        if self.watermark == INFINITY or not all(s in self.max_ts for s in required):
+        if seen is not None and ts <= seen:
+            return  # no stream's largest timestamp moved: neither did the watermark
+        max_ts = self.max_ts
+        max_ts[stream] = ts
+        if self.watermark == INFINITY:
             return
-        candidate = min(self.max_ts[s] for s in required) - self.lag_ms
+        if len(max_ts) == 1 and (not self.streams or stream in self.streams):
+            # One input stream (the common case): its largest timestamp is the minimum.
+            if len(self.streams) > 1:
+                return  # the other streams have not delivered yet
+            candidate = ts - self.lag_ms
+        else:
+            required = self.streams or max_ts.keys()
+            if not all(s in max_ts for s in required):
+                return
+            candidate = min(max_ts[s] for s in required) - self.lag_ms
         if candidate > (self.watermark if self.watermark is not None else 0):
             self.watermark = candidate
 

@@ -1,0 +1,156 @@
+"""W2 (benchmarks.md) with Storm's windowed bolt, on the local and the Spark runner.
+
+    .venv/bin/python benchmarks/w2_windowed_bolts.py [--sentences 200000] [--runs 3] [--spark]
+
+W2: per-word count in 10 s tumbling event-time windows. Topology: list spout (sentence, ts) ->
+split x1 -> `WindowedBolt` x2 (`with_tumbling_window(10 s)`, event time from "ts", lag 0,
+fields grouping by word) whose `execute(window)` counts the window's words and emits
+`(window_start, word, count)` -> sink x2 that keeps the rows. Every run is checked against the
+plain-Python per-word loop over the same windows, which is also the ratio's baseline, measured in
+the same process. Prints words/s: the median of the runs after a warm-up on the local runner; on
+Spark the last of two runs (warm Python workers), the whole input as one micro-batch and 100,000
+sentences per batch, timed by the query's own trigger-execution durations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from w2_w3_operators import ListSpout, Split, reference  # noqa: E402
+from workloads import w1_sentences  # noqa: E402
+
+from squall import Bolt, Config, Duration, Fields, TopologyBuilder, WindowedBolt  # noqa: E402
+from squall.runtime.local.engine import LocalEngine  # noqa: E402
+
+
+class WindowWordCount(WindowedBolt):
+    """Counts the words of each tumbling window; one row per (window, word)."""
+
+    def prepare(self, conf, context, collector) -> None:
+        self.collector = collector
+
+    def execute(self, window) -> None:
+        counts: dict[str, int] = {}
+        for tup in window.get():
+            w = tup.values[0]
+            counts[w] = counts.get(w, 0) + 1
+        start = window.start_timestamp
+        emit = self.collector.emit
+        for w, n in counts.items():
+            emit([start, w, n])
+
+    def declare_output_fields(self, declarer) -> None:
+        declarer.declare(Fields("window_start", "word", "count"))
+
+
+class Sink(Bolt):
+    """Keeps the rows as {(window start, word): count}."""
+
+    def prepare(self, conf, context, collector) -> None:
+        super().prepare(conf, context, collector)
+        self.counts: dict[tuple[int, str], int] = {}
+
+    def execute(self, tup) -> None:
+        start, word, n = tup.values
+        key = (start, word)
+        self.counts[key] = self.counts.get(key, 0) + n
+        self.collector.ack(tup)
+
+
+def start_inclusive_ts(tup: Any) -> int:
+    """Storm's event-time windows hold (end - length, end]; W2's hold [start, start + length).
+
+    Shifting every timestamp by 1 ms makes the first the second, so `window.start_timestamp`
+    is W2's window start.
+    """
+    return tup.values[1] + 1
+
+
+def topology(sentences: list[str]) -> Any:
+    b = TopologyBuilder()
+    b.set_spout("sentences", ListSpout(sentences))
+    b.set_bolt("split", Split()).shuffle_grouping("sentences")
+    bolt = WindowWordCount().with_tumbling_window(Duration.seconds(10))
+    bolt = bolt.with_timestamp_extractor(start_inclusive_ts)
+    b.set_bolt("windows", bolt, 2).fields_grouping("split", Fields("word"))
+    b.set_bolt("sink", Sink(), 2).shuffle_grouping("windows")
+    return b.create_topology()
+
+
+def sink_counts(tasks: Any) -> dict:
+    counts: dict = {}
+    for task in tasks:
+        if task.component_id == "sink":
+            for k, v in task.instance.counts.items():
+                counts[k] = counts.get(k, 0) + v
+    return counts
+
+
+def run_local(sentences: list[str]) -> tuple[float, dict]:
+    engine = LocalEngine(topology(sentences), Config())
+    t0 = time.perf_counter()
+    engine.run(until_complete=True)
+    elapsed = time.perf_counter() - t0
+    return elapsed, sink_counts(engine.bolts)
+
+
+def run_spark(spark: Any, sentences: list[str], per_batch: int) -> tuple[float, dict]:
+    from squall.runtime.spark.driver import SparkRunner
+
+    conf = Config({"squall.spark.batch.max.tuples": per_batch})
+    runner = SparkRunner(topology(sentences), conf, session=spark,
+                         checkpoint_location=tempfile.mkdtemp(prefix="w2-bolts-"))
+    result = runner.run(until_complete=True)
+    if result.errors:
+        raise AssertionError(result.errors[:3])
+    batches = [p for p in runner.query.recentProgress if p["numInputRows"] > 0]
+    elapsed = sum(p["durationMs"]["triggerExecution"] for p in batches) / 1000
+    return elapsed, sink_counts(runner.restored_bolts())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sentences", type=int, default=200_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--spark", action="store_true", help="also run on the Spark runner")
+    args = parser.parse_args()
+    sentences = w1_sentences(args.sentences)
+    words = sum(len(s.split()) for s in sentences)
+    base_s, expected = reference(sentences, "W2")
+    print(f"W2 windowed bolt: {len(expected):,} (window, word) counts; plain-Python loop "
+          f"{words / base_s / 1e6:.3f} M words/s", flush=True)
+    times = []
+    for run in range(args.runs + 1):
+        elapsed, counts = run_local(sentences)
+        if counts != expected:
+            raise AssertionError("local: counts differ from the reference")
+        if run:  # the first run is the warm-up
+            times.append(elapsed)
+    t = statistics.median(times)
+    print(f"  local runner: {words / t / 1e6:.3f} M words/s, ratio to the plain loop "
+          f"{base_s / t:.1%}", flush=True)
+    if args.spark:
+        from squall.runtime.spark.session import get_session
+
+        spark = get_session("local[2]", {"spark.ui.enabled": "false"})
+        for per_batch in (args.sentences + 1, 100_000):
+            elapsed = 0.0
+            for _ in range(2):
+                elapsed, counts = run_spark(spark, sentences, per_batch)
+                if counts != expected:
+                    raise AssertionError("spark: counts differ from the reference")
+            print(f"  spark runner, {per_batch:,} sentences per batch: "
+                  f"{words / elapsed / 1e6:.3f} M words/s, ratio to the plain loop "
+                  f"{base_s / elapsed:.1%}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
