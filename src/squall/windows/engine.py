@@ -81,8 +81,8 @@ class PaneState:
 
 
 WindowStore = MutableMapping[Window, dict[Any, PaneState]]
-"""Where an engine keeps its panes: window -> key -> state. Any dict-like store will do; the
-default is an in-memory dict (a state provider can back it later)."""
+"""Where an engine keeps its panes: window -> key -> state. Any dict-like store will do: an
+in-memory dict by default, `squall.windows.storage.StateWindowStore` over a state provider."""
 
 
 class WindowedEngine:
@@ -94,14 +94,16 @@ class WindowedEngine:
 
     def __init__(self, window: WindowOption | None, accumulation: Accumulation,
                  trigger: TriggerOption, allowed_lateness_ms: int | None = None,
-                 store: WindowStore | None = None) -> None:
+                 store: WindowStore | None = None,
+                 sessions: MutableMapping[Any, list[Window]] | None = None) -> None:
         trigger.validate(getattr(accumulation, "retractable", False), type(accumulation).__name__)
         self.window = window
         self.accumulation = accumulation
         self.trigger = trigger
         self.lateness = allowed_lateness_ms
         self.windows: WindowStore = {} if store is None else store
-        self.sessions: dict[Any, list[Window]] = {}  # key -> its sessions, by start
+        # key -> its sessions, by start (any dict-like store, as `windows`)
+        self.sessions: MutableMapping[Any, list[Window]] = {} if sessions is None else sessions
         self.watermark = MIN_TIMESTAMP
         self.on_time_heap: list[tuple[int, int]] = []  # (end, start) of windows not yet due
         self.purge_heap: list[tuple[int, int]] = []  # (end, start) of windows to purge
@@ -121,15 +123,31 @@ class WindowedEngine:
         self._default = self.accumulation.default_accumulated_value
         self._accumulate1 = self.accumulation.accumulate
         self._counting = bool(self.trigger.early_count or self.trigger.late_count)
+        self._merging = bool(window is not None and window.merging)
 
     # Bound methods are not state: a snapshot leaves them out and a restore rebuilds them.
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items()
-                if k not in ("_fixed", "_default", "_accumulate1", "_counting")}
+                if k not in ("_fixed", "_default", "_accumulate1", "_counting",
+                             "_merging")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._init_fast_path()
+
+    # What defines the engine besides its two stores: small (per window at most, never per key).
+    PROGRESS = ("watermark", "on_time_heap", "purge_heap", "dropped", "now")
+
+    def progress(self) -> dict[str, Any]:
+        """The engine's state outside `windows` and `sessions` (a stored operator keeps it
+        next to them); the heaps are copied, so later changes do not alter the result."""
+        return {"watermark": self.watermark, "on_time_heap": list(self.on_time_heap),
+                "purge_heap": list(self.purge_heap), "dropped": self.dropped, "now": self.now}
+
+    def restore_progress(self, progress: dict[str, Any]) -> None:
+        for name in self.PROGRESS:
+            value = progress[name]
+            setattr(self, name, list(value) if isinstance(value, list) else value)
 
     # ---- input ---------------------------------------------------------------------------
     def process(self, key: Any, ts: int, value: Any, now: int, second: bool = False,
@@ -314,7 +332,7 @@ class WindowedEngine:
             for key, st in keys.items():
                 if st.updated:  # data no pane has emitted: a final pane, not a silent loss
                     self._fire(key, w, st, LATE)
-                if self.sessions:
+                if self._merging:  # (the session map may be a store: not tested for emptiness)
                     sessions = self.sessions[key]
                     sessions.remove(w)
                     if not sessions:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import datetime
 import logging
 import math
+import pickle
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -51,6 +52,7 @@ from squall.topology.fields import Fields
 from squall.topology.tuple import TICK_STREAM, Tuple
 from squall.windows.accumulations import Accumulation
 from squall.windows.engine import InputWatermarks, WindowedEngine
+from squall.windows.storage import META_KEY, StateSessions, StateWindowStore
 from squall.windows.trigger import TriggerOption
 from squall.windows.window import WindowOption
 
@@ -73,6 +75,9 @@ class WindowedOperatorBase(Bolt):
 
     keyed = True
     n_inputs = 1
+    # Panes are emitted unanchored (they derive from inputs acked long ago), also in a stateful
+    # topology, whose collector otherwise refuses unanchored emits.
+    _window_persistent = True
 
     def __init__(
         self,
@@ -89,6 +94,7 @@ class WindowedOperatorBase(Bolt):
         key_extractors: tuple[Extractor | None, ...] = (None,),
         value_fields: tuple[str | None, ...] = (None,),
         value_extractors: tuple[Extractor | None, ...] = (None,),
+        stateful: bool = False,
     ) -> None:
         if window is not None and not isinstance(window, WindowOption):
             raise TypeError(f"window must be GlobalWindow(), TimeWindows(...) or "
@@ -122,6 +128,11 @@ class WindowedOperatorBase(Bolt):
         self._ts_fields, self._ts_extractors = timestamp_fields, timestamp_extractors
         self._key_fields, self._key_extractors = key_fields, key_extractors
         self._value_fields, self._value_extractors = value_fields, value_extractors
+        # With stateful=True the windows live in the topology's state provider and take part in
+        # its checkpoints (squall.state): the task calls init_state and the pre_* hooks.
+        self._stateful = bool(stateful)
+        self._state: Any = None
+        self._stale = False
 
     # ---- declaration -----------------------------------------------------------------------
     def declare_output_fields(self, declarer: Any) -> None:
@@ -165,8 +176,6 @@ class WindowedOperatorBase(Bolt):
     # ---- the framework's side: called by the task ------------------------------------------
     def _window_setup(self, conf: Mapping[str, Any], context: Any, out: Any) -> Any:
         self._out = out
-        self.engine = WindowedEngine(self.window, self.accumulation, self.trigger,
-                                     self.allowed_lateness_ms)
         sources: list[set[int]] = [set() for _ in range(self.n_inputs)]
         inputs: dict[str, int] = {}
         for (cid, _stream) in context.this_sources:
@@ -174,12 +183,9 @@ class WindowedOperatorBase(Bolt):
             if _stream == WATERMARK_STREAM:
                 sources[i].update(context.component_tasks(cid))
         self._inputs = inputs
-        self.watermarks = InputWatermarks([frozenset(s) for s in sources],
-                                          self.watermark_delay_ms)
-        self._pending_wm: int | None = None
+        self._sources = [frozenset(s) for s in sources]
         self._sends_wm = bool(context.this_targets.get(WATERMARK_STREAM))
-        self.late_tuples = 0
-        self.window_errors = 0
+        self._fresh()
         # Fields for timestamp, key and value, one input, the watermark generated only: the
         # per-tuple work can skip the general extraction and watermark bookkeeping.
         simple = (self.n_inputs == 1 and not sources[0] and self.watermark_delay_ms is not None
@@ -189,7 +195,61 @@ class WindowedOperatorBase(Bolt):
                        self.watermark_delay_ms) if simple else None)
         return out
 
+    def _fresh(self) -> None:
+        """The state of a task that has seen nothing."""
+        self.engine = WindowedEngine(self.window, self.accumulation, self.trigger,
+                                     self.allowed_lateness_ms)
+        self.watermarks = InputWatermarks(list(self._sources), self.watermark_delay_ms)
+        self._pending_wm: int | None = None
+        self.late_tuples = 0
+        self.window_errors = 0
+
+    # ---- stateful=True: the checkpoint protocol's hooks (as a StatefulBolt's) ----------------
+    def init_state(self, state: Any) -> None:
+        """The task's state (`topology.state.provider`, namespace `<component>-<task>`): the
+        windows move into it, and whatever it committed last is where the operator resumes."""
+        self._state = state
+        self._load()
+
+    def _load(self) -> None:
+        state = self._state
+        self._stale = False
+        self._fresh()
+        meta = state.get(META_KEY)
+        progress = None if meta is None else pickle.loads(meta)
+        engine = self.engine
+        engine.windows = StateWindowStore(state, None if progress is None
+                                          else progress["chunks"])
+        engine.sessions = StateSessions(state)
+        if progress is not None:
+            engine.restore_progress(progress["engine"])
+            self.watermarks = progress["watermarks"]
+            self._pending_wm = progress["pending_wm"]
+            self.late_tuples, self.window_errors = progress["counts"]
+
+    def pre_prepare(self, txid: int) -> None:
+        """Before the state prepares `txid`: write what changed since the last prepare."""
+        if self._stale:
+            self._load()
+        engine = self.engine
+        engine.windows.flush()  # type: ignore[attr-defined]
+        engine.sessions.flush()  # type: ignore[attr-defined]
+        self._state.put(META_KEY, pickle.dumps({
+            "engine": engine.progress(), "chunks": engine.windows.chunks,  # type: ignore
+            "watermarks": self.watermarks, "pending_wm": self._pending_wm,
+            "counts": (self.late_tuples, self.window_errors)}, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def pre_commit(self, txid: int) -> None:
+        """Nothing to do: the state commits what `pre_prepare` wrote."""
+
+    def pre_rollback(self) -> None:
+        """The state goes back to its last commit (right after this call): so does the operator,
+        reloaded from it before its next tuple."""
+        self._stale = True
+
     def _window_execute(self, tup: Tuple, now_ms: int) -> None:
+        if self._stale:
+            self._load()
         origin = tup._origin
         stream = origin.stream
         engine = self.engine
@@ -271,14 +331,19 @@ class WindowedOperatorBase(Bolt):
     def on_batch_end(self, batch_id: int) -> None:
         """Time triggers fire against the batch's processing time; the watermark goes out.
         A subclass that overrides this must call it."""
+        if self._stale:
+            self._load()
         engine = self.engine
-        engine.batch_end(self._out._task.host.now_ms())
+        out = self._out  # the task's collector, or (stateful topology) a wrapper around it
+        engine.batch_end(getattr(out, "_out", out)._task.host.now_ms())
         if engine.out:
             self._flush()
         if self._pending_wm is not None:
             self._send_watermark()
 
     def _window_end_of_input(self, now_ms: int) -> None:
+        if self._stale:
+            self._load()
         engine = self.engine
         engine.end_of_input(now_ms)
         if engine.out:
@@ -362,6 +427,11 @@ class KeyedWindowedOperator(WindowedOperatorBase):
     values as a tuple). `allowed_lateness`: tuples older than watermark - lateness are dropped
     (to `late_stream` if given) and windows purged (None: never). `watermark_delay`: generate
     the watermark from event time, trailing the largest timestamp by this much.
+    `stateful=True`: windows, accumulators and sessions live in the topology's state provider
+    (`topology.state.provider`: memory, durable, redis; `squall.windows.storage`), checkpointed
+    with the topology's state (a stateful topology: Storm's checkpoints on the local runner,
+    micro-batch commits on Spark). Only the (key, window)s a checkpoint interval touches are in
+    memory, and a restarted task resumes from the last commit.
     """
 
     keyed = True
@@ -373,13 +443,13 @@ class KeyedWindowedOperator(WindowedOperatorBase):
                  timestamp_field: str | None = None,
                  timestamp_extractor: Extractor | None = None, key_field: str | None = None,
                  key_extractor: Extractor | None = None, value_field: str | None = None,
-                 value_extractor: Extractor | None = None) -> None:
+                 value_extractor: Extractor | None = None, stateful: bool = False) -> None:
         super().__init__(accumulation=accumulation, window=window, trigger=trigger,
                          allowed_lateness=allowed_lateness, watermark_delay=watermark_delay,
                          late_stream=late_stream, timestamp_fields=(timestamp_field,),
                          timestamp_extractors=(timestamp_extractor,), key_fields=(key_field,),
                          key_extractors=(key_extractor,), value_fields=(value_field,),
-                         value_extractors=(value_extractor,))
+                         value_extractors=(value_extractor,), stateful=stateful)
 
 
 class WindowedOperator(WindowedOperatorBase):
@@ -393,12 +463,13 @@ class WindowedOperator(WindowedOperatorBase):
                  watermark_delay: DurationLike | None = None, late_stream: str | None = None,
                  timestamp_field: str | None = None,
                  timestamp_extractor: Extractor | None = None, value_field: str | None = None,
-                 value_extractor: Extractor | None = None) -> None:
+                 value_extractor: Extractor | None = None, stateful: bool = False) -> None:
         super().__init__(accumulation=accumulation, window=window, trigger=trigger,
                          allowed_lateness=allowed_lateness, watermark_delay=watermark_delay,
                          late_stream=late_stream, timestamp_fields=(timestamp_field,),
                          timestamp_extractors=(timestamp_extractor,),
-                         value_fields=(value_field,), value_extractors=(value_extractor,))
+                         value_fields=(value_field,), value_extractors=(value_extractor,),
+                         stateful=stateful)
 
 
 class WindowedMergeOperator(WindowedOperatorBase):
@@ -425,7 +496,7 @@ class WindowedMergeOperator(WindowedOperatorBase):
                  key_field2: str | None = None, key_extractor2: Extractor | None = None,
                  value_field: str | None = None, value_extractor: Extractor | None = None,
                  value_field2: str | None = None,
-                 value_extractor2: Extractor | None = None) -> None:
+                 value_extractor2: Extractor | None = None, stateful: bool = False) -> None:
         if not callable(getattr(accumulation, "accumulate2", None)):
             raise TypeError(f"the merge operator needs an accumulation with accumulate2() "
                             f"(InnerJoin, CoGroup), got {accumulation!r}")
@@ -446,7 +517,8 @@ class WindowedMergeOperator(WindowedOperatorBase):
             timestamp_fields=(timestamp_field, ts2[0]),
             timestamp_extractors=(timestamp_extractor, ts2[1]),
             key_fields=(key_field, key2[0]), key_extractors=(key_extractor, key2[1]),
-            value_fields=(value_field, value2[0]), value_extractors=(value_extractor, value2[1]))
+            value_fields=(value_field, value2[0]), value_extractors=(value_extractor, value2[1]),
+            stateful=stateful)
 
     def _input_of(self, component: str) -> int:
         if component in self.input1:
