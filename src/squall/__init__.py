@@ -22,6 +22,7 @@ from squall.components.collectors import (
 from squall.components.context import TopologyContext
 from squall.components.declarer import OutputFieldsDeclarer
 from squall.components.stateful import StatefulBolt
+from squall.components.stateful_windowed import StatefulWindowedBolt
 from squall.components.windowed import WindowedBolt
 from squall.duration import Duration
 from squall.errors import (
@@ -72,6 +73,7 @@ __all__ = [
     "State",
     "StateError",
     "StatefulBolt",
+    "StatefulWindowedBolt",
     "Topology",
     "TopologyBuilder",
     "TopologyContext",

@@ -71,6 +71,11 @@ def namespace(component: str, task: int) -> str:
     return f"{component}-{task}"
 
 
+def window_namespace(component: str, task: int) -> str:
+    """The window state of a stateful windowed bolt task (as Storm's `<ns>-window`)."""
+    return f"{component}-{task}-window"
+
+
 class TaskCheckpointing:
     """A bolt task's side of the protocol; also its collector wrapping (anchoring, held acks)."""
 
@@ -118,6 +123,10 @@ class TaskCheckpointing:
         if self.stateful and not self.spark:
             self.state = new_state(task.conf, namespace(task.component_id, task.task_id),
                                    default=MEMORY, context=task.context)
+            if hasattr(inst, "_sw_init"):  # a stateful windowed bolt: its window state too
+                inst._squall_window_state = new_state(
+                    task.conf, window_namespace(task.component_id, task.task_id),
+                    default=MEMORY, context=task.context)
 
     # ---- local runner: checkpoint tuples -----------------------------------------------------
     def execute(self, tup: Tuple) -> None:
@@ -162,18 +171,26 @@ class TaskCheckpointing:
             if not self.initialized:
                 return False
             inst.pre_prepare(txid)
+            if hasattr(inst, "_sw_prepare"):
+                inst._sw_prepare(txid)
             state.prepare_commit(txid)
             self.prepared.extend(self.queued)
             self.queued.clear()
         elif action == COMMIT:
             inst.pre_commit(txid)
             state.commit(txid)
+            if hasattr(inst, "_sw_commit"):
+                # After a crash between the two commits, the roll-forward (COMMIT again)
+                # promotes the window state's prepared version: both end up committed.
+                inst._sw_commit(txid)
             acks, self.prepared = self.prepared, []
             for t in acks:
                 out.ack(t)
         elif action == ROLLBACK:
             inst.pre_rollback()
             state.rollback()
+            if hasattr(inst, "_sw_rollback"):
+                inst._sw_rollback()
             failed = self.prepared + self.queued
             self.prepared = []
             self.queued.clear()
@@ -183,6 +200,8 @@ class TaskCheckpointing:
             if not self.initialized:
                 inst.init_state(state)
                 self.initialized = True
+                if hasattr(inst, "_sw_init"):
+                    inst._sw_init(inst._squall_window_state, self.task.host.now_ms())
                 buffered, self.buffered = self.buffered, []
                 for t in buffered:
                     self.inner(t)
@@ -210,15 +229,29 @@ class TaskCheckpointing:
                 state.sync(committed)  # drop what a crashed first attempt left
             inst._squall_state = state
             inst._squall_prepared = None
+            window_state = None
+            if hasattr(inst, "_sw_init"):  # a stateful windowed bolt: its window state too
+                window_state = new_state(
+                    task.conf, window_namespace(task.component_id, task.task_id),
+                    default=DURABLE, base_dir=base, context=task.context)
+                if isinstance(window_state, StoreKeyValueState):
+                    window_state.sync(committed)
+                inst._squall_window_state = window_state
             inst.init_state(state)
+            if window_state is not None:
+                inst._sw_init(window_state, task.host.now_ms())
             return
         finish_prepared(inst, committed)
+        if hasattr(inst, "_sw_attach"):
+            inst._sw_attach()
 
     def end_batch(self, batch_id: int) -> None:
         if not (self.spark and self.stateful):
             return
         inst = self.task.instance
         inst.pre_prepare(batch_id)
+        if hasattr(inst, "_sw_prepare"):
+            inst._sw_prepare(batch_id)
         inst._squall_state.prepare_commit(batch_id)
         inst._squall_prepared = batch_id
 
@@ -233,17 +266,23 @@ class TaskCheckpointing:
 
 def finish_prepared(inst: Any, committed: int) -> None:
     """Spark: commit what the instance prepared if its batch is committed, drop later versions."""
-    state: State = inst._squall_state
+    states: list[State] = [inst._squall_state]
+    window_state = inst.__dict__.get("_squall_window_state")
+    if window_state is not None:
+        states.append(window_state)  # a stateful windowed bolt's window, same transactions
     prepared = inst.__dict__.get("_squall_prepared")
     if prepared is not None and prepared <= committed:
         inst.pre_commit(prepared)
-        if isinstance(state, StoreKeyValueState):
-            state.sync(committed)
-        else:
-            state.commit(prepared)
+        for state in states:
+            if isinstance(state, StoreKeyValueState):
+                state.sync(committed)
+            else:
+                state.commit(prepared)
         inst._squall_prepared = None
-    elif isinstance(state, StoreKeyValueState):
-        state.sync(committed)
+    else:
+        for state in states:
+            if isinstance(state, StoreKeyValueState):
+                state.sync(committed)
 
 
 class CheckpointSpoutTask:

@@ -171,7 +171,7 @@ class WindowManager:
             self._evaluate_event_time(final=True)
         else:
             self._advance_processing_time(now_ms)
-            if any(k[2] not in self.prev_window for k in self.keys):
+            if self._has_new(len(self.keys)):
                 slide = self.spec.slide_count
                 self._activate_processing(now_ms, slide - self.count_since if slide else 0)
         if self.events:
@@ -242,7 +242,7 @@ class WindowManager:
             if not end < watermark:
                 return
             hi = bisect_right(self.ts, end)
-            new = any(k[2] not in self.prev_window for k in self.keys[:hi])
+            new = self._has_new(hi)
             if hi and (new or not count_length):
                 # A count window with nothing new is the previous one again: it is skipped
                 # (below), or windows would repeat for ever as the watermark advances.
@@ -308,6 +308,11 @@ class WindowManager:
             self._out.append(Activation(TupleWindow(
                 events, new, expired, self.eviction.start(end), end)))
         return lo
+
+    def _has_new(self, hi: int) -> bool:
+        """Whether any of the first `hi` queued events was not in the last activated window."""
+        prev = self.prev_window
+        return any(k[2] not in prev for k in self.keys[:hi])
 
     def _expire(self, k: int) -> None:
         gone = self.events[:k]
