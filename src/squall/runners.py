@@ -60,7 +60,15 @@ def run(
             raise ValueError("the spark runner takes its time from the micro-batches; "
                              "a clock can only be given to the local runner")
         from squall.runtime.spark.driver import SparkRunner
+        from squall.transactional.builder import is_transactional
 
+        if is_transactional(topology):  # a transaction is a micro-batch (squall.transactional)
+            from squall.transactional.spark import TransactionalSparkRunner
+
+            return TransactionalSparkRunner(
+                topology, conf, master=master, checkpoint_location=checkpoint_location,
+            ).run(duration_ms=duration_ms, on_progress=on_progress,
+                  progress_every_ms=progress_every_ms)
         spark_runner = SparkRunner(topology, conf, master=master,
                                    checkpoint_location=checkpoint_location)
         return spark_runner.run(duration_ms=duration_ms, until_complete=True,

@@ -1,0 +1,40 @@
+"""Transactional topologies: exactly-once batches (Storm's `org.apache.storm.transactional`).
+
+See docs/design/transactional.md. Build with `TransactionalTopologyBuilder`, run with
+`squall.run` on either runner.
+"""
+
+from squall.transactional.attempt import TransactionAttempt
+from squall.transactional.bolts import BatchBolt, BatchOutputCollector, Committer
+from squall.transactional.builder import TransactionalTopologyBuilder, is_transactional
+from squall.transactional.coordinator import Coordinator
+from squall.transactional.spouts import (
+    MemoryTransactionalSpout,
+    OpaquePartitionedTransactionalSpout,
+    PartitionedTransactionalSpout,
+    TransactionalSpout,
+)
+from squall.transactional.store import STORE, open_store
+from squall.transactional.tmap import TransactionalMap, open_map
+from squall.transactional.values import OpaqueValue, TransactionalValue, TransactionOrderError
+
+__all__ = [
+    "STORE",
+    "BatchBolt",
+    "BatchOutputCollector",
+    "Committer",
+    "Coordinator",
+    "MemoryTransactionalSpout",
+    "OpaquePartitionedTransactionalSpout",
+    "OpaqueValue",
+    "PartitionedTransactionalSpout",
+    "TransactionAttempt",
+    "TransactionOrderError",
+    "TransactionalSpout",
+    "TransactionalTopologyBuilder",
+    "TransactionalMap",
+    "TransactionalValue",
+    "is_transactional",
+    "open_map",
+    "open_store",
+]

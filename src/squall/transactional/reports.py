@@ -1,0 +1,29 @@
+"""What transactional tasks tell the Spark driver about a batch, through the error channel.
+
+On Spark a transaction is one micro-batch run as one Spark action, with no tuple trees: each task
+says whether it finished its part of the batch or failed it. These are reports, not errors; the
+driver separates them from real errors (which it also records).
+"""
+
+from __future__ import annotations
+
+from squall.errors import SquallError
+from squall.transactional.attempt import TransactionAttempt
+
+INBAND = "squall.transactional.inband"  # set by the Spark driver: commit gated by done markers
+
+
+class BatchReport(SquallError):
+    """A task's outcome for one attempt: `finished` True or False (then `cause` says why)."""
+
+    def __init__(self, attempt: TransactionAttempt, task: int, finished: bool,
+                 cause: str = "") -> None:
+        super().__init__(f"task {task} {'finished' if finished else 'failed'} {attempt!r}"
+                         + (f": {cause}" if cause else ""))
+        self.attempt = attempt
+        self.task = task
+        self.finished = finished
+        self.cause = cause
+
+    def __reduce__(self):
+        return (BatchReport, (self.attempt, self.task, self.finished, self.cause))

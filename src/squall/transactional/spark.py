@@ -1,0 +1,320 @@
+"""Transactional topologies on Spark: a transaction is a micro-batch.
+
+The transaction id is the micro-batch id + 1 (ids start at 1, Spark's batch ids at 0). Spark
+replays a batch whose commit it did not log with the same id, so a restarted topology replays the
+same transaction; the coordinator's durable `curr` tells whether it was committed already (then
+the batch is skipped). Per micro-batch the driver:
+
+1. starts a new attempt of the transaction (the `Coordinator` core, its attempt counter stored);
+2. builds one `$batch` row per emitter task and runs every bolt as a stage (the same stages as the
+   at-least-once runner), processing-phase bolts first, then commit-phase bolts. Processing-phase
+   tasks send a `$done` marker to every committer task when they finish; a committer runs
+   `finish_batch` only once it has the markers of *every* processing-phase task: the commit phase
+   starts after the whole processing phase succeeded, inside the one Spark action;
+3. reads every task's `BatchReport`. All finished: the transaction is committed (`curr` stored).
+   Otherwise the attempt failed: a new attempt of the same transaction runs at once, in the same
+   micro-batch (tasks restart from the snapshots of the last committed transaction, batch bolts
+   are fresh per attempt, emitters replay the stored batch metadata).
+
+Micro-batches run one after another, so commits are in id order and at most one transaction is
+in flight: `topology.max.spout.pending` has no effect here (see docs/design/transactional.md for
+how Storm's pipelining maps onto Spark).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pickle
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import cloudpickle
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+from squall.errors import InvalidTopologyError, SquallError
+from squall.runtime.stats import ComponentStats, ErrorRecord, RunResult
+from squall.topology.config import SQUALL_RANDOM_SEED, Config
+from squall.topology.description import Topology
+from squall.transactional.builder import coordinator_id
+from squall.transactional.coordinated import BATCH, CoordinatedBolt, partitions_exhausted
+from squall.transactional.coordinator import Coordinator
+from squall.transactional.reports import INBAND, BatchReport
+from squall.transactional.store import STORE, open_store
+
+log = logging.getLogger("squall")
+MAX_ATTEMPTS = "squall.transactional.max.attempts"  # unset: replay for ever, as Storm
+
+
+def _plan_path(run_dir: str) -> str:
+    return os.path.join(run_dir, "transactional-plan.pkl")
+
+
+class _TxReader(DataSourceStreamReader):
+    """Offsets are transaction counts: one more per trigger while the spout has input left."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.run_dir = options["dir"]
+        with open(_plan_path(self.run_dir), "rb") as f:
+            plan = cloudpickle.load(f)
+        self.spout, self.store = plan["spout"], open_store(plan["conf"], plan["tx_id"])
+        self.spout.open(plan["conf"], None)
+
+    def __getstate__(self) -> dict:
+        return {"run_dir": self.run_dir}
+
+    def __setstate__(self, state: dict) -> None:
+        self.run_dir = state["run_dir"]
+
+    def initialOffset(self) -> dict:
+        return {"tx": 0}
+
+    def latestOffset(self, start: dict, limit: Any = None) -> dict:
+        done = int(start["tx"])
+        # Batch `done` (transaction done + 1) is the next; nothing to do once the input ended.
+        if partitions_exhausted(self.spout, self.store, done) or not self.spout.is_ready(done + 1):
+            return start
+        return {"tx": done + 1}
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        return [InputPartition(0)]
+
+    def read(self, partition: InputPartition):
+        return iter(())
+
+    def commit(self, end: dict) -> None:
+        pass
+
+
+class TransactionalSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "squall_transactions"
+
+    def schema(self) -> str:
+        return "tx bigint"
+
+    def streamReader(self, schema: Any) -> _TxReader:
+        return _TxReader(self.options)
+
+
+def _ship_nested_classes(topology: Topology) -> None:
+    """Ship by value the classes of the user objects inside the wrappers (batch bolts, the
+    spout), as `portable` does for components: executors cannot import a script's module."""
+    import sys
+
+    from pyspark import cloudpickle as pyspark_cloudpickle
+
+    installed = tuple(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
+    squall_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for spec in topology.components.values():
+        instance = spec.new_instance()
+        for obj in (getattr(instance, "template", None), getattr(instance, "spout", None)):
+            for cls in type(obj).__mro__ if obj is not None else ():
+                module = sys.modules.get(cls.__module__)
+                path = getattr(module, "__file__", None)
+                if module is None or path is None or cls.__module__ == "__main__":
+                    continue
+                path = os.path.abspath(path)
+                if not path.startswith(installed) and not path.startswith(squall_dir):
+                    cloudpickle.register_pickle_by_value(module)
+                    pyspark_cloudpickle.register_pickle_by_value(module)
+
+
+def stage_order(topology: Topology) -> list[str]:
+    """Bolts in topological order, every processing-phase bolt before every commit-phase one."""
+    from squall.runtime.spark.driver import bolt_order
+
+    order = bolt_order(topology)
+
+    def commit_phase(cid: str) -> bool:
+        inst = topology.components[cid].new_instance()
+        return isinstance(inst, CoordinatedBolt) and inst.commit_phase
+
+    phase = {cid: commit_phase(cid) for cid in order}
+    return [c for c in order if not phase[c]] + [c for c in order if phase[c]]
+
+
+class TransactionalSparkRunner:
+    def __init__(self, topology: Topology, conf: Mapping[str, Any] | None = None, *,
+                 master: str | None = None, checkpoint_location: str | None = None,
+                 session: Any = None) -> None:
+        from squall.runtime.spark.driver import fingerprint, portable, routing_keys
+        from squall.runtime.spark.session import get_session
+        from squall.runtime.spark.state_files import read_or_none, write_atomic
+
+        coords = [cid for cid in topology.spouts if cid.startswith("$coord-")]
+        if len(coords) != 1 or len(topology.spouts) != 1:
+            raise InvalidTopologyError("not a topology built by TransactionalTopologyBuilder")
+        self.dir = os.path.abspath(checkpoint_location or tempfile.mkdtemp(prefix="squall-tx-"))
+        os.makedirs(self.dir, exist_ok=True)
+        mine = json.dumps(fingerprint(topology), sort_keys=True).encode()
+        theirs = read_or_none(os.path.join(self.dir, "topology.json"))
+        if theirs is None:
+            write_atomic(os.path.join(self.dir, "topology.json"), mine)
+        elif json.loads(theirs) != json.loads(mine):
+            from squall.runtime.spark.driver import CheckpointMismatchError
+
+            raise CheckpointMismatchError(
+                f"checkpoint location {self.dir} was written by a different topology; use a new "
+                "checkpoint location, or restart the topology that wrote it")
+        self.user_conf = dict(conf or {})
+        self.user_conf.setdefault(STORE, {"dir": os.path.join(self.dir, "transactional")})
+        self.user_conf[INBAND] = True
+        self.conf = Config.effective_of(self.user_conf)
+        coordinator = topology.components[coords[0]].new_instance()
+        self.tx_id, self.spout = coordinator.tx_id, coordinator.spout
+        self.spout.open(self.user_conf, None)
+        self.store = open_store(self.user_conf, self.tx_id)
+        self.core = Coordinator(self.store, 1)
+        self.coord_task = topology.component_tasks(coordinator_id(self.tx_id))[0]
+        self.spark = session or get_session(master, self.user_conf)
+        self.spark.dataSource.register(TransactionalSource)
+        _ship_nested_classes(topology)
+        self.topology = portable(topology)
+        self.order = stage_order(self.topology)
+        self.keys = {cid: routing_keys(self.spark, self.topology.components[cid].num_tasks)
+                     for cid in self.order}
+        emitter = next(c for c in self.order
+                       if any(s.stream == BATCH for s in self.topology.components[c].inputs))
+        self.emitter_tasks = self.topology.component_tasks(emitter)
+        self.reporting_tasks = {t for c in self.order for t in self.topology.component_tasks(c)}
+        self.seed = int(self.conf.get(SQUALL_RANDOM_SEED) or 0)
+        self.run_id = uuid.uuid4().hex
+        self.errors: list[ErrorRecord] = []
+        self.bolt_stats: dict[int, dict[str, int]] = {}
+        self.committed_txids: list[int] = []
+        self.failed_attempts: list[tuple[Any, list[str]]] = []
+        self.batches = 0
+        self.exhausted = False
+        write_atomic(_plan_path(self.dir), cloudpickle.dumps(
+            {"spout": self.spout, "conf": self.user_conf, "tx_id": self.tx_id}))
+
+    # ---- one micro-batch = one transaction -------------------------------------------------
+    def _batch(self, df: Any, batch_id: int) -> None:
+        txid = batch_id + 1
+        if txid < self.core.curr:
+            return  # committed before a crash that kept Spark from logging the batch
+        if txid > self.core.curr:
+            raise SquallError(
+                f"micro-batch {batch_id} would be transaction {txid}, but transaction "
+                f"{self.core.curr} is the next to commit: the query checkpoint and the "
+                f"transactional store ({self.user_conf[STORE]}) belong to different runs")
+        max_attempts = self.conf.get(MAX_ATTEMPTS)
+        while True:
+            ((_, attempt),) = self.core.sync()
+            if max_attempts is not None and attempt.attempt_id > int(max_attempts):
+                raise SquallError(
+                    f"transaction {txid} failed {max_attempts} attempts ({MAX_ATTEMPTS}); last "
+                    f"failure: {self.failed_attempts[-1][1][:3] if self.failed_attempts else '?'}")
+            if self._attempt(attempt):
+                self.core.ack("batch", attempt)
+                ((_, commit),) = self.core.sync()
+                self.core.ack("commit", commit)
+                self.committed_txids.append(txid)
+                break
+            self.core.fail("batch", attempt)
+        self.batches += 1
+        self.exhausted = partitions_exhausted(self.spout, self.store, txid)
+
+    def _attempt(self, attempt: Any) -> bool:
+        from squall.runtime.spark import wire
+        from squall.runtime.spark.stage import StagePlan, stage_function
+
+        txid = attempt.transaction_id
+        now = time.time_ns() // 1_000_000  # the runner is where time enters (batch time)
+        emitter_keys = self.keys[self.topology.task_component(self.emitter_tasks[0])]
+        rows = wire.RowBuffer()
+        for i, t in enumerate(self.emitter_tasks):
+            rows.tuple(task=t, key=emitter_keys[t - self.emitter_tasks[0]], stream=BATCH,
+                       src=self.coord_task, values=[attempt, txid - 1], anchors=None, ts=now,
+                       seq=i)
+        cur = self.spark.createDataFrame(pa.Table.from_batches([rows.to_batch()]))
+        for cid in self.order:
+            plan = StagePlan(
+                run_id=self.run_id, topology=self.topology, conf=self.user_conf, component=cid,
+                batch_id=txid, committed=txid - 1, state_dir=self.dir, keys=self.keys,
+                seed=self.seed, tracking=False, capture=False)
+            n = self.topology.components[cid].num_tasks
+            cur = cur.repartition(n, "key").mapInArrow(stage_function(plan), wire.DDL)
+        cols = cur.toArrow().to_pydict()
+        finished: set[int] = set()
+        failures: list[str] = []
+        for i, kind in enumerate(cols["kind"]):
+            task = cols["task"][i]
+            if kind == wire.ERROR:
+                error = pickle.loads(cols["values"][i])
+                if isinstance(error, BatchReport):
+                    if error.attempt == attempt:
+                        (finished.add(error.task) if error.finished
+                         else failures.append(f"task {error.task}: {error.cause}"))
+                    continue
+                cid = self.topology.task_component(task) if task in self.topology.task_ids \
+                    else "?"
+                self.errors.append(ErrorRecord(cid, task, error, cols["stream"][i],
+                                               cols["ts"][i]))
+                log.error("[%s:%s] %s: %s", cid, task, type(error).__name__, error)
+            elif kind == wire.STATS:
+                into = self.bolt_stats.setdefault(task, {})
+                for key, value in pickle.loads(cols["values"][i]).items():
+                    into[key] = into.get(key, 0) + value
+        ok = not failures and finished >= self.reporting_tasks
+        if not ok:
+            missing = sorted(self.reporting_tasks - finished)
+            self.failed_attempts.append(
+                (attempt, failures or [f"tasks {missing} did not finish"]))
+        return ok
+
+    # ---- running ---------------------------------------------------------------------------
+    def run(self, *, duration_ms: int | None = None, until_complete: bool = True,
+            on_progress: Callable[[Any], None] | None = None, progress_every_ms: int = 1000,
+            max_wait_ms: int | None = None) -> RunResult:
+        started = time.monotonic()
+        reader = self.spark.readStream.format(TransactionalSource.name()) \
+            .option("dir", self.dir).load()
+        trigger_ms = int(self.conf.get("squall.spark.trigger.ms") or 0)
+        query = (reader.writeStream.foreachBatch(self._batch)
+                 .option("checkpointLocation", os.path.join(self.dir, "query"))
+                 .trigger(processingTime=f"{trigger_ms} milliseconds").start())
+        self.query = query
+        self.exhausted = partitions_exhausted(self.spout, self.store, self.core.curr - 1)
+        next_progress = progress_every_ms
+        try:
+            while query.isActive:
+                query.awaitTermination(0.05)
+                elapsed = int((time.monotonic() - started) * 1000)
+                if on_progress is not None and elapsed >= next_progress:
+                    on_progress(self)
+                    next_progress = elapsed + progress_every_ms
+                if until_complete and self.exhausted:
+                    break
+                if duration_ms is not None and elapsed >= duration_ms:
+                    break
+                if max_wait_ms is not None and elapsed >= max_wait_ms:
+                    break
+        finally:
+            if query.isActive:
+                query.stop()
+        error = query.exception()
+        if error is not None:
+            raise SquallError(f"the Spark query failed: {error}") from None
+        self.elapsed_ms = int((time.monotonic() - started) * 1000)
+        if on_progress is not None:
+            on_progress(self)
+        return self.result()
+
+    def result(self) -> RunResult:
+        out = {cid: ComponentStats(cid, spec.kind, spec.num_tasks)
+               for cid, spec in self.topology.components.items()}
+        for task, stats in self.bolt_stats.items():
+            cs = out[self.topology.task_component(task)]
+            for key in ("emitted", "transferred", "executed", "acked", "failed", "errors"):
+                setattr(cs, key, getattr(cs, key) + stats.get(key, 0))
+        return RunResult(out, list(self.errors), getattr(self, "elapsed_ms", 0),
+                         {"batches": self.batches, "committed": list(self.committed_txids),
+                          "failed_attempts": len(self.failed_attempts)})
