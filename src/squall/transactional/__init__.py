@@ -8,6 +8,7 @@ from squall.transactional.attempt import TransactionAttempt
 from squall.transactional.bolts import BatchBolt, BatchOutputCollector, Committer
 from squall.transactional.builder import TransactionalTopologyBuilder, is_transactional
 from squall.transactional.coordinator import Coordinator
+from squall.transactional.redis_spout import RedisStreamOpaqueSpout, RedisStreamTransactionalSpout
 from squall.transactional.spouts import (
     MemoryTransactionalSpout,
     OpaquePartitionedTransactionalSpout,
@@ -28,6 +29,8 @@ __all__ = [
     "OpaquePartitionedTransactionalSpout",
     "OpaqueValue",
     "PartitionedTransactionalSpout",
+    "RedisStreamOpaqueSpout",
+    "RedisStreamTransactionalSpout",
     "TransactionAttempt",
     "TransactionOrderError",
     "TransactionalSpout",

@@ -191,6 +191,7 @@ class TransactionalSparkRunner:
         self.committed_txids: list[int] = []
         self.failed_attempts: list[tuple[Any, list[str]]] = []
         self.batches = 0
+        self.batch_seconds: list[float] = []
         self.exhausted = False
         write_atomic(_plan_path(self.dir), cloudpickle.dumps(
             {"spout": self.spout, "conf": self.user_conf, "tx_id": self.tx_id}))
@@ -205,6 +206,7 @@ class TransactionalSparkRunner:
                 f"micro-batch {batch_id} would be transaction {txid}, but transaction "
                 f"{self.core.curr} is the next to commit: the query checkpoint and the "
                 f"transactional store ({self.user_conf[STORE]}) belong to different runs")
+        started = time.perf_counter()  # for benchmarks: the transaction's time on the driver
         max_attempts = self.conf.get(MAX_ATTEMPTS)
         while True:
             ((_, attempt),) = self.core.sync()
@@ -220,6 +222,7 @@ class TransactionalSparkRunner:
                 break
             self.core.fail("batch", attempt)
         self.batches += 1
+        self.batch_seconds.append(time.perf_counter() - started)
         self.exhausted = partitions_exhausted(self.spout, self.store, txid)
 
     def _attempt(self, attempt: Any) -> bool:
