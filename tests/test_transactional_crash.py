@@ -37,7 +37,7 @@ DRIVER = textwrap.dedent(
     data = {int(p): rows for p, rows in data.items()}
     rnd = random.Random(start)
     point = rnd.choice(["count-before", "count-mid", "buckets", "timer"])
-    chance = 0.2
+    chance = 0.4
 
     def maybe_die(where, attempt):
         r = random.Random(hash((start, where, attempt.transaction_id, attempt.attempt_id)))
@@ -63,7 +63,7 @@ DRIVER = textwrap.dedent(
     os.environ["KILL_AT"] = point
     os.environ["KILL_PGID"] = str(os.getpgid(0))
     if point == "timer":
-        delay = rnd.uniform(0.5, 4.0) if runner == "local" else rnd.uniform(20, 40)
+        delay = rnd.uniform(0.1, 1.0) if runner == "local" else rnd.uniform(20, 40)
         threading.Timer(delay, lambda: os.killpg(os.getpgid(0), signal.SIGKILL)).start()
     b = tw.TransactionalTopologyBuilder("crash-words", "spout",
         MemoryTransactionalSpout(data, Fields("word"),
