@@ -1,6 +1,7 @@
 """W2 and W3 (benchmarks.md) with squall.windows operators, on the local and the Spark runner.
 
     .venv/bin/python benchmarks/w2_w3_operators.py [--sentences 200000] [--runs 3] [--spark]
+        [--stateful]
 
 W2: per-word count in 10 s tumbling event-time windows (`KeyedWindowedOperator`, `Count`, on-time
 trigger, discarding, allowed lateness 0, watermark = largest timestamp); W3: windows of 60 s
@@ -8,7 +9,9 @@ sliding by 10 s with early firings every second of processing time (discarding, 
 (word, window) add up to its count). Topology: list spout (sentence, ts) -> split x1 -> operator
 x2 (fields grouping by word) -> sink x2 that adds the panes up per (window, word); every run is
 checked against the plain-Python reference, which is also the ratio's baseline (the per-word dict
-loop, in the same process). Prints words/s (median of the runs after a warm-up on the local
+loop, in the same process). `--stateful`: the operators keep their windows in the state provider
+(`stateful=True`; memory on the local runner, durable SQLite under the checkpoint on Spark).
+Prints words/s (median of the runs after a warm-up on the local
 runner; on Spark the last run, warm Python workers, whole input in one micro-batch).
 """
 
@@ -80,6 +83,9 @@ class Sink(Bolt):
         self.collector.ack(tup)
 
 
+STATEFUL = False
+
+
 def operator(workload: str) -> KeyedWindowedOperator:
     if workload == "W2":
         window = TimeWindows(Duration.seconds(10))
@@ -89,7 +95,8 @@ def operator(workload: str) -> KeyedWindowedOperator:
         trigger = TriggerOption.at_watermark().with_early_firings_at_every(Duration.seconds(1))
     return KeyedWindowedOperator(window=window, accumulation=acc.Count(), trigger=trigger,
                                  allowed_lateness=Duration(0), watermark_delay=Duration(0),
-                                 timestamp_field="ts", key_field="word", value_field="word")
+                                 timestamp_field="ts", key_field="word", value_field="word",
+                                 stateful=STATEFUL)
 
 
 def topology(sentences: list[str], workload: str) -> Any:
@@ -124,7 +131,8 @@ def reference(sentences: list[str], workload: str) -> tuple[float, dict[tuple[in
 
 
 def run_local(sentences: list[str], workload: str) -> tuple[float, dict, int]:
-    engine = LocalEngine(topology(sentences, workload), Config())
+    conf = Config({"topology.state.provider": "memory"} if STATEFUL else {})
+    engine = LocalEngine(topology(sentences, workload), conf)
     t0 = time.perf_counter()
     engine.run(until_complete=True)
     elapsed = time.perf_counter() - t0
@@ -166,7 +174,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--spark", action="store_true", help="also run on the Spark runner")
     parser.add_argument("--workloads", default="W2,W3")
+    parser.add_argument("--stateful", action="store_true",
+                        help="windows in the state provider (stateful=True)")
     args = parser.parse_args()
+    global STATEFUL
+    STATEFUL = args.stateful
     sentences = w1_sentences(args.sentences)
     words = sum(len(s.split()) for s in sentences)
     spark = None
