@@ -320,9 +320,22 @@ class CheckpointSpoutTask:
             for t in topology.component_tasks(cid)})
         self.origin = Origin(CHECKPOINT_FIELDS, CHECKPOINT_COMPONENT, CHECKPOINT_STREAM, task_id)
         self.sent: list[tuple[int, str]] = []
+        self.end_txid: int | None = None  # the coordinator's txid at the last end of input
 
     def reset(self, root: int) -> None:
         self.pending.reset(root, self.engine.now_ms())
+
+    def end_of_input(self) -> None:
+        """The bolts were told input ended: what they changed then (a persistent window's
+        last windows, whose tuples were acked long before) must still be checkpointed."""
+        self.end_txid = self.coordinator.txid
+
+    def settled(self) -> bool:
+        """Whether a bounded run may stop: no action in flight, and a checkpoint started
+        after the last end of input has committed."""
+        c = self.coordinator
+        return (not c.in_flight and c.status == "COMMITTED" and not c.recovering
+                and (self.end_txid is None or c.txid > self.end_txid))
 
     def next_deadline(self, exhausted: bool) -> int | None:
         due = self.coordinator.due_at()

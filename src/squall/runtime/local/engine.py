@@ -325,8 +325,11 @@ class LocalEngine:
                     for bolt in self.end_of_input.order:  # upstream first: flushes flow down
                         bolt.end_of_input()
                         self.drain()
+                    if self.checkpoint is not None:
+                        self.checkpoint.end_of_input()
                     continue
-                if until_complete and self.complete():
+                if until_complete and self.complete() and (
+                        self.checkpoint is None or self.checkpoint.settled()):
                     break
                 idle += 1
                 if max_idle_rounds is not None and idle > max_idle_rounds:
