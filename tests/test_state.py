@@ -428,6 +428,35 @@ def test_custom_state_from_a_provider_class_interleaves_with_the_hooks():
     assert bolt.custom.calls[:2] == [("prepare_commit", 0), ("commit", 0)]
 
 
+class SlowCommitState(RecordingState):
+    """Commits slower than the pause between checkpoints of an exhausted local run."""
+
+    def commit(self, txid=None):
+        time.sleep(0.03)
+        super().commit(txid)
+
+
+class SlowCommitProvider:
+    def new_state(self, namespace, conf, context):
+        state = SlowCommitState()
+        state.namespace = namespace
+        return state
+
+
+def test_a_bounded_local_run_with_commits_slower_than_the_pause_still_finishes():
+    # Real clock: each commit takes 30 ms, longer than the 10 ms pause of an exhausted run. The
+    # pause counts from when a checkpoint settled, so the engine goes idle and the run ends
+    # (it used to checkpoint back to back until the duration ran out: 600+ commits in 10 s).
+    conf = {"topology.state.provider": f"{__name__}.SlowCommitProvider",
+            "topology.state.checkpoint.interval.ms": 100}
+    engine = LocalEngine(wordcount(CustomStateBolt(), words=["a", "b"]), conf)
+    result = engine.run(until_complete=True, duration_ms=20_000)
+    assert result.errors == []
+    assert result.elapsed_ms < 10_000, "the run went on checkpointing until the duration ended"
+    commits = [c for c in engine.bolts[0].instance.custom.calls if c[0] == "commit"]
+    assert 1 <= len(commits) <= 3
+
+
 def test_unknown_provider_is_a_clear_error():
     with pytest.raises(StateError, match="neither memory, durable, redis"):
         complete_topology(wordcount(), {"topology.state.provider": "no.such.Provider"})

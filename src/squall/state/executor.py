@@ -321,6 +321,7 @@ class CheckpointSpoutTask:
         self.origin = Origin(CHECKPOINT_FIELDS, CHECKPOINT_COMPONENT, CHECKPOINT_STREAM, task_id)
         self.sent: list[tuple[int, str]] = []
         self.end_txid: int | None = None  # the coordinator's txid at the last end of input
+        self.settled_ms = 0  # when the last checkpoint action was acked or failed
 
     def reset(self, root: int) -> None:
         self.pending.reset(root, self.engine.now_ms())
@@ -340,7 +341,7 @@ class CheckpointSpoutTask:
     def next_deadline(self, exhausted: bool) -> int | None:
         due = self.coordinator.due_at()
         if due is not None and exhausted and self.coordinator.status == "COMMITTED":
-            due = self.coordinator.last_checkpoint_ms + EXHAUSTED_INTERVAL_MS
+            due = max(self.coordinator.last_checkpoint_ms, self.settled_ms) + EXHAUSTED_INTERVAL_MS
         deadlines = [d for d in (due, self.pending.next_deadline()) if d is not None]
         return min(deadlines) if deadlines else None
 
@@ -353,15 +354,24 @@ class CheckpointSpoutTask:
             entry = self.pending.pop(outcome.root)
             if entry is None:
                 continue
+            self.settled_ms = now
             work += 1
             (coordinator.ack if outcome.kind == "ack" else coordinator.fail)(entry.msg_id)
         if self.pending.timeout_ms is not None and self.pending:
             for root, entry in self.pending.expire(now):
                 self.engine.forget(root)
                 coordinator.fail(entry.msg_id)
+                self.settled_ms = now
                 work += 1
-        action = coordinator.next_action(
-            now, interval_ms=EXHAUSTED_INTERVAL_MS if exhausted else None)
+        # Once exhausted, the pause is counted from when the last action settled, not from
+        # when it started: a checkpoint slower than the pause (several fsyncing stores) would
+        # otherwise follow the last at once, every round would have work, and the engine would
+        # never go idle, so end of input would never fire.
+        interval = None
+        if exhausted:
+            interval = max(EXHAUSTED_INTERVAL_MS,
+                           self.settled_ms - coordinator.last_checkpoint_ms + EXHAUSTED_INTERVAL_MS)
+        action = coordinator.next_action(now, interval_ms=interval)
         if action is None:
             return work
         self.sent.append(action)
