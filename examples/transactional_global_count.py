@@ -88,4 +88,9 @@ def build(data: dict[int, list[list[Any]]] | None = None, max_batch: int = 3,
 
 
 def topology():
-    return build().create_topology(), Config({})
+    # A fresh store per run: the coordinator starts again at transaction 1 in a new run (or a
+    # new checkpoint), and opaque values written by an earlier run's later transactions would
+    # rightly refuse it. To resume a run, pass the same --checkpoint and
+    # -c global_count.db='{"provider": "durable", "dir": ...}' again.
+    return build().create_topology(), Config({
+        "global_count.db": {"provider": "durable", "dir": tempfile.mkdtemp(prefix="squall-tgc-")}})

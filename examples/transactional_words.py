@@ -123,4 +123,10 @@ def histogram(word_counts: dict[str, int]) -> dict[int, int]:
 
 
 def topology():
-    return build().create_topology(), Config({})
+    # A fresh store per run: the coordinator starts again at transaction 1 in a new run (or a
+    # new checkpoint), and opaque values written by an earlier run's later transactions would
+    # rightly refuse it. To resume a run, pass the same --checkpoint and
+    # -c transactional_words.db='{"provider": "durable", "dir": ...}' again.
+    return build().create_topology(), Config({
+        "transactional_words.db": {"provider": "durable",
+                                   "dir": tempfile.mkdtemp(prefix="squall-tw-")}})
