@@ -30,9 +30,33 @@ DRIVER = textwrap.dedent(
     sys.path.insert(0, sys.argv[4])
     import transactional_words as tw
     from squall import Fields, run
-    from squall.transactional import MemoryTransactionalSpout
+    from squall.transactional import (MemoryTransactionalSpout,
+                                      OpaquePartitionedTransactionalSpout)
 
     runner, state, start = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    kind = sys.argv[5]
+
+    class MemoryOpaqueSpout(OpaquePartitionedTransactionalSpout):
+        """The same data, read opaquely: a batch starts where the previous one ended."""
+
+        def __init__(self, data, max_batch):
+            self.data, self.max_batch = data, max_batch
+
+        def declare_output_fields(self, declarer):
+            declarer.declare(Fields("attempt", "word"))
+
+        def num_partitions(self):
+            return len(self.data)
+
+        def emit_partition_batch(self, attempt, collector, partition, last_meta):
+            start = last_meta or 0
+            rows = self.data[partition][start:start + self.max_batch]
+            for row in rows:
+                collector.emit([attempt, *row])
+            return start + len(rows)
+
+        def is_exhausted(self, partition, meta):
+            return (meta or 0) >= len(self.data[partition])
     data = json.load(open(os.path.join(state, "data.json")))
     data = {int(p): rows for p, rows in data.items()}
     rnd = random.Random(start)
@@ -71,9 +95,10 @@ DRIVER = textwrap.dedent(
     if point == "timer":
         delay = rnd.uniform(0.1, 1.0) if runner == "local" else rnd.uniform(20, 40)
         threading.Timer(delay, lambda: os.killpg(os.getpgid(0), signal.SIGKILL)).start()
-    b = tw.TransactionalTopologyBuilder("crash-words", "spout",
-        MemoryTransactionalSpout(data, Fields("word"),
-                                 max_batch=10 if runner == "local" else 30), 2)
+    max_batch = 10 if runner == "local" else 30
+    spout = (MemoryOpaqueSpout(data, max_batch) if kind == "opaque"
+             else MemoryTransactionalSpout(data, Fields("word"), max_batch=max_batch))
+    b = tw.TransactionalTopologyBuilder("crash-words", "spout", spout, 2)
     b.set_bolt("count", Count(), 3).fields_grouping("spout", Fields("word"))
     b.set_bolt("bucketize", tw.Bucketize()).none_grouping("count")
     b.set_bolt("buckets", Buckets(), 2).fields_grouping("bucketize", Fields("bucket"))
@@ -89,7 +114,8 @@ DRIVER = textwrap.dedent(
 )
 
 
-def _crash_until_done(runner: str, tmp: Path, starts: int, limit: int) -> tuple[dict, int]:
+def _crash_until_done(runner: str, tmp: Path, starts: int, limit: int,
+                      kind: str = "transactional") -> tuple[dict, int]:
     script = tmp / "driver.py"
     script.write_text(DRIVER)
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
@@ -97,7 +123,8 @@ def _crash_until_done(runner: str, tmp: Path, starts: int, limit: int) -> tuple[
     kills = 0
     for n in range(limit):
         proc = subprocess.Popen(
-            [sys.executable, str(script), runner, str(tmp), str(starts * 1000 + n), examples],
+            [sys.executable, str(script), runner, str(tmp), str(starts * 1000 + n), examples,
+             kind],
             start_new_session=True, env=env, stdout=subprocess.DEVNULL,
             stderr=open(tmp / f"stderr-{n}.log", "w"))
         rc = proc.wait(timeout=600)
@@ -124,14 +151,15 @@ def _check(tmp: Path, data: dict) -> None:
     assert buckets == tw.histogram(counts)
 
 
-def test_local_runner_killed_at_random_points_counts_exactly(tmp_path):
+@pytest.mark.parametrize("kind", ["transactional", "opaque"])
+def test_local_runner_killed_at_random_points_counts_exactly(tmp_path, kind):
     total_kills = 0
     for run_no in range(5):
         tmp = tmp_path / f"run{run_no}"
         tmp.mkdir()
         data = _data(run_no)
         (tmp / "data.json").write_text(json.dumps(data))
-        outcome, kills = _crash_until_done("local", tmp, run_no, limit=40)
+        outcome, kills = _crash_until_done("local", tmp, run_no, limit=40, kind=kind)
         total_kills += kills
         assert outcome["errors"] == []
         _check(tmp, data)
