@@ -119,3 +119,38 @@ def complete_cached(request, key, runner: str, build, conf: dict) -> object:
             request.getfixturevalue("spark_session")
         _RUN_CACHE[cache_key] = complete_topology(build(), conf, runner=runner)
     return _RUN_CACHE[cache_key]
+
+
+def half_done_batch(ckpt: Path) -> bool:
+    """Whether a Spark run at `ckpt` has a task snapshot of a batch the driver has not committed
+    (past its first batches): the moment a SIGKILL lands mid-batch."""
+    import pickle
+
+    commit = ckpt / "commit.pkl"
+    try:
+        committed = pickle.loads(commit.read_bytes())["batch_id"] if commit.exists() else -1
+    except (EOFError, pickle.UnpicklingError):
+        return False  # being replaced
+    if committed < 1:
+        return False
+    return any(int(s.stem[6:]) > committed for s in (ckpt / "tasks").glob("task=*/batch=*.pkl"))
+
+
+def kill_mid_batch(proc: subprocess.Popen, ckpt: Path, timeout_s: float = 240) -> bool:
+    """SIGKILL `proc`'s process group once a batch is half done; True if that happened.
+
+    A process that is still running when the time is up is killed too (and False returned)."""
+    killed = False
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if ckpt.exists() and half_done_batch(ckpt):
+                os.killpg(proc.pid, signal.SIGKILL)
+                killed = True
+                break
+            time.sleep(0.005)
+    finally:
+        if proc.poll() is None and not killed:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    return killed

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import kill_mid_batch
 
 KEYS = 5  # the drivers' `i % 5`
 
@@ -187,33 +188,13 @@ def test_local_kill_and_restart_keeps_committed_state_consistent(tmp_path, point
     _check(tmp_path, items, acked_before, exact=False)
 
 
-def _half_done_batch(ckpt: Path) -> bool:
-    commit = ckpt / "commit.pkl"
-    committed = pickle.loads(commit.read_bytes())["batch_id"] if commit.exists() else -1
-    if committed < 1:
-        return False
-    return any(int(s.stem[6:]) > committed for s in (ckpt / "tasks").glob("task=*/batch=*.pkl"))
-
-
 @pytest.mark.spark
 def test_spark_sigkill_mid_batch_counts_are_exact(tmp_path):
     items = 300
     (tmp_path / "driver.py").write_text(SPARK_DRIVER)
     ckpt = tmp_path / "ckpt"
     first = _start(tmp_path, "driver.py", items, sleep=0.004)
-    killed = False
-    deadline = time.monotonic() + 240
-    try:
-        while time.monotonic() < deadline and first.poll() is None:
-            if ckpt.exists() and _half_done_batch(ckpt):
-                os.killpg(first.pid, signal.SIGKILL)
-                killed = True
-                break
-            time.sleep(0.005)
-    finally:
-        if first.poll() is None and not killed:
-            os.killpg(first.pid, signal.SIGKILL)
-        first.wait(30)
+    killed = kill_mid_batch(first, ckpt)
     assert killed, first.stdout.read()[-3000:]
     # A task prepared the uncommitted batch's state: a version above the committed batch.
     versions = []

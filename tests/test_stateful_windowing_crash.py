@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import kill_mid_batch
 
 ITEMS = 300
 
@@ -183,32 +184,12 @@ def test_local_kill_and_restart_evaluates_each_window_once(tmp_path, mode, form,
     _check(tmp_path, form)
 
 
-def _half_done_batch(ckpt: Path) -> bool:
-    commit = ckpt / "commit.pkl"
-    committed = pickle.loads(commit.read_bytes())["batch_id"] if commit.exists() else -1
-    if committed < 1:
-        return False
-    return any(int(s.stem[6:]) > committed for s in (ckpt / "tasks").glob("task=*/batch=*.pkl"))
-
-
 @pytest.mark.spark
 def test_spark_sigkill_mid_batch_persistent_windows_are_exact(tmp_path):
     (tmp_path / "driver.py").write_text(DRIVER)
     ckpt = tmp_path / "ckpt"
     first = _start(tmp_path, "persistent", "count", sleep=0.004, runner="spark")
-    killed = False
-    deadline = time.monotonic() + 240
-    try:
-        while time.monotonic() < deadline and first.poll() is None:
-            if ckpt.exists() and _half_done_batch(ckpt):
-                os.killpg(first.pid, signal.SIGKILL)
-                killed = True
-                break
-            time.sleep(0.005)
-    finally:
-        if first.poll() is None and not killed:
-            os.killpg(first.pid, signal.SIGKILL)
-        first.wait(30)
+    killed = kill_mid_batch(first, ckpt)
     assert killed, first.stdout.read()[-3000:]
     # The uncommitted batch left a prepared version of the window state above the commit.
     import sqlite3

@@ -25,11 +25,10 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
-from conftest import start_redis
+from conftest import kill_mid_batch, start_redis
 
 ITEMS = 400
 USERS = 5
@@ -154,17 +153,6 @@ def _done(tmp: Path, out: str) -> None:
     assert json.loads((tmp / "done.json").read_text())["errors"] == []
 
 
-def _half_done_batch(ckpt: Path) -> bool:
-    commit = ckpt / "commit.pkl"
-    try:
-        committed = pickle.loads(commit.read_bytes())["batch_id"] if commit.exists() else -1
-    except (EOFError, pickle.UnpicklingError):
-        return False  # being replaced
-    if committed < 1:
-        return False
-    return any(int(s.stem[6:]) > committed for s in (ckpt / "tasks").glob("task=*/batch=*.pkl"))
-
-
 @pytest.mark.spark
 def test_spark_sigkill_mid_batch_gives_exactly_the_uninterrupted_panes(tmp_path):
     from squall.connectors.sinks import read_jsonl
@@ -176,19 +164,7 @@ def test_spark_sigkill_mid_batch_gives_exactly_the_uninterrupted_panes(tmp_path)
     (tmp_path / "driver.py").write_text(SPARK_DRIVER)
     ckpt = tmp_path / "ckpt"
     first = _start(tmp_path)
-    killed = False
-    deadline = time.monotonic() + 240
-    try:
-        while time.monotonic() < deadline and first.poll() is None:
-            if ckpt.exists() and _half_done_batch(ckpt):
-                os.killpg(first.pid, signal.SIGKILL)
-                killed = True
-                break
-            time.sleep(0.005)
-    finally:
-        if first.poll() is None and not killed:
-            os.killpg(first.pid, signal.SIGKILL)
-        first.wait(30)
+    killed = kill_mid_batch(first, ckpt)
     assert killed, first.stdout.read()[-3000:]
     assert not (tmp_path / "done.json").exists()
     # The stored operator prepared state for the batch the driver had not committed.
