@@ -17,7 +17,9 @@ The user implements `init_state(state)` (a `KeyValueState`, as for `StatefulBolt
   (default 1,000,000); the trigger's position is saved with them at every checkpoint. Each input
   tuple is acked as soon as it is queued (the ack is held until the checkpoint commits); emits
   are unanchored. A window is read lazily while `execute` runs: iterate it or call `get()`;
-  `get_new()`/`get_expired()` are not available.
+  `get_new()`/`get_expired()` are not available. On the local runner this is at-least-once, as
+  Storm: a crash after a commit but before its acks reach the spout replays tuples the window
+  already holds, and they are queued again (a window may then be evaluated twice).
 
 Both run on the local runner (Storm's checkpoint protocol) and on Spark (each micro-batch commits
 the state under its batch id). The state and the window contents go through the configured
