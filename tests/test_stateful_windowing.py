@@ -241,6 +241,33 @@ def test_validation_names_the_component():
         Stateful().with_message_id_field("")
 
 
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_persistent_windows_are_limited_by_the_checkpoint_interval_not_their_length(runner):
+    """Storm's PersistentWindowedBoltExecutor: tuples are acked at the checkpoint, so a window
+    longer than the message timeout is fine, but a checkpoint interval beyond it is not."""
+    def topology(bolt):
+        b = TopologyBuilder()
+        b.set_spout("s", FixedTupleSpout([[i, i * 10_000] for i in range(12)], Fields("id", "ts")))
+        b.set_bolt("w", bolt.with_tumbling_window(Duration.seconds(40))
+                   .with_timestamp_field("ts")).shuffle_grouping("s")
+        return b.create_topology()
+
+    conf = {"topology.message.timeout.secs": 30, "spark.sql.shuffle.partitions": 2}
+    with pytest.raises(InvalidTopologyError, match=r"'w'.*80000 ms.*message.timeout"):
+        complete_topology(topology(Plain()), conf, runner=runner)
+    with pytest.raises(InvalidTopologyError, match=r"persistent windowed bolt 'w'.*"
+                       r"checkpoint.interval.ms \(31000 ms\).*\(30000 ms\)"):
+        complete_topology(topology(Stateful().with_persistence()),
+                          {**conf, "topology.state.checkpoint.interval.ms": 31_000},
+                          runner=runner)
+    result = complete_topology(topology(Stateful().with_persistence()),
+                               {**conf, "topology.state.checkpoint.interval.ms": 30_000},
+                               runner=runner)
+    assert [(row[0], row[1]) for row in result.tuples("w")] == [  # (end - 40 s, end]
+        (0, [0]), (40_000, [1, 2, 3, 4]), (80_000, [5, 6, 7, 8]), (120_000, [9, 10, 11])]
+    assert sorted(result.acked("s")) == list(range(12))
+
+
 @pytest.mark.parametrize(("rows", "message"), [
     ([["a", 1]], "message id field 'msg'.*must be an int, got 'a'"),
     ([[1, 1]], None),

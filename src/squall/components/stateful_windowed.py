@@ -59,6 +59,7 @@ from typing import Any
 
 from squall.components.windowed import (
     LATE_TUPLE_STREAM,
+    PERSISTENT,
     TIMESTAMP_FIELD,
     WindowedBolt,
     detached,
@@ -79,7 +80,6 @@ from squall.windowing.window import TupleWindow
 log = logging.getLogger("squall")
 
 MESSAGE_ID_FIELD = "topology.bolts.message.id.field.name"  # Storm's key
-PERSISTENT = "squall.window.persistent"
 MAX_EVENTS_IN_MEMORY = "squall.window.max.events.in.memory"
 
 MANAGER_KEY = "manager"  # persistent mode: the manager (trigger, eviction, partition index)

@@ -389,17 +389,25 @@ def _put(conf: dict[str, Any], value: Count | Duration, count_key: str, ms_key: 
         conf[ms_key] = value.millis
 
 
+# Set by `StatefulWindowedBolt.with_persistence()`: the window's contents are kept in state.
+PERSISTENT = "squall.window.persistent"
+
+
 def check_window_limits(topology: Any, conf: Mapping[str, Any] | None) -> None:
     """Storm's prepare-time limits (§4.2), checked when a runner is created, before any work.
 
     A windowed bolt holds its input un-acked while tuples are in the window: a duration window
     longer than the message timeout would time out its own tuples, and a count window longer
     than `topology.max.spout.pending` would wait for ever. Equality is allowed, as in Storm.
+    A persistent stateful windowed bolt acks its input at every checkpoint instead, so for it
+    (Storm's `PersistentWindowedBoltExecutor.validate`) only the checkpoint interval must not
+    exceed the message timeout.
     """
     from squall.topology.config import (
         TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS,
         TOPOLOGY_MAX_SPOUT_PENDING,
         TOPOLOGY_MESSAGE_TIMEOUT_SECS,
+        TOPOLOGY_STATE_CHECKPOINT_INTERVAL,
         Config,
     )
 
@@ -410,6 +418,15 @@ def check_window_limits(topology: Any, conf: Mapping[str, Any] | None) -> None:
         eff = Config.effective_of(conf, c)
         timeout = (int(float(eff[TOPOLOGY_MESSAGE_TIMEOUT_SECS]) * 1000)
                    if eff.get(TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, True) else None)
+        if c.get(PERSISTENT):
+            interval = int(eff.get(TOPOLOGY_STATE_CHECKPOINT_INTERVAL) or 1000)
+            if timeout is not None and interval > timeout:
+                raise InvalidTopologyError(
+                    f"persistent windowed bolt {cid!r}: {TOPOLOGY_STATE_CHECKPOINT_INTERVAL} "
+                    f"({interval} ms) exceeds topology.message.timeout.secs ({timeout} ms); "
+                    "its tuples are acked at the checkpoint and would time out before it. "
+                    "Raise the timeout or checkpoint more often", component=cid)
+            continue
         length_ms, slide_ms = c.get(WINDOW_LENGTH_DURATION_MS), c.get(SLIDING_INTERVAL_DURATION_MS)
         durations = [v for v in (length_ms, slide_ms) if v is not None]
         if timeout is not None and durations and sum(durations) > timeout:
