@@ -244,6 +244,26 @@ def test_local_cluster_with_explicit_simulated_clock():
     assert (stats.emitted, stats.failed, stats.timed_out, stats.acked) == (1, 1, 1, 0)
 
 
+class SlowOpen(FixedTupleSpout):
+    """Exhausted until `open` fills its queue, and slow to open."""
+
+    def open(self, conf, context, collector):
+        threading.Event().wait(0.3)
+        super().open(conf, context, collector)
+
+
+def test_wait_until_complete_does_not_answer_before_the_spouts_are_open():
+    b = TopologyBuilder()
+    b.set_spout("spout", SlowOpen([[i] for i in range(5)], Fields("n")))
+    b.set_bolt("count", Count()).shuffle_grouping("spout")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("slow", Config(), b.create_topology())
+        assert cluster.wait_until_complete("slow", timeout_s=10)
+        result = cluster.kill_topology("slow")
+    assert result.stats["spout"].emitted == 5
+    assert result.stats["spout"].acked == 5
+
+
 # ---- run -----------------------------------------------------------------------------------
 
 

@@ -106,7 +106,8 @@ class LocalEngine:
                 executors[task_id] = (task.execute if task.basic or task.windowed
                                       or task.checkpointing is not None
                                       else task.instance.execute)
-        self.started = False
+        self.started = False  # bolts prepared and spouts open
+        self._starting = False
         self.finished = False
         self._start_ms = 0
         self.batch_id = 0
@@ -184,9 +185,9 @@ class LocalEngine:
 
     # ---- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
-        if self.started:
+        if self.started or self._starting:
             return
-        self.started = True
+        self._starting = True
         self._start_ms = self.now_ms()
         for tick in self.ticks:
             tick[0] = self._start_ms + tick[1]
@@ -194,6 +195,9 @@ class LocalEngine:
             bolt.prepare()
         for spout in self.spouts:
             spout.open()
+        # Only now: another thread (LocalCluster.wait_until_complete) reads `started` and then
+        # `complete()`, which a spout that is not open yet may answer with "exhausted".
+        self.started = True
 
     def end_batch(self) -> None:
         """End the current batch for every bolt task (`Bolt.on_batch_end`)."""
