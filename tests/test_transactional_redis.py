@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
+import time
 from collections import Counter
+from typing import Any
 
 import pytest
 from conftest import start_redis
 from test_transactional import FaultyBuckets, FaultyKeyedCount, _run
 
 from squall import Fields
+from squall.runtime.local.engine import LocalEngine
 from squall.transactional import (
+    BatchBolt,
+    Committer,
     RedisStreamOpaqueSpout,
     RedisStreamTransactionalSpout,
     TransactionalTopologyBuilder,
@@ -77,3 +83,75 @@ def test_redis_streams_spouts_count_exactly(runner, opaque, tmp_path, session_fo
         tt._check_words(conf, final)
         # Progress is in Redis too: the coordinator's next transaction id.
         assert r.client.hexists("squall:tx:redis-words", "coordinator/curr")
+
+
+class LogBatches(BatchBolt, Committer):
+    """Appends `txid words` to a file at every commit."""
+
+    def prepare(self, conf, context, collector, attempt) -> None:
+        self.path, self.attempt, self.words = conf["test.log"], attempt, 0
+
+    def execute(self, tup) -> None:
+        self.words += 1
+
+    def finish_batch(self) -> None:
+        with open(self.path, "a") as out:
+            out.write(f"{self.attempt.transaction_id} {self.words}\n")
+
+    def declare_output_fields(self, declarer) -> None:
+        pass
+
+
+@pytest.mark.parametrize("opaque", [False, True])
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_an_idle_stream_starts_no_empty_transactions(runner, opaque, tmp_path, session_for):
+    """An unbounded stream with nothing new: the coordinator waits instead of committing empty
+    transaction after empty transaction, and starts one as soon as entries arrive."""
+    log = tmp_path / "batches.txt"
+
+    def batches() -> list[tuple[int, int]]:
+        text = log.read_text() if log.exists() else ""
+        return [tuple(map(int, line.split())) for line in text.splitlines()]
+
+    with start_redis(tmp_path) as r:
+        for i in range(5):
+            r.client.xadd("words:0", {"word": f"a{i}"})
+        kind = RedisStreamOpaqueSpout if opaque else RedisStreamTransactionalSpout
+        spout = kind(["words:0"], Fields("word"), host=r.host, port=r.port)
+        b = TransactionalTopologyBuilder("idle", "spout", spout, 1)
+        b.set_bolt("log", LogBatches()).global_grouping("spout")
+        conf = {"test.log": str(log),
+                "squall.transactional.store": {"dir": str(tmp_path / "store")}}
+
+        def add_later() -> None:
+            deadline = time.monotonic() + 120
+            while not batches() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(1.0)  # idle for a while after the first transaction
+            pipe = r.client.pipeline(transaction=True)  # all five at once: one batch
+            for i in range(5):
+                pipe.xadd("words:0", {"word": f"b{i}"})
+            pipe.execute()
+
+        adder = threading.Thread(target=add_later, daemon=True)
+        adder.start()
+        if runner == "local":
+            LocalEngine(b.create_topology(), conf).run(duration_ms=3_000)
+        else:
+            from squall.transactional.spark import TransactionalSparkRunner
+
+            seen: list[float] = []
+
+            def stop_when_idle_again(runner: Any) -> None:
+                # Once both batches are in, stay idle for 2 s more, then stop.
+                if len(batches()) >= 2:
+                    seen.append(time.monotonic())
+                    if seen[-1] - seen[0] >= 2:
+                        runner.query.stop()
+
+            TransactionalSparkRunner(b.create_topology(), conf, session=session_for(runner),
+                                     checkpoint_location=str(tmp_path / "ckpt")
+                                     ).run(on_progress=stop_when_idle_again,
+                                           progress_every_ms=200, max_wait_ms=180_000)
+        adder.join(1)
+    assert batches() == [(1, 5), (2, 5)]

@@ -57,6 +57,18 @@ def partitions_exhausted(spout: TransactionalSpout, store: Store, txid: int) -> 
     return True
 
 
+def idle_after(spout: TransactionalSpout, store: Store, txid: int) -> bool:
+    """Transaction `txid`'s batch is known in every partition and none has anything after it:
+    transaction `txid + 1` would be empty if it started now."""
+    if txid < 1:
+        return False
+    for p in range(spout.num_partitions()):
+        meta = store.get(meta_key(p, txid))
+        if meta is None or spout.has_new_data(p, meta):
+            return False
+    return True
+
+
 class CoordinatorSpout(Spout):
     def __init__(self, tx_id: str, spout: TransactionalSpout) -> None:
         self.tx_id = tx_id
@@ -79,7 +91,9 @@ class CoordinatorSpout(Spout):
         return partitions_exhausted(self.spout, self.store, txid)
 
     def _ready(self, txid: int) -> bool:
-        return not self._exhausted_after(txid - 1) and self.spout.is_ready(txid)
+        return (not self._exhausted_after(txid - 1)
+                and not idle_after(self.spout, self.store, txid - 1)
+                and self.spout.is_ready(txid))
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         declarer.declare_stream(BATCH, Fields("attempt", "last_committed"))

@@ -11,7 +11,8 @@ named by `fields`, in order (a missing field is an error naming the stream and e
   reads from the previous transaction's last id, so it may see entries appended meanwhile.
 
 `stop_when_empty=True` makes the spout bounded: a partition is exhausted once nothing follows the
-last committed batch (tests, backfills); by default a stream never ends.
+last committed batch (tests, backfills); by default a stream never ends, and while no stream has
+an entry after the last batch no transaction starts (no empty transactions while idle).
 """
 
 from __future__ import annotations
@@ -78,7 +79,10 @@ class _RedisStreams(TransactionalSpout):
     def is_exhausted(self, partition: int, meta: Any) -> bool:
         if not self.stop_when_empty:
             return False
-        return not self._read(partition, self._last(meta), None, 1)
+        return not self.has_new_data(partition, meta)
+
+    def has_new_data(self, partition: int, meta: Any) -> bool:
+        return bool(self._read(partition, self._last(meta), None, 1))
 
 
 class RedisStreamTransactionalSpout(_RedisStreams, PartitionedTransactionalSpout):

@@ -42,7 +42,12 @@ from squall.runtime.stats import ComponentStats, ErrorRecord, RunResult
 from squall.topology.config import SQUALL_RANDOM_SEED, Config
 from squall.topology.description import Topology
 from squall.transactional.builder import coordinator_id
-from squall.transactional.coordinated import BATCH, CoordinatedBolt, partitions_exhausted
+from squall.transactional.coordinated import (
+    BATCH,
+    CoordinatedBolt,
+    idle_after,
+    partitions_exhausted,
+)
 from squall.transactional.coordinator import Coordinator
 from squall.transactional.reports import INBAND, BatchReport
 from squall.transactional.store import STORE, open_store
@@ -77,8 +82,10 @@ class _TxReader(DataSourceStreamReader):
     def latestOffset(self, start: dict, limit: Any = None) -> dict:
         done = int(start["tx"])
         # Batch `done` (transaction done + 1) is the next; nothing to do once the input ended.
-        if partitions_exhausted(self.spout, self.store, done) or not self.spout.is_ready(done + 1):
-            return start
+        if (partitions_exhausted(self.spout, self.store, done)
+                or idle_after(self.spout, self.store, done)
+                or not self.spout.is_ready(done + 1)):
+            return start  # no micro-batch: ended, idle (nothing new to read) or not ready
         return {"tx": done + 1}
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:

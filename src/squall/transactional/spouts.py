@@ -57,6 +57,15 @@ class TransactionalSpout(Component):
         """True when `partition` has nothing after `meta` and never will (bounded input)."""
         return False
 
+    def has_new_data(self, partition: int, meta: Any) -> bool:
+        """Whether `partition` may hold tuples after `meta`, its last batch's metadata, now.
+
+        When every partition answers False the coordinator waits (asking again at its next
+        turn) instead of starting a transaction that would be empty. Default: True, so a spout
+        that cannot tell always gets its transactions (as Storm's `isReady`).
+        """
+        return True
+
     def close(self) -> None: ...
 
 
