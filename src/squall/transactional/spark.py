@@ -38,6 +38,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from squall.errors import InvalidTopologyError, SquallError
+from squall.runtime.spark.driver import drive_query
 from squall.runtime.stats import ComponentStats, ErrorRecord, RunResult
 from squall.topology.config import SQUALL_RANDOM_SEED, Config
 from squall.topology.description import Topology
@@ -285,34 +286,11 @@ class TransactionalSparkRunner:
             on_progress: Callable[[Any], None] | None = None, progress_every_ms: int = 1000,
             max_wait_ms: int | None = None) -> RunResult:
         started = time.monotonic()
-        reader = self.spark.readStream.format(TransactionalSource.name()) \
-            .option("dir", self.dir).load()
-        trigger_ms = int(self.conf.get("squall.spark.trigger.ms") or 0)
-        query = (reader.writeStream.foreachBatch(self._batch)
-                 .option("checkpointLocation", os.path.join(self.dir, "query"))
-                 .trigger(processingTime=f"{trigger_ms} milliseconds").start())
-        self.query = query
         self.exhausted = partitions_exhausted(self.spout, self.store, self.core.curr - 1)
-        next_progress = progress_every_ms
-        try:
-            while query.isActive:
-                query.awaitTermination(0.05)
-                elapsed = int((time.monotonic() - started) * 1000)
-                if on_progress is not None and elapsed >= next_progress:
-                    on_progress(self)
-                    next_progress = elapsed + progress_every_ms
-                if until_complete and self.exhausted:
-                    break
-                if duration_ms is not None and elapsed >= duration_ms:
-                    break
-                if max_wait_ms is not None and elapsed >= max_wait_ms:
-                    break
-        finally:
-            if query.isActive:
-                query.stop()
-        error = query.exception()
-        if error is not None:
-            raise SquallError(f"the Spark query failed: {error}") from None
+        drive_query(self, TransactionalSource.name(), self._batch,
+                    done=lambda: until_complete and self.exhausted, started=started,
+                    duration_ms=duration_ms, max_wait_ms=max_wait_ms, on_progress=on_progress,
+                    progress_every_ms=progress_every_ms)
         self.elapsed_ms = int((time.monotonic() - started) * 1000)
         if on_progress is not None:
             on_progress(self)

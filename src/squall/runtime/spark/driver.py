@@ -137,6 +137,55 @@ def routing_keys(spark: Any, n: int) -> list[int]:
         span *= 4
 
 
+def drive_query(
+    runner: Any,
+    source: str,
+    batch: Callable[[Any, int], None],
+    *,
+    done: Callable[[], bool],
+    started: float,
+    duration_ms: int | None,
+    max_wait_ms: int | None,
+    on_progress: Callable[[Any], None] | None,
+    progress_every_ms: int,
+) -> None:
+    """Run the query `source` -> `foreachBatch(batch)` of a runner until `done()`, `duration_ms`
+    or `max_wait_ms` (counted from `started`, a `time.monotonic()`), then stop it.
+
+    `runner` has `spark`, `dir` (the checkpoint location) and `conf`, and gets `query`; it is
+    what `on_progress` receives every `progress_every_ms`. A failed query raises `SquallError`.
+    """
+    reader = runner.spark.readStream.format(source).option("dir", runner.dir).load()
+    trigger_ms = int(runner.conf.get("squall.spark.trigger.ms") or 0)
+    query = (
+        reader.writeStream.foreachBatch(batch)
+        .option("checkpointLocation", os.path.join(runner.dir, "query"))
+        .trigger(processingTime=f"{trigger_ms} milliseconds")
+        .start()
+    )
+    runner.query = query
+    next_progress = progress_every_ms
+    try:
+        while query.isActive:
+            query.awaitTermination(0.05)
+            elapsed = int((time.monotonic() - started) * 1000)
+            if on_progress is not None and elapsed >= next_progress:
+                on_progress(runner)
+                next_progress = elapsed + progress_every_ms
+            if done():
+                break
+            if duration_ms is not None and elapsed >= duration_ms:
+                break
+            if max_wait_ms is not None and elapsed >= max_wait_ms:
+                break
+    finally:
+        if query.isActive:
+            query.stop()
+    error = query.exception()
+    if error is not None:
+        raise SquallError(f"the Spark query failed: {error}") from None
+
+
 class SparkRunner:
     def __init__(
         self,
@@ -307,38 +356,18 @@ class SparkRunner:
         max_wait_ms: int | None = None,
     ) -> RunResult:
         started = time.monotonic()
-        reader = self.spark.readStream.format(SpoutSource.name()).option("dir", self.dir).load()
-        trigger_ms = int(self.conf.get("squall.spark.trigger.ms") or 0)
-        query = (
-            reader.writeStream.foreachBatch(self._batch)
-            .option("checkpointLocation", os.path.join(self.dir, "query"))
-            .trigger(processingTime=f"{trigger_ms} milliseconds")
-            .start()
-        )
-        self.query = query
-        next_progress = progress_every_ms
-        try:
-            while query.isActive:
-                query.awaitTermination(0.05)
-                elapsed = int((time.monotonic() - started) * 1000)
-                if on_progress is not None and elapsed >= next_progress:
-                    on_progress(self)
-                    next_progress = elapsed + progress_every_ms
-                if until_complete and self.complete():
-                    # Remembered: after this the reader may still plan a batch (ticks, say)
-                    # before the query stops, and a later check would see it unprocessed.
-                    self.completed = True
-                    break
-                if duration_ms is not None and elapsed >= duration_ms:
-                    break
-                if max_wait_ms is not None and elapsed >= max_wait_ms:
-                    break
-        finally:
-            if query.isActive:
-                query.stop()
-        error = query.exception()
-        if error is not None:
-            raise SquallError(f"the Spark query failed: {error}") from None
+
+        def complete() -> bool:
+            if until_complete and self.complete():
+                # Remembered: after this the reader may still plan a batch (ticks, say)
+                # before the query stops, and a later check would see it unprocessed.
+                self.completed = True
+                return True
+            return False
+
+        drive_query(self, SpoutSource.name(), self._batch, done=complete, started=started,
+                    duration_ms=duration_ms, max_wait_ms=max_wait_ms, on_progress=on_progress,
+                    progress_every_ms=progress_every_ms)
         self._cleanup()
         self.elapsed_ms = int((time.monotonic() - started) * 1000)
         if on_progress is not None:
