@@ -135,19 +135,24 @@ def test_an_idle_stream_starts_no_empty_transactions(runner, opaque, tmp_path, s
 
         adder = threading.Thread(target=add_later, daemon=True)
         adder.start()
+        seen: list[float] = []
+
+        def idle_again() -> bool:
+            # Once both batches are in, stay idle for 2 s more, then stop.
+            if len(batches()) >= 2:
+                seen.append(time.monotonic())
+                return seen[-1] - seen[0] >= 2
+            return False
+
         if runner == "local":
-            LocalEngine(b.create_topology(), conf).run(duration_ms=3_000)
+            LocalEngine(b.create_topology(), conf).run(
+                duration_ms=120_000, should_stop=idle_again)
         else:
             from squall.transactional.spark import TransactionalSparkRunner
 
-            seen: list[float] = []
-
             def stop_when_idle_again(runner: Any) -> None:
-                # Once both batches are in, stay idle for 2 s more, then stop.
-                if len(batches()) >= 2:
-                    seen.append(time.monotonic())
-                    if seen[-1] - seen[0] >= 2:
-                        runner.query.stop()
+                if idle_again():
+                    runner.query.stop()
 
             TransactionalSparkRunner(b.create_topology(), conf, session=session_for(runner),
                                      checkpoint_location=str(tmp_path / "ckpt")
