@@ -107,6 +107,10 @@ class WindowedEngine:
         self.watermark = MIN_TIMESTAMP
         self.on_time_heap: list[tuple[int, int]] = []  # (end, start) of windows not yet due
         self.purge_heap: list[tuple[int, int]] = []  # (end, start) of windows to purge
+        # The smallest watermark at which `advance` has work (an on-time pane or a purge due):
+        # below it, a new watermark only moves `watermark`. A lower bound (stale heap entries
+        # may keep it low), recomputed from the heaps whenever they are popped or restored.
+        self.due = MAX_TIMESTAMP + 1
         self.out: list[Pane] = []
         self.dropped = 0
         self.now = 0
@@ -134,6 +138,7 @@ class WindowedEngine:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._init_fast_path()
+        self._update_due()  # derived from the heaps (and absent from older snapshots)
 
     # What defines the engine besides its two stores: small (per window at most, never per key).
     PROGRESS = ("watermark", "on_time_heap", "purge_heap", "dropped", "now")
@@ -148,6 +153,13 @@ class WindowedEngine:
         for name in self.PROGRESS:
             value = progress[name]
             setattr(self, name, list(value) if isinstance(value, list) else value)
+        self._update_due()
+
+    def _update_due(self) -> None:
+        due = self.on_time_heap[0][0] if self.on_time_heap else MAX_TIMESTAMP + 1
+        if self.lateness is not None and self.purge_heap:
+            due = min(due, self.purge_heap[0][0] + self.lateness)
+        self.due = due
 
     # ---- input ---------------------------------------------------------------------------
     def process(self, key: Any, ts: int, value: Any, now: int, second: bool = False,
@@ -213,8 +225,12 @@ class WindowedEngine:
         """A window came into existence: schedule its on-time pane and its purge."""
         if w[1] > self.watermark:
             heapq.heappush(self.on_time_heap, (w[1], w[0]))
+            if w[1] < self.due:
+                self.due = w[1]
         if self.lateness is not None:
             heapq.heappush(self.purge_heap, (w[1], w[0]))
+            if w[1] + self.lateness < self.due:
+                self.due = w[1] + self.lateness
 
     def _add_session(self, key: Any, ts: int, value: Any, now: int, second: bool) -> None:
         gap = self.window.gap_ms  # type: ignore[union-attr]
@@ -296,6 +312,42 @@ class WindowedEngine:
         if self._discarding:
             st.acc = acc.default_accumulated_value()
 
+    def _fire_on_time(self, w: Window, keys: dict[Any, PaneState]) -> None:
+        """The watermark reached the end of `w`: every key not yet late becomes late and fires
+        its on-time pane (`_fire(key, w, st, ON_TIME)`). A key already late belongs to a
+        duplicate schedule of a re-created window: it fired once already."""
+        if not self.trigger.on_time:
+            for st in keys.values():
+                st.late = True
+            return
+        if self._keep_last:  # retractions or suppressed repeats: the general path
+            for key, st in keys.items():
+                if not st.late:
+                    st.late = True
+                    self._fire(key, w, st, ON_TIME)
+            return
+        # `_fire` inlined for the common modes (no last value kept): a window's on-time firing
+        # is one pane per key, the bulk of all panes of a tumbling-window count.
+        start, end = w
+        append = self.out.append
+        get_output = self.accumulation.get_output
+        discarding = self._discarding
+        default = self.accumulation.default_accumulated_value
+        now = self.now
+        for key, st in keys.items():
+            if st.late:
+                continue
+            st.late = True
+            if discarding and not st.updated:
+                continue  # nothing arrived since the last pane: there is no pane to emit
+            append((key, start, end, get_output(st.acc), ON_TIME, st.index, False))
+            st.count = 0
+            st.updated = False
+            st.fired_ms = now
+            st.index += 1
+            if discarding:
+                st.acc = default()
+
     def advance(self, watermark: int, now: int) -> None:
         """Apply a watermark (ignored unless it is larger than the current one): on-time panes
         for the windows it reaches, in window order (end, start), then purges."""
@@ -303,22 +355,19 @@ class WindowedEngine:
             return
         self.watermark = watermark
         self.now = now
+        if watermark < self.due:
+            return  # nothing is due yet
         windows = self.windows
         heap = self.on_time_heap
-        on_time = self.trigger.on_time
         while heap and heap[0][0] <= watermark:
             end, start = heapq.heappop(heap)
             w = (start, end)
             keys = windows.get(w)
-            if not keys:
-                continue  # merged away
-            for key, st in list(keys.items()):
-                if not st.late:  # a duplicate schedule of a re-created window fires once
-                    st.late = True
-                    if on_time:
-                        self._fire(key, w, st, ON_TIME)
+            if keys:  # else merged away
+                self._fire_on_time(w, keys)
         if self.lateness is not None:
             self._purge(watermark - self.lateness)
+        self._update_due()
 
     def _purge(self, horizon: int) -> None:
         windows = self.windows

@@ -43,13 +43,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from squall.components.base import Bolt
+from squall.components.collectors import OutputCollector
 from squall.components.declarer import DEFAULT_STREAM, StreamSpec
 from squall.components.windowed import ERROR_FIELDS, ERROR_STREAM, LATE_TUPLE_FIELD, detached
 from squall.duration import Duration, to_millis
 from squall.errors import InvalidTopologyError
 from squall.topology.config import TOPOLOGY_TICK_TUPLE_FREQ_SECS
 from squall.topology.fields import Fields
-from squall.topology.tuple import TICK_STREAM, Tuple
+from squall.topology.tuple import TICK_STREAM, Tuple, _RuntimeTuple
 from squall.windows.accumulations import Accumulation
 from squall.windows.engine import InputWatermarks, WindowedEngine
 from squall.windows.storage import META_KEY, StateSessions, StateWindowStore
@@ -193,6 +194,14 @@ class WindowedOperatorBase(Bolt):
                   and (not self.keyed or self._key_fields[0] is not None))
         self._fast = ((self._ts_fields[0], self._key_fields[0], self._value_fields[0],
                        self.watermark_delay_ms) if simple else None)
+        # The field positions of the fast path, for the last input stream's Fields (all tuples
+        # of one upstream stream share it): an identity check instead of three name lookups.
+        self._fast_fields: Any = None
+        self._fast_index = (0, 0, 0)
+        # Panes go straight to the task's collector's routes in bulk (`_emit_panes`); in a
+        # stateful topology `out` wraps that collector (and passes unanchored emits through).
+        collector = getattr(out, "_out", out)
+        self._bulk = collector if isinstance(collector, OutputCollector) else None
         return out
 
     def _fresh(self) -> None:
@@ -265,23 +274,34 @@ class WindowedOperatorBase(Bolt):
         fast = self._fast
         if fast is not None and i == 0:
             # The hot path: timestamp, key and value are fields, the watermark is generated.
-            values, index = tup.values, origin.fields._index
-            try:
-                ts = values[index[fast[0]]]
-                key = values[index[fast[1]]] if fast[1] is not None else None
-                value = values[index[fast[2]]]
-            except KeyError as exc:
-                self._invalid(tup, exc)
-                return
+            values = tup.values
+            if origin.fields is self._fast_fields:
+                i_ts, i_key, i_value = self._fast_index
+            else:
+                index = origin.fields._index
+                try:
+                    i_ts, i_value = index[fast[0]], index[fast[2]]
+                    i_key = index[fast[1]] if fast[1] is not None else -1
+                except KeyError as exc:
+                    self._invalid(tup, exc)
+                    return
+                self._fast_fields, self._fast_index = origin.fields, (i_ts, i_key, i_value)
+            ts = values[i_ts]
             if ts.__class__ is int:
-                if engine.process(key, ts, value, now_ms, False, None):
+                if engine.process(values[i_key] if i_key >= 0 else None, ts, values[i_value],
+                                  now_ms, False, None):
                     if engine.out:
                         self._flush()
                 else:
                     self._late(tup, ts)
                 w = ts - fast[3]
                 if w > engine.watermark:
-                    self._advance(w, now_ms)
+                    if w < engine.due:
+                        # Nothing fires or purges below `due`: the watermark just moves (what
+                        # `_advance` would do, without its calls on every new timestamp).
+                        engine.watermark = self._pending_wm = w
+                    else:
+                        self._advance(w, now_ms)
                 self._out.ack(tup)
                 return
         try:
@@ -313,15 +333,50 @@ class WindowedOperatorBase(Bolt):
         self._pending_wm = engine.watermark
 
     def _flush(self) -> None:
-        emit = self._out.emit
         if self._pending_wm is not None:
             self._send_watermark()
-        if self.keyed:
-            for pane in self.engine.take():
-                emit(list(pane))
+        panes = self.engine.take()
+        rows = [list(p) for p in panes] if self.keyed else [list(p[1:]) for p in panes]
+        if self._bulk is not None:
+            self._emit_panes(self._bulk, rows)
         else:
-            for pane in self.engine.take():
-                emit(list(pane[1:]))
+            emit = self._out.emit
+            for row in rows:
+                emit(row)
+
+    @staticmethod
+    def _emit_panes(out: OutputCollector, rows: list[list[Any]]) -> None:
+        """`out.emit(row)` for every row, unanchored, on the default stream, in order: the
+        collector's own unanchored path, with the route, the statistics and the host's send
+        looked up once per flush instead of once per pane (a window's on-time firing emits
+        one pane per key). The host is read at each call: on Spark it changes per batch."""
+        route = out._routes.get(DEFAULT_STREAM)
+        if route is None or route.direct or (rows and len(rows[0]) != route.arity):
+            for row in rows:  # a subclass declared its own default stream: emit checks it
+                out.emit(row)
+            return
+        choose, origin = route.choose, route.origin
+        stats = out._stats
+        stats.emitted += len(rows)
+        capture = out._capture
+        if capture is not None:
+            capture.extend((DEFAULT_STREAM, list(row)) for row in rows)
+        transferred = 0
+        send_values = out._send_values
+        if send_values is not None:
+            for row in rows:
+                targets = choose(row)
+                transferred += len(targets)
+                for t in targets:
+                    send_values(t, row, origin)
+        else:
+            send = out._send
+            for row in rows:
+                targets = choose(row)
+                transferred += len(targets)
+                for t in targets:
+                    send(t, _RuntimeTuple(row, origin, None, t))
+        stats.transferred += transferred
 
     def _send_watermark(self) -> None:
         w, self._pending_wm = self._pending_wm, None
