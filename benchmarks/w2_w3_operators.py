@@ -1,18 +1,24 @@
 """W2 and W3 (benchmarks.md) with squall.windows operators, on the local and the Spark runner.
 
     .venv/bin/python benchmarks/w2_w3_operators.py [--sentences 200000] [--runs 3] [--spark]
-        [--stateful]
+        [--spark-batches all,100000] [--no-local] [--workloads W2,W3,W3t] [--stateful]
 
 W2: per-word count in 10 s tumbling event-time windows (`KeyedWindowedOperator`, `Count`, on-time
-trigger, discarding, allowed lateness 0, watermark = largest timestamp); W3: windows of 60 s
-sliding by 10 s with early firings every second of processing time (discarding, so the panes of a
-(word, window) add up to its count). Topology: list spout (sentence, ts) -> split x1 -> operator
-x2 (fields grouping by word) -> sink x2 that adds the panes up per (window, word); every run is
-checked against the plain-Python reference, which is also the ratio's baseline (the per-word dict
-loop, in the same process). `--stateful`: the operators keep their windows in the state provider
-(`stateful=True`; memory on the local runner, durable SQLite under the checkpoint on Spark).
-Prints words/s (median of the runs after a warm-up on the local
-runner; on Spark the last run, warm Python workers, whole input in one micro-batch).
+trigger, discarding, allowed lateness 0, watermark = largest timestamp). W3 (benchmarks.md): windows
+of 60 s sliding by 10 s with an early firing every 100,000 input words, as squall.windows' count
+trigger: `with_early_firings_at_every(100_000)`, which counts per (key, window). A (word, window)
+never gets near 100,000 tuples (a 60 s window holds 60,000 words in all), so W3 fires no early pane
+and measures sliding windows plus the trigger's per-tuple check; Apex's rule (one counter per
+window for all keys) would not fire either, for the same reason. The sink counts early panes, and
+the script prints them. W3t: W3 with an early firing every second of processing time instead
+(a time trigger, which visits every live (word, window) at each batch end). All modes discard, so
+the panes of a (word, window) add up to its count. Topology: list spout (sentence, ts) -> split x1
+-> operator x2 (fields grouping by word) -> sink x2 that adds the panes up per (window, word);
+every run is checked against the plain-Python reference, which is also the ratio's baseline (the
+per-word dict loop, in the same process). `--stateful`: the operators keep their windows in the
+state provider (`stateful=True`; memory on the local runner, durable SQLite under the checkpoint
+on Spark). Prints words/s: on the local runner the median of the runs after a warm-up; on Spark
+the second of two runs (warm Python workers) per micro-batch size of `--spark-batches`.
 """
 
 from __future__ import annotations
@@ -74,12 +80,15 @@ class Sink(Bolt):
         super().prepare(conf, context, collector)
         self.counts: dict[tuple[int, str], int] = {}
         self.panes = 0
+        self.early = 0
 
     def execute(self, tup) -> None:
-        word, start, _end, value = tup.values[:4]
+        word, start, _end, value, timing = tup.values[:5]
         key = (start, word)
         self.counts[key] = self.counts.get(key, 0) + value
         self.panes += 1
+        if timing == "EARLY":
+            self.early += 1
         self.collector.ack(tup)
 
 
@@ -92,7 +101,8 @@ def operator(workload: str) -> KeyedWindowedOperator:
         trigger = TriggerOption.at_watermark()
     else:
         window = TimeWindows(Duration.seconds(60)).slide_by(Duration.seconds(10))
-        trigger = TriggerOption.at_watermark().with_early_firings_at_every(Duration.seconds(1))
+        every = 100_000 if workload == "W3" else Duration.seconds(1)
+        trigger = TriggerOption.at_watermark().with_early_firings_at_every(every)
     return KeyedWindowedOperator(window=window, accumulation=acc.Count(), trigger=trigger,
                                  allowed_lateness=Duration(0), watermark_delay=Duration(0),
                                  timestamp_field="ts", key_field="word", value_field="word",
@@ -130,24 +140,31 @@ def reference(sentences: list[str], workload: str) -> tuple[float, dict[tuple[in
     return time.perf_counter() - t0, counts
 
 
-def run_local(sentences: list[str], workload: str) -> tuple[float, dict, int]:
+def sink_totals(tasks: Any) -> tuple[dict, int, int]:
+    """The sinks' counts summed over their tasks (a (window, word) may reach both), the number
+    of panes and of early panes."""
+    counts: dict = {}
+    panes = early = 0
+    for task in tasks:
+        if task.component_id == "sink":
+            for k, v in task.instance.counts.items():
+                counts[k] = counts.get(k, 0) + v
+            panes += task.instance.panes
+            early += task.instance.early
+    return counts, panes, early
+
+
+def run_local(sentences: list[str], workload: str) -> tuple[float, dict, int, int]:
     conf = Config({"topology.state.provider": "memory"} if STATEFUL else {})
     engine = LocalEngine(topology(sentences, workload), conf)
     t0 = time.perf_counter()
     engine.run(until_complete=True)
     elapsed = time.perf_counter() - t0
-    counts: dict = {}
-    panes = 0
-    for task in engine.bolts:
-        if task.component_id == "sink":
-            for k, v in task.instance.counts.items():  # a (window, word) may reach both
-                counts[k] = counts.get(k, 0) + v
-            panes += task.instance.panes
-    return elapsed, counts, panes
+    return (elapsed, *sink_totals(engine.bolts))
 
 
 def run_spark(spark: Any, sentences: list[str], workload: str, per_batch: int
-              ) -> tuple[float, dict, int]:
+              ) -> tuple[float, dict, int, int]:
     from squall.runtime.spark.driver import SparkRunner
 
     conf = Config({"squall.spark.batch.max.tuples": per_batch})
@@ -158,14 +175,7 @@ def run_spark(spark: Any, sentences: list[str], workload: str, per_batch: int
         raise AssertionError(result.errors[:3])
     batches = [p for p in runner.query.recentProgress if p["numInputRows"] > 0]
     elapsed = sum(p["durationMs"]["triggerExecution"] for p in batches) / 1000
-    counts: dict = {}
-    panes = 0
-    for task in runner.restored_bolts():
-        if task.component_id == "sink":
-            for k, v in task.instance.counts.items():  # a (window, word) may reach both
-                counts[k] = counts.get(k, 0) + v
-            panes += task.instance.panes
-    return elapsed, counts, panes
+    return (elapsed, *sink_totals(runner.restored_bolts()))
 
 
 def main() -> None:
@@ -173,7 +183,11 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=200_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--spark", action="store_true", help="also run on the Spark runner")
-    parser.add_argument("--workloads", default="W2,W3")
+    parser.add_argument("--spark-batches", default="all,100000",
+                        help="sentences per Spark micro-batch, comma-separated ('all': the "
+                             "whole input in one)")
+    parser.add_argument("--no-local", action="store_true", help="skip the local runner")
+    parser.add_argument("--workloads", default="W2,W3", help="W2, W3, W3t, comma-separated")
     parser.add_argument("--stateful", action="store_true",
                         help="windows in the state provider (stateful=True)")
     args = parser.parse_args()
@@ -190,27 +204,32 @@ def main() -> None:
         base_s, expected = reference(sentences, workload)
         print(f"{workload}: {len(expected):,} (window, word) counts; plain-Python loop "
               f"{words / base_s / 1e6:.3f} M words/s", flush=True)
-        times = []
-        for run in range(args.runs + 1):
-            elapsed, counts, panes = run_local(sentences, workload)
-            if counts != expected:
-                raise AssertionError(f"{workload} local: counts differ from the reference")
-            if run:  # the first run is the warm-up
-                times.append(elapsed)
-        t = statistics.median(times)
-        print(f"  local runner: {words / t / 1e6:.3f} M words/s ({panes:,} panes), ratio to the "
-              f"plain loop {base_s / t:.1%}", flush=True)
+
+        def report(where: str, elapsed: float, panes: int, early: int,
+                   base_s: float = base_s) -> None:
+            print(f"  {where}: {words / elapsed / 1e6:.3f} M words/s ({panes:,} panes, {early:,} "
+                  f"early), ratio to the plain loop {base_s / elapsed:.1%}", flush=True)
+
+        if not args.no_local:
+            times = []
+            for run in range(args.runs + 1):
+                elapsed, counts, panes, early = run_local(sentences, workload)
+                if counts != expected:
+                    raise AssertionError(f"{workload} local: counts differ from the reference")
+                if run:  # the first run is the warm-up
+                    times.append(elapsed)
+            report(f"local runner (median of {len(times)})", statistics.median(times), panes,
+                   early)
         if spark is not None:
-            for per_batch in (args.sentences + 1, 100_000):
-                last = None
-                for _ in range(2):
-                    last = run_spark(spark, sentences, workload, per_batch)
-                    if last[1] != expected:
+            for size in args.spark_batches.split(","):
+                per_batch = args.sentences + 1 if size == "all" else int(size)
+                for _ in range(2):  # the first warms the Python workers up
+                    elapsed, counts, panes, early = run_spark(spark, sentences, workload,
+                                                              per_batch)
+                    if counts != expected:
                         raise AssertionError(f"{workload} spark: counts differ")
-                elapsed, _, panes = last  # type: ignore[misc]
-                print(f"  spark runner, {per_batch:,} sentences per batch: "
-                      f"{words / elapsed / 1e6:.3f} M words/s ({panes:,} panes), ratio to "
-                      f"the plain loop {base_s / elapsed:.1%}", flush=True)
+                report(f"spark runner, {min(per_batch, args.sentences):,} sentences per batch",
+                       elapsed, panes, early)
 
 
 if __name__ == "__main__":
