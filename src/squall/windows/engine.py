@@ -122,8 +122,9 @@ class WindowedEngine:
 
     def _init_fast_path(self) -> None:
         window = self.window
-        self._fixed = (window.duration_ms if isinstance(window, TimeWindows)
-                       and not window.sliding else 0)
+        # Time windows (tumbling or sliding) take the hot path of `process`: duration, slide.
+        self._fixed = window.duration_ms if isinstance(window, TimeWindows) else 0
+        self._slide = window.slide_ms if isinstance(window, TimeWindows) else 0
         self._default = self.accumulation.default_accumulated_value
         self._accumulate1 = self.accumulation.accumulate
         self._counting = bool(self.trigger.early_count or self.trigger.late_count)
@@ -132,7 +133,7 @@ class WindowedEngine:
     # Bound methods are not state: a snapshot leaves them out and a restore rebuilds them.
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items()
-                if k not in ("_fixed", "_default", "_accumulate1", "_counting",
+                if k not in ("_fixed", "_slide", "_default", "_accumulate1", "_counting",
                              "_merging")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -173,23 +174,30 @@ class WindowedEngine:
         self.now = now
         fixed = self._fixed
         if fixed and window is None and not second:
-            # The hot path (tumbling windows, one input): _add and _accumulate inlined.
-            start = ts - ts % fixed
-            w = (start, start + fixed)
-            keys = self.windows.get(w)
-            if keys is None:
-                keys = self.windows[w] = {}
-                self._scheduled(w)
-            st = keys.get(key)
-            if st is None:
-                st = keys[key] = PaneState(self._default(), now, w[1] <= self.watermark)
-            st.acc = self._accumulate1(st.acc, value)
-            st.updated = True
-            st.count += 1
-            if self._counting:
-                n = self.trigger.late_count if st.late else self.trigger.early_count
-                if n is not None and st.count >= n:
-                    self._fire(key, w, st, LATE if st.late else EARLY)
+            # The hot path (time windows, one input): assign, _add and _accumulate inlined.
+            slide = self._slide
+            last = ts - ts % slide
+            start = last - fixed + slide  # the earliest window: by end, as `assign`
+            windows = self.windows
+            while True:  # (not a loop over a range: for one tumbling window that costs more)
+                w = (start, start + fixed)
+                keys = windows.get(w)
+                if keys is None:
+                    keys = windows[w] = {}
+                    self._scheduled(w)
+                st = keys.get(key)
+                if st is None:
+                    st = keys[key] = PaneState(self._default(), now, w[1] <= self.watermark)
+                st.acc = self._accumulate1(st.acc, value)
+                st.updated = True
+                st.count += 1
+                if self._counting:
+                    n = self.trigger.late_count if st.late else self.trigger.early_count
+                    if n is not None and st.count >= n:
+                        self._fire(key, w, st, LATE if st.late else EARLY)
+                if start == last:
+                    break
+                start += slide
         elif window is not None:
             self._add(key, window, value, now, second)
         elif self.window.merging:  # type: ignore[union-attr]
