@@ -767,3 +767,43 @@ def test_multi_anchoring_completes_both_trees(request, runner, conf):
     assert result.errors == []
     local = _local(multi_anchor_topology)
     assert sorted_by_task(result, "join") == sorted_by_task(local, "join")
+
+
+class Fan(Bolt):
+    """Emits each input's number three times with `emit_many`, and once more with a wrong arity
+    (which must be refused like `emit`)."""
+
+    def execute(self, tup):
+        n = tup["n"]
+        self.collector.emit_many([[n, k] for k in range(3)])
+        self.collector.emit_many([[n, 9], [n, 9, 9]])
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("n", "k"))
+
+
+class Keep(Bolt):
+    def execute(self, tup):
+        self.collector.ack(tup)
+
+
+def emit_many_topology():
+    b = TopologyBuilder()
+    b.set_spout("src", FixedTupleSpout([[n] for n in range(6)], Fields("n")))
+    b.set_bolt("fan", Fan(), 2).shuffle_grouping("src")
+    b.set_bolt("keep", Keep(), 2).fields_grouping("fan", Fields("k"))
+    return b.create_topology()
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_emit_many_is_emit_per_row(request, runner):
+    result = _cached(request, ("emit_many",), runner, emit_many_topology)
+    # Per input: three rows, then one row of the second call before its wrong-arity row stops it.
+    assert sorted(map(tuple, result.tuples("fan"))) == sorted(
+        [(n, k) for n in range(6) for k in range(3)] + [(n, 9) for n in range(6)])
+    stats = result.stats["fan"]
+    assert stats.emitted == 24 and stats.transferred == 24
+    assert result.stats["keep"].executed == 24
+    assert [e for e in result.errors if "3 values" in str(e.error) and e.component == "fan"]
+    assert len(result.errors) == 6

@@ -50,7 +50,7 @@ from squall.duration import Duration, to_millis
 from squall.errors import InvalidTopologyError
 from squall.topology.config import TOPOLOGY_TICK_TUPLE_FREQ_SECS
 from squall.topology.fields import Fields
-from squall.topology.tuple import TICK_STREAM, Tuple, _RuntimeTuple
+from squall.topology.tuple import TICK_STREAM, Tuple
 from squall.windows.accumulations import Accumulation
 from squall.windows.engine import InputWatermarks, WindowedEngine
 from squall.windows.storage import META_KEY, StateSessions, StateWindowStore
@@ -198,8 +198,8 @@ class WindowedOperatorBase(Bolt):
         # of one upstream stream share it): an identity check instead of three name lookups.
         self._fast_fields: Any = None
         self._fast_index = (0, 0, 0)
-        # Panes go straight to the task's collector's routes in bulk (`_emit_panes`); in a
-        # stateful topology `out` wraps that collector (and passes unanchored emits through).
+        # Panes go to the task's collector in bulk (`emit_many`); in a stateful topology `out`
+        # wraps that collector (and passes unanchored emits through).
         collector = getattr(out, "_out", out)
         self._bulk = collector if isinstance(collector, OutputCollector) else None
         return out
@@ -338,45 +338,11 @@ class WindowedOperatorBase(Bolt):
         panes = self.engine.take()
         rows = [list(p) for p in panes] if self.keyed else [list(p[1:]) for p in panes]
         if self._bulk is not None:
-            self._emit_panes(self._bulk, rows)
+            self._bulk.emit_many(rows)  # one route lookup per firing, not per pane
         else:
             emit = self._out.emit
             for row in rows:
                 emit(row)
-
-    @staticmethod
-    def _emit_panes(out: OutputCollector, rows: list[list[Any]]) -> None:
-        """`out.emit(row)` for every row, unanchored, on the default stream, in order: the
-        collector's own unanchored path, with the route, the statistics and the host's send
-        looked up once per flush instead of once per pane (a window's on-time firing emits
-        one pane per key). The host is read at each call: on Spark it changes per batch."""
-        route = out._routes.get(DEFAULT_STREAM)
-        if route is None or route.direct or (rows and len(rows[0]) != route.arity):
-            for row in rows:  # a subclass declared its own default stream: emit checks it
-                out.emit(row)
-            return
-        choose, origin = route.choose, route.origin
-        stats = out._stats
-        stats.emitted += len(rows)
-        capture = out._capture
-        if capture is not None:
-            capture.extend((DEFAULT_STREAM, list(row)) for row in rows)
-        transferred = 0
-        send_values = out._send_values
-        if send_values is not None:
-            for row in rows:
-                targets = choose(row)
-                transferred += len(targets)
-                for t in targets:
-                    send_values(t, row, origin)
-        else:
-            send = out._send
-            for row in rows:
-                targets = choose(row)
-                transferred += len(targets)
-                for t in targets:
-                    send(t, _RuntimeTuple(row, origin, None, t))
-        stats.transferred += transferred
 
     def _send_watermark(self) -> None:
         w, self._pending_wm = self._pending_wm, None
