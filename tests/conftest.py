@@ -136,6 +136,40 @@ def half_done_batch(ckpt: Path) -> bool:
     return any(int(s.stem[6:]) > committed for s in (ckpt / "tasks").glob("task=*/batch=*.pkl"))
 
 
+# Driver source for the crash tests' subprocesses (needs `os`, `time`, `Spout` and the globals
+# ITEMS and ACKED): a spout whose progress survives a SIGKILL of the whole process.
+ACKED_ITEMS_SPOUT = '''
+class AckedItems(Spout):
+    """Emits every item of range(ITEMS) not acked in an earlier run, in order, the item as its
+    message id; each ack is appended to ACKED at once (no open file in the spout: Spark snapshots
+    it), so a restart replays exactly the items whose acks never arrived. Subclasses give
+    `values(i)` and declare the fields."""
+    pause = 0.0  # seconds before each tuple: slow enough that kills land mid-run
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        done = set()
+        if os.path.exists(ACKED):
+            done = {int(x) for x in open(ACKED).read().split()}
+        self.todo = [i for i in range(ITEMS) if i not in done][::-1]
+    def values(self, i):
+        raise NotImplementedError
+    def next_tuple(self):
+        if self.todo:
+            if self.pause:
+                time.sleep(self.pause)
+            i = self.todo.pop()
+            self.collector.emit(self.values(i), msg_id=i)
+    def ack(self, i):
+        with open(ACKED, "a") as out:
+            out.write("%d\\n" % i)
+    def fail(self, i):
+        self.todo.append(i)
+        self.todo.sort(reverse=True)
+    def is_exhausted(self):
+        return not self.todo
+'''
+
+
 def kill_mid_batch(proc: subprocess.Popen, ckpt: Path, timeout_s: float = 240) -> bool:
     """SIGKILL `proc`'s process group once a batch is half done; True if that happened.
 

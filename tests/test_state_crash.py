@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import kill_mid_batch
+from conftest import ACKED_ITEMS_SPOUT, kill_mid_batch
 
 KEYS = 5  # the drivers' `i % 5`
 
@@ -39,25 +39,10 @@ KILL_POINT, KILL_AFTER = sys.argv[3], int(sys.argv[4])
 ACKED = os.path.join(DIR, "acked.txt")
 SLEEP = float(sys.argv[5])  # per tuple: slow enough that kills land mid-run
 
-class Items(Spout):
-    """Emits every item not acked in an earlier run; acks are written through at once."""
-    def open(self, conf, context, collector):
-        super().open(conf, context, collector)
-        done = set()
-        if os.path.exists(ACKED):
-            done = {int(x) for x in open(ACKED).read().split()}
-        self.todo = [i for i in range(ITEMS) if i not in done][::-1]
-    def next_tuple(self):
-        if self.todo:
-            i = self.todo.pop()
-            self.collector.emit(Values(i, i % 5), msg_id=i)
-    def ack(self, i):
-        with open(ACKED, "a") as out:  # no open file in the spout: Spark snapshots it
-            out.write("%d\\n" % i)
-    def fail(self, i):
-        self.todo.append(i)
-    def is_exhausted(self):
-        return not self.todo
+''' + ACKED_ITEMS_SPOUT + '''
+class Items(AckedItems):
+    def values(self, i):
+        return Values(i, i % 5)
     def declare_output_fields(self, d):
         d.declare(Fields("item", "key"))
 

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import kill_mid_batch
+from conftest import ACKED_ITEMS_SPOUT, kill_mid_batch
 
 ITEMS = 300
 
@@ -37,30 +37,17 @@ RUNNER = sys.argv[7]
 ITEMS = int(sys.argv[8])
 ACKED = os.path.join(DIR, "acked.txt")
 
-class Items(Spout):
-    def open(self, conf, context, collector):
-        super().open(conf, context, collector)
-        done = set()
-        if os.path.exists(ACKED):
-            done = {int(x) for x in open(ACKED).read().split()}
-        self.todo = [i for i in range(ITEMS) if i not in done][::-1]
-    def next_tuple(self):
-        if self.todo:
-            time.sleep(SLEEP)  # slow enough that kills land mid-run
-            i = self.todo.pop()
-            self.collector.emit(Values(i, i * 10), msg_id=i)
+''' + ACKED_ITEMS_SPOUT + '''
+class Items(AckedItems):
+    pause = SLEEP
+    def values(self, i):
+        return Values(i, i * 10)
     def ack(self, i):
         if KILL_POINT == "ack":  # after the commit, before the source records the ack
             self.acks = getattr(self, "acks", 0) + 1
             if self.acks >= KILL_AFTER:
                 os.kill(os.getpid(), signal.SIGKILL)
-        with open(ACKED, "a") as out:
-            out.write("%d\\n" % i)
-    def fail(self, i):
-        self.todo.append(i)
-        self.todo.sort(reverse=True)
-    def is_exhausted(self):
-        return not self.todo
+        super().ack(i)
     def declare_output_fields(self, d):
         d.declare(Fields("item", "ts"))
 

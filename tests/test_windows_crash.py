@@ -28,7 +28,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import kill_mid_batch, start_redis
+from conftest import ACKED_ITEMS_SPOUT, kill_mid_batch, start_redis
 
 ITEMS = 400
 USERS = 5
@@ -75,30 +75,14 @@ with open(os.path.join(DIR, "done.json"), "w") as f:
     json.dump({"errors": [str(e.error) for e in result.errors]}, f)
 '''
 
-LOCAL_DRIVER = COMMON + '''
+LOCAL_DRIVER = (COMMON + '''
 ITEMS, USERS = __ITEMS__, __USERS__
 ACKED = os.path.join(DIR, "acked.txt")
 
-class Items(Spout):
-    """Emits every item not acked in an earlier run, in order; acks are written at once."""
-    def open(self, conf, context, collector):
-        super().open(conf, context, collector)
-        done = set()
-        if os.path.exists(ACKED):
-            done = {int(x) for x in open(ACKED).read().split()}
-        self.todo = [i for i in range(ITEMS) if i not in done][::-1]
-    def next_tuple(self):
-        if self.todo:
-            i = self.todo.pop()
-            self.collector.emit(Values("u%d" % (i % USERS), i, 10 * i), msg_id=i)
-    def ack(self, i):
-        with open(ACKED, "a") as out:
-            out.write("%d\\n" % i)
-    def fail(self, i):
-        self.todo.append(i)
-        self.todo.sort(reverse=True)
-    def is_exhausted(self):
-        return not self.todo
+''' + ACKED_ITEMS_SPOUT + '''
+class Items(AckedItems):
+    def values(self, i):
+        return Values("u%d" % (i % USERS), i, 10 * i)
     def declare_output_fields(self, d):
         d.declare(Fields("user", "n", "ts"))
 
@@ -129,7 +113,7 @@ conf = Config({"topology.state.provider": "redis",
 result = run(b.create_topology(), conf, runner="local")
 with open(os.path.join(DIR, "done.json"), "w") as f:
     json.dump({"errors": [str(e.error) for e in result.errors]}, f)
-'''.replace("__ITEMS__", str(ITEMS)).replace("__USERS__", str(USERS))
+''').replace("__ITEMS__", str(ITEMS)).replace("__USERS__", str(USERS))
 
 
 def _start(tmp: Path, kill_after: int = 0, redis_port: int = 0) -> subprocess.Popen:
