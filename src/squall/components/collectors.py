@@ -21,6 +21,20 @@ if TYPE_CHECKING:
 DEFAULT = "default"
 
 
+def host_channels(host: Any) -> tuple[dict | None, Any]:
+    """`(open, channel)` of a host that buffers tuples in packets, else `(None, None)`.
+
+    Such a host (`squall.runtime.spark.wire.Packets`) keeps, for each (origin, target task)
+    pair it can append to as things stand, the list that an unanchored tuple's values go into:
+    `open.get((origin, target))`, or `channel(origin, target)` when there is none yet. That is
+    the hot path of every unanchored emit, inlined in the collectors.
+    """
+    packets = getattr(host, "packets", None)
+    if packets is None:
+        return None, None
+    return packets.open, packets.channel
+
+
 class _Emitter:
     """Emit checks shared by spout and bolt collectors."""
 
@@ -28,9 +42,9 @@ class _Emitter:
         self._task = task
         self._routes = task.routes
         self._send = task.host.send
-        # Hosts that serialize tuples anyway (the Spark stage) take the parts of an unanchored
-        # tuple directly, which saves building a Tuple per emit on the hottest path.
-        self._send_values = getattr(task.host, "send_values", None)
+        # Hosts that buffer tuples in packets (the Spark runner's) take an unanchored emit's
+        # values directly, without a Tuple or a call per emit (see `host_channels`).
+        self._open, self._channel = host_channels(task.host)
         self._component = task.component_id
         self._task_id = task.task_id
         self._capture = task.capture
@@ -64,6 +78,21 @@ class _Emitter:
                 stream=stream,
             )
         return route
+
+    def _send_unanchored(self, values: Sequence[Any], origin: Any, targets: list[int]) -> None:
+        """Deliver an unanchored tuple to `targets` (inlined in `BasicOutputCollector.emit`)."""
+        opened = self._open
+        if opened is None:
+            for t in targets:
+                self._send(t, _RuntimeTuple(values, origin, None, t))
+            return
+        if values.__class__ is not list:
+            values = list(values)
+        for t in targets:
+            items = opened.get((origin, t))
+            if items is None:
+                items = self._channel(origin, t)
+            items.append(values)
 
     def _direct_targets(self, route: StreamRoute, task_id: int) -> list[int]:
         if task_id in route.direct_targets:
@@ -122,8 +151,7 @@ class SpoutOutputCollector(_Emitter):
         send, origin = self._send, route.origin
         task = self._spout_task
         if msg_id is None or not task.tracking:
-            for t in targets:
-                send(t, _RuntimeTuple(values, origin, None, t))
+            self._send_unanchored(values, origin, targets)
             if msg_id is not None:
                 task.ack_untracked(msg_id)  # ackers = 0: acked at once, as in Storm
             return
@@ -147,6 +175,9 @@ class OutputCollector(_Emitter):
         super().__init__(task)
         host = task.host
         self._host_ack = host.ack
+        # A host whose `ack` only XORs the value into `xor[root]` (the Spark stage's) exposes
+        # that dict as `ack_xor`; acks then update it inline.
+        self._xor: dict[int, int] | None = getattr(host, "ack_xor", None)
         self._host_fail = host.fail
         self._host_reset = host.reset
         self._tracking = task.tracking
@@ -156,7 +187,7 @@ class OutputCollector(_Emitter):
         self, values: Sequence[Any], anchors: Tuple | Sequence[Tuple] | None = None,
         stream: str = DEFAULT,
     ) -> list[int]:
-        # The hot path of every topology: checks, routing and delivery inline, no helper calls.
+        # The hot path of every topology: checks and routing inline.
         route = self._routes.get(stream)
         if route is None or len(values) != route.arity or route.direct:
             route = self._route(stream, values, direct=False)
@@ -168,14 +199,7 @@ class OutputCollector(_Emitter):
             self._capture.append((stream, list(values)))
         origin = route.origin
         if anchors is None or not self._tracking:
-            send_values = self._send_values
-            if send_values is not None:
-                for t in targets:
-                    send_values(t, values, origin)
-            else:
-                send = self._send
-                for t in targets:
-                    send(t, _RuntimeTuple(values, origin, None, t))
+            self._send_unanchored(values, origin, targets)
         else:
             self._send_anchored(values, origin, targets, anchors)
         return targets
@@ -201,13 +225,19 @@ class OutputCollector(_Emitter):
         if self._capture is not None:
             self._capture.extend((stream, list(row)) for row in rows)
         transferred = 0
-        send_values = self._send_values
-        if send_values is not None:
+        opened = self._open
+        if opened is not None:
+            channel = self._channel
             for row in rows:
                 targets = choose(row)
                 transferred += len(targets)
+                if row.__class__ is not list:
+                    row = list(row)
                 for t in targets:
-                    send_values(t, row, origin)
+                    items = opened.get((origin, t))
+                    if items is None:
+                        items = channel(origin, t)
+                    items.append(row)
         else:
             send = self._send
             for row in rows:
@@ -245,12 +275,8 @@ class OutputCollector(_Emitter):
             if roots is None:
                 # An untracked input (a spout emit without a message id): nothing to anchor to,
                 # so this is an unanchored emit.
-                send_values = self._send_values
                 for t in targets:
-                    if send_values is not None:
-                        send_values(t, values, origin)
-                    else:
-                        send(t, _RuntimeTuple(values, origin, None, t))
+                    send(t, _RuntimeTuple(values, origin, None, t))
                 return
             if len(roots) == 1:
                 # One anchor in one tree: what every BasicBolt emit is. Same XOR bookkeeping as
@@ -309,7 +335,13 @@ class OutputCollector(_Emitter):
         self._stats.acked += 1
         roots = tup._anchors
         if roots:
-            ack, val = self._host_ack, tup._ack_val
+            val = tup._ack_val
+            xor = self._xor
+            if xor is not None:  # the host XORs acks per root itself: no call per ack
+                for root, edge in roots.items():
+                    xor[root] = xor.get(root, 0) ^ edge ^ val
+                return
+            ack = self._host_ack
             for root, edge in roots.items():
                 ack(root, edge ^ val, self._component)
 
@@ -330,21 +362,27 @@ class OutputCollector(_Emitter):
 class BasicOutputCollector:
     """What a `BasicBolt` emits with: every emit is anchored to the input being executed."""
 
-    __slots__ = ("_out", "_routes", "_stats", "_send", "_send_values", "_untracked", "input")
+    __slots__ = ("_out", "_routes", "_stats", "_send", "_open", "_channel", "_rand", "_untracked",
+                 "_general", "input")
 
     def __init__(self, out: OutputCollector) -> None:
         self._out = out
         self._routes = out._routes
         self._stats = out._stats
         self._send = out._send
-        self._send_values = out._send_values
+        self._open, self._channel = out._open, out._channel
+        self._rand = out._rand
         # Without tracking or capture, emits need no anchoring: the common case gets its own
         # short path, since BasicBolt emits are the bulk of most topologies' tuples.
         self._untracked = not out._tracking and out._capture is None
+        # With tracking on a host that buffers packets (and nothing captured), the common
+        # anchored case (an input in one tuple tree) is handled here too; anything else goes
+        # through OutputCollector.emit.
+        self._general = not self._untracked and (out._open is None or out._capture is not None)
         self.input: Tuple | None = None
 
     def emit(self, values: Sequence[Any], stream: str = DEFAULT) -> list[int]:
-        if not self._untracked:
+        if self._general:
             return self._out.emit(values, self.input, stream)
         route = self._routes.get(stream)
         if route is None or len(values) != route.arity or route.direct:
@@ -353,10 +391,32 @@ class BasicOutputCollector:
         stats = self._stats
         stats.emitted += 1
         stats.transferred += len(targets)
-        send_values = self._send_values
-        if send_values is not None:
+        opened = self._open
+        if opened is not None:
+            if values.__class__ is not list:
+                values = list(values)
+            origin = route.origin
+            roots = None if self._untracked else self.input._anchors  # type: ignore[union-attr]
+            if not roots:
+                for t in targets:
+                    items = opened.get((origin, t))
+                    if items is None:
+                        items = self._channel(origin, t)
+                    items.append(values)
+                return targets
+            if len(roots) > 1:
+                self._out._send_anchored(values, origin, targets, self.input)  # type: ignore
+                return targets
+            # OutputCollector._send_anchored's single-tree case, straight into the packets.
+            (root,) = roots
+            inp, rand = self.input, self._rand
             for t in targets:
-                send_values(t, values, route.origin)
+                edge = rand()
+                inp._ack_val ^= edge  # type: ignore[union-attr]
+                items = opened.get((origin, t))
+                if items is None:
+                    items = self._channel(origin, t)
+                items.append((values, {root: edge}))
             return targets
         send, origin = self._send, route.origin
         for t in targets:

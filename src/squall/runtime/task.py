@@ -19,6 +19,7 @@ from squall.components.collectors import (
     BasicOutputCollector,
     OutputCollector,
     SpoutOutputCollector,
+    host_channels,
 )
 from squall.components.context import TopologyContext
 from squall.components.windowed import WindowedBolt
@@ -260,6 +261,7 @@ class BoltTask(TaskRuntime):
             raise TypeError(f"snapshot of {self.component_id} is not the same kind of bolt")
         if self.basic_collector is not None:
             self.basic_collector._routes = self.routes
+            self.basic_collector._rand = self.rand64
 
     @property
     def tick_ms(self) -> int | None:
@@ -272,12 +274,12 @@ class BoltTask(TaskRuntime):
         self.host = host
         collector = self.collector
         collector._send = host.send
-        collector._send_values = getattr(host, "send_values", None)
+        collector._open, collector._channel = host_channels(host)
         collector._host_ack, collector._host_fail = host.ack, host.fail
+        collector._xor = getattr(host, "ack_xor", None)
         collector._host_reset = host.reset
         if self.basic_collector is not None:
-            self.basic_collector._send = host.send
-            self.basic_collector._send_values = collector._send_values
+            self.basic_collector.__init__(collector)  # its shortcuts depend on the host
 
     def prepare(self) -> None:
         if self.checkpointing is not None:
@@ -314,6 +316,14 @@ class BoltTask(TaskRuntime):
                 self.instance._window_end_of_input(self.host.now_ms())
             except Exception as exc:
                 self._report(exc)
+
+    def direct_execute(self) -> Any:
+        """The instance's own `execute` when `execute` would only call it and report errors
+        (`_on_error`) — a plain `Bolt`, no checkpointing — so a host's hot loop can call it with
+        one call less per tuple; else None."""
+        if self.execute == self._execute_rich:
+            return self.instance.execute
+        return None
 
     def _execute_windowed(self, tup: Tuple) -> None:
         try:

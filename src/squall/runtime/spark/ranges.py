@@ -100,18 +100,16 @@ class _RangeHost:
 
     def __init__(self, keys: dict[int, int], ts: int, seq: int) -> None:
         self.rows = wire.RowBuffer()
-        self.packets = wire.Packets(keys)
+        self.seq = seq << SEQ_SHIFT
+        self.packets = wire.Packets(keys, self.next_seq)
+        self.send = self.packets.send  # the Host's send: tuples go into packets
+        self.packets.set_now(ts)
         self.keys = keys
         self.ts = ts
-        self.seq = seq << SEQ_SHIFT
 
-    def send(self, task_id: int, tup: Any) -> None:
+    def next_seq(self) -> int:
         self.seq += 1
-        origin = tup._origin
-        items = self.packets.pairs.setdefault((origin.task, task_id), [])
-        values = tup.values
-        items.append((origin.stream, values if values.__class__ is list else list(values),
-                      tup._anchors, self.ts, self.seq))
+        return self.seq
 
     def report_error(self, component: str, task: int, error: BaseException,
                      stream: str | None = None) -> None:
@@ -192,7 +190,7 @@ def _read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
         # The range could not be read (its store is down, say): drop what this attempt read and
         # fail the range, so the reader plans it again; the error says what to do.
         host.rows = wire.RowBuffer()
-        host.packets.pairs.clear()
+        host.packets.rows()  # dropped
         host.report_error(task.component_id, task.task_id, exc, source.stream)
         if tracking:
             host.rows.append(wire.messages_row([(wire.FAIL, -1, part.root, 0)], host.ts))

@@ -55,20 +55,21 @@ class ReaderHost:
 
     def __init__(self, keys: dict[int, int], capture: bool) -> None:
         self.rows = wire.RowBuffer()
-        self.packets = wire.Packets(keys)
+        self.packets = wire.Packets(keys, self.next_seq)
+        self.send = self.packets.send  # the Host's send: tuples go into packets
         self.messages: list[tuple[int, int, int, int]] = []
         self.keys = keys
         self.now = 0
         self.seq = 0
         self.capture = capture
 
-    def send(self, task_id: int, tup: Any) -> None:
+    def next_seq(self) -> int:
         self.seq += 1
-        origin = tup._origin
-        items = self.packets.pairs.setdefault((origin.task, task_id), [])
-        values = tup.values
-        items.append((origin.stream, values if values.__class__ is list else list(values),
-                      tup._anchors, self.now, self.seq))
+        return self.seq
+
+    def set_now(self, now: int) -> None:
+        self.now = now
+        self.packets.set_now(now)
 
     def ack_init(self, root: int, xor: int, spout_task: int) -> None:
         self.messages.append((wire.INIT, spout_task, root, xor))
@@ -122,7 +123,7 @@ class SpoutReader(DataSourceStreamReader):
                     topology, t, plan["conf"], self.host, seed=plan["seed"],
                     tracking=plan["tracking"], capture=[] if plan["capture"] else None,
                 )
-        self.host.now = _wall_ms()
+        self.host.set_now(_wall_ms())
         self.delivered = -1
         self.turn = 0
         self.topology = topology
@@ -207,7 +208,7 @@ class SpoutReader(DataSourceStreamReader):
 
     def _latest_offset(self, start: dict) -> dict:
         host = self.host
-        host.now = _wall_ms()
+        host.set_now(_wall_ms())
         self._deliver_outcomes()
         emitted = 0
         for task in self.tasks.values():

@@ -66,6 +66,7 @@ class StageHost:
         self.topology = plan.topology
         self.now = 0
         self.xor: dict[int, int] = {}
+        self.ack_xor = self.xor  # collectors XOR acks into it directly (OutputCollector.ack)
         self.fails: list[int] = []
         self.resets: list[int] = []
         self.seq = 0
@@ -75,30 +76,18 @@ class StageHost:
             for cid in self.topology.components
             for t in self.topology.component_tasks(cid)
         }
-        self.packets = wire.Packets(self._key_of)
-        self._pairs = self.packets.pairs
+        self.packets = wire.Packets(self._key_of, self.next_seq)
+        self.send = self.packets.send  # the Host's send: tuples go into packets
 
-    def send(self, task_id: int, tup: Any) -> None:
-        # Once per emitted tuple: one item appended to the packet for (emitting task, target).
+    def next_seq(self) -> int:
         self.seq += 1
-        origin = tup._origin
-        pair = (origin.task, task_id)
-        items = self._pairs.get(pair)
-        if items is None:
-            items = self._pairs[pair] = []
-        values = tup.values
-        items.append((origin.stream, values if values.__class__ is list else list(values),
-                      tup._anchors, self.now, self.seq))
+        return self.seq
 
-    def send_values(self, task_id: int, values: Any, origin: Any) -> None:
-        """`send` of an unanchored tuple, from its parts (see `_Emitter._send_values`)."""
-        self.seq += 1
-        pair = (origin.task, task_id)
-        items = self._pairs.get(pair)
-        if items is None:
-            items = self._pairs[pair] = []
-        items.append((origin.stream, values if values.__class__ is list else list(values),
-                      None, self.now, self.seq))
+    def set_now(self, now: int) -> None:
+        """The processing time of the tuples executed next (and so of what they emit)."""
+        if now != self.now:
+            self.now = now
+            self.packets.set_now(now)
 
     def ack_init(self, root: int, xor: int, spout_task: int) -> None:
         raise RuntimeError("bolts do not start tuple trees")
@@ -206,14 +195,14 @@ def _run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
                     executed += _run_packet(task, topology, host, src, blobs[k], origins)
                     continue
                 if src == END_OF_INPUT_SRC:  # sorts after the task's tuples of this batch
-                    host.now = tss[k]
+                    host.set_now(tss[k])
                     task.end_of_input()
                     continue
                 executed += 1
                 origin = origins.get((src, stream))
                 if origin is None:
                     origin = origins[(src, stream)] = _origin(topology, src, stream)
-                host.now = tss[k]
+                host.set_now(tss[k])
                 root = roots[k]
                 anchors = None if root is None else anchors_of(root, edges[k], mores[k])
                 execute(_RuntimeTuple(decode(blobs[k]), origin, anchors, task_id))
@@ -232,20 +221,38 @@ def _run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
 
 def _run_packet(task: BoltTask, topology: Topology, host: StageHost, src: int, blob: bytes,
                 origins: dict[tuple[int, str], Any]) -> int:
-    """Execute every tuple of one packet, in emission order; returns how many."""
+    """Execute every tuple of one packet (see `wire.Packets`), in emission order; returns how
+    many."""
     items = wire.decode_packet(blob)
-    execute, task_id = task.execute, task.task_id
+    task_id = task.task_id
+    execute = task.execute
+    # A plain Bolt's execute is called here directly (what `BoltTask._execute_rich` does, one
+    # call less per tuple): the hot loop of most stages.
+    direct = task.direct_execute()
+    on_error = task.on_execute_error
     origin = None
-    last_stream = None
-    for stream, values, anchors, ts, _seq in items:
-        if stream != last_stream:
+    n = 0
+    for item in items:
+        if item.__class__ is list:
+            tup = _RuntimeTuple(item, origin, None, task_id)
+        elif len(item) == 2:
+            tup = _RuntimeTuple(item[0], origin, item[1], task_id)
+        else:  # a header: stream and processing time of the tuples that follow
+            stream = item[0]
             origin = origins.get((src, stream))
             if origin is None:
                 origin = origins[(src, stream)] = _origin(topology, src, stream)
-            last_stream = stream
-        host.now = ts
-        execute(_RuntimeTuple(values, origin, anchors, task_id))
-    return len(items)
+            host.set_now(item[1])
+            continue
+        n += 1
+        if direct is None:
+            execute(tup)
+            continue
+        try:
+            direct(tup)
+        except Exception as exc:
+            on_error(tup, exc)
+    return n
 
 
 def _finish_task(

@@ -81,11 +81,11 @@ def decode_values(blob: bytes) -> list[Any]:
     return pickle.loads(memoryview(blob)[1:])
 
 
-def encode_packet(items: list[tuple]) -> bytes:
-    """A packet's `(stream, values, anchors, ts, seq)` items as bytes (marshal, else pickle).
+def encode_packet(items: list) -> bytes:
+    """A packet's items (see `Packets`) as bytes: marshal, else pickle.
 
-    >>> decode_packet(encode_packet([("default", ["cow", 1], {5: 9}, 0, 1)]))
-    [('default', ['cow', 1], {5: 9}, 0, 1)]
+    >>> decode_packet(encode_packet([("default", 0, None), ["cow", 1], (["moo"], {5: 9})]))
+    [('default', 0, None), ['cow', 1], (['moo'], {5: 9})]
     """
     try:
         return b"M" + marshal.dumps(items)
@@ -103,7 +103,7 @@ def messages_row(items: list[tuple[int, int, int, int]], ts: int) -> tuple:
     return (MESSAGES, -1, 0, None, -1, marshal.dumps(items), None, None, None, ts, 0)
 
 
-def decode_packet(blob: bytes) -> list[tuple]:
+def decode_packet(blob: bytes) -> list:
     if blob[0] == 77:  # b"M"
         return marshal.loads(memoryview(blob)[1:])
     return pickle.loads(memoryview(blob)[1:])
@@ -112,29 +112,94 @@ def decode_packet(blob: bytes) -> list[tuple]:
 class Packets:
     """Tuples being emitted by one host, grouped by (source task, target task).
 
-    Hosts append `(stream, values, anchors, ts, seq)` items to `pair(src, dst)` directly: it is
-    the hot path of every emit. `values` must be a plain list (marshal does not take subclasses).
+    A pair's items are, in emission order: a header `(stream, ts, None)` whenever the stream or
+    the processing time of what follows changes, then one item per tuple: its values (a plain
+    list) when unanchored, `(values, anchors)` when anchored. Stream and time are thus stored
+    once per run of tuples instead of once per tuple, and an unanchored emit appends its values
+    list and nothing else: the hot path of every stage.
+
+    Hosts keep `now` here (`set_now`) and append through `open`: `(origin, target) -> items` for
+    the pairs whose current header is the origin's stream at `now` (`channel` opens one).
+
+    >>> class O: task, stream = 1, "default"
+    >>> p = Packets({2: 70}, iter(range(5, 100)).__next__)
+    >>> p.set_now(9)
+    >>> p.channel(O, 2).append(["cow"]); p.open[(O, 2)].append(["moo"])
+    >>> [(r[0] == PACKET, r[1], r[2], r[4], decode_packet(r[5]), r[9], r[10]) for r in p.rows()]
+    [(True, 2, 70, 1, [('default', 9, None), ['cow'], ['moo']], 9, 5)]
     """
 
-    __slots__ = ("pairs", "keys")
+    __slots__ = ("pairs", "keys", "seqs", "heads", "open", "now", "_next_seq")
 
-    def __init__(self, keys: dict[int, int]) -> None:
-        self.pairs: dict[tuple[int, int], list[tuple]] = {}
+    def __init__(self, keys: dict[int, int], next_seq: Any) -> None:
+        self.pairs: dict[tuple[int, int], list] = {}
         self.keys = keys
+        self.seqs: dict[tuple[int, int], int] = {}  # pair -> seq of its packet (row order)
+        self.heads: dict[tuple[int, int], tuple] = {}  # pair -> (stream, ts, origin) in force
+        self.open: dict[tuple[Any, int], list] = {}
+        self.now = 0
+        self._next_seq = next_seq
 
     def __len__(self) -> int:
         return len(self.pairs)
 
+    def set_now(self, now: int) -> None:
+        if now != self.now:
+            self.now = now
+            self.open.clear()  # every pair needs a header with the new time first
+
+    def channel(self, origin: Any, dst: int) -> list:
+        """The items of pair (origin's task, dst), its header made origin's stream at `now`."""
+        pair = (origin.task, dst)
+        items = self.pairs.get(pair)
+        if items is None:
+            items = self.pairs[pair] = []
+            self.seqs[pair] = self._next_seq()
+        head = self.heads.get(pair)
+        stream, now = origin.stream, self.now
+        if head is None or head[0] != stream or head[1] != now:
+            items.append((stream, now, None))
+        if head is not None:
+            self.open.pop((head[2], dst), None)  # one origin at a time appends to a pair
+        self.heads[pair] = (stream, now, origin)
+        self.open[(origin, dst)] = items
+        return items
+
+    def send(self, task_id: int, tup: Any) -> None:
+        """A host's `send`: the tuple's values, with its anchors if any, into its packet."""
+        origin = tup._origin
+        items = self.open.get((origin, task_id))
+        if items is None:
+            items = self.channel(origin, task_id)
+        values = tup.values
+        if values.__class__ is not list:
+            values = list(values)  # marshal takes plain lists only, and receivers expect one
+        anchors = tup._anchors
+        items.append((values, anchors) if anchors else values)
+
     def rows(self) -> list[tuple]:
         """One row per packet, at most `PACKET_MAX` items each; clears the buffer."""
         out = []
-        for (src, dst), items in self.pairs.items():
-            key = self.keys[dst]
-            for i in range(0, len(items), PACKET_MAX):
+        for pair, items in self.pairs.items():
+            src, dst = pair
+            key, seq = self.keys[dst], self.seqs[pair]
+            head = items[0]  # `channel` starts every pair with a header
+            for n, i in enumerate(range(0, len(items), PACKET_MAX)):
                 chunk = items[i:i + PACKET_MAX]
+                first = chunk[0]
+                if first.__class__ is not tuple or len(first) != 3:
+                    chunk.insert(0, head)  # every packet starts with the header in force
+                for k in range(len(chunk) - 1, -1, -1):  # the header in force after it
+                    item = chunk[k]
+                    if item.__class__ is tuple and len(item) == 3:
+                        head = item
+                        break
                 out.append((PACKET, dst, key, None, src, encode_packet(chunk), None, None, None,
-                            chunk[0][3], chunk[0][4]))
-        self.pairs.clear()  # the hosts hold this dict
+                            chunk[0][1], seq + n))
+        self.pairs.clear()
+        self.seqs.clear()
+        self.heads.clear()
+        self.open.clear()
         return out
 
 

@@ -1,0 +1,125 @@
+"""W1's Spark stages run in this process, without Spark: the Python cost per word of each part.
+
+    .venv/bin/python benchmarks/w1_stages.py [--sentences 200000] [--runs 3] [--acking]
+
+The Spark runner's time per word is the JVM's (rows, shuffles) plus the Python work of the
+spout reader and of each stage's `mapInArrow` function. This script runs exactly those Python
+functions (`SpoutReader`'s host and tasks, `run_stage`) on W1's data, one after the other in one
+process, so that changes to the hot path can be measured without Spark's start-up, scheduling
+and noise; the plain split and count loops of the hand-written job run in the same process as
+the baseline. Counts are checked against the reference every run. Reported: the median over
+`--runs` of each part's time in microseconds per word, and the ratio of the whole to the plain
+loops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from w1_local import Count, ListSpout, Split  # noqa: E402
+from workloads import reference_counts, w1_sentences  # noqa: E402
+
+from squall import Config, Fields, TopologyBuilder  # noqa: E402
+from squall.runtime.gc_pause import gc_paused  # noqa: E402
+from squall.runtime.spark import stage as stage_mod  # noqa: E402
+from squall.runtime.spark import wire  # noqa: E402
+from squall.runtime.spark.spouts import ReaderHost  # noqa: E402
+from squall.runtime.spark.stage import StagePlan, run_stage  # noqa: E402
+from squall.runtime.task import SpoutTask  # noqa: E402
+
+
+def topology(sentences: list[str], acking: bool):
+    builder = TopologyBuilder()
+    builder.set_spout("sentences", ListSpout(sentences, reliable=acking))
+    builder.set_bolt("split", Split(), 2).shuffle_grouping("sentences")
+    builder.set_bolt("count", Count(), 2).fields_grouping("split", Fields("word"))
+    return builder.create_topology()
+
+
+def plain(sentences: list[str]) -> tuple[float, float]:
+    """The hand-written job's Python work: split every sentence, then count every word."""
+    t0 = time.perf_counter()
+    words = [w for s in sentences for w in s.split()]
+    t1 = time.perf_counter()
+    counts: dict[str, int] = {}
+    for w in words:
+        counts[w] = counts.get(w, 0) + 1
+    return t1 - t0, time.perf_counter() - t1
+
+
+def squall_once(sentences: list[str], acking: bool) -> tuple[dict[str, float], dict[str, int]]:
+    topo = topology(sentences, acking)
+    conf = Config()
+    conf.set_num_ackers(1 if acking else 0)
+    keys = {cid: list(range(topo.components[cid].num_tasks)) for cid in topo.components}
+    key_of = {t: 0 for t in topo.task_ids}
+    times: dict[str, float] = {}
+    host = ReaderHost(key_of, capture=False)
+    (spout_task_id,) = topo.component_tasks("sentences")
+    spout = SpoutTask(topo, spout_task_id, dict(conf), host, seed=0, tracking=acking)
+    spout.open()
+    t0 = time.perf_counter()
+    with gc_paused():
+        while not spout.exhausted():
+            spout.next_tuple()
+        host.rows.rows.extend(host.packets.rows())
+        if host.messages:
+            host.rows.append(wire.messages_row(host.messages, host.now))
+        batch = host.rows.to_batch()
+    times["spout (reader)"] = time.perf_counter() - t0
+    state_dir = tempfile.mkdtemp(prefix="w1-stages-")
+    stage_mod._TASKS.clear()
+    for cid in ("split", "count"):
+        plan = StagePlan(run_id="bench", topology=topo, conf=dict(conf), component=cid,
+                         batch_id=0, committed=-1, state_dir=state_dir, keys=keys, seed=0,
+                         tracking=acking, capture=False)
+        t0 = time.perf_counter()
+        out = list(run_stage(plan, iter([batch])))
+        times[cid] = time.perf_counter() - t0
+        import pyarrow as pa
+
+        batch = pa.Table.from_batches(out, schema=wire.SCHEMA).combine_chunks().to_batches()[0]
+    counts: dict[str, int] = {}
+    for (_run, _task), (_batch, task) in stage_mod._TASKS.items():
+        if task.component_id == "count":
+            counts.update(task.instance.counts)
+    return times, counts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sentences", type=int, default=200_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--acking", action="store_true")
+    args = parser.parse_args()
+    sentences = w1_sentences(args.sentences)
+    words = sum(len(s.split()) for s in sentences)
+    expected = reference_counts(sentences)
+    rows: list[dict[str, float]] = []
+    for _ in range(args.runs):
+        split_s, count_s = plain(sentences)
+        times, counts = squall_once(sentences, args.acking)
+        if counts != expected:
+            raise AssertionError("counts differ from the reference")
+        rows.append({"plain split": split_s, "plain count": count_s, **times})
+    med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+    us = {k: v / words * 1e6 for k, v in med.items()}
+    print(f"W1 stages in-process, {words:,} words, acking {'on' if args.acking else 'off'}, "
+          f"median of {args.runs}")
+    for k, v in us.items():
+        print(f"  {k:<16} {v:6.3f} us/word")
+    base = us["plain split"] + us["plain count"]
+    total = us["spout (reader)"] + us["split"] + us["count"]
+    print(f"  squall total {total:.3f} us/word = {total / base:.1f}x the plain loops "
+          f"({base:.3f} us/word)")
+
+
+if __name__ == "__main__":
+    main()
