@@ -363,7 +363,7 @@ class BasicOutputCollector:
     """What a `BasicBolt` emits with: every emit is anchored to the input being executed."""
 
     __slots__ = ("_out", "_routes", "_stats", "_send", "_open", "_channel", "_rand", "_untracked",
-                 "_general", "input")
+                 "_captured", "input")
 
     def __init__(self, out: OutputCollector) -> None:
         self._out = out
@@ -372,17 +372,16 @@ class BasicOutputCollector:
         self._send = out._send
         self._open, self._channel = out._open, out._channel
         self._rand = out._rand
-        # Without tracking or capture, emits need no anchoring: the common case gets its own
-        # short path, since BasicBolt emits are the bulk of most topologies' tuples.
-        self._untracked = not out._tracking and out._capture is None
-        # With tracking on a host that buffers packets (and nothing captured), the common
-        # anchored case (an input in one tuple tree) is handled here too; anything else goes
-        # through OutputCollector.emit.
-        self._general = not self._untracked and (out._open is None or out._capture is not None)
+        self._untracked = not out._tracking
+        self._captured = out._capture is not None  # tests: every emit through OutputCollector
         self.input: Tuple | None = None
 
     def emit(self, values: Sequence[Any], stream: str = DEFAULT) -> list[int]:
-        if self._general:
+        # BasicBolt emits are the bulk of most topologies' tuples: the common cases (an input
+        # in no tuple tree, or, on a host that buffers packets, in one) are handled here, the
+        # rest by OutputCollector.emit.
+        roots = None if self._untracked else self.input._anchors  # type: ignore[union-attr]
+        if self._captured or (roots and self._open is None):
             return self._out.emit(values, self.input, stream)
         route = self._routes.get(stream)
         if route is None or len(values) != route.arity or route.direct:
@@ -391,36 +390,35 @@ class BasicOutputCollector:
         stats = self._stats
         stats.emitted += 1
         stats.transferred += len(targets)
+        origin = route.origin
         opened = self._open
-        if opened is not None:
-            if values.__class__ is not list:
-                values = list(values)
-            origin = route.origin
-            roots = None if self._untracked else self.input._anchors  # type: ignore[union-attr]
-            if not roots:
-                for t in targets:
-                    items = opened.get((origin, t))
-                    if items is None:
-                        items = self._channel(origin, t)
-                    items.append(values)
-                return targets
-            if len(roots) > 1:
-                self._out._send_anchored(values, origin, targets, self.input)  # type: ignore
-                return targets
-            # OutputCollector._send_anchored's single-tree case, straight into the packets.
-            (root,) = roots
-            inp, rand = self.input, self._rand
+        if opened is None:  # so roots is empty: an unanchored emit
+            send = self._send
             for t in targets:
-                edge = rand()
-                inp._ack_val ^= edge  # type: ignore[union-attr]
+                send(t, _RuntimeTuple(values, origin, None, t))
+            return targets
+        if values.__class__ is not list:
+            values = list(values)
+        if not roots:
+            for t in targets:
                 items = opened.get((origin, t))
                 if items is None:
                     items = self._channel(origin, t)
-                items.append((values, {root: edge}))
+                items.append(values)
             return targets
-        send, origin = self._send, route.origin
+        if len(roots) > 1:
+            self._out._send_anchored(values, origin, targets, self.input)  # type: ignore
+            return targets
+        # OutputCollector._send_anchored's single-tree case, straight into the packets.
+        (root,) = roots
+        inp, rand = self.input, self._rand
         for t in targets:
-            send(t, _RuntimeTuple(values, origin, None, t))
+            edge = rand()
+            inp._ack_val ^= edge  # type: ignore[union-attr]
+            items = opened.get((origin, t))
+            if items is None:
+                items = self._channel(origin, t)
+            items.append((values, {root: edge}))
         return targets
 
     def emit_direct(self, task_id: int, values: Sequence[Any], stream: str = DEFAULT) -> list[int]:
