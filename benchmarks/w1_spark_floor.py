@@ -1,0 +1,163 @@
+"""The floor of Storm's per-tuple API on Spark: W1 with bare Storm-shaped objects, no squall.
+
+    .venv/bin/python benchmarks/w1_spark_floor.py [--sentences 200000] [--runs 3]
+
+What the W1 target of the Spark runner issue is measured against: the hand-written job of
+benchmarks.md (split in `mapInArrow`, `repartition` by word, dict count in `mapInArrow`). This
+script runs, in the same session and on the same cached input, that job and a job shaped the way
+any engine of Storm's API must run W1 on Spark, with nothing else: a `Tuple` object per delivered
+tuple, an `execute(tuple, collector)` call per sentence and per word, an `emit(Values(w))` call
+per word that picks the target task by the word's hash, an `ack` call per word, and the words
+carried between the stages in squall's wire shape (one marshalled list per (source, target)
+pair, routed by a salted key). No error isolation, statistics, stream checks, reliability checks,
+state snapshots, spout or ack ledger: every engine of this API pays at least this much. Prints
+words/s (median of the runs after a warm-up) and each job's ratio to the hand-written one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import marshal
+import statistics
+import sys
+import time
+import zlib
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import w1_spark  # noqa: E402
+from w1_spark import baseline  # noqa: E402
+from workloads import reference_counts, w1_sentences  # noqa: E402
+
+from squall.runtime.spark.driver import routing_keys  # noqa: E402
+from squall.runtime.spark.session import get_session  # noqa: E402
+
+TASKS = 2
+
+
+class Tup:
+    """Storm's tuple, minimal: values, source, anchors, target task, ack value, state."""
+
+    __slots__ = ("values", "origin", "anchors", "task", "ack_val", "state")
+
+    def __init__(self, values, origin, anchors, task):
+        self.values = values
+        self.origin = origin
+        self.anchors = anchors
+        self.task = task
+        self.ack_val = 0
+        self.state = 0
+
+
+class Collector:
+    """emit: fields grouping on the first value (memoized hash), appended to the target's list."""
+
+    def __init__(self, targets: int) -> None:
+        self.out: list[list] = [[] for _ in range(targets)]
+        self.memo: dict[str, int] = {}
+        self.n = targets
+
+    def emit(self, values):
+        w = values[0]
+        t = self.memo.get(w)
+        if t is None:
+            t = self.memo[w] = zlib.crc32(w.encode()) % self.n
+        self.out[t].append(values)
+        return [t]
+
+    def ack(self, tup):
+        if tup.state != 0:
+            raise RuntimeError("acked twice")
+        tup.state = 1
+
+
+class Split:
+    def execute(self, tup, collector):
+        emit = collector.emit
+        for w in tup.values[0].split():
+            emit([w])
+
+
+class Count:
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def execute(self, tup, collector):
+        w = tup.values[0]
+        self.counts[w] = self.counts.get(w, 0) + 1
+        collector.ack(tup)
+
+
+def floor_job(spark, df, keys: list[int]):
+    import pyarrow as pa
+
+    def split_stage(batches):
+        bolt, collector = Split(), Collector(TASKS)
+        for batch in batches:
+            for s in batch.column(0).to_pylist():
+                tup = Tup([s], "sentences", None, 1)
+                bolt.execute(tup, collector)
+                collector.ack(tup)
+        yield pa.RecordBatch.from_pydict({
+            "key": pa.array(keys, pa.int64()),
+            "packet": pa.array([marshal.dumps(items) for items in collector.out], pa.binary()),
+        })
+
+    def count_stage(batches):
+        bolt, collector = Count(), Collector(TASKS)
+        for batch in batches:
+            for blob in batch.column(1).to_pylist():
+                for values in marshal.loads(blob):
+                    bolt.execute(Tup(values, "split", None, 2), collector)
+        yield pa.RecordBatch.from_pydict({
+            "word": pa.array(list(bolt.counts), pa.string()),
+            "count": pa.array(list(bolt.counts.values()), pa.int64()),
+        })
+
+    t0 = time.perf_counter()
+    table = (df.mapInArrow(split_stage, "key long, packet binary").repartition(TASKS, "key")
+             .mapInArrow(count_stage, "word string, count long").toArrow())
+    elapsed = time.perf_counter() - t0
+    return elapsed, dict(zip(table.column(0).to_pylist(), table.column(1).to_pylist(),
+                             strict=True))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sentences", type=int, default=200_000)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    spark = get_session("local[2]", {"spark.ui.enabled": "false"})
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(w1_spark)  # the workers cannot import it
+    sentences = w1_sentences(args.sentences)
+    words = sum(len(s.split()) for s in sentences)
+    expected = reference_counts(sentences)
+    import pyarrow as pa
+
+    # Two input partitions, so that both jobs split on both cores.
+    df = spark.createDataFrame(pa.table({"sentence": sentences})).repartition(TASKS).cache()
+    df.count()
+    keys = routing_keys(spark, TASKS)
+    base_times, floor_times = [], []
+    for run in range(args.runs + 1):
+        base_s, counts = baseline(spark, df)
+        assert counts == expected
+        floor_s, counts = floor_job(spark, df, keys)
+        assert counts == expected
+        if run:  # the first run is the warm-up
+            base_times.append(base_s)
+            floor_times.append(floor_s)
+        print(f"run {run}: hand-written {base_s:.2f}s, Storm-shaped floor {floor_s:.2f}s",
+              flush=True)
+    base, floor = statistics.median(base_times), statistics.median(floor_times)
+    print(f"W1 on Spark (local[2]), {words:,} words, median of {args.runs} after a warm-up")
+    print(f"  hand-written PySpark job       {words / base / 1e6:6.3f} M words/s")
+    print(f"  Storm-shaped floor, no engine  {words / floor / 1e6:6.3f} M words/s   "
+          f"ratio to the hand-written job {base / floor:6.1%}")
+
+
+if __name__ == "__main__":
+    main()
