@@ -1,0 +1,102 @@
+"""The Spark runner's packets: emission order, streams and times survive the wire exactly.
+
+A packet holds a header `(stream, ts, None)` per run of tuples and bare values lists (or
+`(values, anchors)`) per tuple; these tests drive `wire.Packets` the way the collectors and hosts
+do and decode the rows the way a stage does, including packets split at `PACKET_MAX`.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from squall.runtime.spark import wire
+from squall.topology.fields import Fields
+from squall.topology.tuple import Origin, _RuntimeTuple
+
+
+def origin(task: int, stream: str) -> Origin:
+    return Origin(Fields("x"), "c", stream, task)
+
+
+def decoded(rows: list[tuple]) -> dict[tuple[int, int], list[tuple]]:
+    """Per (source, target): the (stream, ts, values, anchors) of every tuple, in row order."""
+    out: dict[tuple[int, int], list[tuple]] = {}
+    for row in sorted(rows, key=lambda r: (r[1], r[4], r[10])):  # a stage's (task, src, seq)
+        assert row[0] == wire.PACKET
+        items = wire.decode_packet(row[5])
+        assert len(items[0]) == 3, "every packet starts with a header"
+        assert row[9] == items[0][1], "the row's ts is its first header's"
+        stream = ts = None
+        for item in items:
+            if item.__class__ is list:
+                out.setdefault((row[4], row[1]), []).append((stream, ts, item, None))
+            elif len(item) == 2:
+                out.setdefault((row[4], row[1]), []).append((stream, ts, item[0], item[1]))
+            else:
+                stream, ts = item[0], item[1]
+    return out
+
+
+def emit(packets: wire.Packets, o: Origin, target: int, values: list) -> None:
+    """What the collectors' unanchored path does (collectors.host_channels)."""
+    items = packets.open.get((o, target))
+    if items is None:
+        items = packets.channel(o, target)
+    items.append(values)
+
+
+@pytest.mark.parametrize("packet_max", [wire.PACKET_MAX, 1, 2, 3])
+def test_interleaved_streams_times_and_anchors_keep_their_order(monkeypatch, packet_max):
+    monkeypatch.setattr(wire, "PACKET_MAX", packet_max)
+    seq = iter(range(1, 1000))
+    packets = wire.Packets({7: 70, 8: 80}, seq.__next__)
+    a, b, other = origin(1, "a"), origin(1, "b"), origin(2, "a")
+    packets.set_now(100)
+    expected: dict[tuple[int, int], list[tuple]] = {}
+
+    def sent(o: Origin, target: int, values: list, anchors=None) -> None:
+        ts = packets.now
+        if anchors is None:
+            emit(packets, o, target, values)
+        else:
+            packets.send(target, _RuntimeTuple(values, o, anchors, target))
+        expected.setdefault((o.task, target), []).append((o.stream, ts, values, anchors))
+
+    sent(a, 7, [1])
+    sent(a, 7, [2])
+    sent(b, 7, [3])  # another stream of the same task to the same target: a new header
+    sent(a, 7, [4])  # and back
+    sent(a, 8, [5])
+    sent(other, 7, [6])
+    sent(a, 7, [7], {11: 12})
+    packets.set_now(200)  # a new processing time: every pair gets a new header
+    sent(a, 7, [8])
+    sent(b, 8, [9], {13: 14})
+    sent(a, 8, [10])
+    packets.set_now(200)  # the same time again: nothing changes
+    sent(a, 7, [11])
+    rows = packets.rows()
+    assert decoded(rows) == expected
+    assert {r[2] for r in rows if r[1] == 7} == {70} and {r[2] for r in rows if r[1] == 8} == {80}
+    assert not packets.pairs and not packets.open, "rows() empties the buffer"
+
+
+def test_a_second_round_after_rows_starts_with_new_headers():
+    seq = iter(range(1, 1000))
+    packets = wire.Packets({7: 70}, seq.__next__)
+    a = origin(1, "a")
+    packets.set_now(5)
+    emit(packets, a, 7, ["x"])
+    first = packets.rows()
+    emit(packets, a, 7, ["y"])
+    second = packets.rows()
+    assert decoded(first) == {(1, 7): [("a", 5, ["x"], None)]}
+    assert decoded(second) == {(1, 7): [("a", 5, ["y"], None)]}
+    assert second[0][10] > first[0][10], "later packets of a pair sort after earlier ones"
+
+
+def test_tuple_values_travel_as_lists():
+    packets = wire.Packets({7: 70}, iter(range(1, 9)).__next__)
+    a = origin(1, "a")
+    packets.send(7, _RuntimeTuple(("t", 1), a, None, 7))
+    assert decoded(packets.rows()) == {(1, 7): [("a", 0, ["t", 1], None)]}
