@@ -19,6 +19,7 @@ from squall.errors import ReliabilityError
 from squall.reliability.acker import AckerLedger, Outcome
 from squall.runtime.clock import Clock, RealClock
 from squall.runtime.end_of_input import EndOfInput
+from squall.runtime.gc_pause import full_collections_deferred
 from squall.runtime.stats import ComponentStats, ErrorRecord, RunResult
 from squall.runtime.task import BoltTask, SpoutTask, TaskRuntime
 from squall.state.executor import CheckpointSpoutTask, is_stateful_topology
@@ -299,6 +300,19 @@ class LocalEngine:
         On a simulated clock an idle topology jumps time to the next timeout, so timeouts in
         tests take no real time.
         """
+        with full_collections_deferred():
+            return self._run(duration_ms, until_complete, should_stop, on_progress,
+                             progress_every_ms, max_idle_rounds)
+
+    def _run(
+        self,
+        duration_ms: int | None,
+        until_complete: bool,
+        should_stop: Callable[[], bool] | None,
+        on_progress: Callable[[LocalEngine], None] | None,
+        progress_every_ms: int,
+        max_idle_rounds: int | None,
+    ) -> RunResult:
         self.start()
         clock = self.clock
         start = clock.now_ms()
