@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from workloads import w1_sentences  # noqa: E402
 
 from squall import BasicBolt, Bolt, Config, Duration, Fields, Spout, TopologyBuilder  # noqa: E402
+from squall.runtime.gc_pause import full_collections_deferred  # noqa: E402
 from squall.runtime.local.engine import LocalEngine  # noqa: E402
 from squall.windows import KeyedWindowedOperator, TimeWindows, TriggerOption  # noqa: E402
 from squall.windows import accumulations as acc  # noqa: E402
@@ -201,7 +202,8 @@ def main() -> None:
 
         spark = get_session("local[2]", {"spark.ui.enabled": "false"})
     for workload in args.workloads.split(","):
-        base_s, expected = reference(sentences, workload)
+        with full_collections_deferred():  # the collector settings of the local runner's runs
+            base_s, expected = reference(sentences, workload)
         print(f"{workload}: {len(expected):,} (window, word) counts; plain-Python loop "
               f"{words / base_s / 1e6:.3f} M words/s", flush=True)
 
