@@ -380,7 +380,8 @@ class BasicOutputCollector:
         # BasicBolt emits are the bulk of most topologies' tuples: the common cases (an input
         # in no tuple tree, or, on a host that buffers packets, in one) are handled here, the
         # rest by OutputCollector.emit.
-        roots = None if self._untracked else self.input._anchors  # type: ignore[union-attr]
+        inp = self.input
+        roots = None if self._untracked or inp is None else inp._anchors
         if self._captured or (roots and self._open is None):
             return self._out.emit(values, self.input, stream)
         route = self._routes.get(stream)
@@ -407,11 +408,11 @@ class BasicOutputCollector:
                 items.append(values)
             return targets
         if len(roots) > 1:
-            self._out._send_anchored(values, origin, targets, self.input)  # type: ignore
+            self._out._send_anchored(values, origin, targets, inp)  # type: ignore[arg-type]
             return targets
         # OutputCollector._send_anchored's single-tree case, straight into the packets.
         (root,) = roots
-        inp, rand = self.input, self._rand
+        rand = self._rand
         for t in targets:
             edge = rand()
             inp._ack_val ^= edge  # type: ignore[union-attr]
