@@ -26,7 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import w1_local  # noqa: E402
 import w1_spark  # noqa: E402
+from w1_local import _Tup  # noqa: E402
 from w1_spark import baseline  # noqa: E402
 from workloads import reference_counts, w1_sentences  # noqa: E402
 
@@ -34,20 +36,6 @@ from squall.runtime.spark.driver import routing_keys  # noqa: E402
 from squall.runtime.spark.session import get_session  # noqa: E402
 
 TASKS = 2
-
-
-class Tup:
-    """Storm's tuple, minimal: values, source, anchors, target task, ack value, state."""
-
-    __slots__ = ("values", "origin", "anchors", "task", "ack_val", "state")
-
-    def __init__(self, values, origin, anchors, task):
-        self.values = values
-        self.origin = origin
-        self.anchors = anchors
-        self.task = task
-        self.ack_val = 0
-        self.state = 0
 
 
 class Collector:
@@ -96,7 +84,7 @@ def floor_job(spark, df, keys: list[int]):
         bolt, collector = Split(), Collector(TASKS)
         for batch in batches:
             for s in batch.column(0).to_pylist():
-                tup = Tup([s], "sentences", None, 1)
+                tup = _Tup([s], "sentences", None, 1)
                 bolt.execute(tup, collector)
                 collector.ack(tup)
         yield pa.RecordBatch.from_pydict({
@@ -109,7 +97,7 @@ def floor_job(spark, df, keys: list[int]):
         for batch in batches:
             for blob in batch.column(1).to_pylist():
                 for values in marshal.loads(blob):
-                    bolt.execute(Tup(values, "split", None, 2), collector)
+                    bolt.execute(_Tup(values, "split", None, 2), collector)
         yield pa.RecordBatch.from_pydict({
             "word": pa.array(list(bolt.counts), pa.string()),
             "count": pa.array(list(bolt.counts.values()), pa.int64()),
@@ -131,7 +119,8 @@ def main() -> None:
     spark = get_session("local[2]", {"spark.ui.enabled": "false"})
     from pyspark import cloudpickle
 
-    cloudpickle.register_pickle_by_value(w1_spark)  # the workers cannot import it
+    for module in (w1_local, w1_spark):  # the workers cannot import them
+        cloudpickle.register_pickle_by_value(module)
     sentences = w1_sentences(args.sentences)
     words = sum(len(s.split()) for s in sentences)
     expected = reference_counts(sentences)

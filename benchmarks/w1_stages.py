@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import pyarrow as pa  # noqa: E402
 from w1_local import Count, ListSpout, Split  # noqa: E402
 from workloads import reference_counts, w1_sentences  # noqa: E402
 
@@ -83,8 +84,6 @@ def squall_once(sentences: list[str], acking: bool) -> tuple[dict[str, float], d
         t0 = time.perf_counter()
         out = list(run_stage(plan, iter([batch])))
         times[cid] = time.perf_counter() - t0
-        import pyarrow as pa
-
         batch = pa.Table.from_batches(out, schema=wire.SCHEMA).combine_chunks().to_batches()[0]
     counts: dict[str, int] = {}
     for (_run, _task), (_batch, task) in stage_mod._TASKS.items():

@@ -190,7 +190,7 @@ def _read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
         # The range could not be read (its store is down, say): drop what this attempt read and
         # fail the range, so the reader plans it again; the error says what to do.
         host.rows = wire.RowBuffer()
-        host.packets.rows()  # dropped
+        host.packets.clear()
         host.report_error(task.component_id, task.task_id, exc, source.stream)
         if tracking:
             host.rows.append(wire.messages_row([(wire.FAIL, -1, part.root, 0)], host.ts))

@@ -177,6 +177,13 @@ class Packets:
         anchors = tup._anchors
         items.append((values, anchors) if anchors else values)
 
+    def clear(self) -> None:
+        """Drop everything buffered."""
+        self.pairs.clear()
+        self.seqs.clear()
+        self.heads.clear()
+        self.open.clear()
+
     def rows(self) -> list[tuple]:
         """One row per packet, at most `PACKET_MAX` items each; clears the buffer."""
         out = []
@@ -186,21 +193,19 @@ class Packets:
             head = items[0]  # `channel` starts every pair with a header
             for n, i in enumerate(range(0, len(items), PACKET_MAX)):
                 chunk = items[i:i + PACKET_MAX]
-                first = chunk[0]
-                if first.__class__ is not tuple or len(first) != 3:
+                if not _is_header(chunk[0]):
                     chunk.insert(0, head)  # every packet starts with the header in force
-                for k in range(len(chunk) - 1, -1, -1):  # the header in force after it
-                    item = chunk[k]
-                    if item.__class__ is tuple and len(item) == 3:
-                        head = item
-                        break
+                if i + PACKET_MAX < len(items):  # another packet follows: its header in force
+                    head = next(item for item in reversed(chunk) if _is_header(item))
                 out.append((PACKET, dst, key, None, src, encode_packet(chunk), None, None, None,
                             chunk[0][1], seq + n))
-        self.pairs.clear()
-        self.seqs.clear()
-        self.heads.clear()
-        self.open.clear()
+        self.clear()
         return out
+
+
+def _is_header(item: Any) -> bool:
+    """A packet item that is a `(stream, ts, None)` header (see `Packets`), not a tuple."""
+    return item.__class__ is tuple and len(item) == 3
 
 
 class RowBuffer:
