@@ -44,8 +44,9 @@ def run(
     """Run `topology`, blocking, until its bounded input is fully processed or `duration` passes.
 
     `runner="spark"` (the default) runs it as a Structured Streaming query on `master`
-    (`local[*]` when not given, or any Spark master URL); `checkpoint_location` makes it resume
-    where it stopped. `runner="local"` runs it in this process. `duration` is a
+    (`local[*]` when not given, or any Spark master URL). `runner="local"` runs it in this
+    process. On both, `checkpoint_location` makes a restart resume where the last committed
+    batch left off (local runner: docs/design/local-checkpoint.md). `duration` is a
     `Duration`/`timedelta` or seconds; a topology whose spouts never say they are exhausted runs
     until the duration ends (or forever without one).
     """
@@ -75,7 +76,8 @@ def run(
                                 on_progress=on_progress, progress_every_ms=progress_every_ms)
     from squall.runtime.local.engine import LocalEngine
 
-    engine = LocalEngine(topology, conf, clock=clock or current_clock())
+    engine = LocalEngine(topology, conf, clock=clock or current_clock(),
+                         checkpoint_location=checkpoint_location)
     return engine.run(
         duration_ms=duration_ms,
         until_complete=True,

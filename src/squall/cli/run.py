@@ -20,7 +20,8 @@ def add_parser(verbs: Any) -> None:
     p.add_argument("--master", default=None, metavar="URL",
                    help="Spark master URL (default local[*]); -c spark.key=value sets Spark conf")
     p.add_argument("--checkpoint", default=None, metavar="DIR",
-                   help="checkpoint location: a restart with the same DIR resumes (spark runner)")
+                   help="checkpoint location: a restart with the same DIR resumes where the "
+                        "last committed batch left off (both runners)")
     p.add_argument("-c", dest="conf", action="append", default=[], metavar="KEY=VALUE",
                    help="configuration override (repeatable)")
     p.add_argument("--duration", type=float, default=None, metavar="SECONDS",
@@ -52,8 +53,8 @@ def main(args: argparse.Namespace) -> int:
         return 2
     print(f"squall: running {args.target} on the {args.runner} runner: {topology}",
           file=sys.stderr)
-    if args.runner != "spark" and (args.master or args.checkpoint):
-        print("squall run: --master and --checkpoint apply to the spark runner", file=sys.stderr)
+    if args.runner != "spark" and args.master:
+        print("squall run: --master applies to the spark runner", file=sys.stderr)
         return 2
     spark_args = {"master": args.master, "checkpoint_location": args.checkpoint}
     try:
@@ -64,7 +65,8 @@ def main(args: argparse.Namespace) -> int:
             duration=args.duration,
             on_progress=_Progress() if args.progress_every > 0 else None,
             progress_every_ms=int(args.progress_every * 1000) or 1000,
-            **(spark_args if args.runner == "spark" else {}),
+            **(spark_args if args.runner == "spark"
+               else {"checkpoint_location": args.checkpoint}),
         )
     except KeyboardInterrupt:
         print("squall: interrupted", file=sys.stderr)

@@ -13,9 +13,16 @@ or skips (Redis) what it already wrote, so nothing is written twice.
 - `read_jsonl(directory)`, `read_parquet(directory)`: every record of every part file, in
   (batch, task) order.
 
-Batch ids restart at 0 in a fresh run (the local runner, or Spark with a new checkpoint
-location), so give every such run its own output directory: a new run in an old directory
-overwrites the part files whose names it reuses.
+Batch ids restart at 0 in a fresh run (the local runner without a checkpoint location, or Spark
+with a new checkpoint location), so give every such run its own output directory: a new run in an
+old directory overwrites the part files whose names it reuses.
+
+The local runner with a checkpoint location writes in two phases instead (`begin_transactions`):
+a batch is *staged* at its end (a hidden `.staged-part-...` file, or a Redis hash per batch) and
+*published* (renamed into place, or applied to Redis with the batch marker) only after the
+runner's commit record names it; at start, staged batches up to the committed one are published
+and later ones discarded, with part files of this task above the committed batch. Readers never
+see a batch that did not commit, and a batch id is never reused for other content.
 
 >>> import tempfile
 >>> from squall import Fields, TopologyBuilder
@@ -50,6 +57,7 @@ from squall.topology.tuple import Tuple
 log = logging.getLogger("squall")
 
 _PART = re.compile(r"^part-b(\d+)-t(\d+)\.(\w+)$")
+_STAGED_PREFIX = ".staged-"
 
 
 class SinkError(SquallError):
@@ -85,6 +93,8 @@ class BatchSink(Bolt):
     def prepare(self, conf, context, collector) -> None:
         super().prepare(conf, context, collector)
         self._buffer: list[Tuple] = []
+        self._two_phase = False  # set by begin_transactions (local runner, checkpoint)
+        self._staged: list[int] = []  # staged batch ids not yet published
         self._check_inputs(self.required_fields())
 
     def execute(self, tup: Tuple) -> None:
@@ -95,7 +105,11 @@ class BatchSink(Bolt):
             return
         tuples, self._buffer = self._buffer, []
         try:
-            self.write_batch(batch_id, tuples)
+            if self._two_phase:
+                self.stage_batch(batch_id, tuples)
+                self._staged.append(batch_id)
+            else:
+                self.write_batch(batch_id, tuples)
         except Exception as exc:
             self.collector.report_error(self.describe_failure(exc, batch_id, len(tuples)))
             for tup in tuples:
@@ -103,6 +117,37 @@ class BatchSink(Bolt):
             return
         for tup in tuples:
             self.collector.ack(tup)
+
+    # ---- two phases: the local runner with a checkpoint location ----------------------------
+    def begin_transactions(self, committed: int, run_id: str) -> None:
+        """Called by the local runner with a checkpoint location before the first batch (of a
+        fresh start or a restart): from now on batches are staged at their end and published by
+        `commit_batch` once the runner's commit record names them. First finishes what a
+        killed run left: `recover(committed, run_id)`. `run_id` names the checkpoint's lineage
+        (stable across its restarts)."""
+        self._two_phase = True
+        self.recover(committed, run_id)
+        self._staged = []
+
+    def commit_batch(self, batch_id: int) -> None:
+        """The runner committed every batch up to `batch_id`: publish what was staged for them.
+        Idempotent; a failure leaves the batch staged, published by a later call or the
+        next start's recovery (it is committed: it is never discarded)."""
+        for staged in [b for b in self._staged if b <= batch_id]:
+            self.publish_batch(staged)
+            self._staged.remove(staged)
+
+    def stage_batch(self, batch_id: int, tuples: list[Tuple]) -> None:
+        """Write the batch durably where readers do not see it yet. The default writes it at
+        once (`write_batch`): a sink without its own staging is at-least-once across a crash
+        between the write and the runner's commit."""
+        self.write_batch(batch_id, tuples)
+
+    def publish_batch(self, batch_id: int) -> None:
+        """Make a staged, committed batch visible; must be idempotent (see `stage_batch`)."""
+
+    def recover(self, committed: int, run_id: str) -> None:
+        """Publish this task's staged batches up to `committed`, discard later ones."""
 
     # ---- for subclasses --------------------------------------------------------------------
     def write_batch(self, batch_id: int, tuples: list[Tuple]) -> None:
@@ -164,6 +209,39 @@ class _FileSink(BatchSink):
 
     def write_batch(self, batch_id: int, tuples: list[Tuple]) -> None:
         write_atomic(self.path_of(batch_id), self.encode([self.record(t) for t in tuples]))
+
+    def staged_path(self, batch_id: int) -> str:
+        return os.path.join(self.directory, _STAGED_PREFIX + part_name(
+            batch_id, self.context.this_task_id, self.suffix))
+
+    def stage_batch(self, batch_id: int, tuples: list[Tuple]) -> None:
+        # A name readers skip (read_jsonl and the file sources ignore dot files).
+        write_atomic(self.staged_path(batch_id), self.encode([self.record(t) for t in tuples]))
+
+    def publish_batch(self, batch_id: int) -> None:
+        try:
+            os.replace(self.staged_path(batch_id), self.path_of(batch_id))  # atomic
+        except FileNotFoundError:
+            pass  # published before a crash that came before its bookkeeping
+
+    def recover(self, committed: int, run_id: str) -> None:
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            return
+        task = self.context.this_task_id
+        for name in sorted(names):
+            staged = name.startswith(_STAGED_PREFIX)
+            m = _PART.match(name[len(_STAGED_PREFIX):] if staged else name)
+            if not m or int(m.group(2)) != task or m.group(3) != self.suffix:
+                continue
+            batch = int(m.group(1))
+            if staged and batch <= committed:
+                self.publish_batch(batch)
+            elif batch > committed:
+                # A staged batch that did not commit, or a part file this checkpoint never
+                # committed (an older run in the same directory): its id is about to be reused.
+                os.unlink(os.path.join(self.directory, name))
 
     def encode(self, records: list[dict[str, Any]]) -> bytes:
         raise NotImplementedError
@@ -403,6 +481,70 @@ class RedisSink(BatchSink):
             self.batches_skipped += 1
             log.info("%s task %s: batch %s was already applied to Redis; skipped",
                      self.context.this_component_id, self.context.this_task_id, batch_id)
+
+    # ---- two phases (local runner with a checkpoint location) ---------------------------------
+    def _staged_key(self, batch_id: int) -> str:
+        return f"{self.prefix}:staged:{self.context.this_task_id}:{batch_id}"
+
+    @property
+    def staged_index(self) -> str:
+        return f"{self.prefix}:staged:{self.context.this_task_id}"
+
+    def _mapping(self, tuples: list[Tuple]) -> dict[Any, Any]:
+        kf, vf = self.key_field, self.value_field
+        return {_redis_value(t[kf]): _redis_value(t[vf]) for t in tuples}
+
+    def stage_batch(self, batch_id: int, tuples: list[Tuple]) -> None:
+        if self._client is None:
+            self._client = self._new_client()
+        key = self._staged_key(batch_id)
+        pipe = self._client.pipeline(transaction=True)
+        pipe.delete(key)
+        pipe.hset(key, mapping=self._mapping(tuples))
+        pipe.zadd(self.staged_index, {str(batch_id): batch_id})
+        pipe.execute()
+
+    def publish_batch(self, batch_id: int) -> None:
+        if self._client is None:
+            self._client = self._new_client()
+        key = self._staged_key(batch_id)
+        marker, run_key, token = self.marker_key, self.run_key, self.run_token
+        # Gone when a crash came after the transaction below: then the marker has the batch.
+        mapping = self._client.hgetall(key)
+
+        def apply(pipe: Any) -> None:
+            last, run = pipe.mget(marker, run_key)
+            done = (run is not None and run.decode() == token and last is not None
+                    and int(last) >= batch_id)
+            pipe.multi()
+            if not done:
+                if mapping:
+                    if self.hash_name is not None:
+                        pipe.hset(self.hash_name, mapping=mapping)
+                    else:
+                        pipe.mset(mapping)
+                pipe.set(marker, batch_id)
+                pipe.set(run_key, token)
+            pipe.delete(key)
+            pipe.zrem(self.staged_index, str(batch_id))
+
+        self._client.transaction(apply, marker, run_key)
+
+    def recover(self, committed: int, run_id: str) -> None:
+        # The checkpoint's lineage, not this process: a restart continues the batch ids, and
+        # the marker must recognise the batches its earlier processes published.
+        self.run_token = run_id
+        if self._client is None:
+            self._client = self._new_client()
+        for raw in self._client.zrange(self.staged_index, 0, -1):
+            batch = int(raw)
+            if batch <= committed:
+                self.publish_batch(batch)
+            else:
+                pipe = self._client.pipeline(transaction=True)
+                pipe.delete(self._staged_key(batch))
+                pipe.zrem(self.staged_index, str(batch))
+                pipe.execute()
 
     def describe_failure(self, exc: Exception, batch_id: int, n: int) -> SinkError:
         import redis

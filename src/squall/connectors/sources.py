@@ -235,6 +235,33 @@ class PartitionedSource(Spout):
         return all(not self._bounds[p] > self._offsets.get(p, self._bounds[p])
                    for p in self._bounds)
 
+    # ---- positions: what the local runner's checkpoint keeps ---------------------------------
+    def position(self) -> dict[str, Any]:
+        """Where this task's reading stands, as plain picklable data.
+
+        `offsets`: per partition, the offset of the first record not yet emitted (records read
+        ahead into the buffer but not emitted count as unread). `replay`: the records that
+        failed and wait to be emitted again, and `ranges` the failed ranges (Spark's unit).
+        Taken at a transaction's cut, it is what a restart resumes from (`seek`).
+        """
+        offsets = dict(self._offsets)
+        # The buffer is in read order per partition: the last assignment made walking it
+        # backwards is the partition's first buffered offset.
+        for partition, offset, _values in reversed(self._buffer):
+            offsets[partition] = offset
+        return {"offsets": offsets, "replay": list(self._replay_records),
+                "ranges": list(self._replay_ranges)}
+
+    def seek(self, position: Mapping[str, Any]) -> None:
+        """Continue from `position` (from `position()` of this task in an earlier run): records
+        before the offsets are not read again, the failed ones are emitted first. Call after
+        `open`. A bounded source then reads up to what exists now."""
+        self._offsets = dict(position["offsets"])
+        self._replay_records = deque(position.get("replay", ()))
+        self._replay_ranges = deque(position.get("ranges", ()))
+        self._buffer.clear()
+        self._bounds = None
+
     def malformed(self, record: Any, message: str, field: str | None = None) -> MalformedRecord:
         error = MalformedRecord(message, component=self.component, stream=self.stream,
                                 field=field)

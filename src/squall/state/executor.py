@@ -210,6 +210,13 @@ class TaskCheckpointing:
     # ---- Spark runner: micro-batches are the transactions ------------------------------------
     def on_spark(self, state_dir: str) -> None:
         """Called by the Spark stage before the task is prepared or restored."""
+        self.on_batch_transactions(state_dir)
+
+    def on_batch_transactions(self, state_dir: str) -> None:
+        """Batches are the transactions, as on Spark, with `state_dir` the checkpoint location:
+        called before the task is prepared or restored by the Spark stage and by the local
+        runner with a checkpoint location (`begin_batch`/`end_batch` then drive the state;
+        `spark` names this mode)."""
         self.spark = True
         self.state_dir = state_dir
         self.initialized = True

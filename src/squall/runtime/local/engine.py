@@ -20,6 +20,7 @@ from squall.reliability.acker import AckerLedger, Outcome
 from squall.runtime.clock import Clock, RealClock
 from squall.runtime.end_of_input import EndOfInput
 from squall.runtime.gc_pause import full_collections_deferred
+from squall.runtime.local.transactions import LocalTransactions
 from squall.runtime.stats import ComponentStats, ErrorRecord, RunResult
 from squall.runtime.task import BoltTask, SpoutTask, TaskRuntime
 from squall.state.executor import CheckpointSpoutTask, is_stateful_topology
@@ -27,6 +28,7 @@ from squall.topology.config import (
     SQUALL_RANDOM_SEED,
     TOPOLOGY_MESSAGE_TIMEOUT_SECS,
     TOPOLOGY_SLEEP_SPOUT_WAIT_MS,
+    TOPOLOGY_STATE_CHECKPOINT_INTERVAL,
     TOPOLOGY_TICK_TUPLE_FREQ_SECS,
     Config,
     num_ackers,
@@ -46,6 +48,7 @@ class LocalEngine:
         *,
         clock: Clock | None = None,
         capture: bool = False,
+        checkpoint_location: str | None = None,
     ) -> None:
         check_window_limits(topology, conf)
         self.topology = topology
@@ -88,6 +91,11 @@ class LocalEngine:
         # queue round trip per tuple is saved. A cycle needs the queue, or execute would recurse.
         self.direct = is_acyclic(topology)
         self.send = send_direct if self.direct else send_queued
+        # With a checkpoint location every batch is a transaction (transactions.py); without,
+        # stateful bolts follow Storm's checkpoint protocol (CheckpointSpoutTask below).
+        self.transactions: LocalTransactions | None = None
+        if checkpoint_location is not None:
+            self.transactions = LocalTransactions(checkpoint_location, topology)
         for task_id in topology.task_ids:
             cid = topology.task_component(task_id)
             spec = topology.components[cid]
@@ -102,23 +110,35 @@ class LocalEngine:
                 self.spouts.append(task)
             else:
                 self.bolts.append(task)
-                # A rich bolt's own execute goes straight into the queue (one call less per
-                # tuple); drain() catches its exceptions and hands them to the task.
-                executors[task_id] = (task.execute if task.basic or task.windowed
-                                      or task.checkpointing is not None
-                                      else task.instance.execute)
+                if self.transactions is not None and task.checkpointing is not None:
+                    task.checkpointing.on_batch_transactions(self.transactions.dir)
+        self.batch_id = 0
+        # Restored bolt instances (a restart) are not prepared again, as on Spark.
+        self.restored: set[int] = (self.transactions.restore(self)
+                                   if self.transactions is not None else set())
+        for task in self.bolts:
+            # A rich bolt's own execute goes straight into the queue (one call less per
+            # tuple); drain() catches its exceptions and hands them to the task. Bound after
+            # a restore, which replaces the instance.
+            executors[task.task_id] = (task.execute if task.basic or task.windowed
+                                       or task.checkpointing is not None
+                                       else task.instance.execute)
         self.started = False  # bolts prepared and spouts open
         self._starting = False
         self.finished = False
         self._start_ms = 0
-        self.batch_id = 0
-        self.batch_ms = int(self.conf.get("squall.local.batch.ms") or 1000)
+        # With a checkpoint location a batch is the transaction, so a stateful topology's
+        # checkpoint interval paces it unless the batch length is set.
+        batch_ms = self.conf.get("squall.local.batch.ms")
+        if batch_ms is None and self.transactions is not None and is_stateful_topology(topology):
+            batch_ms = self.conf.get(TOPOLOGY_STATE_CHECKPOINT_INTERVAL)
+        self.batch_ms = int(batch_ms or 1000)
         # [next tick time, period, task] per bolt task with topology.tick.tuple.freq.secs
         self.ticks = [[0, b.tick_ms, b] for b in self.bolts if b.tick_ms]
         self.end_of_input = EndOfInput(topology, self.bolts)
         # Stateful topologies: Storm's checkpoint spout, as a task after the last one.
         self.checkpoint: CheckpointSpoutTask | None = None
-        if is_stateful_topology(topology):
+        if is_stateful_topology(topology) and self.transactions is None:
             self.checkpoint = CheckpointSpoutTask(self, max(topology.task_ids) + 1)
 
     # ---- Host protocol (send is the per-instance closure set in __init__) -----------------
@@ -193,9 +213,14 @@ class LocalEngine:
         for tick in self.ticks:
             tick[0] = self._start_ms + tick[1]
         for bolt in self.bolts:
-            bolt.prepare()
+            if bolt.task_id not in self.restored:
+                bolt.prepare()
+        if self.transactions is not None:
+            self.transactions.begin(self)
         for spout in self.spouts:
             spout.open()
+        if self.transactions is not None:
+            self.transactions.seek_sources(self)
         # Only now: another thread (LocalCluster.wait_until_complete) reads `started` and then
         # `complete()`, which a spout that is not open yet may answer with "exhausted".
         self.started = True
@@ -204,6 +229,9 @@ class LocalEngine:
         """End the current batch for every bolt task (`Bolt.on_batch_end`)."""
         batch_id = self.batch_id
         self.batch_id += 1
+        if self.transactions is not None:
+            self.transactions.commit(self, batch_id)
+            return
         for bolt in self.bolts:
             bolt.end_batch(batch_id)
         self.drain()  # what the bolts emitted while ending the batch

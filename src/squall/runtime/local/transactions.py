@@ -1,0 +1,177 @@
+"""The local runner's checkpoint: every batch is a transaction, committed atomically.
+
+With a checkpoint location the local engine ends a batch (`LocalEngine.end_batch`) as a
+transaction `b`, at a cut where nothing is in flight (the engine is single-threaded and drains
+its queue first):
+
+1. every bolt task ends batch `b`, upstream components first (what one flushes reaches the
+   next before its batch ends): sinks *stage* their batch (`BatchSink.begin_transactions`),
+   stateful bolts prepare their state as version `b` (the Spark runner's per-batch protocol,
+   `TaskCheckpointing.on_batch_transactions`), plain bolts run `on_batch_end`;
+2. the spouts are told what completed (failed records join their replay lists);
+3. one record is written atomically to `<checkpoint>/commit.pkl` (the commit point): `b`, every
+   bolt instance (`squall.runtime.snapshot`: windows, in-memory state, held tuples; store-backed
+   state as a reference to its prepared version), the acker ledgers, and for each built-in
+   source task its position (`PartitionedSource.position`) and pending tuple trees;
+4. then the state versions are promoted and the sinks publish the staged batch.
+
+A start reads the record, restores the bolt instances, ledgers and pending trees, seeks the
+sources, rolls states forward to `b` (versions above it are discarded), lets sinks publish
+staged batches up to `b` and discard later ones, and continues with batch `b + 1`. A kill at
+any moment therefore leaves either transaction `b` or `b - 1` in force, whole: exactly-once for
+state and the built-in sinks. User spouts (not `PartitionedSource`s) are opened afresh and
+replay as they do (at-least-once). Decisions and their reasons: docs/design/local-checkpoint.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import pickle
+import random
+import uuid
+from typing import Any
+
+from squall.connectors.sinks import BatchSink
+from squall.connectors.sources import PartitionedSource
+from squall.errors import SquallError
+from squall.reliability.acker import AckerLedger
+from squall.runtime.snapshot import dump_instance, load_instance
+from squall.runtime.spark.state_files import read_or_none, write_atomic
+from squall.topology.description import Topology
+
+COMMIT_FILE = "commit.pkl"
+FORMAT = 1
+
+
+class LocalCheckpointError(SquallError):
+    """The checkpoint location cannot be used by this topology (another topology's, or its
+    components' parallelism changed)."""
+
+
+def fingerprint(topology: Topology) -> dict[str, Any]:
+    """What must not change for a restart to resume: components, kinds, task ids (snapshots
+    and source positions are per task)."""
+    return {cid: [spec.kind, list(topology.component_tasks(cid))]
+            for cid, spec in sorted(topology.components.items())}
+
+
+def is_builtin_source(spout: Any) -> bool:
+    """Whether the spout's position can be checkpointed: the built-in sources."""
+    return isinstance(spout, PartitionedSource)
+
+
+class LocalTransactions:
+    """One engine's checkpoint location: the last commit record, and writing the next."""
+
+    def __init__(self, directory: str, topology: Topology) -> None:
+        self.dir = os.path.abspath(directory)
+        os.makedirs(self.dir, exist_ok=True)
+        self.path = os.path.join(self.dir, COMMIT_FILE)
+        blob = read_or_none(self.path)
+        self.record: dict[str, Any] | None = None if blob is None else pickle.loads(blob)
+        mine = fingerprint(topology)
+        if self.record is not None:
+            if self.record.get("format") != FORMAT or self.record.get("runner") != "local":
+                raise LocalCheckpointError(
+                    f"checkpoint location {self.dir} was not written by the local runner; use "
+                    "a new checkpoint location")
+            if self.record["topology"] != mine:
+                raise LocalCheckpointError(
+                    f"checkpoint location {self.dir} was written by a different topology (or "
+                    f"other parallelism): components {sorted(self.record['topology'])}; use a "
+                    "new checkpoint location, or restart the topology that wrote it")
+        self.fingerprint = mine
+        self.committed: int = -1 if self.record is None else int(self.record["batch_id"])
+        # The lineage of this checkpoint: sinks mark what they published with it.
+        self.run_id: str = uuid.uuid4().hex if self.record is None else self.record["run_id"]
+
+    # ---- a start ------------------------------------------------------------------------------
+    def restore(self, engine: Any) -> set[int]:
+        """Before the engine builds its executors: bolt instances, ledgers, pending trees.
+        Returns the ids of the restored bolt tasks (they are not prepared again)."""
+        engine.batch_id = self.committed + 1
+        record = self.record
+        if record is None:
+            return set()
+        restored = set()
+        for task in engine.bolts:
+            load_instance(task, record["bolts"][task.task_id])
+            restored.add(task.task_id)
+        entries: dict[int, Any] = {}
+        for snap in record["ledgers"]:
+            entries.update(snap)
+        if engine.ackers:  # redistributed: the number of ackers may have changed
+            n = len(engine.ackers)
+            parts: list[dict[int, Any]] = [{} for _ in range(n)]
+            for root, entry in entries.items():
+                parts[root % n][root] = entry
+            memory = engine.ackers[0].memory_ms
+            engine.ackers[:] = [AckerLedger.restore(p, memory) for p in parts]
+        now = engine.now_ms()
+        for spout in engine.spouts:
+            saved = record["spouts"].get(spout.task_id) or {}
+            # Timeouts of restored trees count from the restart: the time before it was spent
+            # in a process that no longer exists.
+            for root, msg_id, stream in saved.get("pending", ()):
+                spout.pending.add(root, msg_id, stream, now)
+            # New root ids must not collide with the restored ones, which the task's seeded
+            # generator would draw again from its start.
+            spout.rand64 = functools.partial(
+                random.Random(f"{engine.seed}:{spout.task_id}:{self.committed}").getrandbits, 64)
+            spout.rebind()
+        return restored
+
+    def begin(self, engine: Any) -> None:
+        """After the bolts are prepared or restored, before any tuple: states roll forward to
+        the committed transaction, sinks finish what a killed run left."""
+        for bolt in engine.bolts:
+            if bolt.checkpointing is not None:
+                bolt.checkpointing.begin_batch(engine.batch_id, self.committed)
+            if isinstance(bolt.instance, BatchSink):
+                bolt.instance.begin_transactions(self.committed, self.run_id)
+
+    def seek_sources(self, engine: Any) -> None:
+        """After the spouts are open: built-in sources continue from their positions."""
+        if self.record is None:
+            return
+        for spout in engine.spouts:
+            saved = self.record["spouts"].get(spout.task_id)
+            if saved and saved.get("position") is not None and is_builtin_source(spout.spout):
+                spout.spout.seek(saved["position"])
+
+    # ---- a transaction ------------------------------------------------------------------------
+    def commit(self, engine: Any, batch_id: int) -> None:
+        """End batch `batch_id` as a transaction (see the module docstring)."""
+        engine.drain()
+        for bolt in engine.end_of_input.order:  # upstream first
+            bolt.end_batch(batch_id)  # stages sinks, prepares states (errors raise: no commit)
+            engine.drain()
+        for spout in engine.spouts:
+            spout.deliver_completions()  # a completed tree must not be restored as pending
+        spouts: dict[int, dict[str, Any]] = {}
+        for spout in engine.spouts:
+            if is_builtin_source(spout.spout):
+                spouts[spout.task_id] = {
+                    "position": spout.spout.position(),
+                    "pending": [(root, e.msg_id, e.stream) for root, e in spout.pending.items()],
+                }
+        record = {
+            "format": FORMAT, "runner": "local", "batch_id": batch_id, "run_id": self.run_id,
+            "topology": self.fingerprint,
+            "bolts": {bolt.task_id: dump_instance(bolt) for bolt in engine.bolts},
+            "ledgers": [ledger.snapshot() for ledger in engine.ackers],
+            "spouts": spouts,
+        }
+        write_atomic(self.path, pickle.dumps(record))  # the commit point
+        self.committed = batch_id
+        for bolt in engine.bolts:
+            if bolt.checkpointing is not None:
+                # Promotes the version prepared above (and pre_commit); what a restart from
+                # this record does too, so a kill in between changes nothing.
+                bolt.checkpointing.begin_batch(batch_id + 1, batch_id)
+            if isinstance(bolt.instance, BatchSink):
+                try:
+                    bolt.instance.commit_batch(batch_id)
+                except Exception as exc:  # committed: published later or at the next start
+                    bolt._report(exc)
