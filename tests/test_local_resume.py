@@ -28,7 +28,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import start_redis
+from conftest import load_example, start_redis
 
 from squall import Config, Fields, StatefulBolt, TopologyBuilder, Values, run
 from squall.connectors import (
@@ -391,3 +391,27 @@ def test_cli_local_runner_accepts_a_checkpoint(tmp_path):
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr[-3000:]
     assert sorted(r["id"] for r in read_jsonl(tmp_path / "out")) == list(range(20))
+
+
+def test_local_cluster_resumes_from_its_checkpoint(tmp_path):
+    from squall import LocalCluster
+
+    topology, conf = _pipeline(tmp_path)
+    ckpt = str(tmp_path / "ckpt")
+    n = _write_input(tmp_path / "in", files=2, per_file=30)
+    emitted = []
+    for _ in range(2):
+        with LocalCluster() as cluster:
+            cluster.submit_topology("t", conf, topology, checkpoint_location=ckpt)
+            assert cluster.wait_until_complete("t", timeout_s=60)
+            emitted.append(cluster.get_stats("t")["src"].emitted)
+        if len(emitted) == 1:
+            n = _write_input(tmp_path / "in", files=1, per_file=30, first=n)
+    assert emitted == [60, 30]
+    assert sorted(r["id"] for r in read_jsonl(tmp_path / "out")) == list(range(n))
+
+
+def test_transactional_topologies_are_refused_a_local_checkpoint(tmp_path):
+    topology, conf = load_example("transactional_global_count").topology()
+    with pytest.raises(ValueError, match="transactional topology"):
+        run(topology, conf, runner="local", checkpoint_location=str(tmp_path / "ckpt"))

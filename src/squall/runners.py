@@ -76,6 +76,14 @@ def run(
                                 on_progress=on_progress, progress_every_ms=progress_every_ms)
     from squall.runtime.local.engine import LocalEngine
 
+    if checkpoint_location is not None:
+        from squall.transactional.builder import is_transactional
+
+        if is_transactional(topology):
+            # Its coordinator keeps its own transactions in its store (exactly-once already);
+            # restoring its bolts from the runner's snapshots as well would mix two protocols.
+            raise ValueError("a transactional topology keeps its own transaction state on the "
+                             "local runner: run it without a checkpoint location")
     engine = LocalEngine(topology, conf, clock=clock or current_clock(),
                          checkpoint_location=checkpoint_location)
     return engine.run(

@@ -82,6 +82,11 @@ class BatchSink(Bolt):
     Sinks declare no output streams.
     """
 
+    # Class defaults: instances restored from snapshots written before two phases existed
+    # (a Spark checkpoint) have neither attribute.
+    _two_phase = False
+    _staged: list[int] = []  # replaced per instance by begin_transactions before any append
+
     def __init__(self, fields: Fields | Iterable[str] | str | None = None) -> None:
         if isinstance(fields, str):
             fields = [fields]

@@ -54,14 +54,19 @@ class LocalCluster:
         self._topologies: dict[str, _Running] = {}
 
     def submit_topology(
-        self, name: str, conf: Mapping[str, Any] | None, topology: Topology
+        self, name: str, conf: Mapping[str, Any] | None, topology: Topology, *,
+        checkpoint_location: str | None = None,
     ) -> None:
+        """Start `topology`; with `checkpoint_location` it resumes from that checkpoint and
+        commits a transaction per batch there (docs/design/local-checkpoint.md), the last one
+        when it is killed."""
         if name in self._topologies:
             raise ValueError(f"a topology named {name!r} is already running")
         # An enclosing simulated_time() block drives the cluster's clock, as in Storm's
         # simulated-time local cluster; otherwise wall time.
         clock = self._clock or current_clock()
-        running = _Running(LocalEngine(topology, conf, clock=clock))
+        running = _Running(LocalEngine(topology, conf, clock=clock,
+                                       checkpoint_location=checkpoint_location))
         self._topologies[name] = running
         running.thread.start()
 
