@@ -16,6 +16,14 @@ the batch is skipped). Per micro-batch the driver:
    micro-batch (tasks restart from the snapshots of the last committed transaction, batch bolts
    are fresh per attempt, emitters replay the stored batch metadata).
 
+Counters (`component_stats`, shown live by `squall run` and in the summary) are the bolt tasks'
+own, summed over every attempt, and the coordinator's, kept by the driver since the coordinator
+runs here: one `$batch` tuple emitted per attempt (transferred to every emitter task), acked when
+the attempt commits (latency: from its start to its commit), failed when it does not; pending
+while an attempt runs. There is no `$commit` tuple on Spark (done markers gate the commit phase
+inside the same action), so the coordinator emits one tuple per attempt, not two as on the local
+runner.
+
 Micro-batches run one after another, so commits are in id order and at most one transaction is
 in flight: `topology.max.spout.pending` has no effect here (see docs/design/transactional.md for
 how Storm's pipelining maps onto Spark).
@@ -28,6 +36,7 @@ import logging
 import os
 import pickle
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -196,6 +205,13 @@ class TransactionalSparkRunner:
         self.run_id = uuid.uuid4().hex
         self.errors: list[ErrorRecord] = []
         self.bolt_stats: dict[int, dict[str, int]] = {}
+        # The coordinator's counters (see the module doc), and whether an attempt is running.
+        self.coord_stats: dict[str, int] = dict.fromkeys(
+            ("emitted", "transferred", "acked", "failed", "latency_total_ms", "latency_count"), 0)
+        self.in_flight = 0
+        # `_batch` runs on Spark's foreachBatch callback thread while `component_stats` is called
+        # from the thread polling the query: counters change and are read under this lock.
+        self._stats_lock = threading.Lock()
         self.committed_txids: list[int] = []
         self.failed_attempts: list[tuple[Any, list[str]]] = []
         self.batches = 0
@@ -222,7 +238,8 @@ class TransactionalSparkRunner:
                 raise SquallError(
                     f"transaction {txid} failed {max_attempts} attempts ({MAX_ATTEMPTS}); last "
                     f"failure: {self.failed_attempts[-1][1][:3] if self.failed_attempts else '?'}")
-            if self._attempt(attempt):
+            ok = self._counted_attempt(attempt)
+            if ok:
                 self.core.ack("batch", attempt)
                 ((_, commit),) = self.core.sync()
                 self.core.ack("commit", commit)
@@ -232,6 +249,25 @@ class TransactionalSparkRunner:
         self.batches += 1
         self.batch_seconds.append(time.perf_counter() - started)
         self.exhausted = partitions_exhausted(self.spout, self.store, txid)
+
+    def _counted_attempt(self, attempt: Any) -> bool:
+        """`_attempt`, with the coordinator's counters: its batch tuple is emitted to every
+        emitter task, then acked (the attempt commits) or failed."""
+        started = time.monotonic()
+        with self._stats_lock:
+            self.coord_stats["emitted"] += 1
+            self.coord_stats["transferred"] += len(self.emitter_tasks)
+            self.in_flight = 1
+        ok = self._attempt(attempt)
+        with self._stats_lock:
+            self.in_flight = 0
+            if ok:
+                self.coord_stats["acked"] += 1
+                self.coord_stats["latency_total_ms"] += int((time.monotonic() - started) * 1000)
+                self.coord_stats["latency_count"] += 1
+            else:
+                self.coord_stats["failed"] += 1
+        return ok
 
     def _attempt(self, attempt: Any) -> bool:
         from squall.runtime.spark import wire
@@ -256,6 +292,7 @@ class TransactionalSparkRunner:
         cols = cur.toArrow().to_pydict()
         finished: set[int] = set()
         failures: list[str] = []
+        stats: dict[int, dict[str, int]] = {}  # this attempt's, merged at once under the lock
         for i, kind in enumerate(cols["kind"]):
             task = cols["task"][i]
             if kind == wire.ERROR:
@@ -271,8 +308,13 @@ class TransactionalSparkRunner:
                                                cols["ts"][i]))
                 log.error("[%s:%s] %s: %s", cid, task, type(error).__name__, error)
             elif kind == wire.STATS:
-                into = self.bolt_stats.setdefault(task, {})
+                into = stats.setdefault(task, {})
                 for key, value in pickle.loads(cols["values"][i]).items():
+                    into[key] = into.get(key, 0) + value
+        with self._stats_lock:
+            for task, counters in stats.items():
+                into = self.bolt_stats.setdefault(task, {})
+                for key, value in counters.items():
                     into[key] = into.get(key, 0) + value
         ok = not failures and finished >= self.reporting_tasks
         if not ok:
@@ -296,13 +338,25 @@ class TransactionalSparkRunner:
             on_progress(self)
         return self.result()
 
-    def result(self) -> RunResult:
+    def component_stats(self) -> dict[str, ComponentStats]:
+        """Every component's counters so far (as `SparkRunner.component_stats`): the bolt tasks'
+        of every finished attempt, and the coordinator's (see the module doc)."""
         out = {cid: ComponentStats(cid, spec.kind, spec.num_tasks)
                for cid, spec in self.topology.components.items()}
-        for task, stats in self.bolt_stats.items():
+        with self._stats_lock:
+            sources = [(t, dict(s)) for t, s in self.bolt_stats.items()]
+            sources.append((self.coord_task, dict(self.coord_stats)))
+            pending = self.in_flight
+        for task, stats in sources:
             cs = out[self.topology.task_component(task)]
-            for key in ("emitted", "transferred", "executed", "acked", "failed", "errors"):
+            for key in ("emitted", "transferred", "executed", "acked", "failed", "timed_out",
+                        "errors", "latency_total_ms", "latency_count"):
                 setattr(cs, key, getattr(cs, key) + stats.get(key, 0))
-        return RunResult(out, list(self.errors), getattr(self, "elapsed_ms", 0),
+        out[self.topology.task_component(self.coord_task)].pending = pending
+        return out
+
+    def result(self) -> RunResult:
+        return RunResult(self.component_stats(), list(self.errors),
+                         getattr(self, "elapsed_ms", 0),
                          {"batches": self.batches, "committed": list(self.committed_txids),
                           "failed_attempts": len(self.failed_attempts)})
