@@ -14,6 +14,19 @@ value), entries are kept in deadline order and expire at the first check at or a
 [(12, 'm2'), (11, 'm1')]
 >>> len(p)
 0
+
+A runner whose work is transactional (Spark: a micro-batch commits or is replayed whole) *holds*
+the entries it starts in a batch: their clocks start only when `arm` says the batch committed, so
+a slow batch, or a batch killed and replayed, never times out the trees it carries.
+
+>>> p = PendingMap(timeout_ms=1_000)
+>>> p.hold(epoch=7)                       # what is added now belongs to batch 7
+>>> p.add(root=21, msg_id="m", stream="default", now_ms=0)
+>>> [root for root, _ in p.expire(now_ms=60_000)], len(p)   # batch 7 still in flight
+([], 1)
+>>> p.arm(through=7, now_ms=60_000)       # batch 7 committed at 60 s: the clock starts
+>>> p.next_deadline()
+61000
 """
 
 from __future__ import annotations
@@ -35,23 +48,60 @@ class PendingEntry:
 class PendingMap:
     def __init__(self, timeout_ms: int | None) -> None:
         self.timeout_ms = timeout_ms  # None: timeouts disabled
-        self._entries: OrderedDict[int, PendingEntry] = OrderedDict()
+        self._entries: OrderedDict[int, PendingEntry] = OrderedDict()  # armed, deadline order
+        self._held: dict[int, PendingEntry] = {}  # root -> entry whose clock has not started
+        self._held_epoch: dict[int, int] = {}  # root -> the epoch (batch) it was added in
+        self._epoch: int | None = None  # set by `hold`: new entries are held under it
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Snapshots written before entries could be held have none.
+        self.__dict__.update({"_held": {}, "_held_epoch": {}, "_epoch": None, **state})
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._entries) + len(self._held)
 
     def __contains__(self, root: int) -> bool:
-        return root in self._entries
+        return root in self._entries or root in self._held
 
     def add(self, root: int, msg_id: Any, stream: str, now_ms: int) -> None:
-        self._entries[root] = PendingEntry(msg_id, stream, now_ms)
+        entry = PendingEntry(msg_id, stream, now_ms)
+        if self._epoch is None:
+            self._entries[root] = entry
+        else:
+            self._held[root] = entry
+            self._held_epoch[root] = self._epoch
+
+    def hold(self, epoch: int | None) -> None:
+        """Hold the entries added from now on under `epoch` (None: add them armed again)."""
+        self._epoch = epoch
+
+    def arm(self, through: int, now_ms: int) -> None:
+        """Start the clocks of the entries held under epochs up to `through`, at `now_ms`."""
+        if not self._held:
+            return
+        ready = [root for root, epoch in self._held_epoch.items() if epoch <= through]
+        for root in ready:
+            entry = self._held.pop(root)
+            del self._held_epoch[root]
+            entry.touched_ms = now_ms
+            self._entries[root] = entry  # now_ms is at or after every armed clock: order kept
+
+    def restart_clocks(self, now_ms: int) -> None:
+        """Every armed entry's timeout starts again at `now_ms` (a runner resuming after a
+        stop, whose pending trees were not lost: the time it was down does not count)."""
+        for entry in self._entries.values():
+            entry.touched_ms = now_ms
 
     def pop(self, root: int) -> PendingEntry | None:
-        return self._entries.pop(root, None)
+        entry = self._entries.pop(root, None)
+        if entry is None and root in self._held:
+            del self._held_epoch[root]
+            return self._held.pop(root)
+        return entry
 
     def reset(self, root: int, now_ms: int) -> None:
         entry = self._entries.get(root)
-        if entry is not None:
+        if entry is not None:  # a held entry's clock has not started: nothing to reset
             entry.touched_ms = now_ms
             self._entries.move_to_end(root)
 
@@ -77,5 +127,5 @@ class PendingMap:
             out.append((root, entry))
         return out
 
-    def items(self):
-        return self._entries.items()
+    def items(self) -> list[tuple[int, PendingEntry]]:
+        return [*self._entries.items(), *self._held.items()]

@@ -162,6 +162,11 @@ class SpoutReader(DataSourceStreamReader):
             task.pending = pickle.loads(pending)
             for key, value in stats.items():
                 setattr(task.stats, key, value)
+        now = self.host.now
+        for task in self.tasks.values():
+            # The time the topology was down does not count against trees whose batch had
+            # committed; those still in flight are held until Spark commits their batch.
+            task.pending.restart_clocks(now)
         self.host.seq = state["seq"]
         self.delivered = state["delivered"]
         self.turn = state.get("turn", 0)
@@ -209,6 +214,15 @@ class SpoutReader(DataSourceStreamReader):
     def _latest_offset(self, start: dict) -> dict:
         host = self.host
         host.set_now(_wall_ms())
+        # Spark asks for the next offset only once every batch up to `start` has committed:
+        # the trees started in those segments are done or wait on work that has committed,
+        # and only now do their timeouts start (a slow, killed or replayed batch never times
+        # out the trees it carries; docs/design/spark-runner.md, "Message timeouts").
+        committed = int(start["seg"])
+        seg = max(self.next_seg, committed + 1)  # the segment this call may write
+        for task in self.tasks.values():
+            task.pending.arm(committed, host.now)
+            task.pending.hold(seg)
         self._deliver_outcomes()
         emitted = 0
         for task in self.tasks.values():
@@ -258,7 +272,6 @@ class SpoutReader(DataSourceStreamReader):
             host.rows.append(wire.messages_row(host.messages, host.now))
             host.messages = []
         if len(host.rows) or ranges:
-            seg = max(self.next_seg, int(start["seg"]) + 1)
             if ranges:
                 write_ranges(self.run_dir, seg, ranges)
             sink = pa.BufferOutputStream()
@@ -268,7 +281,11 @@ class SpoutReader(DataSourceStreamReader):
             host.rows = wire.RowBuffer()
             self.next_seg = seg + 1
             self._snapshot(seg)
-            end = {"seg": seg}
+        if self.next_seg - 1 > committed:
+            # Also segments planned before a restart that Spark never logged (the driver was
+            # killed between our snapshot and Spark's offset log): their spouts have moved on,
+            # so they must be processed even when nothing new was planned now.
+            end = {"seg": self.next_seg - 1}
         self._write_status(end)
         return end
 
