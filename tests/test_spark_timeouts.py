@@ -75,7 +75,7 @@ def planned_ranges(reader: SpoutReader, start: int, end: dict) -> list[Range]:
 
 
 def test_a_segment_planned_before_a_kill_is_not_timed_out_by_the_restart(
-        tmp_path, spark_session):
+        tmp_path, spark_session, caplog):
     topology, conf = pipeline(tmp_path, timeout_s=1)
     ckpt = tmp_path / "ckpt"
     SparkRunner(topology, conf, checkpoint_location=str(ckpt), session=spark_session)
@@ -84,10 +84,17 @@ def test_a_segment_planned_before_a_kill_is_not_timed_out_by_the_restart(
     first = SpoutReader({"dir": str(ckpt)})
     end = first.latestOffset({"seg": -1})
     assert end == {"seg": 0}
-    assert sorted(planned_ranges(first, -1, end)) != []
+    planned = planned_ranges(first, -1, end)
+    assert planned != []
     time.sleep(1.5)  # the restart takes longer than the message timeout
 
-    runner = SparkRunner(topology, conf, checkpoint_location=str(ckpt), session=spark_session)
+    with caplog.at_level("INFO", logger="squall"):
+        runner = SparkRunner(topology, conf, checkpoint_location=str(ckpt),
+                             session=spark_session)
+    # The restart says, in one line, what it resumes from.
+    notes = [r.getMessage() for r in caplog.records if "resuming from" in r.getMessage()]
+    assert notes == [f"resuming from {ckpt}: no batch committed; {len(planned)} tuple trees "
+                     "pending"]
     result = runner.run(max_wait_ms=240_000)
 
     ids = Counter(r["id"] for r in read_jsonl(tmp_path / "out"))

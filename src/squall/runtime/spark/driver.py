@@ -101,6 +101,15 @@ def portable(topology: Topology) -> Topology:
     return Topology(specs)
 
 
+def _batch_ids(directory: str) -> list[int]:
+    """The batch ids of the files of one of Spark's logs (`offsets`, `commits`), in order."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    return sorted(int(n) for n in names if n.isdigit())
+
+
 def bolt_order(topology: Topology) -> list[str]:
     """Bolts in an order where every bolt comes after the bolts it subscribes to."""
     bolts = topology.bolts
@@ -227,6 +236,8 @@ class SparkRunner:
         self.batches = 0
         self.completed = False  # set by `run` when it stopped because the topology completed
         self._restore()
+        if self.committed >= 0 or os.path.isdir(os.path.join(self.dir, "spouts")):
+            log.info("%s", self.recovery_note())
         plan = {
             "topology": self.topology, "conf": self.user_conf, "keys": self.keys,
             "seed": self.seed, "tracking": self.tracking, "capture": capture,
@@ -260,6 +271,25 @@ class SparkRunner:
         record = pickle.loads(blob)
         self.committed = record["batch_id"]
         self.ledger = AckerLedger.restore(record["ledger"], self.timeout_ms)
+
+    def recovery_note(self) -> str:
+        """One line on what a restart resumes from: the last committed batch, the batch Spark
+        replays (planned before the stop, not committed), and the tuple trees still pending."""
+        planned = _batch_ids(os.path.join(self.dir, "query", "offsets"))
+        logged = _batch_ids(os.path.join(self.dir, "query", "commits"))
+        replayed = [b for b in planned if b > max(logged, default=-1)]
+        status = read_status(self.dir) or {}
+        note = f"resuming from {self.dir}: " + (
+            f"batch {self.committed} committed" if self.committed >= 0 else "no batch committed")
+        if replayed:
+            # A batch the driver committed but Spark did not log is skipped when replayed.
+            again = [b for b in replayed if b > self.committed]
+            note += (f"; batch {replayed[-1]} was planned before the stop and is "
+                     + ("replayed with the same input" if again else "already applied"))
+        pending = status.get("pending")
+        if pending is not None:
+            note += f"; {pending} tuple tree{'s' if pending != 1 else ''} pending"
+        return note
 
     # ---- one micro-batch -----------------------------------------------------------------
     def _batch(self, df: Any, batch_id: int) -> None:
