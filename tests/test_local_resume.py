@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import random
 import signal
 import subprocess
@@ -44,7 +45,7 @@ from squall.runtime.local.transactions import LocalCheckpointError
 KEYS = 7
 
 DRIVER = r'''
-import json, os, signal, sys
+import json, os, signal, sys, time
 from squall import Config, Fields, StatefulBolt, TopologyBuilder, Values, run
 from squall.connectors import JsonLinesSink, JsonLinesSource, ParquetSink, RedisSink
 
@@ -70,6 +71,8 @@ class Count(StatefulBolt):
         key = tup["key"]
         n = self.state.get(key, 0) + 1
         self.state.put(key, n)
+        if ARGS.get("pause") and tup["id"] % 50 == 0:
+            time.sleep(ARGS["pause"])  # a run long enough for kills to land in it
         self.collector.emit(Values(tup["id"], key, n), anchors=tup)
         self.collector.ack(tup)
     def pre_prepare(self, txid):
@@ -170,6 +173,14 @@ def _sink_entries(tmp: Path, args: dict, redis_client=None) -> list[tuple[int, s
     return out
 
 
+def _committed(tmp: Path) -> int:
+    """The batch id of the checkpoint's commit record (-1 before the first)."""
+    try:
+        return pickle.loads((tmp / "ckpt" / "commit.pkl").read_bytes())["batch_id"]
+    except FileNotFoundError:
+        return -1
+
+
 def _check(tmp: Path, args: dict, total: int, redis_client=None) -> None:
     done = json.loads((tmp / "done.json").read_text())
     assert done["errors"] == []
@@ -199,13 +210,23 @@ def _prepare(tmp: Path, provider: str, sink: str, files: int, per_file: int,
 
 def test_sigkill_at_random_moments_then_exactly_once(tmp_path):
     """The issue's pipeline: 30 files of 1,000 records, durable state, JSON lines sink, killed
-    at random moments (start-up and recovery included) until it completes."""
-    args, total = _prepare(tmp_path, "durable", "jsonl", files=30, per_file=1000)
+    at random moments, alternately while it processes (after a commit) and while it starts
+    (imports, recovery), then left to finish."""
+    args, total = _prepare(tmp_path, "durable", "jsonl", files=30, per_file=1000,
+                           batch_ms=50)
+    args["pause"] = 0.003
     rng = random.Random(12)
-    kills = 0
-    for _attempt in range(6):  # then one run left alone to finish
+    kills = mid_run = 0
+    for life in range(8):
         proc = _start(tmp_path, args)
-        time.sleep(rng.uniform(0.05, 0.9))
+        if life % 2:
+            time.sleep(rng.uniform(0.0, 0.4))  # start-up, recovery, or the first batches
+        else:
+            before, deadline = _committed(tmp_path), time.monotonic() + 1.5
+            while (proc.poll() is None and _committed(tmp_path) <= before
+                   and time.monotonic() < deadline):
+                time.sleep(0.005)  # wait for progress: a new commit
+            time.sleep(rng.uniform(0.0, 0.15))
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate(timeout=120)
@@ -213,11 +234,12 @@ def test_sigkill_at_random_moments_then_exactly_once(tmp_path):
             break
         assert proc.returncode == -signal.SIGKILL, out[-3000:]
         kills += 1
+        mid_run += life % 2 == 0
     else:
         proc = _start(tmp_path, args)
         out, _ = proc.communicate(timeout=120)
         assert proc.returncode == 0, out[-3000:]
-    assert kills >= 3, f"only {kills} kills landed before the run completed"
+    assert mid_run >= 3, f"only {mid_run} kills landed while the run processed records"
     committed = sorted(n for n in os.listdir(tmp_path / "out") if n.startswith("part-"))
     assert len(committed) > 2 * kills, "the kills should fall between commits"
     _check(tmp_path, args, total)
