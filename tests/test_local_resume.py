@@ -434,10 +434,18 @@ def test_local_cluster_resumes_from_its_checkpoint(tmp_path):
     assert sorted(r["id"] for r in read_jsonl(tmp_path / "out")) == list(range(n))
 
 
-def test_transactional_topologies_are_refused_a_local_checkpoint(tmp_path):
-    topology, conf = load_example("transactional_global_count").topology()
-    with pytest.raises(ValueError, match="transactional topology"):
-        run(topology, conf, runner="local", checkpoint_location=str(tmp_path / "ckpt"))
+def test_transactional_topologies_resume_from_their_own_store_with_a_checkpoint(tmp_path):
+    """A transactional topology keeps its transactions in its coordinator's store; a local
+    checkpoint location is accepted (every kind runs with the same options) and a second run
+    on the same store and checkpoint applies nothing twice."""
+    gc = load_example("transactional_global_count")
+    conf = {"global_count.db": {"provider": "durable", "dir": str(tmp_path / "db")},
+            "squall.transactional.store": {"dir": str(tmp_path / "tx")}}
+    for _ in range(2):
+        topology, _ = gc.topology()
+        result = run(topology, conf, runner="local", checkpoint_location=str(tmp_path / "ckpt"))
+        assert result.errors == []
+        assert gc.open_db(conf).get(gc.GLOBAL) == 19
 
 
 class _Span(WindowedBolt):

@@ -21,7 +21,15 @@ from pathlib import Path
 import pytest
 from conftest import free_port, start_redis
 
-from squall import BasicBolt, Fields, Spout, TopologyBuilder, Values
+from squall import (
+    BasicBolt,
+    Fields,
+    Spout,
+    SquallError,
+    StatefulBolt,
+    TopologyBuilder,
+    Values,
+)
 from squall.connectors import (
     JsonLinesSink,
     ParquetSink,
@@ -30,6 +38,7 @@ from squall.connectors import (
     read_jsonl,
     read_parquet,
 )
+from squall.connectors.sources import MemorySource
 from squall.runtime.local.engine import LocalEngine
 from squall.runtime.snapshot import dump_instance, load_instance
 from squall.testing import FixedTupleSpout, MockedSources, complete_topology
@@ -296,6 +305,31 @@ def redis_only_topology(port: int, password: str | None):
     return b.create_topology()
 
 
+RETRY_TWICE = {MAX_TUPLES: 100, "squall.spark.batch.max.attempts": 2,
+               "squall.spark.batch.retry.backoff.ms": 10}
+
+
+def _run_with_store_refusing(request, runner: str, topology, pattern: str) -> None:
+    """Local runner (no checkpoint): the batch's tuples fail, with the error reported. Spark (a
+    batch is a transaction): the batch is not committed but run again, and once its attempts are
+    used up the run stops with the sink's error, nothing of the batch applied."""
+    if runner == "local":
+        result = complete_topology(topology, {MAX_TUPLES: 100}, runner=runner,
+                                   mocked_sources=MockedSources({"events": ROWS}))
+        _assert_failed_with(result, pattern)
+        return
+    request.getfixturevalue("spark_session")
+    with pytest.raises(SquallError) as info:
+        complete_topology(topology, RETRY_TWICE, runner=runner,
+                          mocked_sources=MockedSources({"events": ROWS}))
+    message = str(info.value)
+    assert re.match(r"batch \d+ could not commit in 2 attempts \(squall\.spark\.batch\."
+                    r"max\.attempts=2\); last error: \[store:", message), message
+    last = message.split("]", 1)[1].split(". Nothing of it was committed")[0]
+    assert re.search(pattern.replace("^", "^ SinkWriteError: "), last), last
+    assert message.endswith("a restart with the same checkpoint location runs it again")
+
+
 def _assert_failed_with(result, pattern: str) -> None:
     assert result.acked("events") == []
     assert sorted(result.failed("events")) == list(range(len(ROWS)))
@@ -308,27 +342,21 @@ def _assert_failed_with(result, pattern: str) -> None:
 
 
 @pytest.mark.parametrize("runner", RUNNERS)
-def test_redis_down_fails_the_tuples_with_a_clear_error(request, runner):
-    if runner == "spark":
-        request.getfixturevalue("spark_session")
+def test_redis_down_is_a_clear_error_and_nothing_is_committed(request, runner):
     port = free_port()  # nothing listens there
-    result = complete_topology(redis_only_topology(port, None), {MAX_TUPLES: 100},
-                               runner=runner, mocked_sources=MockedSources({"events": ROWS}))
-    _assert_failed_with(
-        result, rf"^RedisSink cannot reach Redis at 127\.0\.0\.1:{port} \(db 0\) for batch \d+ "
-                rf"of task \d: .*tuples are failed.*\[component 'store'\]$")
+    _run_with_store_refusing(
+        request, runner, redis_only_topology(port, None),
+        rf"^RedisSink cannot reach Redis at 127\.0\.0\.1:{port} \(db 0\) for batch \d+ "
+        rf"of task \d: .*tuples are not written \[component 'store'\]$")
 
 
 @pytest.mark.parametrize("runner", RUNNERS)
-def test_redis_wrong_password_fails_the_tuples_with_a_clear_error(request, runner, redis_server):
-    if runner == "spark":
-        request.getfixturevalue("spark_session")
+def test_redis_wrong_password_is_a_clear_error(request, runner, redis_server):
     port = redis_server.port
-    result = complete_topology(redis_only_topology(port, "wrong"), {MAX_TUPLES: 100},
-                               runner=runner, mocked_sources=MockedSources({"events": ROWS}))
-    _assert_failed_with(
-        result, rf"^RedisSink authentication to Redis at 127\.0\.0\.1:{port} \(db 0\) failed "
-                r"\(wrong or missing password\).*\[component 'store'\]$")
+    _run_with_store_refusing(
+        request, runner, redis_only_topology(port, "wrong"),
+        rf"^RedisSink authentication to Redis at 127\.0\.0\.1:{port} \(db 0\) failed "
+        r"\(wrong or missing password\).*\[component 'store'\]$")
     assert not redis_server.client.exists("never")
 
 
@@ -467,3 +495,70 @@ def test_sigkill_mid_batch_then_restart_writes_every_item_once(tmp_path, redis_s
     assert redis_server.client.hgetall("crash") == {str(i): str(i % 7) for i in range(items)}
     skipped = sum(json.loads(p.read_text()) for p in tmp_path.glob("skipped-*.json"))
     assert skipped >= 1
+
+
+# ---- the sink's store down, then back: nothing applied twice upstream -------------------------
+
+
+class RunningCount(StatefulBolt):
+    """Counts per word in its state; passes each record on with the word's running count."""
+
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, tup):
+        word = tup["word"]
+        n = self.state.get(word, 0) + 1
+        self.state.put(word, n)
+        self.collector.emit(Values(f"{tup['id']}", f"{word}:{n}"), anchors=tup)
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("id", "count"))
+
+
+def test_redis_sink_down_then_back_on_spark_applies_every_batch_once(tmp_path, spark_session):
+    """On Spark a batch whose sink cannot write is not committed but run again: the stateful
+    bolt upstream counts each record once (with failed tuples replayed by the spout, as before,
+    its counts went past the true totals), and every record reaches Redis once the store is
+    back."""
+    import threading
+
+    from squall.runtime.spark.driver import SparkRunner
+
+    port = free_port()
+    b = TopologyBuilder()
+    b.set_spout("events", MemorySource({"p0": ROWS[:12], "p1": ROWS[12:]},
+                                       Fields("id", "word", "n")), 2)
+    b.set_bolt("count", RunningCount(), 2).fields_grouping("events", Fields("word"))
+    b.set_bolt("store", RedisSink("127.0.0.1", port, key_field="id", value_field="count",
+                                  hash_name="out", timeout=1.0), 2).shuffle_grouping("count")
+    conf = {MAX_TUPLES: 8, "topology.state.provider": "durable",
+            "squall.spark.batch.retry.backoff.ms": 200}
+    spark_runner = SparkRunner(b.create_topology(), conf,
+                               checkpoint_location=str(tmp_path / "ckpt"), session=spark_session)
+    results: list = []
+    runner = threading.Thread(target=lambda: results.append(spark_runner.run()))
+    runner.start()
+    deadline = time.monotonic() + 180
+    # Nothing listens on the port yet: wait until a batch has failed to write (and so was not
+    # committed), then start Redis there.
+    while not any(isinstance(e.error, SinkError) for e in list(spark_runner.errors)):
+        assert runner.is_alive() and time.monotonic() < deadline
+        time.sleep(0.1)
+    assert spark_runner.committed == -1
+    with start_redis(tmp_path, port=port) as server:
+        runner.join(240)
+        assert not runner.is_alive() and results
+        stored = server.client.hgetall("out")
+    result = results[0]
+    assert sorted(int(i) for i in stored) == list(range(len(ROWS)))
+    per_word: dict[str, list[int]] = {}
+    for value in stored.values():
+        word, n = value.rsplit(":", 1)
+        per_word.setdefault(word, []).append(int(n))
+    # Each word's running counts are 1..its number of records: counted once each, none lost.
+    assert {w: sorted(ns) for w, ns in per_word.items()} == {
+        w: list(range(1, sum(r[1] == w for r in ROWS) + 1)) for w in WORDS}
+    assert any(isinstance(e.error, SinkError) for e in result.errors), result.errors
+    assert result.stats["events"].failed == 0

@@ -26,6 +26,7 @@ from squall.components.stateful_windowed import StatefulWindowedBolt
 from squall.components.windowed import WindowedBolt
 from squall.duration import Duration
 from squall.errors import (
+    BatchRetryError,
     EmitError,
     FailedException,
     InvalidTopologyError,
@@ -57,6 +58,7 @@ __all__ = [
     "CustomStreamGrouping",
     "Duration",
     "EmitError",
+    "BatchRetryError",
     "FailedException",
     "Fields",
     "InvalidTopologyError",

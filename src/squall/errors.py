@@ -63,5 +63,15 @@ class ReliabilityError(SquallError):
     """A misuse of the acking API, such as acking a tuple twice; reported, not raised."""
 
 
+class BatchRetryError(SquallError):
+    """A batch's effects could not be made durable (a sink's store is down, say).
+
+    Raised from `on_batch_end`. On a runner whose batches are transactions (Spark; the local
+    runner with a checkpoint location) the batch is not committed: Spark runs it again from the
+    last committed state after a pause, and the local runner stops (a restart resumes from its
+    last commit). Elsewhere the bolt has failed the batch's tuples, so their spouts replay them.
+    """
+
+
 class FailedException(Exception):
     """Raise from `BasicBolt.execute` to fail the input tuple (and so replay its spout tuple)."""

@@ -80,10 +80,10 @@ def run(
         from squall.transactional.builder import is_transactional
 
         if is_transactional(topology):
-            # Its coordinator keeps its own transactions in its store (exactly-once already);
-            # restoring its bolts from the runner's snapshots as well would mix two protocols.
-            raise ValueError("a transactional topology keeps its own transaction state on the "
-                             "local runner: run it without a checkpoint location")
+            # Its coordinator keeps its own transactions in its store, which is what resumes
+            # it (exactly-once already); restoring its bolts from the runner's snapshots as well
+            # would mix two protocols, so the runner keeps no commit record of its own.
+            checkpoint_location = None
     engine = LocalEngine(topology, conf, clock=clock or current_clock(),
                          checkpoint_location=checkpoint_location)
     return engine.run(

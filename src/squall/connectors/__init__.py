@@ -12,6 +12,7 @@ from squall.connectors.sinks import (
     ParquetSink,
     RedisSink,
     SinkError,
+    SinkWriteError,
     read_jsonl,
     read_parquet,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "ParquetSink",
     "RedisSink",
     "SinkError",
+    "SinkWriteError",
     "read_jsonl",
     "read_parquet",
 ]

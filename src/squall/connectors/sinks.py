@@ -49,7 +49,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from squall.components.base import Bolt
-from squall.errors import SquallError
+from squall.errors import BatchRetryError, SquallError
 from squall.runtime.spark.state_files import write_atomic
 from squall.topology.fields import Fields
 from squall.topology.tuple import Tuple
@@ -62,6 +62,11 @@ _STAGED_PREFIX = ".staged-"
 
 class SinkError(SquallError):
     """A sink could not write a batch (or is configured wrongly); names the component."""
+
+
+class SinkWriteError(SinkError, BatchRetryError):
+    """A batch could not be written: the batch is not committed (Spark runs it again; the local
+    runner with a checkpoint stops), or, where batches are not transactions, its tuples fail."""
 
 
 def part_name(batch_id: int, task_id: int, suffix: str) -> str:
@@ -78,7 +83,8 @@ class BatchSink(Bolt):
 
     Subclasses implement `write_batch(batch_id, tuples)`, which must be idempotent per
     (batch id, task): a replayed batch overwrites or skips, never appends. An exception from it
-    fails the batch's tuples (after reporting a `SinkError` built by `describe_failure`).
+    raises a `SinkWriteError` built by `describe_failure` (see `BatchRetryError`: the batch is run
+    again where batches are transactions; elsewhere its tuples are failed and the error reported).
     Sinks declare no output streams.
     """
 
@@ -116,10 +122,16 @@ class BatchSink(Bolt):
             else:
                 self.write_batch(batch_id, tuples)
         except Exception as exc:
-            self.collector.report_error(self.describe_failure(exc, batch_id, len(tuples)))
+            # Failed here for a runner whose batches are not transactions (their spouts replay
+            # them); a transactional runner drops this attempt, fails included, and runs the
+            # batch again, so what other bolts did with these tuples is not applied twice.
             for tup in tuples:
                 self.collector.fail(tup)
-            return
+            error = self.describe_failure(exc, batch_id, len(tuples))
+            if not isinstance(error, SinkWriteError):
+                error = SinkWriteError(error.message, component=error.component,
+                                       stream=error.stream, field=error.field)
+            raise error from exc
         for tup in tuples:
             self.collector.ack(tup)
 
@@ -163,10 +175,10 @@ class BatchSink(Bolt):
         return "?"
 
     def describe_failure(self, exc: Exception, batch_id: int, n: int) -> SinkError:
-        return SinkError(
+        return SinkWriteError(
             f"{type(self).__name__} could not write batch {batch_id} of task "
             f"{self.context.this_task_id} to {self.target()}: {type(exc).__name__}: {exc}; "
-            f"its {n} tuples are failed (replayed by their spouts)",
+            f"its {n} tuples are not written",
             component=self.context.this_component_id,
         )
 
@@ -563,9 +575,9 @@ class RedisSink(BatchSink):
             what = f"cannot reach {where}"
         else:
             what = f"could not write to {where}"
-        return SinkError(
+        return SinkWriteError(
             f"RedisSink {what} for batch {batch_id} of task {self.context.this_task_id}: "
-            f"{type(exc).__name__}: {exc}; its {n} tuples are failed (replayed by their spouts)",
+            f"{type(exc).__name__}: {exc}; its {n} tuples are not written",
             component=self.context.this_component_id,
         )
 
@@ -583,6 +595,7 @@ __all__ = [
     "ParquetSink",
     "RedisSink",
     "SinkError",
+    "SinkWriteError",
     "part_name",
     "read_jsonl",
     "read_parquet",

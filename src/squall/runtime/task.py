@@ -23,7 +23,7 @@ from squall.components.collectors import (
 )
 from squall.components.context import TopologyContext
 from squall.components.windowed import WindowedBolt
-from squall.errors import FailedException
+from squall.errors import BatchRetryError, FailedException
 from squall.reliability.acker import Outcome
 from squall.reliability.pending import PendingMap
 from squall.runtime.routing import build_routes
@@ -58,6 +58,10 @@ class Host(Protocol):
     def forget(self, root: int) -> None: ...
 
     def now_ms(self) -> int: ...
+
+    # Whether a batch that raises `BatchRetryError` can be left uncommitted and run again
+    # (the runner's batches are transactions), rather than its tuples failed.
+    transactional_batches: bool
 
     def report_error(
         self, component: str, task: int, error: BaseException, stream: str | None = None
@@ -295,6 +299,10 @@ class BoltTask(TaskRuntime):
     def end_batch(self, batch_id: int) -> None:
         try:
             self.instance.on_batch_end(batch_id)
+        except BatchRetryError as exc:
+            if self.host.transactional_batches:
+                raise  # the batch must not commit: the runner runs it again
+            self._report(exc)
         except Exception as exc:
             self._report(exc)
         if self.checkpointing is not None:

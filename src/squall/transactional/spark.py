@@ -307,6 +307,12 @@ class TransactionalSparkRunner:
                 self.errors.append(ErrorRecord(cid, task, error, cols["stream"][i],
                                                cols["ts"][i]))
                 log.error("[%s:%s] %s: %s", cid, task, type(error).__name__, error)
+            elif kind == wire.ABORT:  # a task refused to commit (BatchRetryError): retried
+                error = pickle.loads(cols["values"][i])
+                failures.append(f"task {task}: {type(error).__name__}: {error}")
+                cid = self.topology.task_component(task) if task in self.topology.task_ids \
+                    else "?"
+                self.errors.append(ErrorRecord(cid, task, error, None, cols["ts"][i]))
             elif kind == wire.STATS:
                 into = stats.setdefault(task, {})
                 for key, value in pickle.loads(cols["values"][i]).items():

@@ -94,6 +94,9 @@ class LocalEngine:
         # With a checkpoint location every batch is a transaction (transactions.py); without,
         # stateful bolts follow Storm's checkpoint protocol (CheckpointSpoutTask below).
         self.transactions: LocalTransactions | None = None
+        # With a checkpoint a batch is a transaction: one that cannot commit (BatchRetryError)
+        # stops the run, and a restart resumes from the last commit; otherwise tuples fail.
+        self.transactional_batches = checkpoint_location is not None
         if checkpoint_location is not None:
             self.transactions = LocalTransactions(checkpoint_location, topology)
         for task_id in topology.task_ids:

@@ -48,6 +48,11 @@ from squall.topology.description import ComponentSpec, Topology
 
 log = logging.getLogger("squall")
 MAX_BATCH_TUPLES = "squall.spark.batch.max.tuples"
+# A batch that cannot commit (a task raised, or refused it with BatchRetryError) runs again after
+# a pause that doubles from the backoff up to 30 s; unset attempts: for ever, as Storm replays.
+MAX_BATCH_ATTEMPTS = "squall.spark.batch.max.attempts"
+RETRY_BACKOFF_MS = "squall.spark.batch.retry.backoff.ms"
+RETRY_BACKOFF_MAX_MS = 30_000
 
 
 class CheckpointMismatchError(SquallError):
@@ -99,6 +104,22 @@ def portable(topology: Topology) -> Topology:
                 register(sub.grouping.grouping)
         specs[cid] = dataclasses.replace(spec, payload=cloudpickle.dumps(instance))
     return Topology(specs)
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _python_error(exc: BaseException) -> str:
+    """The Python exception line of a failed Spark job (the last traceback's final line), or
+    the error's first line: what a user needs, without the JVM stack around it."""
+    text = str(exc)
+    tail = text.rsplit("Traceback (most recent call last):", 1)
+    if len(tail) == 2:
+        for line in tail[1].splitlines():
+            if line and not line[0].isspace():
+                return line.strip()
+    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
 
 
 def _batch_ids(directory: str) -> list[int]:
@@ -176,7 +197,10 @@ def drive_query(
     next_progress = progress_every_ms
     try:
         while query.isActive:
-            query.awaitTermination(0.05)
+            try:
+                query.awaitTermination(0.05)
+            except Exception:
+                break  # the query failed: query.exception() below says why
             elapsed = int((time.monotonic() - started) * 1000)
             if on_progress is not None and elapsed >= next_progress:
                 on_progress(runner)
@@ -188,11 +212,14 @@ def drive_query(
             if max_wait_ms is not None and elapsed >= max_wait_ms:
                 break
     finally:
+        runner.stopping = True  # a batch waiting to run again gives up (uncommitted)
         if query.isActive:
             query.stop()
     error = query.exception()
     if error is not None:
-        raise SquallError(f"the Spark query failed: {error}") from None
+        # The runner's own error, when it stopped the query on purpose, says it best.
+        raise getattr(runner, "failure", None) or SquallError(
+            f"the Spark query failed: {error}") from None
 
 
 class SparkRunner:
@@ -235,6 +262,9 @@ class SparkRunner:
         self.late_acks = 0
         self.batches = 0
         self.completed = False  # set by `run` when it stopped because the topology completed
+        self.stopping = False  # set by drive_query before it stops the query
+        self.failure: SquallError | None = None  # why the runner stopped its query, if it did
+        self.retry_backoff_ms = int(self.conf.get(RETRY_BACKOFF_MS) or 1000)
         self._restore()
         if self.committed >= 0 or os.path.isdir(os.path.join(self.dir, "spouts")):
             log.info("%s", self.recovery_note())
@@ -304,7 +334,62 @@ class SparkRunner:
             )
             n = self.topology.components[cid].num_tasks
             cur = cur.repartition(n, "key").mapInArrow(stage_function(plan), wire.DDL)
-        self._apply(cur.toArrow().to_pydict(), batch_id)
+        attempt = 1
+        while True:
+            try:
+                cols = cur.toArrow().to_pydict()
+            except Exception as exc:  # a task raised (a state store is down, say)
+                errors = [ErrorRecord("?", -1, SquallError(_python_error(exc)), None,
+                                      _wall_ms())]
+            else:
+                errors = self._aborts(cols)
+                if not errors:
+                    self._apply(cols, batch_id)
+                    return
+            # Nothing of this attempt is applied: its rows are dropped, the tasks restore the
+            # last committed snapshots, and the same input runs again (docs/design/
+            # spark-runner.md, "Batches that cannot commit").
+            self._retry_or_raise(batch_id, attempt, errors)
+            attempt += 1
+
+    def _fail(self, message: str) -> SquallError:
+        self.failure = SquallError(message)
+        return self.failure
+
+    def _aborts(self, cols: dict[str, list]) -> list[ErrorRecord]:
+        """The errors of the tasks that refused to commit this batch (`BatchRetryError`)."""
+        out = []
+        for i, kind in enumerate(cols["kind"]):
+            if kind == wire.ABORT:
+                task = cols["task"][i]
+                cid = self.topology.task_component(task) if task in self.topology.task_ids else "?"
+                out.append(ErrorRecord(cid, task, pickle.loads(cols["values"][i]), None,
+                                       cols["ts"][i]))
+        return out
+
+    def _retry_or_raise(self, batch_id: int, attempt: int, errors: list[ErrorRecord]) -> None:
+        """Record why batch `batch_id` did not commit, then wait before its next attempt, or
+        raise when `squall.spark.batch.max.attempts` is used up or the run is stopping (a
+        foreachBatch that returned would let Spark log the batch as done)."""
+        for record in errors:
+            self.errors.append(record)
+        first = errors[0]
+        limit = self.conf.get(MAX_BATCH_ATTEMPTS)
+        what = f"[{first.component}:{first.task}] {type(first.error).__name__}: {first.error}"
+        if limit is not None and attempt >= int(limit):
+            raise self._fail(
+                f"batch {batch_id} could not commit in {attempt} attempts ({MAX_BATCH_ATTEMPTS}"
+                f"={limit}); last error: {what}. Nothing of it was committed: a restart with "
+                "the same checkpoint location runs it again")
+        delay_ms = min(self.retry_backoff_ms * 2 ** (attempt - 1), RETRY_BACKOFF_MAX_MS)
+        log.error("batch %d not committed (attempt %d): %s; running it again from the last "
+                  "committed state in %.1f s", batch_id, attempt, what, delay_ms / 1000)
+        deadline = time.monotonic() + delay_ms / 1000
+        while time.monotonic() < deadline:
+            if self.stopping:
+                raise self._fail(f"stopped while batch {batch_id} was waiting to run again; "
+                                 "nothing of it was committed")
+            time.sleep(0.05)
 
     def _apply(self, cols: dict[str, list], batch_id: int) -> None:
         now = time.time_ns() // 1_000_000

@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from squall.errors import BatchRetryError
 from squall.runtime.end_of_input import END_OF_INPUT_SRC
 from squall.runtime.gc_pause import gc_paused
 from squall.runtime.snapshot import dump_instance, load_instance
@@ -58,6 +59,8 @@ class StagePlan:
 
 class StageHost:
     """The `Host` of tasks running inside a stage: everything they send becomes output rows."""
+
+    transactional_batches = True  # a batch commits whole, or is run again (driver.py)
 
     def __init__(self, plan: StagePlan, out: wire.RowBuffer) -> None:
         self.plan = plan
@@ -206,7 +209,14 @@ def _run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
                 root = roots[k]
                 anchors = None if root is None else anchors_of(root, edges[k], mores[k])
                 execute(_RuntimeTuple(decode(blobs[k]), origin, anchors, task_id))
-            task.end_batch(plan.batch_id)
+            try:
+                task.end_batch(plan.batch_id)
+            except BatchRetryError as exc:
+                # An ABORT row rather than an exception: the driver runs the batch again without
+                # Spark failing a job (and printing its traceback) for a store that is down.
+                host.seq += 1
+                out.report(wire.ABORT, task=task_id, key=0, stream=None,
+                           payload=wire.portable_error(exc), ts=host.now, seq=host.seq)
             _finish_task(plan, task, host, out, executed=executed)
             i = j
     messages = [(wire.ACK, -1, root, value) for root, value in host.xor.items()]

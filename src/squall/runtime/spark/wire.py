@@ -24,7 +24,8 @@ from typing import Any
 
 import pyarrow as pa
 
-TUPLE, ACK, FAIL, RESET, INIT, ERROR, CAPTURE, STATS, PACKET, MESSAGES = range(10)
+TUPLE, ACK, FAIL, RESET, INIT, ERROR, CAPTURE, STATS, PACKET, MESSAGES, ABORT = range(11)
+# ABORT: a task raised `BatchRetryError` at the end of the batch; the batch must not commit.
 
 # Tuples travel in packets: one row carries every tuple one task emitted to one task in a stage, so
 # Spark moves a few large rows instead of a row per tuple (a row costs the JVM several
