@@ -26,6 +26,9 @@ arms a hook by creating a file, and the pipeline kills itself when it next passe
   sinks publish the batch.
 - `recovery`: the `execute` hook armed from the start of a run that has a batch to replay (the
   previous run was killed inside a batch): the kill lands in the replay.
+- `planning` (Spark): the harness polls without pausing and kills as soon as the spout reader
+  has snapshotted a segment it planned that Spark's offsets log does not name yet: the reader
+  has planned the next batch, Spark has not logged it. (On the local runner, a timer.)
 - `random`: a timer anywhere in the run.
 
 Every kill is then *classified* by what the frozen checkpoint and output show, not by the plan
@@ -66,9 +69,9 @@ RUNNERS = ("spark", "local")
 
 # Every phase a kill can be classified in, in the order of a run's life.
 PHASES = ("start-up", "first-batch", "recovery", "mid-batch", "after-sink-write", "mid-commit",
-          "between-batches")
+          "planning", "between-batches")
 KILL_PLANS = ("start-up", "first-batch", "mid-batch", "after-sink-write", "mid-commit",
-              "recovery", "random")
+              "recovery", "planning", "random")
 
 _PART = re.compile(r"^part-b(\d+)-t(\d+)\.(\w+)$")
 _STAGED = re.compile(r"^\.staged-part-b(\d+)-t(\d+)\.(\w+)$")  # local runner, two phases
@@ -111,8 +114,8 @@ def scenarios(long: bool) -> list[Scenario]:
                  kills=n or 3, redis_sink=True,
                  plans=KILL_PLANS if long else ("after-sink-write", "recovery", "mid-commit")),
         Scenario("slow-batches", "a bolt sleeping 40 ms per record, message timeout 2 s",
-                 kills=n or 2, sleep_ms=40, timeout_s=2, files_first=3, files_between=1,
-                 plans=KILL_PLANS if long else ("mid-batch", "random")),
+                 kills=n or 2, sleep_ms=40, timeout_s=2, files_first=3, files_between=2,
+                 plans=KILL_PLANS if long else ("planning", "mid-batch")),
         Scenario("new-input", "input files arriving between and during runs; Parquet sink",
                  kills=n or 1, sink="parquet", files_first=2, files_between=3, files_during=3,
                  plans=KILL_PLANS if long else ("start-up",)),
@@ -254,6 +257,31 @@ def planned_batch(ckpt: Path) -> int:
     return max((int(n) for n in names if n.isdigit()), default=-1)
 
 
+def logged_segment(ckpt: Path, batch_id: int) -> int:
+    """The spout reader's segment that Spark's offsets log names for `batch_id` (-1 if none).
+
+    The log file's last line is the source's end offset, `{"seg": N}`."""
+    try:
+        lines = (ckpt / "query" / "offsets" / str(batch_id)).read_text().split("\n")
+    except FileNotFoundError:
+        return -1
+    try:
+        return int(json.loads([x for x in lines if x.strip()][-1])["seg"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        return -1  # being written
+
+
+def snapshotted_segment(ckpt: Path) -> int:
+    """The newest segment the spout reader planned and snapshotted its spouts after (-1 if none).
+    """
+    try:
+        names = os.listdir(ckpt / "spouts")
+    except FileNotFoundError:
+        return -1
+    return max((int(n[4:-4]) for n in names if n.startswith("seg=") and n.endswith(".pkl")),
+               default=-1)
+
+
 def outcomes_exist(ckpt: Path, batch_id: int) -> bool:
     """Whether the driver has written the outcomes of `batch_id` (the first step of its commit)."""
     return (ckpt / "outcomes" / f"batch={batch_id:012d}.pkl").exists()
@@ -306,7 +334,8 @@ def classify_spark(ckpt: Path, out: Path, start: RunStart, fired: str | None) ->
     before the run not committed yet (`recovery`); the outcomes of the next batch written but not
     `commit.pkl` (`mid-commit`); a sink part of an uncommitted batch written by this run
     (`after-sink-write`); nothing committed by this run yet (`first-batch`); a batch planned and
-    not committed (`mid-batch`); else `between-batches` (planning, or finishing).
+    not committed (`mid-batch`); a segment the reader planned that Spark's offsets log does not
+    name (`planning`); else `between-batches` (finishing, or idle).
     """
     since = start.wall
     parts = sink_parts(out)
@@ -321,8 +350,11 @@ def classify_spark(ckpt: Path, out: Path, start: RunStart, fired: str | None) ->
         return "after-sink-write"
     if committed == start.committed:
         return "first-batch"
-    if planned_batch(ckpt) > committed:
+    planned = planned_batch(ckpt)
+    if planned > committed:
         return "mid-batch"
+    if snapshotted_segment(ckpt) > logged_segment(ckpt, planned):
+        return "planning"
     return "between-batches"
 
 
@@ -559,6 +591,7 @@ class ChaosRun:
         arm_when_progressed: str | None = None
         armed_at: float | None = None
         poll_commit = False
+        poll_planning = False
         replay = self.runner == "spark" and start.replay_pending
         if plan == "start-up":
             kill_at = t0 + rng.uniform(0.2, 0.8) * est
@@ -572,6 +605,12 @@ class ChaosRun:
             arm_when_progressed = "execute"
         elif plan == "after-sink-write":
             arm_when_progressed = "after-write"
+        elif plan == "planning":
+            if self.runner == "spark":
+                poll_planning = True
+            else:
+                length = max(self.run_s) if self.run_s else 1.6 * est + 4
+                kill_at = t0 + rng.uniform(0.3 * est, max(0.3 * est, 0.9 * length))
         elif plan == "mid-commit":
             if self.runner == "spark":
                 poll_commit = True
@@ -611,7 +650,8 @@ class ChaosRun:
                     kill_session(proc)
                     rec.killed = True
                     break
-                if (arm_when_progressed or poll_commit) and armed_at is None \
+                if (arm_when_progressed or poll_commit or poll_planning) \
+                        and armed_at is None \
                         and self._progressed(start):
                     armed_at = now + delay
                 if armed_at is not None and now >= armed_at:
@@ -625,6 +665,11 @@ class ChaosRun:
                             rec.killed = True
                             break
                         poll_commit = False
+                    if poll_planning:
+                        if self._poll_planning(proc, limit_s=60):
+                            rec.killed = True
+                            break
+                        poll_planning = False
                 time.sleep(0.01)
         finally:
             if proc.poll() is None and not rec.killed:
@@ -663,6 +708,26 @@ class ChaosRun:
                 seen_ns = mtime_ns
                 target = outcomes / f"batch={committed_batch(self.ckpt) + 1:012d}.pkl"
             if target is not None and target.exists():
+                kill_session(proc)
+                return True
+        return False
+
+    def _poll_planning(self, proc: subprocess.Popen[bytes], limit_s: float) -> bool:
+        """Busy-wait for a segment the reader snapshotted and Spark has not logged; kill then."""
+        deadline = time.monotonic() + limit_s
+        offsets = self.ckpt / "query" / "offsets"
+        newest, logged = -2, -1  # the newest offsets file read, and the segment it names
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                latest = max((int(n) for n in os.listdir(offsets) if n.isdigit()), default=-1)
+            except FileNotFoundError:
+                latest = -1
+            if latest != newest:
+                seg = logged_segment(self.ckpt, latest)
+                if latest >= 0 and seg < 0:
+                    continue  # being written: read it again
+                newest, logged = latest, seg
+            if snapshotted_segment(self.ckpt) > logged:
                 kill_session(proc)
                 return True
         return False
