@@ -27,6 +27,7 @@ from squall.components.windowed import WindowedBolt
 from squall.duration import Duration
 from squall.errors import (
     BatchRetryError,
+    ConfigError,
     EmitError,
     FailedException,
     InvalidTopologyError,
@@ -54,6 +55,7 @@ __all__ = [
     "BoltDeclarer",
     "Component",
     "Config",
+    "ConfigError",
     "Count",
     "CustomStreamGrouping",
     "Duration",

@@ -51,6 +51,11 @@ class InvalidTopologyError(SquallError, ValueError):
     """The topology description is wrong; raised while it is built."""
 
 
+class ConfigError(SquallError, ValueError):
+    """A configuration value cannot be used; the message names the key, the value and what is
+    allowed, so `-c key=value` mistakes are reported as such rather than as a bare ValueError."""
+
+
 class NotPicklableError(InvalidTopologyError):
     """A user's component cannot be pickled, so it cannot travel to other processes."""
 

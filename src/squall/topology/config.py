@@ -9,12 +9,21 @@ A `Config` is a plain dict of the keys the user set; `effective()` overlays them
 (2, False)
 >>> Config.effective_of(None)["topology.message.timeout.secs"]
 30
+
+The runners read values through the typed accessors at the end of this module, so each key is
+parsed (and a bad value reported, naming the key) in one place:
+
+>>> message_timeout_ms(conf), tick_period_ms(conf), max_spout_pending(conf)
+(10000, None, 100)
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
+
+from squall.errors import ConfigError
 
 TOPOLOGY_MESSAGE_TIMEOUT_SECS = "topology.message.timeout.secs"
 TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS = "topology.enable.message.timeouts"
@@ -101,3 +110,162 @@ def num_ackers(conf: Mapping[str, Any]) -> int:
     if n is None:
         n = conf.get(TOPOLOGY_WORKERS) or 1
     return int(n)
+
+
+# Typed accessors. Each takes an effective config (a raw one works too: a missing key reads as
+# its default) and keeps the exact reading the runners have always used, so moving a caller onto
+# one changes nothing for valid values; a value that cannot be used raises `ConfigError` naming
+# the key, the value and what is allowed.
+
+
+def message_timeout_ms(conf: Mapping[str, Any]) -> int | None:
+    """The message timeout in ms, or None when `topology.enable.message.timeouts` is off.
+
+    What a spout times its pending tuples out by, and what windows and checkpoint intervals
+    must fit in.
+
+    >>> message_timeout_ms({"topology.message.timeout.secs": 2.5})
+    2500
+    >>> message_timeout_ms({}), message_timeout_ms({"topology.enable.message.timeouts": False})
+    (30000, None)
+    >>> message_timeout_ms({"topology.message.timeout.secs": "ten"})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    squall.errors.ConfigError: topology.message.timeout.secs must be a positive ..., got 'ten'
+    """
+    if not conf.get(TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, True):
+        return None
+    return configured_message_timeout_ms(conf)
+
+
+def configured_message_timeout_ms(conf: Mapping[str, Any]) -> int:
+    """The message timeout in ms, whether or not timeouts are enabled.
+
+    The acker ledger remembers a failed root this long either way (so acks from its other
+    branches are recognised as late), and `complete_topology` bounds a run by it.
+
+    >>> configured_message_timeout_ms({"topology.message.timeout.secs": 10,
+    ...                                "topology.enable.message.timeouts": False})
+    10000
+    >>> configured_message_timeout_ms({TOPOLOGY_MESSAGE_TIMEOUT_SECS: 0})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    squall.errors.ConfigError: topology.message.timeout.secs must be a positive number ..., got 0
+    """
+    key = TOPOLOGY_MESSAGE_TIMEOUT_SECS
+    value = conf.get(key, DEFAULTS[key])
+    allowed = "a positive number of seconds"
+    secs = _number(key, value, allowed)
+    if secs <= 0:
+        raise _bad(key, value, allowed)
+    return _ms_of_secs(key, value, secs, allowed)
+
+
+def tick_period_ms(conf: Mapping[str, Any]) -> int | None:
+    """The tick tuple period in ms (`topology.tick.tuple.freq.secs`), or None for no ticks.
+
+    Unset and 0 both mean no ticks, as in Storm.
+
+    >>> tick_period_ms({"topology.tick.tuple.freq.secs": 0.5}), tick_period_ms({})
+    (500, None)
+    >>> tick_period_ms({"topology.tick.tuple.freq.secs": -1})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    squall.errors.ConfigError: topology.tick.tuple.freq.secs must be a positive number ..., got -1
+    """
+    key = TOPOLOGY_TICK_TUPLE_FREQ_SECS
+    value = conf.get(key)
+    if not value:
+        return None
+    allowed = "a positive number of seconds (0 or unset: no ticks)"
+    secs = _number(key, value, allowed)
+    if secs < 0:
+        raise _bad(key, value, allowed)
+    return _ms_of_secs(key, value, secs, allowed)
+
+
+def max_spout_pending(conf: Mapping[str, Any]) -> int | None:
+    """The bound on pending tuples per spout task, or None for no bound (unset or 0).
+
+    >>> max_spout_pending({"topology.max.spout.pending": 100}), max_spout_pending({})
+    (100, None)
+    >>> max_spout_pending({"topology.max.spout.pending": "many"})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    squall.errors.ConfigError: topology.max.spout.pending must be a positive integer ..., got 'many'
+    """
+    key = TOPOLOGY_MAX_SPOUT_PENDING
+    value = conf.get(key)
+    if not value:
+        return None
+    allowed = "a positive integer (0 or unset: no bound)"
+    n = _integer(key, value, allowed)
+    if n < 0:
+        raise _bad(key, value, allowed)
+    return n
+
+
+def checkpoint_interval_ms(conf: Mapping[str, Any]) -> int:
+    """The state checkpoint interval in ms (`topology.state.checkpoint.interval.ms`).
+
+    Unset or 0 reads as the default, 1000.
+
+    >>> checkpoint_interval_ms({"topology.state.checkpoint.interval.ms": 100})
+    100
+    >>> checkpoint_interval_ms({}), checkpoint_interval_ms({TOPOLOGY_STATE_CHECKPOINT_INTERVAL: 0})
+    (1000, 1000)
+    """
+    key = TOPOLOGY_STATE_CHECKPOINT_INTERVAL
+    value = conf.get(key)
+    if not value:
+        return 1000
+    allowed = "a positive number of milliseconds"
+    ms = _integer(key, value, allowed)
+    if ms < 0:
+        raise _bad(key, value, allowed)
+    return ms
+
+
+def random_seed(conf: Mapping[str, Any]) -> int:
+    """The seed of every random choice of a run (`squall.random.seed`, default 0).
+
+    >>> random_seed({"squall.random.seed": 7}), random_seed({})
+    (7, 0)
+    >>> random_seed({"squall.random.seed": "x"})
+    Traceback (most recent call last):
+    squall.errors.ConfigError: squall.random.seed must be an integer, got 'x'
+    """
+    value = conf.get(SQUALL_RANDOM_SEED)
+    return _integer(SQUALL_RANDOM_SEED, value, "an integer") if value else 0
+
+
+def _bad(key: str, value: Any, allowed: str) -> ConfigError:
+    return ConfigError(f"{key} must be {allowed}, got {value!r}")
+
+
+def _number(key: str, value: Any, allowed: str) -> float:
+    # A bool is an int to Python, but `true` for a duration is a mistake worth reporting.
+    if isinstance(value, bool):
+        raise _bad(key, value, allowed)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise _bad(key, value, allowed) from None
+    if not math.isfinite(number):
+        raise _bad(key, value, allowed)
+    return number
+
+
+def _ms_of_secs(key: str, value: Any, secs: float, allowed: str) -> int:
+    # int(float(secs) * 1000), as the runners have always converted; a finite number too large
+    # for milliseconds overflows to infinity, which int() refuses.
+    ms = secs * 1000
+    if not math.isfinite(ms):
+        raise _bad(key, value, allowed)
+    return int(ms)
+
+
+def _integer(key: str, value: Any, allowed: str) -> int:
+    # int() as the runners always read these keys: it truncates floats and accepts digit strings.
+    if isinstance(value, bool):
+        raise _bad(key, value, allowed)
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise _bad(key, value, allowed) from None
