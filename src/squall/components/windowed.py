@@ -52,7 +52,14 @@ from squall.components.base import Bolt
 from squall.components.declarer import DEFAULT_STREAM, StreamSpec
 from squall.duration import Duration, to_millis
 from squall.errors import InvalidTopologyError, SquallError
-from squall.topology.config import TOPOLOGY_TICK_TUPLE_FREQ_SECS
+from squall.topology.config import (
+    TOPOLOGY_STATE_CHECKPOINT_INTERVAL,
+    TOPOLOGY_TICK_TUPLE_FREQ_SECS,
+    Config,
+    checkpoint_interval_ms,
+    max_spout_pending,
+    message_timeout_ms,
+)
 from squall.topology.fields import Fields
 from squall.topology.tuple import Tuple, is_tick_tuple
 from squall.windowing.manager import Activation, Expired, Late, WindowManager
@@ -403,23 +410,14 @@ def check_window_limits(topology: Any, conf: Mapping[str, Any] | None) -> None:
     (Storm's `PersistentWindowedBoltExecutor.validate`) only the checkpoint interval must not
     exceed the message timeout.
     """
-    from squall.topology.config import (
-        TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS,
-        TOPOLOGY_MAX_SPOUT_PENDING,
-        TOPOLOGY_MESSAGE_TIMEOUT_SECS,
-        TOPOLOGY_STATE_CHECKPOINT_INTERVAL,
-        Config,
-    )
-
     for cid, spec in topology.bolts.items():
         c = spec.conf
         if WINDOW_LENGTH_COUNT not in c and WINDOW_LENGTH_DURATION_MS not in c:
             continue
         eff = Config.effective_of(conf, c)
-        timeout = (int(float(eff[TOPOLOGY_MESSAGE_TIMEOUT_SECS]) * 1000)
-                   if eff.get(TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, True) else None)
+        timeout = message_timeout_ms(eff)
         if c.get(PERSISTENT):
-            interval = int(eff.get(TOPOLOGY_STATE_CHECKPOINT_INTERVAL) or 1000)
+            interval = checkpoint_interval_ms(eff)
             if timeout is not None and interval > timeout:
                 raise InvalidTopologyError(
                     f"persistent windowed bolt {cid!r}: {TOPOLOGY_STATE_CHECKPOINT_INTERVAL} "
@@ -437,9 +435,9 @@ def check_window_limits(topology: Any, conf: Mapping[str, Any] | None) -> None:
                 f"topology.message.timeout.secs ({timeout} ms); its tuples would time out "
                 "while still in the window. Raise the timeout or shorten the window",
                 component=cid)
-        pending = eff.get(TOPOLOGY_MAX_SPOUT_PENDING)
+        pending = max_spout_pending(eff)
         counts = [c[k] for k in (WINDOW_LENGTH_COUNT, SLIDING_INTERVAL_COUNT) if k in c]
-        if pending and counts and sum(counts) > int(pending):
+        if pending and counts and sum(counts) > pending:
             what = "window length + sliding interval" if len(counts) == 2 else (
                 "window length" if WINDOW_LENGTH_COUNT in c else "sliding interval")
             raise InvalidTopologyError(

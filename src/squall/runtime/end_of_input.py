@@ -18,44 +18,17 @@ from collections.abc import Iterable
 from typing import Any
 
 from squall.topology.description import Topology
+from squall.topology.graph import bolt_order
 
 END_OF_INPUT_STREAM = "__end_of_input"
 END_OF_INPUT_SRC = 2**31 - 1  # the largest int32: a task's rows are sorted by (src, seq)
-
-
-def upstream_first(topology: Topology) -> list[str]:
-    """Bolt ids, each after the bolts it subscribes to; a cycle is broken by component id.
-
-    >>> from squall import TopologyBuilder, BasicBolt, Fields
-    >>> from squall.testing import FixedTupleSpout
-    >>> class B(BasicBolt):
-    ...     def execute(self, tup, collector): pass
-    ...     def declare_output_fields(self, d): d.declare(Fields("x"))
-    >>> b = TopologyBuilder()
-    >>> _ = b.set_spout("s", FixedTupleSpout([], Fields("x")))
-    >>> _ = b.set_bolt("a", B()).shuffle_grouping("z")
-    >>> _ = b.set_bolt("z", B()).shuffle_grouping("s")
-    >>> upstream_first(b.create_topology())
-    ['z', 'a']
-    """
-    bolts = topology.bolts
-    order: list[str] = []
-    done: set[str] = set(topology.spouts)
-    while len(order) < len(bolts):
-        ready = sorted(cid for cid, spec in bolts.items()
-                       if cid not in done and all(s.component in done for s in spec.inputs))
-        if not ready:  # a cycle (local runner only): take the first remaining one
-            ready = [min(cid for cid in bolts if cid not in done)]
-        order.extend(ready)
-        done.update(ready)
-    return order
 
 
 class EndOfInput:
     """Whether bolts must be told that input ended: once per time all spouts become exhausted."""
 
     def __init__(self, topology: Topology, bolts: Iterable[Any]) -> None:
-        rank = {cid: i for i, cid in enumerate(upstream_first(topology))}
+        rank = {cid: i for i, cid in enumerate(bolt_order(topology))}
         self.order = sorted(bolts, key=lambda b: (rank[b.component_id], b.task_id))
         self.sent = False
 
@@ -75,5 +48,5 @@ def plan_rows(topology: Topology, keys: dict[int, int], now: int, seq: int) -> l
 
     return [(wire.TUPLE, t, keys[t], END_OF_INPUT_STREAM, END_OF_INPUT_SRC,
              wire.encode_values([]), None, None, None, now, seq + i)
-            for i, t in enumerate(t for cid in upstream_first(topology)
+            for i, t in enumerate(t for cid in bolt_order(topology)
                                   for t in topology.component_tasks(cid))]

@@ -29,11 +29,10 @@ from squall.reliability.pending import PendingMap
 from squall.runtime.routing import build_routes
 from squall.state.executor import TaskCheckpointing, is_stateful_topology
 from squall.topology.config import (
-    TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS,
-    TOPOLOGY_MAX_SPOUT_PENDING,
-    TOPOLOGY_MESSAGE_TIMEOUT_SECS,
-    TOPOLOGY_TICK_TUPLE_FREQ_SECS,
     Config,
+    max_spout_pending,
+    message_timeout_ms,
+    tick_period_ms,
 )
 from squall.topology.description import Topology
 from squall.topology.tuple import Tuple
@@ -139,11 +138,8 @@ class SpoutTask(TaskRuntime):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        enabled = self.conf.get(TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, True)
-        timeout_ms = int(float(self.conf[TOPOLOGY_MESSAGE_TIMEOUT_SECS]) * 1000)
-        self.pending = PendingMap(timeout_ms if enabled else None)
-        max_pending = self.conf.get(TOPOLOGY_MAX_SPOUT_PENDING)
-        self.max_pending: int | None = int(max_pending) if max_pending else None
+        self.pending = PendingMap(message_timeout_ms(self.conf))
+        self.max_pending: int | None = max_spout_pending(self.conf)
         self.completions: deque[Outcome] = deque()
         self.collector = SpoutOutputCollector(self)
         self.spout: Spout = self.instance
@@ -270,8 +266,7 @@ class BoltTask(TaskRuntime):
     @property
     def tick_ms(self) -> int | None:
         """Tick period of this task (`topology.tick.tuple.freq.secs`), or None."""
-        secs = self.conf.get(TOPOLOGY_TICK_TUPLE_FREQ_SECS)
-        return int(float(secs) * 1000) if secs else None
+        return tick_period_ms(self.conf)
 
     def set_host(self, host: Host) -> None:
         """Move this task to another host (the Spark runner: a new micro-batch's stage)."""

@@ -39,11 +39,8 @@ from squall.state.checkpoint import (
 )
 from squall.state.providers import DURABLE, MEMORY, new_state
 from squall.state.stores import StoreKeyValueState
-from squall.topology.config import (
-    TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS,
-    TOPOLOGY_MESSAGE_TIMEOUT_SECS,
-    TOPOLOGY_STATE_CHECKPOINT_INTERVAL,
-)
+from squall.topology.config import checkpoint_interval_ms, message_timeout_ms
+from squall.topology.graph import downstream, is_acyclic, upstream
 from squall.topology.tuple import Origin, Tuple, _RuntimeTuple
 
 # Once every spout is exhausted nothing new can arrive: checkpoint at this pace instead of the
@@ -86,15 +83,13 @@ class TaskCheckpointing:
         self.stateful = is_stateful(task.instance)
         self.spark = False
         self.state_dir: str | None = None
-        sources = {s.component for s in topology.components[cid].inputs}
+        sources = upstream(topology, cid)
         from_spouts = any(topology.components[c].kind == "spout" for c in sources)
         self.expected = int(from_spouts) + sum(
             topology.components[c].num_tasks for c in sources
             if topology.components[c].kind != "spout")
         self.targets = sorted({
-            t for other, spec in topology.components.items()
-            if any(s.component == cid for s in spec.inputs)
-            for t in topology.component_tasks(other)})
+            t for other in downstream(topology, cid) for t in topology.component_tasks(other)})
         self.origin = Origin(CHECKPOINT_FIELDS, cid, CHECKPOINT_STREAM, task.task_id)
         self.counts: dict[tuple[str, int], int] = {}
         self.last_txid: int | None = None
@@ -303,24 +298,20 @@ class CheckpointSpoutTask:
             raise InvalidTopologyError(
                 "a stateful topology needs ackers on the local runner (its checkpoints are "
                 "tracked tuples): do not set topology.acker.executors to 0")
-        from squall.runtime.local.engine import is_acyclic
-
         if not is_acyclic(topology):
             raise InvalidTopologyError("a stateful topology cannot have cycles: checkpoint "
                                        "tuples would circle for ever")
         self.engine = engine
         self.task_id = task_id
         self.completions: deque[Any] = deque()
-        timeout = (int(float(conf[TOPOLOGY_MESSAGE_TIMEOUT_SECS]) * 1000)
-                   if conf.get(TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, True) else None)
-        self.pending = PendingMap(timeout)
+        self.pending = PendingMap(message_timeout_ms(conf))
         self.rand = random.Random((engine.seed << 20) ^ task_id ^ 0x5EED).getrandbits
         state = new_state(conf, namespace(CHECKPOINT_COMPONENT, task_id), default=MEMORY)
         if not isinstance(state, KeyValueState):
             # A custom provider's states need not be maps; the coordinator's is kept in memory.
             state = MemoryKeyValueState()
         self.coordinator = CheckpointCoordinator(
-            state, int(conf.get(TOPOLOGY_STATE_CHECKPOINT_INTERVAL) or 1000))
+            state, checkpoint_interval_ms(conf))
         self.targets = sorted({
             t for cid, spec in topology.bolts.items()
             if any(topology.components[s.component].kind == "spout" for s in spec.inputs)

@@ -14,7 +14,7 @@ from squall.runtime.stats import ComponentStats, ErrorRecord
 from squall.runtime.task import SpoutTask
 from squall.testing.fixed import FixedTupleSpout
 from squall.testing.time import current_clock
-from squall.topology.config import TOPOLOGY_MESSAGE_TIMEOUT_SECS, Config
+from squall.topology.config import Config, configured_message_timeout_ms
 from squall.topology.description import Topology
 
 
@@ -125,7 +125,7 @@ def complete_topology(
         return _complete_on_spark(topology, conf, max_time_ms)
     effective = Config.effective_of(conf)
     if max_time_ms is None:
-        max_time_ms = 10 * int(float(effective[TOPOLOGY_MESSAGE_TIMEOUT_SECS]) * 1000) + 60_000
+        max_time_ms = 10 * configured_message_timeout_ms(effective) + 60_000
     clock = current_clock() or SimulatedClock()
     engine = LocalEngine(topology, conf, clock=clock, capture=True)
     start = clock.now_ms()

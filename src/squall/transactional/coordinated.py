@@ -28,7 +28,7 @@ import cloudpickle
 from squall.components.base import Bolt, Spout
 from squall.components.declarer import OutputFieldsDeclarer
 from squall.errors import FailedException, InvalidTopologyError
-from squall.topology.config import TOPOLOGY_MAX_SPOUT_PENDING, num_ackers
+from squall.topology.config import max_spout_pending, num_ackers
 from squall.topology.fields import Fields
 from squall.topology.tuple import Tuple
 from squall.transactional.attempt import TransactionAttempt
@@ -83,7 +83,8 @@ class CoordinatorSpout(Spout):
                 component=context.this_component_id)
         self.store = store_for(conf, self.tx_id, context)
         self.spout.open(conf, context)
-        max_active = int(conf.get(TOPOLOGY_MAX_SPOUT_PENDING) or 1)
+        # Unset means one batch in flight, as in Storm's transactional spout coordinator.
+        max_active = max_spout_pending(conf) or 1
         self.core = Coordinator(self.store, max_active, ready=self._ready)
 
     def _exhausted_after(self, txid: int) -> bool:

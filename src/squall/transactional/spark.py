@@ -49,8 +49,9 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from squall.errors import InvalidTopologyError, SquallError
 from squall.runtime.spark.driver import drive_query
 from squall.runtime.stats import ComponentStats, ErrorRecord, RunResult
-from squall.topology.config import SQUALL_RANDOM_SEED, Config
+from squall.topology.config import Config, random_seed
 from squall.topology.description import Topology
+from squall.topology.graph import bolt_order
 from squall.transactional.builder import coordinator_id
 from squall.transactional.coordinated import (
     BATCH,
@@ -145,8 +146,6 @@ def _ship_nested_classes(topology: Topology) -> None:
 
 def stage_order(topology: Topology) -> list[str]:
     """Bolts in topological order, every processing-phase bolt before every commit-phase one."""
-    from squall.runtime.spark.driver import bolt_order
-
     order = bolt_order(topology)
 
     def commit_phase(cid: str) -> bool:
@@ -201,7 +200,7 @@ class TransactionalSparkRunner:
                        if any(s.stream == BATCH for s in self.topology.components[c].inputs))
         self.emitter_tasks = self.topology.component_tasks(emitter)
         self.reporting_tasks = {t for c in self.order for t in self.topology.component_tasks(c)}
-        self.seed = int(self.conf.get(SQUALL_RANDOM_SEED) or 0)
+        self.seed = random_seed(self.conf)
         self.run_id = uuid.uuid4().hex
         self.errors: list[ErrorRecord] = []
         self.bolt_stats: dict[int, dict[str, int]] = {}

@@ -25,15 +25,16 @@ from squall.runtime.stats import ComponentStats, ErrorRecord, RunResult
 from squall.runtime.task import BoltTask, SpoutTask, TaskRuntime
 from squall.state.executor import CheckpointSpoutTask, is_stateful_topology
 from squall.topology.config import (
-    SQUALL_RANDOM_SEED,
-    TOPOLOGY_MESSAGE_TIMEOUT_SECS,
     TOPOLOGY_SLEEP_SPOUT_WAIT_MS,
-    TOPOLOGY_STATE_CHECKPOINT_INTERVAL,
     TOPOLOGY_TICK_TUPLE_FREQ_SECS,
     Config,
+    checkpoint_interval_ms,
+    configured_message_timeout_ms,
     num_ackers,
+    random_seed,
 )
 from squall.topology.description import Topology
+from squall.topology.graph import is_acyclic
 from squall.topology.tuple import Tuple, tick_tuple
 
 log = logging.getLogger("squall")
@@ -54,10 +55,11 @@ class LocalEngine:
         self.topology = topology
         self.conf = Config.effective_of(conf)
         self.clock: Clock = clock or RealClock()
-        self.seed = int(self.conf.get(SQUALL_RANDOM_SEED) or 0)
+        self.seed = random_seed(self.conf)
         n_ackers = num_ackers(self.conf)
         self.tracking = n_ackers > 0
-        timeout_ms = int(float(self.conf[TOPOLOGY_MESSAGE_TIMEOUT_SECS]) * 1000)
+        # How long a ledger remembers a failed root: the timeout even when timeouts are off.
+        timeout_ms = configured_message_timeout_ms(self.conf)
         self.ackers = [AckerLedger(memory_ms=timeout_ms) for _ in range(n_ackers)]
         self.queue: deque[tuple[Callable[[Tuple], None], Tuple]] = deque()
         self.errors: list[ErrorRecord] = []
@@ -134,7 +136,7 @@ class LocalEngine:
         # checkpoint interval paces it unless the batch length is set.
         batch_ms = self.conf.get("squall.local.batch.ms")
         if batch_ms is None and self.transactions is not None and is_stateful_topology(topology):
-            batch_ms = self.conf.get(TOPOLOGY_STATE_CHECKPOINT_INTERVAL)
+            batch_ms = checkpoint_interval_ms(self.conf)
         self.batch_ms = int(batch_ms or 1000)
         # [next tick time, period, task] per bolt task with topology.tick.tuple.freq.secs
         self.ticks = [[0, b.tick_ms, b] for b in self.bolts if b.tick_ms]
@@ -433,24 +435,3 @@ class LocalEngine:
             self.now_ms() - self._start_ms,
             {"late_acks": self.late_acks},
         )
-
-
-
-def is_acyclic(topology: Topology) -> bool:
-    """True when no component can receive, directly or indirectly, its own output."""
-    downstream: dict[str, set[str]] = {cid: set() for cid in topology.components}
-    for cid, spec in topology.components.items():
-        for sub in spec.inputs:
-            downstream[sub.component].add(cid)
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-
-    def visit(cid: str) -> bool:
-        state[cid] = 1
-        for nxt in downstream[cid]:
-            mark = state.get(nxt)
-            if mark == 1 or (mark is None and not visit(nxt)):
-                return False
-        state[cid] = 2
-        return True
-
-    return all(state.get(cid) == 2 or visit(cid) for cid in topology.components)

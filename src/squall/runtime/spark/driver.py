@@ -31,7 +31,6 @@ from pyspark import cloudpickle as pyspark_cloudpickle
 from squall.components.windowed import check_window_limits
 from squall.errors import InvalidTopologyError, ReliabilityError, SquallError
 from squall.reliability.acker import AckerLedger
-from squall.runtime.local.engine import is_acyclic
 from squall.runtime.spark import wire
 from squall.runtime.spark.session import get_session
 from squall.runtime.spark.spouts import TIMED_OUT, SpoutSource, read_status, write_outcomes
@@ -39,12 +38,13 @@ from squall.runtime.spark.stage import StagePlan, stage_function
 from squall.runtime.spark.state_files import read_or_none, write_atomic
 from squall.runtime.stats import ComponentStats, ErrorRecord, RunResult
 from squall.topology.config import (
-    SQUALL_RANDOM_SEED,
-    TOPOLOGY_MESSAGE_TIMEOUT_SECS,
     Config,
+    configured_message_timeout_ms,
     num_ackers,
+    random_seed,
 )
 from squall.topology.description import ComponentSpec, Topology
+from squall.topology.graph import bolt_order, is_acyclic
 
 log = logging.getLogger("squall")
 MAX_BATCH_TUPLES = "squall.spark.batch.max.tuples"
@@ -129,21 +129,6 @@ def _batch_ids(directory: str) -> list[int]:
     except FileNotFoundError:
         return []
     return sorted(int(n) for n in names if n.isdigit())
-
-
-def bolt_order(topology: Topology) -> list[str]:
-    """Bolts in an order where every bolt comes after the bolts it subscribes to."""
-    bolts = topology.bolts
-    order: list[str] = []
-    done: set[str] = set(topology.spouts)
-    while len(order) < len(bolts):
-        ready = sorted(
-            cid for cid, spec in bolts.items()
-            if cid not in done and all(s.component in done for s in spec.inputs)
-        )
-        order.extend(ready)
-        done.update(ready)
-    return order
 
 
 def routing_keys(spark: Any, n: int) -> list[int]:
@@ -249,9 +234,10 @@ class SparkRunner:
         self.spark.dataSource.register(SpoutSource)
         self.topology = portable(topology)
         self.capture = capture
-        self.seed = int(self.conf.get(SQUALL_RANDOM_SEED) or 0)
+        self.seed = random_seed(self.conf)
         self.tracking = num_ackers(self.conf) > 0
-        self.timeout_ms = int(float(self.conf[TOPOLOGY_MESSAGE_TIMEOUT_SECS]) * 1000)
+        # How long the ledger remembers a failed root: the timeout even when timeouts are off.
+        self.timeout_ms = configured_message_timeout_ms(self.conf)
         self.order = bolt_order(self.topology)
         self.keys = {cid: routing_keys(self.spark, self.topology.components[cid].num_tasks)
                      for cid in self.order}

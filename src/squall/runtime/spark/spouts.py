@@ -36,7 +36,7 @@ from squall.runtime.spark.ranges import (
 )
 from squall.runtime.spark.state_files import read_or_none, write_atomic
 from squall.runtime.task import SpoutTask
-from squall.topology.config import TOPOLOGY_TICK_TUPLE_FREQ_SECS, Config
+from squall.topology.config import TOPOLOGY_TICK_TUPLE_FREQ_SECS, Config, tick_period_ms
 from squall.topology.tuple import TICK_STREAM
 
 TIMED_OUT = -2  # `task` of a FAIL row that tells the driver's ledger a root timed out
@@ -112,10 +112,12 @@ class SpoutReader(DataSourceStreamReader):
         # [next tick, period ms, task id, rate as configured] per bolt task that asks for them.
         self.ticks = []
         for cid, spec in topology.bolts.items():
-            rate = Config.effective_of(plan["conf"], spec.conf).get(TOPOLOGY_TICK_TUPLE_FREQ_SECS)
-            if rate:
+            conf = Config.effective_of(plan["conf"], spec.conf)
+            period = tick_period_ms(conf)
+            if period is not None:
+                rate = conf[TOPOLOGY_TICK_TUPLE_FREQ_SECS]
                 for t in topology.component_tasks(cid):
-                    self.ticks.append([0, int(float(rate) * 1000), t, rate])
+                    self.ticks.append([0, period, t, rate])
         self.tasks: dict[int, SpoutTask] = {}
         for cid in topology.spouts:
             for t in topology.component_tasks(cid):
