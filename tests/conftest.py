@@ -1,4 +1,40 @@
-"""Shared test helpers: paths to the repository's examples."""
+"""Shared test helpers: the examples, Spark sessions, Redis servers, and the `runner` fixture.
+
+Runners
+-------
+A test that takes a `runner` argument runs once per runner variant and gets the runner's name,
+"local" or "spark" (the variant's id is the test id's part). By default the variants are `local`
+and `spark`; each file declares nothing::
+
+    def test_word_count(runner):
+        result = complete_topology(build(), runner=runner)
+
+Spark variants carry the `spark` marker (`-m "not spark"` runs the local ones only) and take the
+module's `spark_session` first, so every Spark test of a module shares one session.
+
+Batch cuts: results must not depend on how input is cut into Spark micro-batches. A variant may
+add configuration, which the test reads from the `runner_conf` fixture (a fresh dict, empty for
+the plain variants) and passes to its run:
+
+- `spark-1tuple`: Spark with one tuple per micro-batch (`squall.spark.batch.max.tuples` 1);
+- `spark-1batch`: Spark with micro-batches of up to a million tuples (whatever input is ready);
+- `local-1tuple`: the local runner given the same one-tuple configuration (which it ignores:
+  the conf must not change its results either).
+
+`@pytest.mark.runners(*variant_ids)` chooses a test's variants (a subset, or cuts)::
+
+    @pytest.mark.runners("local", "spark", "spark-1tuple")
+    def test_event_time(runner, runner_conf):
+        result = complete_topology(build(), runner_conf, runner=runner)
+
+`@pytest.mark.runners(spark_session=False)` keeps the default variants (or the ones given) but
+takes no Spark session, for tests whose Spark runs happen in a subprocess.
+
+A test that needs `runner` combined with other arguments in a way that is not a product can
+parametrize it itself with variant ids and `indirect=["runner"]`; it then marks its Spark cases
+`spark` itself (the fixture fails a Spark case without that marker). A test that parametrizes
+`runner` directly (not indirect) gets its plain values and none of the above.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +48,7 @@ import sys
 import time
 import types
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
@@ -51,6 +88,87 @@ def spark_session():
     spark = get_session("local[2]", {"spark.ui.enabled": "false"})
     yield spark
     spark.stop()
+
+
+MAX_TUPLES = "squall.spark.batch.max.tuples"
+ONE_TUPLE = {MAX_TUPLES: 1}  # a Spark micro-batch per tuple
+ONE_BATCH = {MAX_TUPLES: 1_000_000}  # a micro-batch takes whatever input is ready
+
+
+@dataclass(frozen=True)
+class RunnerVariant:
+    """A runner ("local" or "spark") and the configuration a run on it adds (a batch cut)."""
+
+    id: str
+    runner: str
+    conf: dict = field(default_factory=dict)
+
+
+RUNNER_VARIANTS = {v.id: v for v in (
+    RunnerVariant("local", "local"),
+    RunnerVariant("local-1tuple", "local", ONE_TUPLE),
+    RunnerVariant("spark", "spark"),
+    RunnerVariant("spark-1tuple", "spark", ONE_TUPLE),
+    RunnerVariant("spark-1batch", "spark", ONE_BATCH),
+)}
+DEFAULT_RUNNERS = ("local", "spark")
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line(
+        "markers", "runners(*variant_ids, spark_session=True): the runner variants of a test "
+        "taking the `runner` fixture (default local and spark; see tests/conftest.py)")
+
+
+def _parametrizes(metafunc, argname: str) -> bool:
+    for mark in metafunc.definition.iter_markers("parametrize"):
+        names = mark.args[0] if mark.args else mark.kwargs["argnames"]
+        if isinstance(names, str):
+            names = [n.strip() for n in names.split(",")]
+        if argname in names:
+            return True
+    return False
+
+
+def pytest_generate_tests(metafunc) -> None:
+    """Parametrize the `runner` fixture with the test's variants (`runners` marker)."""
+    if "runner" not in metafunc.fixturenames or _parametrizes(metafunc, "runner"):
+        return
+    marker = metafunc.definition.get_closest_marker("runners")
+    ids = (marker.args if marker and marker.args else None) or DEFAULT_RUNNERS
+    unknown = [i for i in ids if i not in RUNNER_VARIANTS]
+    if unknown:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: unknown runner variants "
+                                f"{unknown}; known: {sorted(RUNNER_VARIANTS)}")
+    if any(RUNNER_VARIANTS[i].conf for i in ids) and "runner_conf" not in metafunc.fixturenames:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: a variant with its own "
+                                "configuration needs the runner_conf fixture")
+    metafunc.parametrize("runner", [
+        pytest.param(i, id=i, marks=[pytest.mark.spark] if RUNNER_VARIANTS[i].runner == "spark"
+                     else []) for i in ids], indirect=True)
+
+
+def _variant(request) -> RunnerVariant:
+    return RUNNER_VARIANTS[request.node.callspec.params["runner"]]
+
+
+@pytest.fixture
+def runner(request) -> str:
+    """The runner's name, "local" or "spark"; Spark runs take the module's `spark_session`."""
+    variant = _variant(request)
+    if variant.runner == "spark":
+        if request.node.get_closest_marker("spark") is None:
+            pytest.fail(f"{request.node.nodeid}: a Spark runner variant must be marked spark")
+        marker = request.node.get_closest_marker("runners")
+        if marker is None or marker.kwargs.get("spark_session", True):
+            request.getfixturevalue("spark_session")
+    return variant.runner
+
+
+@pytest.fixture
+def runner_conf(runner, request) -> dict:
+    """The configuration the test's runner variant adds (a batch cut), empty for plain runs."""
+    return dict(_variant(request).conf)
 
 
 def free_port() -> int:
