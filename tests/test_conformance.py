@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import ONE_TUPLE
 
 from squall import (
     BasicBolt,
@@ -33,15 +34,6 @@ from squall import (
 from squall.testing import FixedTupleSpout, MockedSources, complete_topology
 from squall.topology.groupings import stable_hash
 
-MAX_TUPLES = "squall.spark.batch.max.tuples"
-ONE_TUPLE = {MAX_TUPLES: 1}
-ONE_BATCH = {MAX_TUPLES: 1_000_000}
-
-LOCAL = pytest.param("local", id="local")
-SPARK = pytest.param("spark", id="spark", marks=pytest.mark.spark)
-RUNNERS = [LOCAL, SPARK]
-
-
 # ---- the Spark session: one for the module ---------------------------------------------------
 
 
@@ -54,8 +46,6 @@ def _cached(request, key: tuple, runner: str, build, conf=None, **kwargs):
     """Run `build()` with complete_topology on `runner`, once per key for the whole module."""
     full_key = (key, runner)
     if full_key not in _RESULTS:
-        if runner == "spark":
-            request.getfixturevalue("spark_session")
         _RESULTS[full_key] = complete_topology(build(), conf, runner=runner, **kwargs)
     return _RESULTS[full_key]
 
@@ -141,11 +131,8 @@ def word_count_topology(out_dir: str | None = None):
     return builder.create_topology()
 
 
-WORD_COUNT_CASES = [
-    pytest.param("local", None, id="local"),
-    pytest.param("spark", ONE_BATCH, id="spark-one-batch", marks=pytest.mark.spark),
-    pytest.param("spark", ONE_TUPLE, id="spark-one-tuple-batches", marks=pytest.mark.spark),
-]
+# On Spark with as many tuples per micro-batch as are ready, and with one tuple per micro-batch.
+word_count_runners = pytest.mark.runners("local", "spark-1batch", "spark-1tuple")
 
 
 @pytest.fixture(scope="module")
@@ -163,9 +150,9 @@ def _word_count(request, runner, conf, dirs):
     return result, Path(out_dir)
 
 
-@pytest.mark.parametrize(("runner", "conf"), WORD_COUNT_CASES)
-def test_word_count(request, runner, conf, word_count_dirs):
-    result, _ = _word_count(request, runner, conf, word_count_dirs)
+@word_count_runners
+def test_word_count(request, runner, runner_conf, word_count_dirs):
+    result, _ = _word_count(request, runner, runner_conf, word_count_dirs)
     # Task ids follow the sorted component ids: count 1-3, sentences 4, split 5-6.
     assert result.topology.component_tasks("count") == (1, 2, 3)
     by_task = sorted_by_task(result, "count")
@@ -190,14 +177,10 @@ def test_word_count(request, runner, conf, word_count_dirs):
 
 
 
-@pytest.mark.parametrize(("runner", "conf"), [
-    pytest.param("local", None, id="local"),
-    pytest.param("spark", ONE_BATCH, id="spark-one-batch", marks=pytest.mark.spark),
-    pytest.param("spark", ONE_TUPLE, id="spark-one-tuple-batches", marks=pytest.mark.spark),
-])
-def test_word_count_per_task_order(request, runner, conf, word_count_dirs):
+@word_count_runners
+def test_word_count_per_task_order(request, runner, runner_conf, word_count_dirs):
     """A count task emits each word's running counts in order: 1, 2, ..., n (its own order)."""
-    result, _ = _word_count(request, runner, conf, word_count_dirs)
+    result, _ = _word_count(request, runner, runner_conf, word_count_dirs)
     for task, rows in result.tuples_by_task("count").items():
         seen: dict[str, list[int]] = {}
         for word, count in rows:
@@ -205,10 +188,10 @@ def test_word_count_per_task_order(request, runner, conf, word_count_dirs):
         assert seen == {w: list(range(1, WORDS[w] + 1)) for w in seen}, f"task {task}"
 
 
-@pytest.mark.parametrize(("runner", "conf"), WORD_COUNT_CASES)
-def test_bolt_state_persists_across_micro_batches(request, runner, conf, word_count_dirs):
+@word_count_runners
+def test_bolt_state_persists_across_micro_batches(request, runner, runner_conf, word_count_dirs):
     """The count dicts, dumped by cleanup at the end of the run, hold the exact totals."""
-    result, out_dir = _word_count(request, runner, conf, word_count_dirs)
+    result, out_dir = _word_count(request, runner, runner_conf, word_count_dirs)
     totals: dict[str, int] = {}
     for task in (1, 2, 3):
         dumped = json.loads((out_dir / f"task-{task}.json").read_text())
@@ -303,15 +286,8 @@ def groupings_topology():
     return b.create_topology()
 
 
-GROUPING_CASES = [
-    pytest.param("local", None, id="local"),
-    pytest.param("spark", None, id="spark", marks=pytest.mark.spark),
-]
-
-
-@pytest.mark.parametrize(("runner", "conf"), GROUPING_CASES)
-def test_every_grouping(request, runner, conf):
-    result = _cached(request, ("groupings", json.dumps(conf)), runner, groupings_topology, conf)
+def test_every_grouping(request, runner):
+    result = _cached(request, ("groupings",), runner, groupings_topology)
     topo = result.topology
     tasks = {cid: list(topo.component_tasks(cid)) for cid in topo.components}
     src_tasks = tasks["src"]
@@ -378,7 +354,7 @@ def test_every_grouping(request, runner, conf):
     # Same routing as the local runner. The spout-fed groupings and every value-determined
     # choice must agree task by task; a bolt's shuffle depends on the order its task received
     # tuples from two spout tasks, which Storm leaves open, so only the spread is compared.
-    local = _local(groupings_topology, conf)
+    local = _local(groupings_topology)
     for cid in topo.components:
         if cid in ("bshuffle", "router"):
             assert [len(v) for v in rows(cid).values()] == [
@@ -412,8 +388,6 @@ def bolt_routing_topology():
 
 
 
-@pytest.mark.parametrize("runner", [LOCAL, pytest.param("spark", id="spark",
-                                                         marks=pytest.mark.spark)])
 def test_bolt_routing_state_across_micro_batches(request, runner):
     """A bolt's shuffle and none groupings keep their state (position, random stream) from
     batch to batch.
@@ -445,8 +419,6 @@ def custom_grouping_topology():
 
 
 
-@pytest.mark.parametrize("runner", [LOCAL, pytest.param("spark", id="spark",
-                                                         marks=pytest.mark.spark)])
 def test_custom_groupings(request, runner):
     """A custom grouping from a spout, and a stateful one from a bolt across one-tuple batches:
     each emitting task has its own prepared copy whose state carries on from batch to batch."""
@@ -549,7 +521,6 @@ def reliability_topology():
     return b.create_topology()
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
 def test_reliability(request, runner):
     result = _cached(request, ("reliability",), runner, reliability_topology)
     # BasicBolt: auto-ack; FailedException fails the tree (odd values), no error reported.
@@ -591,7 +562,6 @@ class Hold(Bolt):
         pass
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
 def test_no_ackers_acks_at_once(request, runner):
     conf = {"topology.acker.executors": 0, "topology.message.timeout.secs": 1}
     result = _cached(request, ("no_ackers",), runner, no_acker_topology, conf)
@@ -656,7 +626,6 @@ def max_pending_topology():
     return b.create_topology()
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
 def test_max_spout_pending(request, runner):
     conf = {"topology.max.spout.pending": 2}
     result = _cached(request, ("max_pending",), runner, max_pending_topology, conf)
@@ -693,7 +662,6 @@ def timeout_topology():
     return b.create_topology()
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
 def test_timeout_fails_and_replays(request, runner):
     conf = {"topology.message.timeout.secs": 2}
     result = _cached(request, ("timeout",), runner, timeout_topology, conf)
@@ -748,16 +716,10 @@ def multi_anchor_topology():
     return b.create_topology()
 
 
-MULTI_ANCHOR_CASES = [
-    pytest.param("local", None, id="local"),
-    pytest.param("spark", ONE_TUPLE, id="spark-one-tuple-batches", marks=pytest.mark.spark),
-]
-
-
-@pytest.mark.parametrize(("runner", "conf"), MULTI_ANCHOR_CASES)
-def test_multi_anchoring_completes_both_trees(request, runner, conf):
-    result = _cached(request, ("multi_anchor", json.dumps(conf)), runner,
-                     multi_anchor_topology, conf)
+@pytest.mark.runners("local", "spark-1tuple")
+def test_multi_anchoring_completes_both_trees(request, runner, runner_conf):
+    result = _cached(request, ("multi_anchor", json.dumps(runner_conf)), runner,
+                     multi_anchor_topology, runner_conf)
     assert sorted(result.tuples("join")) == [["a", 1, 10], ["b", 2, 20], ["c", 3, 30]]
     # a and c: both roots complete only when the joined tuple is acked; b fails both roots.
     assert sorted(result.acked("left")) == [0, 2]
@@ -796,7 +758,6 @@ def emit_many_topology():
     return b.create_topology()
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
 def test_emit_many_is_emit_per_row(request, runner):
     result = _cached(request, ("emit_many",), runner, emit_many_topology)
     # Per input: three rows, then one row of the second call before its wrong-arity row stops it.

@@ -8,6 +8,8 @@ depend on timing is checked (every tuple in a window, every tuple acked).
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import complete_cached
 
@@ -26,9 +28,6 @@ from squall.components.windowed import ERROR_STREAM
 from squall.runtime.local.engine import LocalEngine
 from squall.testing import FixedTupleSpout, complete_topology, current_clock, simulated_time
 
-LOCAL = pytest.param("local", id="local")
-SPARK = pytest.param("spark", id="spark", marks=pytest.mark.spark)
-ONE_TUPLE = {"squall.spark.batch.max.tuples": 1}
 BASE_CONF = {"topology.message.timeout.secs": 120, "spark.sql.shuffle.partitions": 2}
 
 
@@ -125,16 +124,10 @@ def rows(result, component, stream="default"):
     return [tuple(r) for r in result.tuples(component, stream)]
 
 
-RUNS = [pytest.param("local", None, id="local"),
-        pytest.param("spark", None, id="spark", marks=pytest.mark.spark),
-        pytest.param("spark", "one-tuple", id="spark-one-tuple-batches",
-                     marks=pytest.mark.spark)]
-
-
-@pytest.mark.parametrize("runner,cut", RUNS)
-def test_event_time_forms_late_and_error_streams(request, runner, cut):
-    result = _cached(request, ("event-time", cut), runner, event_time_topology,
-                     ONE_TUPLE if cut else None)
+@pytest.mark.runners("local", "spark", "spark-1tuple")
+def test_event_time_forms_late_and_error_streams(request, runner, runner_conf):
+    result = _cached(request, ("event-time", json.dumps(runner_conf)), runner,
+                     event_time_topology, runner_conf)
     for form, expected in EXPECTED_EVENT_TIME.items():
         assert rows(result, f"et_{form}") == expected, form
     [[late]] = result.tuples("et_tumbling_duration", "late")
@@ -192,7 +185,6 @@ def mixed_topology():
     return b.create_topology()
 
 
-@pytest.mark.parametrize("runner", [LOCAL, SPARK])
 def test_processing_time_count_windows(request, runner):
     result = _cached(request, "mixed", runner, mixed_topology)
     for form in ("count_count", "count", "tumbling_count"):
@@ -205,7 +197,6 @@ def test_processing_time_count_windows(request, runner):
     assert sorted(result.acked("plain")) == list(range(7))
 
 
-@pytest.mark.parametrize("runner", [LOCAL, SPARK])
 def test_watermark_is_the_minimum_over_input_streams(request, runner):
     result = _cached(request, "mixed", runner, mixed_topology)
     assert rows(result, "two_streams") == [
@@ -216,7 +207,6 @@ def test_watermark_is_the_minimum_over_input_streams(request, runner):
     assert rows(result, "two_streams", "window_errors") == []
 
 
-@pytest.mark.parametrize("runner", [LOCAL, SPARK])
 def test_out_of_order_tuples_within_the_lag_are_not_late(request, runner):
     result = _cached(request, "mixed", runner, mixed_topology)
     assert rows(result, "out_of_order") == EXPECTED_EVENT_TIME["tumbling_duration"]
@@ -231,7 +221,6 @@ def failing_topology():
     return b.create_topology()
 
 
-@pytest.mark.parametrize("runner", [LOCAL, SPARK])
 def test_window_emits_are_anchored_to_the_window_and_inputs_acked_when_they_leave(
         request, runner):
     result = _cached(request, "failing", runner, failing_topology)
@@ -241,7 +230,6 @@ def test_window_emits_are_anchored_to_the_window_and_inputs_acked_when_they_leav
     assert sorted(result.failed("nums")) == [3, 4, 5]
 
 
-@pytest.mark.parametrize("runner", [LOCAL, SPARK])
 def test_processing_time_duration_window_covers_every_tuple(request, runner):
     result = _cached(request, "mixed", runner, mixed_topology)
     windows = rows(result, "pt_sliding")
@@ -349,8 +337,7 @@ def test_build_time_checks_name_the_component():
         _one_bolt(Describe().with_window(Count(2)).with_late_tuple_stream("late"))
 
 
-@pytest.mark.parametrize("runner", [LOCAL, SPARK])
-def test_late_and_invalid_tuples_are_counted(request, runner):
+def test_late_and_invalid_tuples_are_counted(runner):
     b = TopologyBuilder()
     b.set_spout("events", FixedTupleSpout(EVENTS, Fields("v", "ts")))
     b.set_bolt("w", Describe().with_tumbling_window(Duration.seconds(5))
@@ -364,7 +351,6 @@ def test_late_and_invalid_tuples_are_counted(request, runner):
     else:
         from squall.runtime.spark.driver import SparkRunner
 
-        request.getfixturevalue("spark_session")
         spark = SparkRunner(b.create_topology(), BASE_CONF, capture=True)
         spark.run(until_complete=True, max_wait_ms=120_000)
         assert spark.completed

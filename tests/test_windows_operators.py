@@ -8,10 +8,11 @@ and cuts. Panes are (key, window_start, window_end, value, timing, pane_index, i
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
-from conftest import _RUN_CACHE, complete_cached
+from conftest import _RUN_CACHE, ONE_TUPLE, complete_cached
 
 from squall import Duration, Fields, TopologyBuilder
 from squall.testing import FixedTupleSpout
@@ -28,7 +29,6 @@ from squall.windows import (
     accumulations,
 )
 
-ONE_TUPLE = {"squall.spark.batch.max.tuples": 1}
 BASE_CONF = {"topology.message.timeout.secs": 120, "spark.sql.shuffle.partitions": 2}
 AT_WM = TriggerOption.at_watermark()
 FIELDS = Fields("user", "amount", "ts")
@@ -133,16 +133,12 @@ def panes(result, component, stream="default"):
     return [tuple(r) for r in result.tuples(component, stream)]
 
 
-RUNS = [pytest.param("local", None, id="local"),
-        pytest.param("local", "one-tuple", id="local-one-tuple-conf"),
-        pytest.param("spark", None, id="spark", marks=pytest.mark.spark),
-        pytest.param("spark", "one-tuple", id="spark-one-tuple-batches",
-                     marks=pytest.mark.spark)]
+# Each runner as it is and given the one-tuple conf (on Spark: one tuple per micro-batch).
+operator_runners = pytest.mark.runners("local", "local-1tuple", "spark", "spark-1tuple")
 
 
-def ops(request, runner, cut):
-    return _cached(request, ("operators", cut), runner, operators_topology,
-                   ONE_TUPLE if cut else None)
+def ops(request, runner, conf):
+    return _cached(request, ("operators", json.dumps(conf)), runner, operators_topology, conf)
 
 
 EXPECTED_FIXED = [
@@ -175,9 +171,9 @@ EXPECTED_SESSIONS = [  # unchanged on-time panes are suppressed (fire_only_updat
 ]
 
 
-@pytest.mark.parametrize("runner,cut", RUNS)
-def test_fixed_windows_early_on_time_late_and_dropped(request, runner, cut):
-    result = ops(request, runner, cut)
+@operator_runners
+def test_fixed_windows_early_on_time_late_and_dropped(request, runner, runner_conf):
+    result = ops(request, runner, runner_conf)
     assert panes(result, "fixed") == EXPECTED_FIXED
     [[late]] = result.tuples("fixed", "late")
     assert late.values == ["a", 9, 50]
@@ -185,14 +181,15 @@ def test_fixed_windows_early_on_time_late_and_dropped(request, runner, cut):
     assert result.failed("events") == [] and result.errors == []
 
 
-@pytest.mark.parametrize("runner,cut", RUNS)
-def test_sessions_merge_with_retractions(request, runner, cut):
-    assert panes(ops(request, runner, cut), "sessions") == EXPECTED_SESSIONS
+@operator_runners
+def test_sessions_merge_with_retractions(request, runner, runner_conf):
+    assert panes(ops(request, runner, runner_conf), "sessions") == EXPECTED_SESSIONS
 
 
-@pytest.mark.parametrize("runner,cut", RUNS)
-def test_discarding_panes_and_window_propagation_with_upstream_watermark(request, runner, cut):
-    result = ops(request, runner, cut)
+@operator_runners
+def test_discarding_panes_and_window_propagation_with_upstream_watermark(request, runner,
+                                                                         runner_conf):
+    result = ops(request, runner, runner_conf)
     assert panes(result, "discarding") == [
         ("a", 0, 1000, 4, "ON_TIME", 0, False), ("b", 0, 1000, 7, "ON_TIME", 0, False),
         ("a", 0, 1000, 7, "LATE", 1, False),  # discarding: only the late tuple
@@ -210,9 +207,9 @@ def test_discarding_panes_and_window_propagation_with_upstream_watermark(request
     assert wms == sorted(wms) and wms[-1] == MAX_TIMESTAMP and 1100 in wms
 
 
-@pytest.mark.parametrize("runner,cut", RUNS)
-def test_sliding_global_and_fire_only_updated(request, runner, cut):
-    result = ops(request, runner, cut)
+@operator_runners
+def test_sliding_global_and_fire_only_updated(request, runner, runner_conf):
+    result = ops(request, runner, runner_conf)
     sliding = sorted(panes(result, "sliding"))
     # Both users hash to the same one of the two tasks, so they share its watermark (largest
     # ts - 500); lateness 0 drops 5 @ 600 (W 700), 7 @ 900 (W 1100), 9 @ 50, 11 @ 3100.
@@ -240,9 +237,9 @@ def test_sliding_global_and_fire_only_updated(request, runner, cut):
                    ("a", 0, 2000, 9, "LATE", 5, False)]
 
 
-@pytest.mark.parametrize("runner,cut", RUNS)
-def test_time_triggered_discarding_panes_add_up(request, runner, cut):
-    result = ops(request, runner, cut)
+@operator_runners
+def test_time_triggered_discarding_panes_add_up(request, runner, runner_conf):
+    result = ops(request, runner, runner_conf)
     totals: dict = {}
     on_time = set()
     for k, s, _e, v, timing, _i, retraction in panes(result, "timed"):
@@ -258,9 +255,9 @@ def test_time_triggered_discarding_panes_add_up(request, runner, cut):
     assert totals == expected
 
 
-@pytest.mark.parametrize("runner,cut", RUNS)
-def test_reordered_within_the_delay_gives_the_same_panes(request, runner, cut):
-    result = ops(request, runner, cut)
+@operator_runners
+def test_reordered_within_the_delay_gives_the_same_panes(request, runner, runner_conf):
+    result = ops(request, runner, runner_conf)
     for op in ("fixed", "sliding", "sessions"):
         ordered = sorted(panes(result, f"ordered_{op}"))
         assert ordered, op
@@ -274,7 +271,7 @@ def test_reordered_within_the_delay_gives_the_same_panes(request, runner, cut):
 
 def test_every_run_gives_the_same_panes(request):
     """Local whole-input vs local with the one-tuple conf (and, when Spark ran, Spark too)."""
-    runs = [ops(request, "local", None), ops(request, "local", "one-tuple")]
+    runs = [ops(request, "local", {}), ops(request, "local", ONE_TUPLE)]
     # Spark's runs join the comparison when the Spark tests above ran in this session.
     runs += [r for (mod, key, runner), r in _RUN_CACHE.items()
              if mod == __name__ and runner == "spark" and key[0] == "operators"]
@@ -316,14 +313,13 @@ def merge_topology():
     return b.create_topology()
 
 
-MERGE_RUNS = [pytest.param("local", None, id="local"),
-              pytest.param("spark", "one-tuple", id="spark-one-tuple-batches",
-                           marks=pytest.mark.spark)]
+merge_runners = pytest.mark.runners("local", "spark-1tuple")
 
 
-@pytest.mark.parametrize("runner,cut", MERGE_RUNS)
-def test_merge_operator_joins_and_cogroups_per_window(request, runner, cut):
-    result = _cached(request, ("merge", cut), runner, merge_topology, ONE_TUPLE if cut else None)
+@merge_runners
+def test_merge_operator_joins_and_cogroups_per_window(request, runner, runner_conf):
+    result = _cached(request, ("merge", json.dumps(runner_conf)), runner, merge_topology,
+                     runner_conf)
     joined = {(k, s): v for k, s, _e, v, *_ in panes(result, "join")}
     assert joined == {("o1", 0): [["book", 12], ["book", 1]], ("o2", 0): [["pen", 3]],
                       ("o3", 1000): [["ink", 7]], ("o4", 2000): [["cup", 9]],
@@ -335,9 +331,10 @@ def test_merge_operator_joins_and_cogroups_per_window(request, runner, cut):
     ]
 
 
-@pytest.mark.parametrize("runner,cut", MERGE_RUNS)
-def test_merge_operator_watermark_is_the_min_of_its_inputs(request, runner, cut):
-    result = _cached(request, ("merge", cut), runner, merge_topology, ONE_TUPLE if cut else None)
+@merge_runners
+def test_merge_operator_watermark_is_the_min_of_its_inputs(request, runner, runner_conf):
+    result = _cached(request, ("merge", json.dumps(runner_conf)), runner, merge_topology,
+                     runner_conf)
     wms = [w for [w] in result.tuples("cogroup", WATERMARK_STREAM)]
     # payments stop at 2300: until input ends the watermark never passes 2300 - 100, although
     # orders alone would have taken it to 5100
