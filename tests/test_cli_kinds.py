@@ -24,7 +24,6 @@ import pytest
 from conftest import ROOT, load_example
 
 SQUALL = [sys.executable, "-m", "squall.cli.main"]
-RUNNERS = ["local", pytest.param("spark", marks=pytest.mark.spark)]
 HEADER = re.compile(r"^\[\s*\d+\.\d+s\]$")  # the first line of a progress block
 COMPONENT = re.compile(r"^(\S+)\s+(spout|bolt)\s+x(\d+)\s+(.*)$")
 
@@ -183,7 +182,7 @@ KINDS: dict[str, Callable[[str, Path], None]] = {
 }
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.runners(spark_session=False)
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_squall_run_with_default_options(kind: str, runner: str, tmp_path: Path) -> None:
     KINDS[kind](runner, tmp_path)

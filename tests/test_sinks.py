@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import free_port, start_redis
+from conftest import MAX_TUPLES, free_port, start_redis
 
 from squall import (
     BasicBolt,
@@ -44,9 +44,6 @@ from squall.runtime.snapshot import dump_instance, load_instance
 from squall.testing import FixedTupleSpout, MockedSources, complete_topology
 from squall.topology.tuple import Tuple
 
-LOCAL = pytest.param("local", id="local")
-SPARK = pytest.param("spark", id="spark", marks=pytest.mark.spark)
-RUNNERS = [LOCAL, SPARK]
 PASSWORD = "s3cret"
 PART = re.compile(r"^part-b(\d{12})-t(\d+)\.(jsonl|parquet)$")
 
@@ -67,7 +64,6 @@ def redis_server(tmp_path_factory):
 
 WORDS = ["apple", "pear", "fig", "plum", "kiwi"]
 ROWS = [[i, WORDS[i % len(WORDS)], i] for i in range(24)]
-MAX_TUPLES = "squall.spark.batch.max.tuples"
 
 
 class Events(Spout):
@@ -111,8 +107,6 @@ def _run(request, runner: str):
     """Run the sinks topology once per runner for the whole module."""
     if runner not in _RESULTS:
         server = request.getfixturevalue("redis_server")
-        if runner == "spark":
-            request.getfixturevalue("spark_session")
         out = request.getfixturevalue("tmp_path_factory").mktemp(f"sinks-{runner}")
         conf = {MAX_TUPLES: 12} if runner == "spark" else {"squall.local.batch.ms": 1000}
         result = complete_topology(sinks_topology(out, server, runner), conf, runner=runner,
@@ -127,7 +121,6 @@ def _parts(directory: Path) -> list[tuple[int, int, str]]:
     return [(int(m[1]), int(m[2]), m[3]) for m in map(PART.match, names)]
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
 def test_every_tuple_is_acked_and_no_errors(request, runner):
     result, _, _ = _run(request, runner)
     assert [(e.component, str(e.error)) for e in result.errors] == []
@@ -138,7 +131,6 @@ def test_every_tuple_is_acked_and_no_errors(request, runner):
         assert result.tuples(sink) == []  # sinks emit nothing
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
 def test_jsonl_sink_writes_every_tuple_once(request, runner):
     result, out, _ = _run(request, runner)
     records = read_jsonl(out / "jsonl")
@@ -159,7 +151,6 @@ def test_jsonl_sink_writes_every_tuple_once(request, runner):
     assert all(len(tasks) == 1 for tasks in task_of.values()), task_of
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
 def test_parquet_sink_writes_the_listed_fields_once(request, runner):
     _, out, _ = _run(request, runner)
     rows = read_parquet(out / "parquet")
@@ -167,7 +158,6 @@ def test_parquet_sink_writes_the_listed_fields_once(request, runner):
     assert {s for _, _, s in _parts(out / "parquet")} == {"parquet"}
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
 def test_redis_sink_hset_and_set(request, runner):
     result, _, server = _run(request, runner)
     r = server.client
@@ -318,7 +308,6 @@ def _run_with_store_refusing(request, runner: str, topology, pattern: str) -> No
                                    mocked_sources=MockedSources({"events": ROWS}))
         _assert_failed_with(result, pattern)
         return
-    request.getfixturevalue("spark_session")
     with pytest.raises(SquallError) as info:
         complete_topology(topology, RETRY_TWICE, runner=runner,
                           mocked_sources=MockedSources({"events": ROWS}))
@@ -341,7 +330,6 @@ def _assert_failed_with(result, pattern: str) -> None:
         assert re.search(pattern, str(e.error)), str(e.error)
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
 def test_redis_down_is_a_clear_error_and_nothing_is_committed(request, runner):
     port = free_port()  # nothing listens there
     _run_with_store_refusing(
@@ -350,7 +338,6 @@ def test_redis_down_is_a_clear_error_and_nothing_is_committed(request, runner):
         rf"of task \d: .*tuples are not written \[component 'store'\]$")
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
 def test_redis_wrong_password_is_a_clear_error(request, runner, redis_server):
     port = redis_server.port
     _run_with_store_refusing(

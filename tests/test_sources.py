@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import free_port, start_redis
+from conftest import MAX_TUPLES, ONE_TUPLE, free_port, start_redis
 
 from squall import BasicBolt, Bolt, Fields, TopologyBuilder, Values, run
 from squall.connectors import (
@@ -25,18 +25,6 @@ from squall.connectors import (
     read_jsonl,
 )
 from squall.testing import complete_topology
-
-LOCAL = pytest.param("local", id="local")
-SPARK = pytest.param("spark", id="spark", marks=pytest.mark.spark)
-RUNNERS = [LOCAL, SPARK]
-MAX_TUPLES = "squall.spark.batch.max.tuples"
-
-
-def _complete(request, runner, topology, conf=None):
-    if runner == "spark":
-        request.getfixturevalue("spark_session")
-    return complete_topology(topology, conf, runner=runner)
-
 
 # ---- in-memory source: word count, cut anyhow ----------------------------------------------------
 
@@ -88,12 +76,12 @@ def final_counts(result) -> Counter:
     return out
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
 @pytest.mark.parametrize("cut", ["whole", "one-record"])
-def test_memory_source_word_count(request, runner, cut):
+def test_memory_source_word_count(runner, cut):
     one = cut == "one-record"
-    conf = {MAX_TUPLES: 1} if one else None
-    result = _complete(request, runner, word_count(records_per_range=1 if one else None), conf)
+    conf = ONE_TUPLE if one else None
+    result = complete_topology(word_count(records_per_range=1 if one else None), conf,
+                               runner=runner)
     assert final_counts(result) == EXPECTED
     assert not result.errors
     assert sorted(map(tuple, result.tuples("sentences"))) == sorted(
@@ -135,13 +123,12 @@ class FailOnce(Bolt):
         declarer.declare(Fields("n"))
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
-def test_failed_records_are_replayed_from_their_offsets(request, runner):
+def test_failed_records_are_replayed_from_their_offsets(runner):
     data = {"a": [[i] for i in range(0, 20)], "b": [[i] for i in range(20, 30)]}
     b = TopologyBuilder()
     b.set_spout("numbers", MemorySource(data, Fields("n"), records_per_range=4))
     b.set_bolt("check", FailOnce(), 2).fields_grouping("numbers", Fields("n"))
-    result = _complete(request, runner, b.create_topology(), {MAX_TUPLES: 8})
+    result = complete_topology(b.create_topology(), {MAX_TUPLES: 8}, runner=runner)
     assert not result.errors
     passed = [n for (n,) in result.tuples("check")]
     assert set(passed) == set(range(30)), "every record got through"
@@ -203,11 +190,10 @@ def files_topology(jdir: Path, cdir: Path, bytes_per_range: int):
     return b.create_topology()
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
 @pytest.mark.parametrize("bytes_per_range", [7, 1 << 20])
 def test_file_sources_read_every_line_once_and_route_malformed_ones(
-        request, runner, bytes_per_range, file_dirs):
-    result = _complete(request, runner, files_topology(*file_dirs, bytes_per_range))
+        runner, bytes_per_range, file_dirs):
+    result = complete_topology(files_topology(*file_dirs, bytes_per_range), runner=runner)
     got = sorted((s, st, json.dumps(v)) for s, st, v in result.tuples("collect"))
     assert got == sorted((s, st, json.dumps(v)) for s, st, v in [
         ("json", "default", ["cow", 1]), ("json", "default", ["moon", 2]),
@@ -295,9 +281,8 @@ def redis_topology(server, tasks=2):
     return b.create_topology()
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
-def test_redis_streams_source(request, runner, redis_streams):
-    result = _complete(request, runner, redis_topology(redis_streams))
+def test_redis_streams_source(runner, redis_streams):
+    result = complete_topology(redis_topology(redis_streams), runner=runner)
     good = sorted((v[0], v[1]) for s, st, v in result.tuples("collect") if st == "default")
     assert good == sorted((f"u{i}", str(i)) for i in range(12))
     (bad,) = [v for s, st, v in result.tuples("collect") if st == "malformed"]
@@ -306,12 +291,9 @@ def test_redis_streams_source(request, runner, redis_streams):
     assert [(e.component, e.error.field) for e in result.errors] == [("events", "amount")]
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
-def test_redis_down_is_a_clear_error_and_nothing_is_lost(request, runner, tmp_path):
+def test_redis_down_is_a_clear_error_and_nothing_is_lost(runner, tmp_path):
     port = free_port()  # nothing listens there yet
     server = type("S", (), {"host": "127.0.0.1", "port": port})()
-    if runner == "spark":
-        request.getfixturevalue("spark_session")
     ckpt = str(tmp_path / "ckpt")
     result = run(redis_topology(server, tasks=1), runner=runner,
                  duration=15 if runner == "spark" else 0.5,

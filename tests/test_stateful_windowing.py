@@ -32,7 +32,6 @@ from squall.state.base import MemoryKeyValueState
 from squall.testing import FixedTupleSpout, complete_topology
 from squall.windowing.persistent import PartitionedQueue
 
-RUNNERS = ["local", pytest.param("spark", marks=pytest.mark.spark)]
 N = 240
 MAX_IN_MEMORY = 10  # partitions of one event; windows hold 30
 
@@ -107,7 +106,6 @@ def _conf(provider, tmp_path_factory, redis_server=None):
     return conf
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
 @pytest.mark.parametrize("provider", ["memory", "durable", "redis"])
 def test_stateful_windows_equal_plain_windows(request, runner, provider, tmp_path_factory):
     redis_server = request.getfixturevalue("redis_server") if provider == "redis" else None
@@ -191,8 +189,7 @@ class Log(StatefulWindowedBolt):
 
 
 @pytest.mark.parametrize("mode", ["ids", "persistent"])
-@pytest.mark.parametrize("runner", RUNNERS)
-def test_window_contents_survive_a_restart(request, runner, mode, tmp_path):
+def test_window_contents_survive_a_restart(runner, mode, tmp_path):
     """Two runs on one state: the first leaves 20 events in the window (committed in the durable
     provider), the second's first window is made of them and the new events."""
     from squall import run
@@ -210,7 +207,6 @@ def test_window_contents_survive_a_restart(request, runner, mode, tmp_path):
             "topology.state.checkpoint.interval.ms": 100}
     kwargs = {}
     if runner == "spark":
-        request.getfixturevalue("spark_session")
         kwargs = {"master": "local[2]", "checkpoint_location": str(tmp_path / "ckpt")}
     for limit in (60, 80):
         (tmp_path / "limit").write_text(str(limit))
@@ -241,7 +237,6 @@ def test_validation_names_the_component():
         Stateful().with_message_id_field("")
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
 def test_persistent_windows_are_limited_by_the_checkpoint_interval_not_their_length(runner):
     """Storm's PersistentWindowedBoltExecutor: tuples are acked at the checkpoint, so a window
     longer than the message timeout is fine, but a checkpoint interval beyond it is not."""

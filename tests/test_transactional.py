@@ -30,7 +30,6 @@ from squall.transactional import (
 )
 from squall.transactional.store import MemoryStore, open_store
 
-RUNNERS = ["local", pytest.param("spark", marks=pytest.mark.spark)]
 gc = load_example("transactional_global_count")
 tw = load_example("transactional_words")
 
@@ -113,7 +112,6 @@ def _data(seed: int, partitions: int, size: int) -> dict[int, list[list[str]]]:
             for p in range(partitions)}
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
 def test_global_count_is_exact_under_random_failures(runner, tmp_path, session_for, caplog):
     caplog.set_level(logging.CRITICAL)  # injected bugs are logged as errors
     seeds = range(6) if runner == "local" else range(1)
@@ -239,7 +237,6 @@ def _skewed(seed: int, partitions: int, size: int) -> dict[int, list[list[str]]]
     return {p: [[w] for w in rnd.choices(words, weights, k=size)] for p in range(partitions)}
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
 def test_words_exact_under_failures_transactional_spout(runner, tmp_path, session_for, caplog):
     caplog.set_level(logging.CRITICAL)
     for seed in (range(4) if runner == "local" else range(1)):
@@ -255,7 +252,6 @@ def test_words_exact_under_failures_transactional_spout(runner, tmp_path, sessio
         _check_words(conf, Counter(r[0] for rows in data.values() for r in rows))
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
 def test_words_exact_with_opaque_spout_whose_data_changes(runner, tmp_path, session_for,
                                                           caplog):
     caplog.set_level(logging.CRITICAL)
@@ -309,7 +305,6 @@ class CommitLog(Log, Committer):
     event = "commit"
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
 def test_commits_in_order_failure_cancels_later_and_stale_attempts_ignored(
         runner, tmp_path, session_for):
     data = {p: [[f"x{p}-{i}"] for i in range(30)] for p in range(2)}

@@ -24,8 +24,6 @@ from squall.transactional import (
     TransactionalTopologyBuilder,
 )
 
-RUNNERS = ["local", pytest.param("spark", marks=pytest.mark.spark)]
-
 
 @pytest.fixture
 def session_for(request):
@@ -50,7 +48,6 @@ class GrowingCount(FaultyKeyedCount):
 
 
 @pytest.mark.parametrize("opaque", [False, True])
-@pytest.mark.parametrize("runner", RUNNERS)
 def test_redis_streams_spouts_count_exactly(runner, opaque, tmp_path, session_for, caplog):
     import test_transactional as tt
 
@@ -103,7 +100,6 @@ class LogBatches(BatchBolt, Committer):
 
 
 @pytest.mark.parametrize("opaque", [False, True])
-@pytest.mark.parametrize("runner", RUNNERS)
 def test_an_idle_stream_starts_no_empty_transactions(runner, opaque, tmp_path, session_for):
     """An unbounded stream with nothing new: the coordinator waits instead of committing empty
     transaction after empty transaction, and starts one as soon as entries arrive."""

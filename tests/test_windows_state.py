@@ -41,8 +41,6 @@ from squall.windows import (
 )
 from squall.windows.storage import META_KEY
 
-RUNNERS = ["local", pytest.param("spark", marks=pytest.mark.spark)]
-
 # Local: at most one tuple in flight, acks held until their checkpoint commits, so every tuple
 # waits for a checkpoint (interval 100 ms of simulated time). Spark: two tuples per batch.
 LOCAL_STEPS = {"topology.max.spout.pending": 1, "topology.state.checkpoint.interval.ms": 100}
@@ -99,9 +97,8 @@ def run_spark(topology, conf, checkpoint):
                                                                                []))])
 
 
-def run(runner, topology, conf, tmp_path, request, steps=True):
+def run(runner, topology, conf, tmp_path, steps=True):
     if runner == "spark":
-        request.getfixturevalue("spark_session")
         return run_spark(topology, {**BASE_CONF, **(SPARK_STEPS if steps else {}), **conf},
                          tmp_path / "ckpt")
     return complete_topology(topology, {**BASE_CONF, **(LOCAL_STEPS if steps else {}), **conf})
@@ -150,12 +147,12 @@ def durable(runner, tmp_path):
 # The memory provider on Spark travels in the task snapshots, as the operators' default store.
 @pytest.mark.parametrize("runner,provider", [
     ("local", "memory"), ("local", "durable"),
-    pytest.param("spark", "durable", marks=pytest.mark.spark)])
-def test_stored_operators_give_the_traced_panes(request, tmp_path, runner, provider):
+    pytest.param("spark", "durable", marks=pytest.mark.spark)], indirect=["runner"])
+def test_stored_operators_give_the_traced_panes(tmp_path, runner, provider):
     conf, base = durable(runner, tmp_path)
     conf["topology.state.provider"] = provider
     topology = stored_topology()
-    result = run(runner, topology, conf, tmp_path, request)
+    result = run(runner, topology, conf, tmp_path)
     check_traced_panes(result)
     if provider != "durable":
         return
@@ -170,14 +167,13 @@ def test_stored_operators_give_the_traced_panes(request, tmp_path, runner, provi
     assert pickle.loads(meta)["engine"]["watermark"] == 2**63 - 1  # ended
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
-def test_stored_operators_in_redis(request, tmp_path, runner):
+def test_stored_operators_in_redis(tmp_path, runner):
     with start_redis(tmp_path) as r:
         conf = {"topology.state.provider": "redis",
                 "topology.state.provider.config": {"host": r.host, "port": r.port,
                                                    "prefix": "w:"}}
         topology = stored_topology()
-        result = run(runner, topology, conf, tmp_path, request)
+        result = run(runner, topology, conf, tmp_path)
         check_traced_panes(result)
         # One committed hash per task (namespace), and no version left uncommitted.
         keys = set(r.client.keys("w:*"))
@@ -212,12 +208,11 @@ def big_topology():
     return b.create_topology()
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
-def test_state_larger_than_the_read_cache(request, tmp_path, runner):
+def test_state_larger_than_the_read_cache(tmp_path, runner):
     conf, base = durable(runner, tmp_path)
     conf["squall.spark.batch.max.tuples"] = 4000
     topology = big_topology()
-    result = run(runner, topology, conf, tmp_path, request, steps=False)
+    result = run(runner, topology, conf, tmp_path, steps=False)
     assert result.errors == []
     expected: dict[int, int] = {}
     for i in range(N_KEYS):
