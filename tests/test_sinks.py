@@ -504,6 +504,7 @@ class RunningCount(StatefulBolt):
         declarer.declare(Fields("id", "count"))
 
 
+@pytest.mark.spark
 def test_redis_sink_down_then_back_on_spark_applies_every_batch_once(tmp_path, spark_session):
     """On Spark a batch whose sink cannot write is not committed but run again: the stateful
     bolt upstream counts each record once (with failed tuples replayed by the spout, as before,
