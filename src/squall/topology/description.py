@@ -52,6 +52,9 @@ class Topology:
     """
 
     __slots__ = ("_components", "_tasks", "_task_component")
+    _components: Mapping[str, ComponentSpec]
+    _tasks: Mapping[str, tuple[int, ...]]
+    _task_component: Mapping[int, str]
 
     def __init__(self, components: Mapping[str, ComponentSpec]) -> None:
         ordered = {cid: components[cid] for cid in sorted(components)}

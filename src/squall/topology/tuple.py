@@ -96,7 +96,7 @@ class Tuple:
     def __getitem__(self, key: int | str) -> Any:
         if key.__class__ is str:
             try:
-                return self.values[self._origin.fields._index[key]]  # type: ignore[index]
+                return self.values[self._origin.fields._index[key]]
             except KeyError:
                 raise KeyError(
                     f"tuple from component {self.source_component!r} stream "
@@ -157,7 +157,7 @@ class _RuntimeTuple(Tuple):
 
     __slots__ = ()
 
-    def __init__(self, values, origin, anchors, task):  # type: ignore[override]
+    def __init__(self, values, origin, anchors, task):
         self.values = values
         self._origin = origin
         self._anchors = anchors
