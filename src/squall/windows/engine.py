@@ -284,12 +284,12 @@ class WindowedEngine:
             updated = updated or st.updated
             fired_ms = min(fired_ms, st.fired_ms)
             emitted = emitted or st.index > 0
-        keys = windows.get(w)
-        if keys is None:
-            keys = windows[w] = {}
+        target = windows.get(w)
+        if target is None:
+            target = windows[w] = {}
             self._scheduled(w)
         # A merged session is a new window: pane index from 0, nothing emitted yet.
-        st = keys[key] = PaneState(new_acc, fired_ms, w[1] <= self.watermark)
+        st = target[key] = PaneState(new_acc, fired_ms, w[1] <= self.watermark)
         st.count, st.updated = count, updated
         self._accumulate(key, w, st, value, second)
         if st.late and emitted and st.updated:
@@ -489,9 +489,10 @@ class InputWatermarks:
 
     def _recompute(self) -> int | None:
         values = [self.input_watermark(i) for i in range(len(self.sources))]
-        if any(v is None for v in values):
+        known = [v for v in values if v is not None]
+        if len(known) < len(values):
             return None
-        w = min(values)  # type: ignore[type-var]
+        w = min(known)
         if self.value is not None and w <= self.value:
             return None
         self.value = w

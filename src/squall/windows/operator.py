@@ -189,11 +189,12 @@ class WindowedOperatorBase(Bolt):
         self._fresh()
         # Fields for timestamp, key and value, one input, the watermark generated only: the
         # per-tuple work can skip the general extraction and watermark bookkeeping.
-        simple = (self.n_inputs == 1 and not sources[0] and self.watermark_delay_ms is not None
-                  and self._ts_fields[0] is not None and self._value_fields[0] is not None
-                  and (not self.keyed or self._key_fields[0] is not None))
-        self._fast = ((self._ts_fields[0], self._key_fields[0], self._value_fields[0],
-                       self.watermark_delay_ms) if simple else None)
+        ts_f, key_f, value_f = self._ts_fields[0], self._key_fields[0], self._value_fields[0]
+        delay = self.watermark_delay_ms
+        self._fast: tuple[str, str | None, str, int] | None = None
+        if (self.n_inputs == 1 and not sources[0] and delay is not None and ts_f is not None
+                and value_f is not None and (not self.keyed or key_f is not None)):
+            self._fast = (ts_f, key_f, value_f, delay)
         # The field positions of the fast path, for the last input stream's Fields (all tuples
         # of one upstream stream share it): an identity check instead of three name lookups.
         self._fast_fields: Any = None
@@ -397,7 +398,9 @@ class WindowedOperatorBase(Bolt):
         x = self._key_extractors[i]
         if x is not None:
             return x(tup)
-        return tup.values[tup._origin.fields._index[self._key_fields[i]]]
+        f = self._key_fields[i]
+        assert f is not None, "a keyed operator has a key field or extractor per input"
+        return tup.values[tup._origin.fields._index[f]]
 
     def _value(self, tup: Tuple, i: int) -> Any:
         x = self._value_extractors[i]

@@ -82,7 +82,7 @@ class _Keys(dict):
         return (_rebuild_keys, (self.state, self.window, self.chunks, dict(dict.items(self)),
                                 self.stored, self.raw, self.popped, self.complete))
 
-    def get(self, key: Any, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, key: Any, default: Any = None) -> Any:
         st = dict.get(self, key, _MISSING)
         if st is not _MISSING:
             return st
@@ -124,7 +124,7 @@ class _Keys(dict):
         dict.update(self, current)  # keys new since the last flush come last
         self.complete = True
 
-    def pop(self, key: Any, default: Any = _MISSING) -> Any:  # type: ignore[override]
+    def pop(self, key: Any, default: Any = _MISSING) -> Any:
         st = self.get(key, _MISSING)
         if st is _MISSING:
             if default is _MISSING:
@@ -155,15 +155,15 @@ class _Keys(dict):
         self.load_all()
         return dict.__iter__(self)
 
-    def items(self) -> Any:  # type: ignore[override]
+    def items(self) -> Any:
         self.load_all()
         return dict.items(self)
 
-    def keys(self) -> Any:  # type: ignore[override]
+    def keys(self) -> Any:
         self.load_all()
         return dict.keys(self)
 
-    def values(self) -> Any:  # type: ignore[override]
+    def values(self) -> Any:
         self.load_all()
         return dict.values(self)
 
@@ -189,7 +189,7 @@ class StateWindowStore(MutableMapping):
         self.loaded: dict[Window, dict[Any, PaneState]] = {}  # touched since the last flush
         self.deleted: dict[Window, tuple[set[Any], int]] = {}  # stored keys, index chunks
 
-    def get(self, w: Window, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, w: Window, default: Any = None) -> Any:
         keys = self.loaded.get(w)
         if keys is not None:
             return keys
@@ -227,7 +227,7 @@ class StateWindowStore(MutableMapping):
         del self.loaded[w]
         del self.chunks[w]
 
-    def pop(self, w: Window, default: Any = _MISSING) -> Any:  # type: ignore[override]
+    def pop(self, w: Window, default: Any = _MISSING) -> Any:
         keys = self.get(w)
         if keys is None:
             if default is _MISSING:
@@ -286,7 +286,7 @@ class StateSessions(MutableMapping):
         self.loaded: dict[Any, list[Window]] = {}
         self.raw: dict[Any, bytes | None] = {}
 
-    def get(self, key: Any, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, key: Any, default: Any = None) -> Any:
         sessions = self.loaded.get(key)
         if sessions is not None:
             return sessions
