@@ -51,6 +51,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BasicBolt",
     "BasicOutputCollector",
+    "BatchRetryError",
     "Bolt",
     "BoltDeclarer",
     "Component",
@@ -60,7 +61,6 @@ __all__ = [
     "CustomStreamGrouping",
     "Duration",
     "EmitError",
-    "BatchRetryError",
     "FailedException",
     "Fields",
     "InvalidTopologyError",

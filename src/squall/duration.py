@@ -13,6 +13,11 @@ import datetime
 from dataclasses import dataclass
 
 
+def _whole(x: float) -> int:
+    """`x` rounded half to even, as an `int` whatever numeric type `x` is."""
+    return int(round(x))  # noqa: RUF046 - round() of a numpy 1 scalar is not an int
+
+
 @dataclass(frozen=True, order=True)
 class Duration:
     millis: int
@@ -27,19 +32,19 @@ class Duration:
 
     @classmethod
     def seconds(cls, n: float) -> Duration:
-        return cls(int(round(n * 1000)))
+        return cls(_whole(n * 1000))
 
     @classmethod
     def minutes(cls, n: float) -> Duration:
-        return cls(int(round(n * 60_000)))
+        return cls(_whole(n * 60_000))
 
     @classmethod
     def hours(cls, n: float) -> Duration:
-        return cls(int(round(n * 3_600_000)))
+        return cls(_whole(n * 3_600_000))
 
     @classmethod
     def days(cls, n: float) -> Duration:
-        return cls(int(round(n * 86_400_000)))
+        return cls(_whole(n * 86_400_000))
 
     def to_timedelta(self) -> datetime.timedelta:
         return datetime.timedelta(milliseconds=self.millis)
@@ -53,7 +58,7 @@ def to_millis(value: Duration | datetime.timedelta | int | float) -> int:
     if isinstance(value, Duration):
         return value.millis
     if isinstance(value, datetime.timedelta):
-        return int(round(value.total_seconds() * 1000))
+        return _whole(value.total_seconds() * 1000)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return int(value)
     raise TypeError(f"expected a Duration, timedelta or milliseconds, got {value!r}")

@@ -11,6 +11,7 @@ its `.py` file. Installed packages ship nothing: the cluster's Python must have 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -226,10 +227,8 @@ def main(args: argparse.Namespace) -> int:
             return 130
         finally:
             if relay.is_alive():  # the driver never opened the FIFO: end the blocked open
-                try:
+                with contextlib.suppress(OSError):
                     os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-                except OSError:
-                    pass
             relay.join(timeout=5)
 
 

@@ -326,11 +326,9 @@ class OutputCollector(_Emitter):
         return True
 
     def ack(self, tup: Tuple) -> None:
-        if tup.__class__ is not _RuntimeTuple or tup._state != PENDING or (
-            tup._task != self._task_id
-        ):
-            if not self._settle(tup, "ack", ACKED):
-                return
+        if (tup.__class__ is not _RuntimeTuple or tup._state != PENDING
+                or tup._task != self._task_id) and not self._settle(tup, "ack", ACKED):
+            return
         tup._state = ACKED
         self._stats.acked += 1
         roots = tup._anchors
@@ -362,8 +360,8 @@ class OutputCollector(_Emitter):
 class BasicOutputCollector:
     """What a `BasicBolt` emits with: every emit is anchored to the input being executed."""
 
-    __slots__ = ("_out", "_routes", "_stats", "_send", "_open", "_channel", "_rand", "_untracked",
-                 "_captured", "input")
+    __slots__ = ("_captured", "_channel", "_open", "_out", "_rand", "_routes", "_send", "_stats",
+                 "_untracked", "input")
 
     def __init__(self, out: OutputCollector) -> None:
         self._out = out

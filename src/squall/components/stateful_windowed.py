@@ -262,9 +262,8 @@ class StatefulWindowedBolt(WindowedBolt):
         source = (origin.component, origin.stream, origin.task)
         msgid = self._message_id(tup)
         recovery = self._sw_recovery
-        if recovery is not None:
-            if self._recover(tup, source, msgid, now_ms, recovery):
-                return
+        if recovery is not None and self._recover(tup, source, msgid, now_ms, recovery):
+            return
         manager: MessageIdWindowManager = self._window_manager
         manager.ident = (source, msgid)
         seen = self._sw_received.get(source)

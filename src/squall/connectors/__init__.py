@@ -28,20 +28,20 @@ from squall.connectors.sources import (
 )
 
 __all__ = [
+    "BatchSink",
     "CsvSource",
+    "JsonLinesSink",
     "JsonLinesSource",
     "MalformedRecord",
     "MemorySource",
+    "ParquetSink",
     "PartitionedSource",
     "Range",
-    "RedisStreamSource",
-    "SourceError",
-    "BatchSink",
-    "JsonLinesSink",
-    "ParquetSink",
     "RedisSink",
+    "RedisStreamSource",
     "SinkError",
     "SinkWriteError",
+    "SourceError",
     "read_jsonl",
     "read_parquet",
 ]

@@ -40,6 +40,7 @@ see a batch that did not commit, and a batch id is never reused for other conten
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -91,7 +92,9 @@ class BatchSink(Bolt):
     # Class defaults: instances restored from snapshots written before two phases existed
     # (a Spark checkpoint) have neither attribute.
     _two_phase = False
-    _staged: list[int] = []  # replaced per instance by begin_transactions before any append
+    # Only read through an old instance (it stages nothing): prepare and begin_transactions
+    # give each instance its own list before any append.
+    _staged: list[int] = []  # noqa: RUF012
 
     def __init__(self, fields: Fields | Iterable[str] | str | None = None) -> None:
         if isinstance(fields, str):
@@ -236,10 +239,9 @@ class _FileSink(BatchSink):
         write_atomic(self.staged_path(batch_id), self.encode([self.record(t) for t in tuples]))
 
     def publish_batch(self, batch_id: int) -> None:
-        try:
+        # FileNotFoundError: published before a crash that came before its bookkeeping.
+        with contextlib.suppress(FileNotFoundError):
             os.replace(self.staged_path(batch_id), self.path_of(batch_id))  # atomic
-        except FileNotFoundError:
-            pass  # published before a crash that came before its bookkeeping
 
     def recover(self, committed: int, run_id: str) -> None:
         try:

@@ -36,7 +36,7 @@ class Outcome(NamedTuple):
 
 
 class _Entry:
-    __slots__ = ("val", "spout_task", "failed", "start_ms")
+    __slots__ = ("failed", "spout_task", "start_ms", "val")
 
     def __init__(self, start_ms: int) -> None:
         self.val = 0

@@ -36,7 +36,7 @@ from typing import Any
 
 
 class PendingEntry:
-    __slots__ = ("msg_id", "stream", "start_ms", "touched_ms")
+    __slots__ = ("msg_id", "start_ms", "stream", "touched_ms")
 
     def __init__(self, msg_id: Any, stream: str, now_ms: int) -> None:
         self.msg_id = msg_id

@@ -17,7 +17,7 @@ from squall.topology.tuple import Origin
 class StreamRoute:
     """One output stream of one task: its fields and the choosers of its subscribers."""
 
-    __slots__ = ("stream", "fields", "arity", "direct", "choose", "direct_targets", "origin")
+    __slots__ = ("arity", "choose", "direct", "direct_targets", "fields", "origin", "stream")
 
     def __init__(
         self, stream: str, fields: Fields, direct: bool, choosers: list[Chooser],

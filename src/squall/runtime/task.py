@@ -67,13 +67,17 @@ class Host(Protocol):
     ) -> None: ...
 
 
+# The counters of a task in the order Storm's UI shows them, which `TaskStats.as_dict` keeps.
+_COUNTERS = (
+    "emitted", "transferred", "executed", "acked", "failed", "timed_out",
+    "latency_total_ms", "latency_count", "errors", "reliability_errors",
+)
+
+
 class TaskStats:
     """Counters of one task, as Storm's UI shows them."""
 
-    __slots__ = (
-        "emitted", "transferred", "executed", "acked", "failed", "timed_out",
-        "latency_total_ms", "latency_count", "errors", "reliability_errors",
-    )
+    __slots__ = _COUNTERS
 
     def __init__(self) -> None:
         self.emitted = 0
@@ -88,7 +92,7 @@ class TaskStats:
         self.reliability_errors = 0
 
     def as_dict(self) -> dict[str, int]:
-        return {name: getattr(self, name) for name in self.__slots__}
+        return {name: getattr(self, name) for name in _COUNTERS}
 
 
 class TaskRuntime:

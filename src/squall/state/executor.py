@@ -191,15 +191,14 @@ class TaskCheckpointing:
             self.queued.clear()
             for t in failed:
                 out.fail(t)
-        elif action == INITSTATE:
-            if not self.initialized:
-                inst.init_state(state)
-                self.initialized = True
-                if hasattr(inst, "_sw_init"):
-                    inst._sw_init(inst._squall_window_state, self.task.host.now_ms())
-                buffered, self.buffered = self.buffered, []
-                for t in buffered:
-                    self.inner(t)
+        elif action == INITSTATE and not self.initialized:
+            inst.init_state(state)
+            self.initialized = True
+            if hasattr(inst, "_sw_init"):
+                inst._sw_init(inst._squall_window_state, self.task.host.now_ms())
+            buffered, self.buffered = self.buffered, []
+            for t in buffered:
+                self.inner(t)
         return True
 
     # ---- Spark runner: micro-batches are the transactions ------------------------------------

@@ -51,7 +51,7 @@ class Topology:
     `num_tasks` consecutive ids from 1.
     """
 
-    __slots__ = ("_components", "_tasks", "_task_component")
+    __slots__ = ("_components", "_task_component", "_tasks")
     _components: Mapping[str, ComponentSpec]
     _tasks: Mapping[str, tuple[int, ...]]
     _task_component: Mapping[int, str]

@@ -18,7 +18,7 @@ from typing import Any
 class Fields:
     """An ordered, immutable list of unique field names."""
 
-    __slots__ = ("_names", "_index")
+    __slots__ = ("_index", "_names")
 
     def __init__(self, *names: str | Iterable[str]) -> None:
         if len(names) == 1 and not isinstance(names[0], str):

@@ -36,7 +36,7 @@ class MessageId:
 class Origin:
     """Where tuples come from: fields, component, stream and task; shared by all of them."""
 
-    __slots__ = ("fields", "component", "stream", "task")
+    __slots__ = ("component", "fields", "stream", "task")
 
     def __init__(self, fields: Fields, component: str, stream: str, task: int) -> None:
         self.fields = fields
@@ -55,7 +55,7 @@ class Tuple:
     failed, and `_task` is the task it was delivered to.
     """
 
-    __slots__ = ("values", "_origin", "_anchors", "_task", "_ack_val", "_state")
+    __slots__ = ("_ack_val", "_anchors", "_origin", "_state", "_task", "values")
 
     def __init__(
         self,

@@ -235,8 +235,8 @@ class EmitterBolt(_Coordinated):
 
 
 class _Track:
-    __slots__ = ("bolt", "counts", "received", "expected", "held_proc", "held_commit",
-                 "commit_ok", "done", "failed", "released")
+    __slots__ = ("bolt", "commit_ok", "counts", "done", "expected", "failed", "held_commit",
+                 "held_proc", "received", "released")
 
     def __init__(self) -> None:
         self.bolt: Any = None

@@ -20,6 +20,7 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import threading
@@ -59,10 +60,8 @@ class DirStore:
         write_atomic(path, pickle.dumps(value))
 
     def delete(self, key: str) -> None:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(self._path(key))
-        except FileNotFoundError:
-            pass
 
 
 class RedisMetaStore:

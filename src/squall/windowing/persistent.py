@@ -270,7 +270,7 @@ class PartitionedQueue:
 class _View:
     """A read-only sequence over one part of each queue entry (what `WindowManager` indexes)."""
 
-    __slots__ = ("queue", "part")
+    __slots__ = ("part", "queue")
 
     def __init__(self, queue: PartitionedQueue, part: Callable[[tuple[Any, Any]], Any]) -> None:
         self.queue = queue
@@ -311,7 +311,7 @@ class PersistentTupleWindow(TupleWindow):
     supported with persistence (as in Storm).
     """
 
-    __slots__ = ("_queue", "_hi")
+    __slots__ = ("_hi", "_queue")
 
     def __init__(self, queue: PartitionedQueue, hi: int, start_timestamp: int | None,
                  end_timestamp: int) -> None:

@@ -24,7 +24,7 @@ class TupleWindow(Generic[T]):
     is a duration, and None for count windows.
     """
 
-    __slots__ = ("_items", "_new", "_expired", "start_timestamp", "end_timestamp")
+    __slots__ = ("_expired", "_items", "_new", "end_timestamp", "start_timestamp")
 
     def __init__(
         self,

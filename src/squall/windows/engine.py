@@ -56,7 +56,7 @@ Pane = tuple[Any, int, int, Any, str, int, bool]
 class PaneState:
     """The state of one (key, window): plain data, so it pickles into snapshots."""
 
-    __slots__ = ("acc", "count", "updated", "last", "index", "fired_ms", "late")
+    __slots__ = ("acc", "count", "fired_ms", "index", "last", "late", "updated")
 
     def __init__(self, acc: Any, now: int, late: bool) -> None:
         self.acc = acc

@@ -66,7 +66,7 @@ class _Keys(dict):
     stays a dict store: a key not in `stored` is new and goes into the next index chunk.
     """
 
-    __slots__ = ("state", "window", "chunks", "stored", "raw", "popped", "complete")
+    __slots__ = ("chunks", "complete", "popped", "raw", "state", "stored", "window")
 
     def __init__(self, state: Any, window: Window, chunks: int) -> None:
         super().__init__()
@@ -310,7 +310,7 @@ class StateSessions(MutableMapping):
         self.loaded[key] = sessions
 
     def __delitem__(self, key: Any) -> None:
-        self[key]  # noqa: B018 - KeyError if absent
+        self[key]  # KeyError if absent
         del self.loaded[key]
 
     def __iter__(self) -> Iterator[Any]:

@@ -11,6 +11,7 @@ exactly the same rows. Timeouts are decided here on the planning time, which is 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import time
@@ -401,10 +402,8 @@ def _segments(run_dir: str) -> list[int]:
 
 
 def _unlink(path: str) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 def _wall_ms() -> int:

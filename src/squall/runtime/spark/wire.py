@@ -130,7 +130,7 @@ class Packets:
     [(True, 2, 70, 1, [('default', 9, None), ['cow'], ['moo']], 9, 5)]
     """
 
-    __slots__ = ("pairs", "keys", "seqs", "heads", "open", "now", "_next_seq")
+    __slots__ = ("_next_seq", "heads", "keys", "now", "open", "pairs", "seqs")
 
     def __init__(self, keys: dict[int, int], next_seq: Any) -> None:
         self.pairs: dict[tuple[int, int], list] = {}
@@ -212,7 +212,7 @@ def _is_header(item: Any) -> bool:
 class RowBuffer:
     """Rows being built by one task or reader: one Python tuple per row, in schema order."""
 
-    __slots__ = ("rows", "append")
+    __slots__ = ("append", "rows")
 
     def __init__(self) -> None:
         self.rows: list[tuple] = []
