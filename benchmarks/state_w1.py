@@ -28,11 +28,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from w1_local import Count, ListSpout, Split  # noqa: E402
-from workloads import reference_counts, w1_sentences  # noqa: E402
+from w1_local import Count, ListSpout, Split
+from workloads import reference_counts, w1_sentences
 
-from squall import Config, Fields, StatefulBolt, TopologyBuilder  # noqa: E402
-from squall.state.providers import new_state  # noqa: E402
+from squall import Config, Fields, StatefulBolt, TopologyBuilder
+from squall.state.providers import new_state
 
 
 class StatefulCount(StatefulBolt):
@@ -173,7 +173,7 @@ def main() -> None:
     expected = reference_counts(sentences)
     workdir = tempfile.mkdtemp(prefix="state-w1-")
     redis_proc, redis_port = start_redis(workdir)
-    print(f"W1 with state, {words:,} words; load {open('/proc/loadavg').read().strip()}",
+    print(f"W1 with state, {words:,} words; load {Path('/proc/loadavg').read_text().strip()}",
           flush=True)
     try:
         if args.runner in ("local", "both"):

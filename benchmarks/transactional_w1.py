@@ -25,11 +25,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
-import transactional_words as tw  # noqa: E402
-from workloads import reference_counts, w1_sentences  # noqa: E402
+import transactional_words as tw
+from workloads import reference_counts, w1_sentences
 
-from squall import Fields  # noqa: E402
-from squall.transactional import (  # noqa: E402
+from squall import Fields
+from squall.transactional import (
     BatchBolt,
     MemoryTransactionalSpout,
     TransactionalTopologyBuilder,

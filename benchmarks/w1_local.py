@@ -17,10 +17,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from workloads import reference_counts, w1_sentences  # noqa: E402
+from workloads import reference_counts, w1_sentences
 
-from squall import BasicBolt, Bolt, Config, Fields, Spout, TopologyBuilder, Values  # noqa: E402
-from squall.runtime.local.engine import LocalEngine  # noqa: E402
+from squall import BasicBolt, Bolt, Config, Fields, Spout, TopologyBuilder, Values
+from squall.runtime.local.engine import LocalEngine
 
 
 class ListSpout(Spout):
@@ -101,7 +101,7 @@ def function_chain(sentences: list[str]) -> tuple[float, dict[str, int]]:
 
 
 class _Tup:
-    __slots__ = ("values", "origin", "anchors", "task", "ack_val", "state")
+    __slots__ = ("ack_val", "anchors", "origin", "state", "task", "values")
 
     def __init__(self, values, origin, anchors, task) -> None:
         self.values = values

@@ -24,13 +24,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from w1_local import Count, ListSpout, Split  # noqa: E402
-from workloads import reference_counts, w1_sentences  # noqa: E402
+from w1_local import Count, ListSpout, Split
+from workloads import reference_counts, w1_sentences
 
-from squall import Config, Fields, TopologyBuilder  # noqa: E402
-from squall.connectors import MemorySource  # noqa: E402
-from squall.runtime.spark.driver import SparkRunner  # noqa: E402
-from squall.runtime.spark.session import get_session  # noqa: E402
+from squall import Config, Fields, TopologyBuilder
+from squall.connectors import MemorySource
+from squall.runtime.spark.driver import SparkRunner
+from squall.runtime.spark.session import get_session
 
 
 def split_words(batches):

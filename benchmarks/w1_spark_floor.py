@@ -26,14 +26,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import w1_local  # noqa: E402
-import w1_spark  # noqa: E402
-from w1_local import _Tup  # noqa: E402
-from w1_spark import baseline  # noqa: E402
-from workloads import reference_counts, w1_sentences  # noqa: E402
+import w1_local
+import w1_spark
+from w1_local import _Tup
+from w1_spark import baseline
+from workloads import reference_counts, w1_sentences
 
-from squall.runtime.spark.driver import routing_keys  # noqa: E402
-from squall.runtime.spark.session import get_session  # noqa: E402
+from squall.runtime.spark.driver import routing_keys
+from squall.runtime.spark.session import get_session
 
 TASKS = 2
 

@@ -23,17 +23,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import pyarrow as pa  # noqa: E402
-from w1_local import Count, ListSpout, Split  # noqa: E402
-from workloads import reference_counts, w1_sentences  # noqa: E402
+import pyarrow as pa
+from w1_local import Count, ListSpout, Split
+from workloads import reference_counts, w1_sentences
 
-from squall import Config, Fields, TopologyBuilder  # noqa: E402
-from squall.runtime.gc_pause import gc_paused  # noqa: E402
-from squall.runtime.spark import stage as stage_mod  # noqa: E402
-from squall.runtime.spark import wire  # noqa: E402
-from squall.runtime.spark.spouts import ReaderHost  # noqa: E402
-from squall.runtime.spark.stage import StagePlan, run_stage  # noqa: E402
-from squall.runtime.task import SpoutTask  # noqa: E402
+from squall import Config, Fields, TopologyBuilder
+from squall.runtime.gc_pause import gc_paused
+from squall.runtime.spark import stage as stage_mod
+from squall.runtime.spark import wire
+from squall.runtime.spark.spouts import ReaderHost
+from squall.runtime.spark.stage import StagePlan, run_stage
+from squall.runtime.task import SpoutTask
 
 
 def topology(sentences: list[str], acking: bool):

@@ -33,13 +33,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from workloads import w1_sentences  # noqa: E402
+from workloads import w1_sentences
 
-from squall import BasicBolt, Bolt, Config, Duration, Fields, Spout, TopologyBuilder  # noqa: E402
-from squall.runtime.gc_pause import full_collections_deferred  # noqa: E402
-from squall.runtime.local.engine import LocalEngine  # noqa: E402
-from squall.windows import KeyedWindowedOperator, TimeWindows, TriggerOption  # noqa: E402
-from squall.windows import accumulations as acc  # noqa: E402
+from squall import BasicBolt, Bolt, Config, Duration, Fields, Spout, TopologyBuilder
+from squall.runtime.gc_pause import full_collections_deferred
+from squall.runtime.local.engine import LocalEngine
+from squall.windows import KeyedWindowedOperator, TimeWindows, TriggerOption
+from squall.windows import accumulations as acc
 
 
 class ListSpout(Spout):

@@ -24,13 +24,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from w1_local import _Tup  # noqa: E402
-from w2_w3_operators import ListSpout, Split, reference  # noqa: E402
-from workloads import w1_sentences  # noqa: E402
+from w1_local import _Tup
+from w2_w3_operators import ListSpout, Split, reference
+from workloads import w1_sentences
 
-from squall import Bolt, Config, Duration, Fields, TopologyBuilder, WindowedBolt  # noqa: E402
-from squall.runtime.gc_pause import full_collections_deferred  # noqa: E402
-from squall.runtime.local.engine import LocalEngine  # noqa: E402
+from squall import Bolt, Config, Duration, Fields, TopologyBuilder, WindowedBolt
+from squall.runtime.gc_pause import full_collections_deferred
+from squall.runtime.local.engine import LocalEngine
 
 
 class WindowWordCount(WindowedBolt):

@@ -32,12 +32,12 @@ from squall.transactional import (
 )
 
 BUCKET_SIZE = 10
-DATA = {
-    0: [[w] for w in "the cow jumped over the moon the man went to the store and bought some "
-        "candy".split()],
-    1: [[w] for w in "four score and seven years ago the cow and the moon".split()],
-    2: [[w] for w in "an apple a day keeps the doctor away the doctor said".split()],
+SENTENCES = {
+    0: "the cow jumped over the moon the man went to the store and bought some candy",
+    1: "four score and seven years ago the cow and the moon",
+    2: "an apple a day keeps the doctor away the doctor said",
 }
+DATA = {partition: [[w] for w in text.split()] for partition, text in SENTENCES.items()}
 
 
 def open_db(conf: Any, name: str):

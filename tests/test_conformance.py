@@ -191,7 +191,7 @@ def test_word_count_per_task_order(request, runner, runner_conf, word_count_dirs
 @word_count_runners
 def test_bolt_state_persists_across_micro_batches(request, runner, runner_conf, word_count_dirs):
     """The count dicts, dumped by cleanup at the end of the run, hold the exact totals."""
-    result, out_dir = _word_count(request, runner, runner_conf, word_count_dirs)
+    _, out_dir = _word_count(request, runner, runner_conf, word_count_dirs)
     totals: dict[str, int] = {}
     for task in (1, 2, 3):
         dumped = json.loads((out_dir / f"task-{task}.json").read_text())
@@ -316,7 +316,7 @@ def test_every_grouping(request, runner):
 
     everything = list(range(N))
     assert [len(v) for v in ns("shuffle").values()] == [4, 4, 4]
-    assert sorted(sum(ns("shuffle").values(), [])) == everything
+    assert sorted(n for v in ns("shuffle").values() for n in v) == everything
     expected_fields = {t: [] for t in tasks["fields"]}
     for n in everything:
         expected_fields[tasks["fields"][zlib.crc32(f"k{n % 4}".encode()) % 3]].append(n)
@@ -324,11 +324,11 @@ def test_every_grouping(request, runner):
     assert ns("all") == {t: everything for t in tasks["all"]}
     assert ns("global") == {t: (everything if t == min(tasks["global"]) else [])
                             for t in tasks["global"]}
-    assert sorted(sum(ns("none").values(), [])) == everything
+    assert sorted(n for v in ns("none").values() for n in v) == everything
     assert [len(v) for v in ns("local").values()] == [6, 6]
-    assert sorted(sum(ns("local").values(), [])) == everything
+    assert sorted(n for v in ns("local").values() for n in v) == everything
     assert [len(v) for v in ns("side").values()] == [2, 2]
-    assert sorted(sum(ns("side").values(), [])) == [100, 101, 102, 103]
+    assert sorted(n for v in ns("side").values() for n in v) == [100, 101, 102, 103]
     assert streams("side") == {("src", "side")}
     assert streams("shuffle") == {("src", "default")}
     assert [len(v) for v in result.tuples_by_task("router").values()] == [6, 6]
@@ -401,7 +401,7 @@ def test_bolt_routing_state_across_micro_batches(request, runner):
     assert sorted(result.tuples("relay")) == [[n] for n in range(ROUTED)]
     # Storm's shuffle: round robin over a reshuffled order, 5 or 6 tuples per task.
     assert sorted(len(v) for v in ns["shuffle"].values()) == [5, 5, 6]
-    assert sorted(sum(ns["none"].values(), [])) == list(range(ROUTED))
+    assert sorted(n for v in ns["none"].values() for n in v) == list(range(ROUTED))
     local = _local(bolt_routing_topology, ONE_TUPLE)
     for cid in ("shuffle", "none"):
         assert sorted_by_task(result, cid) == sorted_by_task(local, cid), cid

@@ -408,7 +408,7 @@ def test_cli_local_runner_accepts_a_checkpoint(tmp_path):
         "b.set_bolt('out', JsonLinesSink(os.path.join(D, 'out'))).shuffle_grouping('src')\n"
         "topology = b.create_topology()\n")
     squall = [sys.executable, "-c", "from squall.cli.main import main; main()"]
-    cmd = squall + ["run", str(tmp_path / "topo.py:topology"), "--runner", "local",
+    cmd = [*squall, "run", str(tmp_path / "topo.py:topology"), "--runner", "local",
                     "--checkpoint", str(tmp_path / "ckpt"), "--progress-every", "0"]
     for _ in range(2):
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)

@@ -237,7 +237,7 @@ class RecordingSpout(Spout):
         self.in_flight -= 1
         self.events.append(("fail", msg_id, now()))
         if self.replay:
-            self.to_replay.append([r for r in self.rows if r[0] == msg_id][0])
+            self.to_replay.append(next(r for r in self.rows if r[0] == msg_id))
 
     def is_exhausted(self):
         return self.i >= len(self.rows) and not self.to_replay
@@ -320,7 +320,7 @@ def test_tree_completes_only_when_every_node_is_acked():
         ("ack", 1),  # ... until "release" arrives and the held tuple is acked
         ("ack", 3),
     ]
-    assert sorted(w for (w,) in result.tuples("sink")) == sorted("a b c hold d release".split())
+    assert sorted(w for (w,) in result.tuples("sink")) == ["a", "b", "c", "d", "hold", "release"]
     assert result.stats["spout"].acked == 4 and result.stats["spout"].failed == 0
     assert result.stats["split"].acked == 4 and result.stats["sink"].acked == 6
 

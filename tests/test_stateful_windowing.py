@@ -151,7 +151,10 @@ class Numbers(Spout):
         super().open(conf, context, collector)
         self.dir = conf["test.dir"]
         path = os.path.join(self.dir, "acked")
-        acked = {int(x) for x in open(path).read().split()} if os.path.exists(path) else set()
+        acked: set[int] = set()
+        if os.path.exists(path):
+            with open(path) as f:
+                acked = {int(x) for x in f.read().split()}
         self.limit = self._limit()
         self.todo = [i for i in range(self.limit) if i not in acked]
         self.recheck = 0.0
@@ -222,8 +225,8 @@ def test_validation_names_the_component():
     b = TopologyBuilder()
     b.set_spout("s", FixedTupleSpout([[1]], Fields("id")))
     b.set_bolt("sums", Stateful().with_tumbling_window(Count(2))).shuffle_grouping("s")
-    with pytest.raises(InvalidTopologyError, match="sums.*with_message_id_field|"
-                       "with_message_id_field.*sums"):
+    with pytest.raises(InvalidTopologyError, match=r"sums.*with_message_id_field|"
+                       r"with_message_id_field.*sums"):
         b.create_topology()
     b = TopologyBuilder()
     b.set_spout("s", FixedTupleSpout([[1]], Fields("id")))

@@ -126,19 +126,17 @@ def _crash_until_done(runner: str, tmp: Path, starts: int, limit: int,
     script.write_text(DRIVER)
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
     examples = str(Path(__file__).resolve().parents[1] / "examples")
-    kills = 0
-    for n in range(limit):
-        proc = subprocess.Popen(
-            [sys.executable, str(script), runner, str(tmp), str(starts * 1000 + n), examples,
-             kind],
-            start_new_session=True, env=env, stdout=subprocess.DEVNULL,
-            stderr=open(tmp / f"stderr-{n}.log", "w"))
-        rc = proc.wait(timeout=600)
+    for n in range(limit):  # each start before the n-th was killed
+        with open(tmp / f"stderr-{n}.log", "w") as stderr:
+            proc = subprocess.Popen(
+                [sys.executable, str(script), runner, str(tmp), str(starts * 1000 + n), examples,
+                 kind],
+                start_new_session=True, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+            rc = proc.wait(timeout=600)
         done = tmp / "done.json"
         if done.exists():
-            return json.loads(done.read_text()), kills
+            return json.loads(done.read_text()), n
         assert rc == -9, (rc, (tmp / f"stderr-{n}.log").read_text()[-3000:])
-        kills += 1
     raise AssertionError(f"not done after {limit} starts")
 
 
