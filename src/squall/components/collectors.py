@@ -364,6 +364,11 @@ class BasicOutputCollector:
                  "_untracked", "input")
 
     def __init__(self, out: OutputCollector) -> None:
+        self.bind(out)
+
+    def bind(self, out: OutputCollector) -> None:
+        """Take `out`'s shortcuts, which depend on its host (again when the host changed);
+        no input is being executed."""
         self._out = out
         self._routes = out._routes
         self._stats = out._stats

@@ -80,6 +80,9 @@ class TaskStats:
     __slots__ = _COUNTERS
 
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
         self.emitted = 0
         self.transferred = 0
         self.executed = 0  # kept for runners that count here; the local engine counts in send
@@ -282,7 +285,7 @@ class BoltTask(TaskRuntime):
         collector._xor = getattr(host, "ack_xor", None)
         collector._host_reset = host.reset
         if self.basic_collector is not None:
-            self.basic_collector.__init__(collector)  # its shortcuts depend on the host
+            self.basic_collector.bind(collector)  # its shortcuts depend on the host
 
     def prepare(self) -> None:
         if self.checkpointing is not None:

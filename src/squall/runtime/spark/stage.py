@@ -278,7 +278,7 @@ def _finish_task(
     stats["executed"] = executed
     out.report(wire.STATS, task=task.task_id, key=0, stream=None, payload=stats, ts=host.now,
                seq=0)
-    task.stats.__init__()  # counters are per batch; the driver sums them
+    task.stats.reset()  # counters are per batch; the driver sums them
     write_atomic(snapshot_path(plan.state_dir, task.task_id, plan.batch_id), dump_instance(task))
     prune_snapshots(plan.state_dir, task.task_id, plan.committed)
     _TASKS[(plan.run_id, task.task_id)] = (plan.batch_id, task)
