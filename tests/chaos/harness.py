@@ -772,7 +772,7 @@ class ChaosRun:
                     return out
                 if not rec.killed and rec.returncode != 0:
                     out.problems.append(f"run {i} exited with {rec.returncode} without being "
-                                        f"killed: {self._tail(i)}")
+                                        f"killed: {rec.log or self._tail(i)}")
                 after_kill = rec.killed
             self.add_files(self.s.files_between)
             final = self.run_once(self.kills, None, after_kill)
@@ -783,7 +783,7 @@ class ChaosRun:
                 return out
             if final.returncode != 0:
                 out.problems.append(f"the last run (not killed) exited with "
-                                    f"{final.returncode}: {self._tail(self.kills)}")
+                                    f"{final.returncode}: {final.log or self._tail(self.kills)}")
             self.check(out)
         finally:
             if self.redis is not None:
