@@ -41,7 +41,11 @@ def main(argv: list[str] | None = None) -> int:
             outcomes.append(outcome)
             print(table([outcome]).splitlines()[2], file=sys.stderr, flush=True)
     print(table(outcomes))
-    print(f"\n{time.monotonic() - began:.0f} s; files of failed scenarios kept under {base}")
+    if args.workdir is None and not any(base.iterdir()):
+        base.rmdir()  # every scenario passed: nothing to keep
+        print(f"\n{time.monotonic() - began:.0f} s")
+    else:
+        print(f"\n{time.monotonic() - began:.0f} s; files of failed scenarios kept under {base}")
     return 0 if all(o.ok for o in outcomes) else 1
 
 

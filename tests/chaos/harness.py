@@ -855,6 +855,7 @@ class ChaosRun:
 
     def read_state(self) -> dict[str, int]:
         """The counting bolt's committed state, merged over its tasks, via the public API."""
+        from squall.state.base import KeyValueState
         from squall.state.providers import new_state
 
         topology = pipeline.build(str(self.input), str(self.output), self.s.sink,
@@ -869,7 +870,9 @@ class ChaosRun:
                     "topology.state.provider.config": {"dir": str(self.ckpt / "state")}}
         state: dict[str, int] = {}
         for task in topology.component_tasks(pipeline.COUNT):
-            for key, value in new_state(conf, f"{pipeline.COUNT}-{task}"):
+            store = new_state(conf, f"{pipeline.COUNT}-{task}")
+            assert isinstance(store, KeyValueState), store
+            for key, value in store:
                 state[key] = state.get(key, 0) + int(value)
         return state
 
@@ -921,5 +924,5 @@ def table(outcomes: Sequence[Outcome]) -> str:
     lines.insert(1, "  ".join("-" * w for w in widths))
     notes = [f"  {o.scenario}/{o.runner}: {p}" for o in outcomes for p in o.problems]
     if notes:
-        lines += ["", "problems:"] + notes
+        lines += ["", "problems:", *notes]
     return "\n".join(lines)
