@@ -29,9 +29,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import load_example, start_redis
+from conftest import RunningCount, load_example, start_redis
 
-from squall import Config, Fields, StatefulBolt, TopologyBuilder, Values, WindowedBolt, run
+from squall import Config, Fields, TopologyBuilder, Values, WindowedBolt, run
 from squall import Count as CountWindow
 from squall.connectors import (
     JsonLinesSink,
@@ -296,25 +296,11 @@ class _nothing:
 # ---- in process: what a restart reads -------------------------------------------------------
 
 
-class _Count(StatefulBolt):
-    def init_state(self, state):
-        self.state = state
-
-    def execute(self, tup):
-        key = tup["key"]
-        n = self.state.get(key, 0) + 1
-        self.state.put(key, n)
-        self.collector.emit(Values(tup["id"], key, n), anchors=tup)
-        self.collector.ack(tup)
-
-    def declare_output_fields(self, d):
-        d.declare(Fields("id", "key", "n"))
-
 
 def _pipeline(tmp: Path, bounded: bool = True):
     b = TopologyBuilder()
     b.set_spout("src", JsonLinesSource(str(tmp / "in"), ["id", "key"], bounded=bounded), 2)
-    b.set_bolt("count", _Count(), 2).fields_grouping("src", Fields("key"))
+    b.set_bolt("count", RunningCount(), 2).fields_grouping("src", Fields("key"))
     b.set_bolt("out", JsonLinesSink(tmp / "out"), 2).shuffle_grouping("count")
     conf = Config({"topology.state.provider": "durable",
                    "topology.state.provider.config": {"dir": str(tmp / "state")}})

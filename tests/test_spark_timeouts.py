@@ -16,8 +16,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import RunningCount
 
-from squall import Config, Fields, StatefulBolt, TopologyBuilder, Values
+from squall import Config, Fields, TopologyBuilder
 from squall.connectors.sinks import JsonLinesSink, read_jsonl
 from squall.connectors.sources import JsonLinesSource, Range
 from squall.runtime.spark import spouts
@@ -28,23 +29,6 @@ from squall.runtime.spark.spouts import SpoutReader
 pytestmark = pytest.mark.spark
 
 FILES, PER_FILE, KEYS = 4, 50, 3
-
-
-class Count(StatefulBolt):
-    """Counts records per key in its state and passes each record on with the running count."""
-
-    def init_state(self, state):
-        self.state = state
-
-    def execute(self, tup):
-        key = tup["key"]
-        n = self.state.get(key, 0) + 1
-        self.state.put(key, n)
-        self.collector.emit(Values(tup["id"], key, n), anchors=tup)
-        self.collector.ack(tup)
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(Fields("id", "key", "n"))
 
 
 def write_input(directory: Path) -> None:
@@ -61,7 +45,7 @@ def pipeline(tmp_path: Path, timeout_s: float):
     write_input(tmp_path / "in")
     b = TopologyBuilder()
     b.set_spout("src", JsonLinesSource(str(tmp_path / "in"), ["id", "key"], bounded=True), 2)
-    b.set_bolt("count", Count(), 2).fields_grouping("src", Fields("key"))
+    b.set_bolt("count", RunningCount(), 2).fields_grouping("src", Fields("key"))
     b.set_bolt("sink", JsonLinesSink(str(tmp_path / "out")), 2).shuffle_grouping("count")
     conf = Config()
     conf["topology.state.provider"] = "durable"
