@@ -93,7 +93,7 @@ def spark(sentences: list[str], words: int, expected: dict[str, int]) -> None:
     from w1_spark import squall_run
 
     from squall.runtime.spark.session import get_session
-    from squall.transactional.spark import TransactionalSparkRunner
+    from squall.runtime.spark.transactional import TransactionalSparkRunner
 
     session = get_session("local[2]", {"spark.ui.enabled": "false"})
     for run in range(2):  # the second run is reported: warm Python workers, as w1_spark.py

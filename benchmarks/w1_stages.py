@@ -29,11 +29,11 @@ from workloads import reference_counts, w1_sentences
 
 from squall import Config, Fields, TopologyBuilder
 from squall.runtime.gc_pause import gc_paused
+from squall.runtime.spark import row_schema
 from squall.runtime.spark import stage as stage_mod
-from squall.runtime.spark import wire
 from squall.runtime.spark.spouts import ReaderHost
 from squall.runtime.spark.stage import StagePlan, run_stage
-from squall.runtime.task import SpoutTask
+from squall.task.tasks import SpoutTask
 
 
 def topology(sentences: list[str], acking: bool):
@@ -72,7 +72,7 @@ def squall_once(sentences: list[str], acking: bool) -> tuple[dict[str, float], d
             spout.next_tuple()
         host.rows.rows.extend(host.packets.rows())
         if host.messages:
-            host.rows.append(wire.messages_row(host.messages, host.now))
+            host.rows.append(row_schema.messages_row(host.messages, host.now))
         batch = host.rows.to_batch()
     times["spout (reader)"] = time.perf_counter() - t0
     state_dir = tempfile.mkdtemp(prefix="w1-stages-")
@@ -84,7 +84,8 @@ def squall_once(sentences: list[str], acking: bool) -> tuple[dict[str, float], d
         t0 = time.perf_counter()
         out = list(run_stage(plan, iter([batch])))
         times[cid] = time.perf_counter() - t0
-        batch = pa.Table.from_batches(out, schema=wire.SCHEMA).combine_chunks().to_batches()[0]
+        table = pa.Table.from_batches(out, schema=row_schema.SCHEMA)
+        batch = table.combine_chunks().to_batches()[0]
     counts: dict[str, int] = {}
     for (_run, _task), (_batch, task) in stage_mod._TASKS.items():
         if task.component_id == "count":

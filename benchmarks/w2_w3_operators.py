@@ -36,10 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from workloads import w1_sentences
 
 from squall import BasicBolt, Bolt, Config, Duration, Fields, Spout, TopologyBuilder
+from squall.panes import accumulations as acc
 from squall.runtime.gc_pause import full_collections_deferred
 from squall.runtime.local.engine import LocalEngine
 from squall.windows import KeyedWindowedOperator, TimeWindows, TriggerOption
-from squall.windows import accumulations as acc
 
 
 class ListSpout(Spout):

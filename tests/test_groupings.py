@@ -188,7 +188,7 @@ def test_fields_grouping_is_the_same_in_every_process():
     script = (
         "import json\n"
         "from squall import TopologyBuilder, Fields\n"
-        "from squall.runtime.routing import build_routes\n"
+        "from squall.task.routing import build_routes\n"
         "from squall.components.context import TopologyContext\n"
         "from squall.testing import FixedTupleSpout\n"
         "from squall import BasicBolt\n"

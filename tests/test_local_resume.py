@@ -426,7 +426,7 @@ def test_transactional_topologies_resume_from_their_own_store_with_a_checkpoint(
     on the same store and checkpoint applies nothing twice."""
     gc = load_example("transactional_global_count")
     conf = {"global_count.db": {"provider": "durable", "dir": str(tmp_path / "db")},
-            "squall.transactional.store": {"dir": str(tmp_path / "tx")}}
+            "squall.transactional.progress_store": {"dir": str(tmp_path / "tx")}}
     for _ in range(2):
         topology, _ = gc.topology()
         result = run(topology, conf, runner="local", checkpoint_location=str(tmp_path / "ckpt"))

@@ -40,7 +40,7 @@ from squall.connectors import (
 )
 from squall.connectors.sources import MemorySource
 from squall.runtime.local.engine import LocalEngine
-from squall.runtime.snapshot import dump_instance, load_instance
+from squall.task.snapshot import dump_instance, load_instance
 from squall.testing import FixedTupleSpout, MockedSources, complete_topology
 from squall.topology.tuple import Tuple
 

@@ -30,7 +30,7 @@ from squall import (
 )
 from squall.state.base import MemoryKeyValueState
 from squall.testing import FixedTupleSpout, complete_topology
-from squall.windowing.persistent import PartitionedQueue
+from squall.tuple_windows.persistent import PartitionedQueue
 
 N = 240
 MAX_IN_MEMORY = 10  # partitions of one event; windows hold 30

@@ -28,7 +28,7 @@ from squall.transactional import (
     TransactionAttempt,
     TransactionOrderError,
 )
-from squall.transactional.store import MemoryStore, open_store
+from squall.transactional.progress_store import MemoryStore, open_store
 
 gc = load_example("transactional_global_count")
 tw = load_example("transactional_words")
@@ -40,7 +40,7 @@ def _run(runner: str, topology: Any, conf: dict, tmp: Path, spark_session: Any =
         engine = LocalEngine(topology, conf, clock=SimulatedClock())
         result = engine.run()
         return result, engine
-    from squall.transactional.spark import TransactionalSparkRunner
+    from squall.runtime.spark.transactional import TransactionalSparkRunner
 
     r = TransactionalSparkRunner(topology, conf, session=spark_session,
                                  checkpoint_location=str(tmp / "ckpt"))
@@ -121,7 +121,7 @@ def test_global_count_is_exact_under_random_failures(runner, tmp_path, session_f
                 "test.seed": seed, "test.fail": 0.25,
                 "topology.max.spout.pending": 1 + seed % 3,
                 "topology.message.timeout.secs": 5,
-                "squall.transactional.store": {"dir": str(tmp_path / f"tx{seed}")}}
+                "squall.transactional.progress_store": {"dir": str(tmp_path / f"tx{seed}")}}
         # Spark: fewer, larger transactions (each is a micro-batch of about a second).
         topology = _global_count_builder(
             data, max_batch=7 if runner == "local" else 15).create_topology()
@@ -244,7 +244,7 @@ def test_words_exact_under_failures_transactional_spout(runner, tmp_path, sessio
         conf = {"transactional_words.db": {"provider": "durable",
                                            "dir": str(tmp_path / f"db{seed}")},
                 "test.seed": seed, "test.fail": 0.3, "topology.max.spout.pending": 2,
-                "squall.transactional.store": {"dir": str(tmp_path / f"tx{seed}")}}
+                "squall.transactional.progress_store": {"dir": str(tmp_path / f"tx{seed}")}}
         spout = MemoryTransactionalSpout(data, Fields("word"),
                                          max_batch=9 if runner == "local" else 20)
         _run(runner, _words_builder(spout).create_topology(), conf, tmp_path / f"r{seed}",
@@ -263,7 +263,7 @@ def test_words_exact_with_opaque_spout_whose_data_changes(runner, tmp_path, sess
     conf = {"transactional_words.db": {"provider": "durable", "dir": str(tmp_path / "db")},
             "test.seed": 7, "test.fail": 0.35, "test.dir": str(files),
             "topology.max.spout.pending": 3,
-            "squall.transactional.store": {"dir": str(tmp_path / "tx")}}
+            "squall.transactional.progress_store": {"dir": str(tmp_path / "tx")}}
     spout = FileOpaqueSpout(str(files), 3, max_batch=8 if runner == "local" else 16)
     _run(runner, _words_builder(spout, GrowingFaultyKeyedCount).create_topology(), conf,
          tmp_path / "r", session_for(runner))
@@ -311,7 +311,7 @@ def test_commits_in_order_failure_cancels_later_and_stale_attempts_ignored(
     log_path = tmp_path / "events.log"
     conf = {"test.log": str(log_path), "topology.max.spout.pending": 4,
             "test.fail.once": [3, 1],  # attempt 1 of transaction 3 fails
-            "squall.transactional.store": {"dir": str(tmp_path / "tx")}}
+            "squall.transactional.progress_store": {"dir": str(tmp_path / "tx")}}
     b = TransactionalTopologyBuilder("order", "spout",
                                      MemoryTransactionalSpout(data, Fields("w"), 2), 2)
     b.set_bolt("process", ProcessLog(), 2).shuffle_grouping("spout")
@@ -373,7 +373,7 @@ def test_coordinator_rules():
 
 
 def test_coordinator_progress_is_durable(tmp_path):
-    conf = {"squall.transactional.store": {"dir": str(tmp_path)}}
+    conf = {"squall.transactional.progress_store": {"dir": str(tmp_path)}}
     c = Coordinator(open_store(conf, "t"), 1)
     ((_, a),) = c.sync()
     c.ack("batch", a)

@@ -109,7 +109,7 @@ DRIVER = textwrap.dedent(
     b.set_bolt("bucketize", tw.Bucketize()).none_grouping("count")
     b.set_bolt("buckets", Buckets(), 2).fields_grouping("bucketize", Fields("bucket"))
     conf = {"transactional_words.db": {"provider": "durable", "dir": os.path.join(state, "db")},
-            "squall.transactional.store": {"dir": os.path.join(state, "tx")},
+            "squall.transactional.progress_store": {"dir": os.path.join(state, "tx")},
             "topology.max.spout.pending": 3, "topology.message.timeout.secs": 3}
     result = run(b.create_topology(), conf, runner=runner,
                  checkpoint_location=os.path.join(state, "ckpt"))

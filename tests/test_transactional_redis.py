@@ -71,7 +71,7 @@ def test_redis_streams_spouts_count_exactly(runner, opaque, tmp_path, session_fo
         conf = {"transactional_words.db": db, "test.seed": 3, "test.fail": 0.3,
                 "test.redis": {"host": r.host, "port": r.port},
                 "topology.max.spout.pending": 2,
-                "squall.transactional.store": {"redis": {"host": r.host, "port": r.port}}}
+                "squall.transactional.progress_store": {"redis": {"host": r.host, "port": r.port}}}
         _run(runner, b.create_topology(), conf, tmp_path / "r", session_for(runner))
         final = Counter(body["word"] for p in range(2)
                         for _, body in r.client.xrange(f"words:{p}"))
@@ -117,7 +117,7 @@ def test_an_idle_stream_starts_no_empty_transactions(runner, opaque, tmp_path, s
         b = TransactionalTopologyBuilder("idle", "spout", spout, 1)
         b.set_bolt("log", LogBatches()).global_grouping("spout")
         conf = {"test.log": str(log),
-                "squall.transactional.store": {"dir": str(tmp_path / "store")}}
+                "squall.transactional.progress_store": {"dir": str(tmp_path / "store")}}
 
         def add_later() -> None:
             deadline = time.monotonic() + 120
@@ -144,7 +144,7 @@ def test_an_idle_stream_starts_no_empty_transactions(runner, opaque, tmp_path, s
             LocalEngine(b.create_topology(), conf).run(
                 duration_ms=120_000, should_stop=idle_again)
         else:
-            from squall.transactional.spark import TransactionalSparkRunner
+            from squall.runtime.spark.transactional import TransactionalSparkRunner
 
             def stop_when_idle_again(runner: Any) -> None:
                 if idle_again():

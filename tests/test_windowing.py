@@ -1,4 +1,4 @@
-"""The pure window core (`squall.windowing`): time is injected, so every case is exact."""
+"""The pure window core (`squall.tuple_windows`): time is injected, so every case is exact."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pickle
 import pytest
 
 from squall import Count, Duration
-from squall.windowing import Activation, Expired, Late, WindowManager, WindowSpec
+from squall.tuple_windows import Activation, Expired, Late, WindowManager, WindowSpec
 
 S = ("spout", "default")
 

@@ -1,4 +1,4 @@
-"""The windowed-operator engine (squall.windows.engine), pure: windows, triggers, accumulation
+"""The windowed-operator engine (squall.panes.engine), pure: windows, triggers, accumulation
 modes, lateness, sessions with retractions, watermarks, snapshots. Exact expected panes.
 
 Panes are (key, window_start, window_end, value, timing, pane_index, is_retraction).

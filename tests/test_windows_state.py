@@ -29,8 +29,9 @@ from test_windows_operators import (
 )
 
 from squall import Duration, Fields, TopologyBuilder
+from squall.panes.state_mapping import META_KEY
+from squall.state.backends import _CACHE_MAX, SqliteStore
 from squall.state.providers import new_state
-from squall.state.stores import _CACHE_MAX, SqliteStore
 from squall.testing import FixedTupleSpout, complete_topology
 from squall.windows import (
     KeyedWindowedOperator,
@@ -39,7 +40,6 @@ from squall.windows import (
     WindowedOperator,
     accumulations,
 )
-from squall.windows.storage import META_KEY
 
 # Local: at most one tuple in flight, acks held until their checkpoint commits, so every tuple
 # waits for a checkpoint (interval 100 ms of simulated time). Spark: two tuples per batch.

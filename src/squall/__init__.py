@@ -14,11 +14,6 @@
 """
 
 from squall.components.base import BasicBolt, Bolt, Component, Spout
-from squall.components.collectors import (
-    BasicOutputCollector,
-    OutputCollector,
-    SpoutOutputCollector,
-)
 from squall.components.context import TopologyContext
 from squall.components.declarer import OutputFieldsDeclarer
 from squall.components.stateful import StatefulBolt
@@ -38,13 +33,18 @@ from squall.errors import (
 from squall.runners import run
 from squall.runtime.local.cluster import LocalCluster
 from squall.state.base import KeyValueState, State, StateError
+from squall.task.collectors import (
+    BasicOutputCollector,
+    OutputCollector,
+    SpoutOutputCollector,
+)
 from squall.topology.builder import BoltDeclarer, SpoutDeclarer, TopologyBuilder
 from squall.topology.config import Config
 from squall.topology.description import Topology
 from squall.topology.fields import Fields, Values
 from squall.topology.groupings import CustomStreamGrouping
 from squall.topology.tuple import Tuple, is_tick_tuple
-from squall.windowing import Count, TupleWindow
+from squall.tuple_windows import Count, TupleWindow
 
 __version__ = "0.1.0"
 

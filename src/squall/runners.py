@@ -64,7 +64,7 @@ def run(
         from squall.transactional.builder import is_transactional
 
         if is_transactional(topology):  # a transaction is a micro-batch (squall.transactional)
-            from squall.transactional.spark import TransactionalSparkRunner
+            from squall.runtime.spark.transactional import TransactionalSparkRunner
 
             return TransactionalSparkRunner(
                 topology, conf, master=master, checkpoint_location=checkpoint_location,

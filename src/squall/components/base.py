@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 from squall.components.declarer import OutputFieldsDeclarer, StreamSpec
 
 if TYPE_CHECKING:
-    from squall.components.collectors import (
+    from squall.components.context import TopologyContext
+    from squall.task.collectors import (
         BasicOutputCollector,
         OutputCollector,
         SpoutOutputCollector,
     )
-    from squall.components.context import TopologyContext
     from squall.topology.tuple import Tuple
 
 

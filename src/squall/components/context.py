@@ -38,7 +38,7 @@ class TopologyContext:
 
     def __reduce__(self):
         # In a snapshot of a component, the context is the restoring task's own.
-        from squall.runtime.snapshot import current_context
+        from squall.task.snapshot import current_context
 
         return (current_context, ())
 

@@ -67,15 +67,15 @@ from squall.components.windowed import (
 from squall.errors import InvalidTopologyError, SquallError
 from squall.topology.fields import Fields
 from squall.topology.tuple import Origin, Tuple, is_tick_tuple
-from squall.windowing.manager import Activation, Late, WindowManager
-from squall.windowing.persistent import (
+from squall.tuple_windows.manager import Activation, Late, WindowManager
+from squall.tuple_windows.persistent import (
     DEFAULT_MAX_EVENTS_IN_MEMORY,
     Codec,
     PartitionedQueue,
     PersistentTupleWindow,
     PersistentWindowManager,
 )
-from squall.windowing.window import TupleWindow
+from squall.tuple_windows.window import TupleWindow
 
 log = logging.getLogger("squall")
 

@@ -1,7 +1,7 @@
 """`WindowedBolt`: Storm's windowed bolts, on every runner.
 
 The user implements `execute(window)` and configures the window with the `with_*` methods; the
-framework keeps the window (`squall.windowing.WindowManager`), calls `execute` for each window,
+framework keeps the window (`squall.tuple_windows.WindowManager`), calls `execute` for each window,
 anchors what `execute` emits to every tuple of the window, and acks each input tuple when it leaves
 the window. Time comes from the runner: its clock (local runner) or the micro-batch time (Spark).
 
@@ -62,9 +62,9 @@ from squall.topology.config import (
 )
 from squall.topology.fields import Fields
 from squall.topology.tuple import Tuple, is_tick_tuple
-from squall.windowing.manager import Activation, Expired, Late, WindowManager
-from squall.windowing.spec import Count, WindowSpec
-from squall.windowing.window import TupleWindow
+from squall.tuple_windows.manager import Activation, Expired, Late, WindowManager
+from squall.tuple_windows.spec import Count, WindowSpec
+from squall.tuple_windows.window import TupleWindow
 
 log = logging.getLogger("squall")
 

@@ -49,9 +49,9 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
+from squall.atomic_files import write_atomic
 from squall.components.base import Bolt
 from squall.errors import BatchRetryError, SquallError
-from squall.runtime.spark.state_files import write_atomic
 from squall.topology.fields import Fields
 from squall.topology.tuple import Tuple
 

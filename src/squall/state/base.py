@@ -3,7 +3,7 @@
 A state follows Storm's two-phase protocol: `prepare_commit(txid)` stages the changes made since
 the last prepare, `commit(txid)` makes them the committed state, `rollback()` drops everything
 not committed. `MemoryKeyValueState` is Storm's in-memory state (tests); provider-backed states
-live in `squall.state.stores`.
+live in `squall.state.backends`.
 
 >>> s = MemoryKeyValueState()
 >>> s.put("cow", 1); s.prepare_commit(0); s.commit(0)

@@ -25,8 +25,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from squall.state.backends import RedisStore, SqliteStore, StoreKeyValueState, _import
 from squall.state.base import MemoryKeyValueState, State, StateError
-from squall.state.stores import RedisStore, SqliteStore, StoreKeyValueState, _import
 from squall.topology.config import TOPOLOGY_STATE_PROVIDER, TOPOLOGY_STATE_PROVIDER_CONFIG
 
 MEMORY, DURABLE, REDIS = "memory", "durable", "redis"

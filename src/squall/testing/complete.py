@@ -11,7 +11,7 @@ import cloudpickle
 from squall.runtime.clock import SimulatedClock
 from squall.runtime.local.engine import LocalEngine
 from squall.runtime.stats import ComponentStats, ErrorRecord
-from squall.runtime.task import SpoutTask
+from squall.task.tasks import SpoutTask
 from squall.testing.fixed import FixedTupleSpout
 from squall.testing.time import current_clock
 from squall.topology.config import Config, configured_message_timeout_ms

@@ -190,7 +190,7 @@ class TopologyBuilder:
         streams = {cid: _declared_streams(cid, r["component"]) for cid, r in self._records.items()}
         for cid, record in self._records.items():
             # Subscriptions a component adds for itself (a windowed operator: the watermark
-            # stream of each upstream operator, see squall.windows.operator).
+            # stream of each upstream operator, see squall.components.operators).
             implicit = getattr(record["component"], "implicit_inputs", None)
             if implicit is not None:
                 record["inputs"] = list(record["inputs"]) + implicit(record["inputs"], streams)

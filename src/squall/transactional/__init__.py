@@ -8,6 +8,8 @@ from squall.transactional.attempt import TransactionAttempt
 from squall.transactional.bolts import BatchBolt, BatchOutputCollector, Committer
 from squall.transactional.builder import TransactionalTopologyBuilder, is_transactional
 from squall.transactional.coordinator import Coordinator
+from squall.transactional.map_state import TransactionalMap, open_map
+from squall.transactional.progress_store import STORE, open_store
 from squall.transactional.redis_spout import RedisStreamOpaqueSpout, RedisStreamTransactionalSpout
 from squall.transactional.spouts import (
     MemoryTransactionalSpout,
@@ -15,8 +17,6 @@ from squall.transactional.spouts import (
     PartitionedTransactionalSpout,
     TransactionalSpout,
 )
-from squall.transactional.store import STORE, open_store
-from squall.transactional.tmap import TransactionalMap, open_map
 from squall.transactional.values import OpaqueValue, TransactionalValue, TransactionOrderError
 
 __all__ = [

@@ -29,8 +29,8 @@ from squall.errors import EmitError
 from squall.transactional.attempt import TransactionAttempt
 
 if TYPE_CHECKING:
-    from squall.components.collectors import OutputCollector
     from squall.components.context import TopologyContext
+    from squall.task.collectors import OutputCollector
     from squall.topology.tuple import Tuple
 
 

@@ -28,7 +28,8 @@ from squall.errors import InvalidTopologyError
 from squall.topology.builder import TopologyBuilder
 from squall.topology.description import Topology
 from squall.transactional.bolts import BatchBolt, Committer
-from squall.transactional.coordinated import (
+from squall.transactional.spouts import TransactionalSpout
+from squall.transactional.wrappers import (
     BATCH,
     COMMIT,
     COORD,
@@ -37,7 +38,6 @@ from squall.transactional.coordinated import (
     CoordinatorSpout,
     EmitterBolt,
 )
-from squall.transactional.spouts import TransactionalSpout
 
 GROUPINGS = ("shuffle_grouping", "local_or_shuffle_grouping", "none_grouping", "fields_grouping",
              "all_grouping", "global_grouping", "direct_grouping", "custom_grouping")

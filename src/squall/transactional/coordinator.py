@@ -13,7 +13,7 @@ batch of an uncommitted id with the metadata its emitters stored).
   a live attempt also takes every later active id with it, so they are emitted again, in order,
   with new attempts. Otherwise an opaque spout could skip tuples.
 
->>> from squall.transactional.store import MemoryStore
+>>> from squall.transactional.progress_store import MemoryStore
 >>> c = Coordinator(MemoryStore("doc", 1), max_active=2)
 >>> [(kind, a.transaction_id) for kind, a in c.sync()]
 [('batch', 1), ('batch', 2)]
@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from squall.transactional.attempt import TransactionAttempt
-from squall.transactional.store import CURR, Store, attempt_key
+from squall.transactional.progress_store import CURR, Store, attempt_key
 
 PROCESSING, PROCESSED, COMMITTING = "PROCESSING", "PROCESSED", "COMMITTING"
 

@@ -3,21 +3,21 @@
 Windows (`GlobalWindow`, `TimeWindows`, `SessionWindows`), triggers and accumulation modes
 (`TriggerOption`), accumulations (`accumulations.Sum`, ...), and the operators that host them in a
 topology (`KeyedWindowedOperator`, `WindowedOperator`, `WindowedMergeOperator`). The engine
-(`squall.windows.engine`) is pure Python and runner-independent.
+(`squall.panes.engine`) is pure Python and runner-independent.
 """
 
-from squall.windows import accumulations
-from squall.windows.accumulations import Accumulation, MergeAccumulation
-from squall.windows.engine import InputWatermarks, PaneState, WindowedEngine
-from squall.windows.operator import (
+from squall.components.operators import (
     WATERMARK_STREAM,
     KeyedWindowedOperator,
     WindowedMergeOperator,
     WindowedOperator,
     WindowedOperatorBase,
 )
-from squall.windows.trigger import EARLY, LATE, ON_TIME, AccumulationMode, TriggerOption
-from squall.windows.window import (
+from squall.panes import accumulations
+from squall.panes.accumulations import Accumulation, MergeAccumulation
+from squall.panes.engine import InputWatermarks, PaneState, WindowedEngine
+from squall.panes.triggers import EARLY, LATE, ON_TIME, AccumulationMode, TriggerOption
+from squall.panes.windows import (
     GLOBAL_WINDOW,
     MAX_TIMESTAMP,
     MIN_TIMESTAMP,

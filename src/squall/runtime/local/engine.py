@@ -18,12 +18,12 @@ from squall.components.windowed import check_window_limits
 from squall.errors import ReliabilityError
 from squall.reliability.acker import AckerLedger, Outcome
 from squall.runtime.clock import Clock, RealClock
-from squall.runtime.end_of_input import EndOfInput
 from squall.runtime.gc_pause import full_collections_deferred
 from squall.runtime.local.transactions import LocalTransactions
 from squall.runtime.stats import ComponentStats, ErrorRecord, RunResult
-from squall.runtime.task import BoltTask, SpoutTask, TaskRuntime
-from squall.state.executor import CheckpointSpoutTask, is_stateful_topology
+from squall.task.checkpointing import CheckpointSpoutTask, is_stateful_topology
+from squall.task.end_of_input import EndOfInput
+from squall.task.tasks import BoltTask, SpoutTask, TaskRuntime
 from squall.topology.config import (
     TOPOLOGY_SLEEP_SPOUT_WAIT_MS,
     TOPOLOGY_TICK_TUPLE_FREQ_SECS,

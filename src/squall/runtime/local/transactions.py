@@ -10,7 +10,7 @@ its queue first):
    `TaskCheckpointing.on_batch_transactions`), plain bolts run `on_batch_end`;
 2. the spouts are told what completed (failed records join their replay lists);
 3. one record is written atomically to `<checkpoint>/commit.pkl` (the commit point): `b`, every
-   bolt instance (`squall.runtime.snapshot`: windows, in-memory state, held tuples; store-backed
+   bolt instance (`squall.task.snapshot`: windows, in-memory state, held tuples; store-backed
    state as a reference to its prepared version), the acker ledgers, and for each built-in
    source task its position (`PartitionedSource.position`) and pending tuple trees;
 4. then the state versions are promoted and the sinks publish the staged batch.
@@ -32,12 +32,12 @@ import random
 import uuid
 from typing import Any
 
+from squall.atomic_files import read_or_none, write_atomic
 from squall.connectors.sinks import BatchSink
 from squall.connectors.sources import PartitionedSource
 from squall.errors import SquallError
 from squall.reliability.acker import AckerLedger
-from squall.runtime.snapshot import dump_instance, load_instance
-from squall.runtime.spark.state_files import read_or_none, write_atomic
+from squall.task.snapshot import dump_instance, load_instance
 from squall.topology.description import Topology
 
 COMMIT_FILE = "commit.pkl"

@@ -28,14 +28,14 @@ from typing import Any
 import cloudpickle
 from pyspark import cloudpickle as pyspark_cloudpickle
 
+from squall.atomic_files import read_or_none, write_atomic
 from squall.components.windowed import check_window_limits
 from squall.errors import InvalidTopologyError, ReliabilityError, SquallError
 from squall.reliability.acker import AckerLedger
-from squall.runtime.spark import wire
+from squall.runtime.spark import row_schema
 from squall.runtime.spark.session import get_session
 from squall.runtime.spark.spouts import TIMED_OUT, SpoutSource, read_status, write_outcomes
 from squall.runtime.spark.stage import StagePlan, stage_function
-from squall.runtime.spark.state_files import read_or_none, write_atomic
 from squall.runtime.stats import ComponentStats, ErrorRecord, RunResult
 from squall.topology.config import (
     Config,
@@ -319,7 +319,7 @@ class SparkRunner:
                 keys=self.keys, seed=self.seed, tracking=self.tracking, capture=self.capture,
             )
             n = self.topology.components[cid].num_tasks
-            cur = cur.repartition(n, "key").mapInArrow(stage_function(plan), wire.DDL)
+            cur = cur.repartition(n, "key").mapInArrow(stage_function(plan), row_schema.DDL)
         attempt = 1
         while True:
             try:
@@ -346,7 +346,7 @@ class SparkRunner:
         """The errors of the tasks that refused to commit this batch (`BatchRetryError`)."""
         out = []
         for i, kind in enumerate(cols["kind"]):
-            if kind == wire.ABORT:
+            if kind == row_schema.ABORT:
                 task = cols["task"][i]
                 cid = self.topology.task_component(task) if task in self.topology.task_ids else "?"
                 out.append(ErrorRecord(cid, task, pickle.loads(cols["values"][i]), None,
@@ -385,41 +385,41 @@ class SparkRunner:
         topology = self.topology
         for i, kind in enumerate(cols["kind"]):
             task = cols["task"][i]
-            if kind == wire.MESSAGES:
+            if kind == row_schema.MESSAGES:
                 ts = cols["ts"][i]
                 for mkind, mtask, root, value in marshal.loads(cols["values"][i]):
-                    if mkind == wire.RESET:
+                    if mkind == row_schema.RESET:
                         resets.append(root)
                         continue
-                    if mkind == wire.FAIL and mtask == TIMED_OUT:
+                    if mkind == row_schema.FAIL and mtask == TIMED_OUT:
                         forget.append(root)
                         continue
                     entry = agg.get(root)
                     if entry is None:
                         entry = agg[root] = [0, None, False, ts]
-                    if mkind == wire.FAIL:
+                    if mkind == row_schema.FAIL:
                         entry[2] = True
                     else:
                         entry[0] ^= value
-                        if mkind == wire.INIT:
+                        if mkind == row_schema.INIT:
                             entry[1] = mtask
                             entry[3] = ts
-            elif kind == wire.ERROR:
+            elif kind == row_schema.ERROR:
                 error = pickle.loads(cols["values"][i])
                 cid = topology.task_component(task) if task in topology.task_ids else "?"
                 self.errors.append(ErrorRecord(cid, task, error, cols["stream"][i], cols["ts"][i]))
                 log.error("[%s:%s] %s: %s", cid, task, type(error).__name__, error)
-            elif kind == wire.CAPTURE:
+            elif kind == row_schema.CAPTURE:
                 # (batch, seq): seq counts within one batch of one partition only.
                 self.captures.setdefault(task, []).append(
                     ((batch_id, cols["seq"][i]), cols["stream"][i],
                      pickle.loads(cols["values"][i]))
                 )
-            elif kind == wire.STATS:
+            elif kind == row_schema.STATS:
                 into = self.bolt_stats.setdefault(task, {})
                 for key, value in pickle.loads(cols["values"][i]).items():
                     into[key] = into.get(key, 0) + value
-            elif kind == wire.TUPLE or kind == wire.PACKET:
+            elif kind == row_schema.TUPLE or kind == row_schema.PACKET:
                 raise RuntimeError(f"a tuple for task {task} reached no stage")
         for root in forget:
             self.ledger.forget(root, now)
@@ -481,17 +481,17 @@ class SparkRunner:
         Yields `BoltTask`s whose instances come from the snapshots of the last committed batch
         (tasks that never ran are skipped); their emits go nowhere.
         """
-        from squall.runtime.snapshot import load_instance
+        from squall.atomic_files import latest_snapshot, snapshot_path
         from squall.runtime.spark.stage import StageHost
-        from squall.runtime.spark.state_files import latest_snapshot, snapshot_path
-        from squall.runtime.task import BoltTask
+        from squall.task.snapshot import load_instance
+        from squall.task.tasks import BoltTask
 
         plan = StagePlan(
             run_id=self.run_id, topology=self.topology, conf=self.user_conf, component="",
             batch_id=self.committed, committed=self.committed, state_dir=self.dir,
             keys=self.keys, seed=self.seed, tracking=False, capture=False,
         )
-        host = StageHost(plan, wire.RowBuffer())
+        host = StageHost(plan, row_schema.RowBuffer())
         for cid in self.order:
             for task_id in self.topology.component_tasks(cid):
                 latest = latest_snapshot(self.dir, task_id, self.committed)

@@ -24,8 +24,8 @@ from pyspark.sql.datasource import InputPartition
 from squall.connectors.sources import MALFORMED, MalformedRecord, PartitionedSource, Range
 from squall.errors import EmitError
 from squall.runtime.gc_pause import gc_paused
-from squall.runtime.spark import wire
-from squall.runtime.task import SpoutTask
+from squall.runtime.spark import row_schema
+from squall.task.tasks import SpoutTask
 from squall.topology.tuple import _RuntimeTuple
 
 # A range's records are ordered after everything its task planned before it: seq = base + i.
@@ -51,7 +51,7 @@ def ranges_path(run_dir: str, seg: int) -> str:
 
 
 def write_ranges(run_dir: str, seg: int, planned: list[tuple]) -> None:
-    from squall.runtime.spark.state_files import write_atomic
+    from squall.atomic_files import write_atomic
 
     write_atomic(ranges_path(run_dir, seg), pickle.dumps(planned))
 
@@ -99,9 +99,9 @@ class _RangeHost:
     """Collects the rows of one range's records."""
 
     def __init__(self, keys: dict[int, int], ts: int, seq: int) -> None:
-        self.rows = wire.RowBuffer()
+        self.rows = row_schema.RowBuffer()
         self.seq = seq << SEQ_SHIFT
-        self.packets = wire.Packets(keys, self.next_seq)
+        self.packets = row_schema.Packets(keys, self.next_seq)
         self.send = self.packets.send  # the Host's send: tuples go into packets
         self.packets.set_now(ts)
         self.keys = keys
@@ -114,8 +114,8 @@ class _RangeHost:
     def report_error(self, component: str, task: int, error: BaseException,
                      stream: str | None = None) -> None:
         self.seq += 1
-        self.rows.report(wire.ERROR, task=task, key=0, stream=stream,
-                         payload=wire.portable_error(error), ts=self.ts, seq=self.seq)
+        self.rows.report(row_schema.ERROR, task=task, key=0, stream=stream,
+                         payload=row_schema.portable_error(error), ts=self.ts, seq=self.seq)
 
     def now_ms(self) -> int:
         return self.ts
@@ -176,7 +176,7 @@ def _read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
             transferred += len(targets)
             if task.capture is not None:
                 host.seq += 1
-                host.rows.report(wire.CAPTURE, task=task.task_id, key=0, stream=stream,
+                host.rows.report(row_schema.CAPTURE, task=task.task_id, key=0, stream=stream,
                                  payload=list(values), ts=host.ts, seq=host.seq)
             origin = route.origin
             for t in targets:
@@ -189,17 +189,18 @@ def _read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
     except Exception as exc:
         # The range could not be read (its store is down, say): drop what this attempt read and
         # fail the range, so the reader plans it again; the error says what to do.
-        host.rows = wire.RowBuffer()
+        host.rows = row_schema.RowBuffer()
         host.packets.clear()
         host.report_error(task.component_id, task.task_id, exc, source.stream)
         if tracking:
-            host.rows.append(wire.messages_row([(wire.FAIL, -1, part.root, 0)], host.ts))
+            failed = [(row_schema.FAIL, -1, part.root, 0)]
+            host.rows.append(row_schema.messages_row(failed, host.ts))
         yield host.rows.to_batch()
         return
     if tracking:
-        host.rows.append(wire.messages_row(
-            [(wire.ACK, -1, part.root, part.edge ^ ack_val)], host.ts))  # type: ignore[operator]
-    host.rows.report(wire.STATS, task=task.task_id, key=0, stream=None,
+        host.rows.append(row_schema.messages_row(
+            [(row_schema.ACK, -1, part.root, part.edge ^ ack_val)], host.ts))  # type: ignore[operator]
+    host.rows.report(row_schema.STATS, task=task.task_id, key=0, stream=None,
                      payload={"emitted": emitted, "transferred": transferred}, ts=host.ts, seq=0)
     host.rows.rows.extend(host.packets.rows())
     yield host.rows.to_batch()

@@ -21,11 +21,10 @@ import cloudpickle
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
+from squall.atomic_files import read_or_none, write_atomic
 from squall.reliability.acker import Outcome
-from squall.runtime.end_of_input import plan_rows as plan_end_of_input
 from squall.runtime.gc_pause import gc_paused
-from squall.runtime.snapshot import dump_instance, load_instance
-from squall.runtime.spark import wire
+from squall.runtime.spark import row_schema
 from squall.runtime.spark.ranges import (
     RangePartition,
     is_source,
@@ -35,8 +34,9 @@ from squall.runtime.spark.ranges import (
     read_range,
     write_ranges,
 )
-from squall.runtime.spark.state_files import read_or_none, write_atomic
-from squall.runtime.task import SpoutTask
+from squall.task.end_of_input import plan_rows as plan_end_of_input
+from squall.task.snapshot import dump_instance, load_instance
+from squall.task.tasks import SpoutTask
 from squall.topology.config import TOPOLOGY_TICK_TUPLE_FREQ_SECS, Config, tick_period_ms
 from squall.topology.tuple import TICK_STREAM
 
@@ -55,8 +55,8 @@ class ReaderHost:
     """The `Host` of spout tasks in the reader: emits become rows of the next segment."""
 
     def __init__(self, keys: dict[int, int], capture: bool) -> None:
-        self.rows = wire.RowBuffer()
-        self.packets = wire.Packets(keys, self.next_seq)
+        self.rows = row_schema.RowBuffer()
+        self.packets = row_schema.Packets(keys, self.next_seq)
         self.send = self.packets.send  # the Host's send: tuples go into packets
         self.messages: list[tuple[int, int, int, int]] = []
         self.keys = keys
@@ -73,7 +73,7 @@ class ReaderHost:
         self.packets.set_now(now)
 
     def ack_init(self, root: int, xor: int, spout_task: int) -> None:
-        self.messages.append((wire.INIT, spout_task, root, xor))
+        self.messages.append((row_schema.INIT, spout_task, root, xor))
 
     def ack(self, root: int, value: int, component: str) -> None:
         raise RuntimeError("spouts do not ack tuples")
@@ -81,7 +81,7 @@ class ReaderHost:
     fail = reset = ack  # type: ignore[assignment]
 
     def forget(self, root: int) -> None:
-        self.messages.append((wire.FAIL, TIMED_OUT, root, 0))
+        self.messages.append((row_schema.FAIL, TIMED_OUT, root, 0))
 
     def now_ms(self) -> int:
         return self.now
@@ -89,8 +89,8 @@ class ReaderHost:
     def report_error(self, component: str, task: int, error: BaseException,
                      stream: str | None = None) -> None:
         self.seq += 1
-        self.rows.report(wire.ERROR, task=task, key=0, stream=stream,
-                         payload=wire.portable_error(error), ts=self.now, seq=self.seq)
+        self.rows.report(row_schema.ERROR, task=task, key=0, stream=stream,
+                         payload=row_schema.portable_error(error), ts=self.now, seq=self.seq)
 
 
 class SegmentPartition(InputPartition):
@@ -130,7 +130,7 @@ class SpoutReader(DataSourceStreamReader):
         self.delivered = -1
         self.turn = 0
         self.topology = topology
-        self.ended = False  # end of input already planned (squall.runtime.end_of_input)
+        self.ended = False  # end of input already planned (squall.task.end_of_input)
         self.source_errors: dict[int, str] = {}
         segs = _segments(self.run_dir)
         self.next_seg = (segs[-1] + 1) if segs else 0
@@ -236,8 +236,8 @@ class SpoutReader(DataSourceStreamReader):
             elif host.now >= tick[0]:
                 tick[0] = host.now + tick[1]
                 host.seq += 1
-                host.rows.append((wire.TUPLE, tick[2], host.keys[tick[2]], TICK_STREAM, -1,
-                                  wire.encode_values([tick[3]]), None, None, None, host.now,
+                host.rows.append((row_schema.TUPLE, tick[2], host.keys[tick[2]], TICK_STREAM, -1,
+                                  row_schema.encode_values([tick[3]]), None, None, None, host.now,
                                   host.seq))
         # Built-in sources plan ranges that executors read; their trees start here.
         ranges: list[tuple] = []
@@ -266,22 +266,22 @@ class SpoutReader(DataSourceStreamReader):
             if task.capture:
                 for stream, values in task.capture:
                     host.seq += 1
-                    host.rows.report(wire.CAPTURE, task=task.task_id, key=0, stream=stream,
+                    host.rows.report(row_schema.CAPTURE, task=task.task_id, key=0, stream=stream,
                                      payload=values, ts=host.now, seq=host.seq)
                 task.capture.clear()
         end = start
         host.rows.rows.extend(host.packets.rows())
         if host.messages:
-            host.rows.append(wire.messages_row(host.messages, host.now))
+            host.rows.append(row_schema.messages_row(host.messages, host.now))
             host.messages = []
         if len(host.rows) or ranges:
             if ranges:
                 write_ranges(self.run_dir, seg, ranges)
             sink = pa.BufferOutputStream()
-            with pa.ipc.new_file(sink, wire.SCHEMA) as writer:
+            with pa.ipc.new_file(sink, row_schema.SCHEMA) as writer:
                 writer.write_batch(host.rows.to_batch())
             write_atomic(segment_path(self.run_dir, seg), sink.getvalue().to_pybytes())
-            host.rows = wire.RowBuffer()
+            host.rows = row_schema.RowBuffer()
             self.next_seg = seg + 1
             self._snapshot(seg)
         if self.next_seg - 1 > committed:
@@ -417,7 +417,7 @@ class SpoutSource(DataSource):
         return "squall_spouts"
 
     def schema(self) -> str:
-        return wire.DDL
+        return row_schema.DDL
 
     def streamReader(self, schema: Any) -> SpoutReader:
         return SpoutReader(self.options)

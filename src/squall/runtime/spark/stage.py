@@ -20,19 +20,19 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from squall.errors import BatchRetryError
-from squall.runtime.end_of_input import END_OF_INPUT_SRC
-from squall.runtime.gc_pause import gc_paused
-from squall.runtime.snapshot import dump_instance, load_instance
-from squall.runtime.spark import wire
-from squall.runtime.spark.state_files import (
+from squall.atomic_files import (
     latest_snapshot,
     prune_snapshots,
     read_or_none,
     snapshot_path,
     write_atomic,
 )
-from squall.runtime.task import BoltTask
+from squall.errors import BatchRetryError
+from squall.runtime.gc_pause import gc_paused
+from squall.runtime.spark import row_schema
+from squall.task.end_of_input import END_OF_INPUT_SRC
+from squall.task.snapshot import dump_instance, load_instance
+from squall.task.tasks import BoltTask
 from squall.topology.description import Topology
 from squall.topology.tuple import _RuntimeTuple
 
@@ -62,7 +62,7 @@ class StageHost:
 
     transactional_batches = True  # a batch commits whole, or is run again (driver.py)
 
-    def __init__(self, plan: StagePlan, out: wire.RowBuffer) -> None:
+    def __init__(self, plan: StagePlan, out: row_schema.RowBuffer) -> None:
         self.plan = plan
         self.out = out
         self._append = out.append
@@ -79,7 +79,7 @@ class StageHost:
             for cid in self.topology.components
             for t in self.topology.component_tasks(cid)
         }
-        self.packets = wire.Packets(self._key_of, self.next_seq)
+        self.packets = row_schema.Packets(self._key_of, self.next_seq)
         self.send = self.packets.send  # the Host's send: tuples go into packets
 
     def next_seq(self) -> int:
@@ -113,8 +113,8 @@ class StageHost:
     def report_error(self, component: str, task: int, error: BaseException,
                      stream: str | None = None) -> None:
         self.seq += 1
-        self.out.report(wire.ERROR, task=task, key=0, stream=stream,
-                        payload=wire.portable_error(error), ts=self.now, seq=self.seq)
+        self.out.report(row_schema.ERROR, task=task, key=0, stream=stream,
+                        payload=row_schema.portable_error(error), ts=self.now, seq=self.seq)
 
 
 def _task(plan: StagePlan, task_id: int, host: StageHost) -> BoltTask:
@@ -153,10 +153,10 @@ def run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
 
 
 def _run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    out = wire.RowBuffer()
+    out = row_schema.RowBuffer()
     host = StageHost(plan, out)
     mine = pa.array(plan.topology.component_tasks(plan.component), pa.int32())
-    carried = pa.array([wire.TUPLE, wire.PACKET], pa.int8())
+    carried = pa.array([row_schema.TUPLE, row_schema.PACKET], pa.int8())
     selected: list[pa.RecordBatch] = []
     # The whole input is drained before any work, which Python worker reuse relies on. Rows are
     # split with Arrow compute: only this stage's tuples are converted to Python objects.
@@ -188,13 +188,13 @@ def _run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
             task = _task(plan, task_id, host)
             execute = task.execute
             origins: dict[tuple[int, str], Any] = {}
-            decode, anchors_of = wire.decode_values, wire.anchors_of
+            decode, anchors_of = row_schema.decode_values, row_schema.anchors_of
             kinds, srcs, streams, blobs = cols["kind"], cols["src"], cols["stream"], cols["values"]
             roots, edges, mores, tss = cols["root"], cols["edge"], cols["more"], cols["ts"]
             executed = 0
             for k in range(i, j):
                 src, stream = srcs[k], streams[k]
-                if kinds[k] == wire.PACKET:
+                if kinds[k] == row_schema.PACKET:
                     executed += _run_packet(task, topology, host, src, blobs[k], origins)
                     continue
                 if src == END_OF_INPUT_SRC:  # sorts after the task's tuples of this batch
@@ -215,15 +215,15 @@ def _run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
                 # An ABORT row rather than an exception: the driver runs the batch again without
                 # Spark failing a job (and printing its traceback) for a store that is down.
                 host.seq += 1
-                out.report(wire.ABORT, task=task_id, key=0, stream=None,
-                           payload=wire.portable_error(exc), ts=host.now, seq=host.seq)
+                out.report(row_schema.ABORT, task=task_id, key=0, stream=None,
+                           payload=row_schema.portable_error(exc), ts=host.now, seq=host.seq)
             _finish_task(plan, task, host, out, executed=executed)
             i = j
-    messages = [(wire.ACK, -1, root, value) for root, value in host.xor.items()]
-    messages += [(wire.FAIL, -1, root, 0) for root in host.fails]
-    messages += [(wire.RESET, -1, root, 0) for root in host.resets]
+    messages = [(row_schema.ACK, -1, root, value) for root, value in host.xor.items()]
+    messages += [(row_schema.FAIL, -1, root, 0) for root in host.fails]
+    messages += [(row_schema.RESET, -1, root, 0) for root in host.resets]
     if messages:
-        out.append(wire.messages_row(messages, host.now))
+        out.append(row_schema.messages_row(messages, host.now))
     out.rows.extend(host.packets.rows())
     if len(out):
         yield out.to_batch()
@@ -231,9 +231,9 @@ def _run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
 
 def _run_packet(task: BoltTask, topology: Topology, host: StageHost, src: int, blob: bytes,
                 origins: dict[tuple[int, str], Any]) -> int:
-    """Execute every tuple of one packet (see `wire.Packets`), in emission order; returns how
+    """Execute every tuple of one packet (see `row_schema.Packets`), in emission order; returns how
     many."""
-    items = wire.decode_packet(blob)
+    items = row_schema.decode_packet(blob)
     task_id = task.task_id
     execute = task.execute
     # A plain Bolt's execute is called here directly (what `BoltTask._execute_rich` does, one
@@ -266,17 +266,17 @@ def _run_packet(task: BoltTask, topology: Topology, host: StageHost, src: int, b
 
 
 def _finish_task(
-    plan: StagePlan, task: BoltTask, host: StageHost, out: wire.RowBuffer, executed: int
+    plan: StagePlan, task: BoltTask, host: StageHost, out: row_schema.RowBuffer, executed: int
 ) -> None:
     if task.capture:
         for stream, values in task.capture:
             host.seq += 1
-            out.report(wire.CAPTURE, task=task.task_id, key=0, stream=stream, payload=values,
+            out.report(row_schema.CAPTURE, task=task.task_id, key=0, stream=stream, payload=values,
                        ts=host.now, seq=host.seq)
         task.capture.clear()
     stats = task.stats.as_dict()
     stats["executed"] = executed
-    out.report(wire.STATS, task=task.task_id, key=0, stream=None, payload=stats, ts=host.now,
+    out.report(row_schema.STATS, task=task.task_id, key=0, stream=None, payload=stats, ts=host.now,
                seq=0)
     task.stats.reset()  # counters are per batch; the driver sums them
     write_atomic(snapshot_path(plan.state_dir, task.task_id, plan.batch_id), dump_instance(task))

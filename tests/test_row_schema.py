@@ -1,15 +1,15 @@
 """The Spark runner's packets: emission order, streams and times survive the wire exactly.
 
 A packet holds a header `(stream, ts, None)` per run of tuples and bare values lists (or
-`(values, anchors)`) per tuple; these tests drive `wire.Packets` the way the collectors and hosts
-do and decode the rows the way a stage does, including packets split at `PACKET_MAX`.
+`(values, anchors)`) per tuple; these tests drive `row_schema.Packets` the way the collectors
+and hosts do and decode the rows the way a stage does, including packets split at `PACKET_MAX`.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from squall.runtime.spark import wire
+from squall.runtime.spark import row_schema
 from squall.topology.fields import Fields
 from squall.topology.tuple import Origin, _RuntimeTuple
 
@@ -22,8 +22,8 @@ def decoded(rows: list[tuple]) -> dict[tuple[int, int], list[tuple]]:
     """Per (source, target): the (stream, ts, values, anchors) of every tuple, in row order."""
     out: dict[tuple[int, int], list[tuple]] = {}
     for row in sorted(rows, key=lambda r: (r[1], r[4], r[10])):  # a stage's (task, src, seq)
-        assert row[0] == wire.PACKET
-        items = wire.decode_packet(row[5])
+        assert row[0] == row_schema.PACKET
+        items = row_schema.decode_packet(row[5])
         assert len(items[0]) == 3, "every packet starts with a header"
         assert row[9] == items[0][1], "the row's ts is its first header's"
         stream = ts = None
@@ -37,7 +37,7 @@ def decoded(rows: list[tuple]) -> dict[tuple[int, int], list[tuple]]:
     return out
 
 
-def emit(packets: wire.Packets, o: Origin, target: int, values: list) -> None:
+def emit(packets: row_schema.Packets, o: Origin, target: int, values: list) -> None:
     """What the collectors' unanchored path does (collectors.host_channels)."""
     items = packets.open.get((o, target))
     if items is None:
@@ -45,11 +45,11 @@ def emit(packets: wire.Packets, o: Origin, target: int, values: list) -> None:
     items.append(values)
 
 
-@pytest.mark.parametrize("packet_max", [wire.PACKET_MAX, 1, 2, 3])
+@pytest.mark.parametrize("packet_max", [row_schema.PACKET_MAX, 1, 2, 3])
 def test_interleaved_streams_times_and_anchors_keep_their_order(monkeypatch, packet_max):
-    monkeypatch.setattr(wire, "PACKET_MAX", packet_max)
+    monkeypatch.setattr(row_schema, "PACKET_MAX", packet_max)
     seq = iter(range(1, 1000))
-    packets = wire.Packets({7: 70, 8: 80}, seq.__next__)
+    packets = row_schema.Packets({7: 70, 8: 80}, seq.__next__)
     a, b, other = origin(1, "a"), origin(1, "b"), origin(2, "a")
     packets.set_now(100)
     expected: dict[tuple[int, int], list[tuple]] = {}
@@ -83,7 +83,7 @@ def test_interleaved_streams_times_and_anchors_keep_their_order(monkeypatch, pac
 
 def test_a_second_round_after_rows_starts_with_new_headers():
     seq = iter(range(1, 1000))
-    packets = wire.Packets({7: 70}, seq.__next__)
+    packets = row_schema.Packets({7: 70}, seq.__next__)
     a = origin(1, "a")
     packets.set_now(5)
     emit(packets, a, 7, ["x"])
@@ -96,7 +96,7 @@ def test_a_second_round_after_rows_starts_with_new_headers():
 
 
 def test_tuple_values_travel_as_lists():
-    packets = wire.Packets({7: 70}, iter(range(1, 9)).__next__)
+    packets = row_schema.Packets({7: 70}, iter(range(1, 9)).__next__)
     a = origin(1, "a")
     packets.send(7, _RuntimeTuple(("t", 1), a, None, 7))
     assert decoded(packets.rows()) == {(1, 7): [("a", 0, ["t", 1], None)]}

@@ -26,6 +26,7 @@ from squall.components.base import BasicBolt
 from squall.components.stateful import StatefulOutputCollector, is_stateful
 from squall.errors import InvalidTopologyError
 from squall.reliability.pending import PendingMap
+from squall.state.backends import StoreKeyValueState
 from squall.state.base import KeyValueState, MemoryKeyValueState, State
 from squall.state.checkpoint import (
     CHECKPOINT_COMPONENT,
@@ -38,7 +39,6 @@ from squall.state.checkpoint import (
     CheckpointCoordinator,
 )
 from squall.state.providers import DURABLE, MEMORY, new_state
-from squall.state.stores import StoreKeyValueState
 from squall.topology.config import checkpoint_interval_ms, message_timeout_ms
 from squall.topology.graph import downstream, is_acyclic, upstream
 from squall.topology.tuple import Origin, Tuple, _RuntimeTuple

@@ -15,8 +15,8 @@ from squall.errors import EmitError, ReliabilityError
 from squall.topology.tuple import ACKED, FAILED, PENDING, Tuple, _RuntimeTuple
 
 if TYPE_CHECKING:
-    from squall.runtime.routing import StreamRoute
-    from squall.runtime.task import BoltTask, SpoutTask, TaskRuntime
+    from squall.task.routing import StreamRoute
+    from squall.task.tasks import BoltTask, SpoutTask, TaskRuntime
 
 DEFAULT = "default"
 
@@ -24,7 +24,7 @@ DEFAULT = "default"
 def host_channels(host: Any) -> tuple[dict | None, Any]:
     """`(open, channel)` of a host that buffers tuples in packets, else `(None, None)`.
 
-    Such a host (`squall.runtime.spark.wire.Packets`) keeps, for each (origin, target task)
+    Such a host (`squall.runtime.spark.row_schema.Packets`) keeps, for each (origin, target task)
     pair it can append to as things stand, the list that an unanchored tuple's values go into:
     `open.get((origin, target))`, or `channel(origin, target)` when there is none yet. That is
     the hot path of every unanchored emit, inlined in the collectors.
@@ -111,8 +111,8 @@ class _Emitter:
 
     def __reduce__(self):
         # A snapshot of a component stores a reference, resolved to the restoring task's own
-        # collector (see squall.runtime.snapshot).
-        from squall.runtime.snapshot import current_collector
+        # collector (see squall.task.snapshot).
+        from squall.task.snapshot import current_collector
 
         return (current_collector, ("output",))
 
@@ -435,6 +435,6 @@ class BasicOutputCollector:
         self._out.report_error(error)
 
     def __reduce__(self):
-        from squall.runtime.snapshot import current_collector
+        from squall.task.snapshot import current_collector
 
         return (current_collector, ("basic",))

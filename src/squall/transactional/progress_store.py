@@ -1,6 +1,6 @@
 """Where coordinator progress and batch metadata live: a directory, Redis, or memory.
 
-Chosen by `squall.transactional.store` in the topology configuration:
+Chosen by `squall.transactional.progress_store` in the topology configuration:
 
 - `{"dir": "/path"}`: one small file per key, written atomically (temporary name, fsync, rename).
   On Spark this is the default, under `<checkpoint>/transactional`; it must be storage every
@@ -11,7 +11,7 @@ Chosen by `squall.transactional.store` in the topology configuration:
   object (a run is then not resumable after the process ends; Storm keeps this in ZooKeeper).
 
 >>> import tempfile
->>> s = open_store({"squall.transactional.store": {"dir": tempfile.mkdtemp()}}, "words")
+>>> s = open_store({"squall.transactional.progress_store": {"dir": tempfile.mkdtemp()}}, "words")
 >>> s.put("curr", 4); s.get("curr"), s.get("missing", 0)
 (4, 0)
 >>> s.delete("curr"); s.get("curr") is None
@@ -29,7 +29,7 @@ from typing import Any
 
 from squall.errors import SquallError
 
-STORE = "squall.transactional.store"
+STORE = "squall.transactional.progress_store"
 _MEMORY: dict[tuple[str, int], dict[str, bytes]] = {}
 _LOCK = threading.Lock()
 
@@ -53,7 +53,7 @@ class DirStore:
             return default
 
     def put(self, key: str, value: Any) -> None:
-        from squall.runtime.spark.state_files import write_atomic
+        from squall.atomic_files import write_atomic
 
         path = self._path(key)
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -122,7 +122,7 @@ Store = DirStore | RedisMetaStore | MemoryStore
 
 
 def open_store(conf: Mapping[str, Any], topology_id: str, token: int = 0) -> Store:
-    """The store named by `squall.transactional.store` (memory when unset)."""
+    """The store named by `squall.transactional.progress_store` (memory when unset)."""
     spec = conf.get(STORE)
     if not spec:
         return MemoryStore(topology_id, token)

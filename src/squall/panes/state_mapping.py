@@ -20,7 +20,7 @@ one checkpoint interval (one micro-batch on Spark) touched, and the state's own 
 the engine mutates its `PaneState`s in place, which must not reach a committed in-memory map.
 
 >>> from squall.state import MemoryKeyValueState
->>> from squall.windows.engine import PaneState
+>>> from squall.panes.engine import PaneState
 >>> state = MemoryKeyValueState()
 >>> store = StateWindowStore(state)
 >>> keys = store[(0, 1000)] = {}        # a new window, as the engine creates one
@@ -41,8 +41,8 @@ import pickle
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
-from squall.windows.engine import PaneState
-from squall.windows.window import Window
+from squall.panes.engine import PaneState
+from squall.panes.windows import Window
 
 META_KEY = ("m",)
 _MISSING = object()

@@ -16,7 +16,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Sequence
 
-from squall.windowing.spec import WindowSpec
+from squall.tuple_windows.spec import WindowSpec
 
 
 class CountEviction:

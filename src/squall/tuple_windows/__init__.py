@@ -6,10 +6,10 @@
 `execute` receives. `squall.components.windowed.WindowedBolt` hosts this core in a topology.
 """
 
-from squall.windowing.manager import Activation, Expired, Late, WindowManager
-from squall.windowing.spec import Count, WindowSpec
-from squall.windowing.watermarks import WatermarkTracker
-from squall.windowing.window import TupleWindow
+from squall.tuple_windows.manager import Activation, Expired, Late, WindowManager
+from squall.tuple_windows.spec import Count, WindowSpec
+from squall.tuple_windows.watermarks import WatermarkTracker
+from squall.tuple_windows.window import TupleWindow
 
 __all__ = [
     "Activation",

@@ -34,9 +34,9 @@ from squall.topology.tuple import Tuple
 from squall.transactional.attempt import TransactionAttempt
 from squall.transactional.bolts import BatchOutputCollector
 from squall.transactional.coordinator import Coordinator
+from squall.transactional.progress_store import Store, meta_key, open_store
 from squall.transactional.reports import INBAND, BatchReport
 from squall.transactional.spouts import TransactionalSpout
-from squall.transactional.store import Store, meta_key, open_store
 
 BATCH, COMMIT, COORD, DONE = "$batch", "$commit", "$coord", "$done"
 

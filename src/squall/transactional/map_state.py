@@ -83,8 +83,8 @@ class TransactionalMap:
 def open_map(name: str, *, provider: str = "durable", config: Mapping[str, Any] | None = None,
              opaque: bool = False) -> TransactionalMap:
     """The map `name` in a `durable` store (config `dir`) or `redis` (host, port, password,
-    database, prefix, ...; see `squall.state.stores.RedisStore`)."""
-    from squall.state.stores import RedisStore, SqliteStore
+    database, prefix, ...; see `squall.state.backends.RedisStore`)."""
+    from squall.state.backends import RedisStore, SqliteStore
 
     config = dict(config or {})
     if provider == "durable":

@@ -53,15 +53,15 @@ from squall.topology.config import Config, random_seed
 from squall.topology.description import Topology
 from squall.topology.graph import bolt_order
 from squall.transactional.builder import coordinator_id
-from squall.transactional.coordinated import (
+from squall.transactional.coordinator import Coordinator
+from squall.transactional.progress_store import STORE, open_store
+from squall.transactional.reports import INBAND, BatchReport
+from squall.transactional.wrappers import (
     BATCH,
     CoordinatedBolt,
     idle_after,
     partitions_exhausted,
 )
-from squall.transactional.coordinator import Coordinator
-from squall.transactional.reports import INBAND, BatchReport
-from squall.transactional.store import STORE, open_store
 
 log = logging.getLogger("squall")
 MAX_ATTEMPTS = "squall.transactional.max.attempts"  # unset: replay for ever, as Storm
@@ -160,9 +160,9 @@ class TransactionalSparkRunner:
     def __init__(self, topology: Topology, conf: Mapping[str, Any] | None = None, *,
                  master: str | None = None, checkpoint_location: str | None = None,
                  session: Any = None) -> None:
+        from squall.atomic_files import read_or_none, write_atomic
         from squall.runtime.spark.driver import fingerprint, portable, routing_keys
         from squall.runtime.spark.session import get_session
-        from squall.runtime.spark.state_files import read_or_none, write_atomic
 
         coords = [cid for cid in topology.spouts if cid.startswith("$coord-")]
         if len(coords) != 1 or len(topology.spouts) != 1:
@@ -269,13 +269,13 @@ class TransactionalSparkRunner:
         return ok
 
     def _attempt(self, attempt: Any) -> bool:
-        from squall.runtime.spark import wire
+        from squall.runtime.spark import row_schema
         from squall.runtime.spark.stage import StagePlan, stage_function
 
         txid = attempt.transaction_id
         now = time.time_ns() // 1_000_000  # the runner is where time enters (batch time)
         emitter_keys = self.keys[self.topology.task_component(self.emitter_tasks[0])]
-        rows = wire.RowBuffer()
+        rows = row_schema.RowBuffer()
         for i, t in enumerate(self.emitter_tasks):
             rows.tuple(task=t, key=emitter_keys[t - self.emitter_tasks[0]], stream=BATCH,
                        src=self.coord_task, values=[attempt, txid - 1], anchors=None, ts=now,
@@ -287,14 +287,14 @@ class TransactionalSparkRunner:
                 batch_id=txid, committed=txid - 1, state_dir=self.dir, keys=self.keys,
                 seed=self.seed, tracking=False, capture=False)
             n = self.topology.components[cid].num_tasks
-            cur = cur.repartition(n, "key").mapInArrow(stage_function(plan), wire.DDL)
+            cur = cur.repartition(n, "key").mapInArrow(stage_function(plan), row_schema.DDL)
         cols = cur.toArrow().to_pydict()
         finished: set[int] = set()
         failures: list[str] = []
         stats: dict[int, dict[str, int]] = {}  # this attempt's, merged at once under the lock
         for i, kind in enumerate(cols["kind"]):
             task = cols["task"][i]
-            if kind == wire.ERROR:
+            if kind == row_schema.ERROR:
                 error = pickle.loads(cols["values"][i])
                 if isinstance(error, BatchReport):
                     if error.attempt == attempt:
@@ -306,13 +306,13 @@ class TransactionalSparkRunner:
                 self.errors.append(ErrorRecord(cid, task, error, cols["stream"][i],
                                                cols["ts"][i]))
                 log.error("[%s:%s] %s: %s", cid, task, type(error).__name__, error)
-            elif kind == wire.ABORT:  # a task refused to commit (BatchRetryError): retried
+            elif kind == row_schema.ABORT:  # a task refused to commit (BatchRetryError): retried
                 error = pickle.loads(cols["values"][i])
                 failures.append(f"task {task}: {type(error).__name__}: {error}")
                 cid = self.topology.task_component(task) if task in self.topology.task_ids \
                     else "?"
                 self.errors.append(ErrorRecord(cid, task, error, None, cols["ts"][i]))
-            elif kind == wire.STATS:
+            elif kind == row_schema.STATS:
                 into = stats.setdefault(task, {})
                 for key, value in pickle.loads(cols["values"][i]).items():
                     into[key] = into.get(key, 0) + value

@@ -11,7 +11,7 @@ is queued; the checkpoint that holds it is what makes it safe).
 
 >>> from squall.duration import Duration
 >>> from squall.state.base import MemoryKeyValueState
->>> from squall.windowing.spec import Count, WindowSpec
+>>> from squall.tuple_windows.spec import Count, WindowSpec
 >>> state = MemoryKeyValueState()
 >>> queue = PartitionedQueue(max_events=4, partition_size=2)
 >>> queue.attach(state)
@@ -35,9 +35,9 @@ from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Any
 
 from squall.errors import SquallError
-from squall.windowing.manager import WindowManager
-from squall.windowing.spec import WindowSpec
-from squall.windowing.window import TupleWindow
+from squall.tuple_windows.manager import WindowManager
+from squall.tuple_windows.spec import WindowSpec
+from squall.tuple_windows.window import TupleWindow
 
 PARTITION_EVENTS = 1000  # Storm's MAX_PARTITION_EVENTS
 DEFAULT_MAX_EVENTS_IN_MEMORY = 1_000_000  # Storm's default

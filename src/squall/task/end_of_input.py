@@ -44,9 +44,9 @@ class EndOfInput:
 
 def plan_rows(topology: Topology, keys: dict[int, int], now: int, seq: int) -> list[tuple]:
     """The Spark rows (wire schema) that tell every bolt task input ended, one per task."""
-    from squall.runtime.spark import wire
+    from squall.runtime.spark import row_schema
 
-    return [(wire.TUPLE, t, keys[t], END_OF_INPUT_STREAM, END_OF_INPUT_SRC,
-             wire.encode_values([]), None, None, None, now, seq + i)
+    return [(row_schema.TUPLE, t, keys[t], END_OF_INPUT_STREAM, END_OF_INPUT_SRC,
+             row_schema.encode_values([]), None, None, None, now, seq + i)
             for i, t in enumerate(t for cid in bolt_order(topology)
                                   for t in topology.component_tasks(cid))]

@@ -43,19 +43,19 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from squall.components.base import Bolt
-from squall.components.collectors import OutputCollector
 from squall.components.declarer import DEFAULT_STREAM, StreamSpec
 from squall.components.windowed import ERROR_FIELDS, ERROR_STREAM, LATE_TUPLE_FIELD, detached
 from squall.duration import Duration, to_millis
 from squall.errors import InvalidTopologyError
+from squall.panes.accumulations import Accumulation
+from squall.panes.engine import InputWatermarks, WindowedEngine
+from squall.panes.state_mapping import META_KEY, StateSessions, StateWindowStore
+from squall.panes.triggers import TriggerOption
+from squall.panes.windows import WindowOption
+from squall.task.collectors import OutputCollector
 from squall.topology.config import TOPOLOGY_TICK_TUPLE_FREQ_SECS
 from squall.topology.fields import Fields
 from squall.topology.tuple import TICK_STREAM, Tuple
-from squall.windows.accumulations import Accumulation
-from squall.windows.engine import InputWatermarks, WindowedEngine
-from squall.windows.storage import META_KEY, StateSessions, StateWindowStore
-from squall.windows.trigger import TriggerOption
-from squall.windows.window import WindowOption
 
 log = logging.getLogger("squall")
 
@@ -452,7 +452,7 @@ class KeyedWindowedOperator(WindowedOperatorBase):
     (to `late_stream` if given) and windows purged (None: never). `watermark_delay`: generate
     the watermark from event time, trailing the largest timestamp by this much.
     `stateful=True`: windows, accumulators and sessions live in the topology's state provider
-    (`topology.state.provider`: memory, durable, redis; `squall.windows.storage`), checkpointed
+    (`topology.state.provider`: memory, durable, redis; `squall.panes.state_mapping`), checkpointed
     with the topology's state (a stateful topology: Storm's checkpoints on the local runner,
     micro-batch commits on Spark). Only the (key, window)s a checkpoint interval touches are in
     memory, and a restarted task resumes from the last commit.

@@ -15,19 +15,20 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from squall.components.base import BasicBolt, Bolt, Spout
-from squall.components.collectors import (
+from squall.components.context import TopologyContext
+from squall.components.operators import WindowedOperatorBase
+from squall.components.windowed import WindowedBolt
+from squall.errors import BatchRetryError, FailedException
+from squall.reliability.acker import Outcome
+from squall.reliability.pending import PendingMap
+from squall.task.checkpointing import TaskCheckpointing, is_stateful_topology
+from squall.task.collectors import (
     BasicOutputCollector,
     OutputCollector,
     SpoutOutputCollector,
     host_channels,
 )
-from squall.components.context import TopologyContext
-from squall.components.windowed import WindowedBolt
-from squall.errors import BatchRetryError, FailedException
-from squall.reliability.acker import Outcome
-from squall.reliability.pending import PendingMap
-from squall.runtime.routing import build_routes
-from squall.state.executor import TaskCheckpointing, is_stateful_topology
+from squall.task.routing import build_routes
 from squall.topology.config import (
     Config,
     max_spout_pending,
@@ -36,7 +37,6 @@ from squall.topology.config import (
 )
 from squall.topology.description import Topology
 from squall.topology.tuple import Tuple
-from squall.windows.operator import WindowedOperatorBase
 
 log = logging.getLogger("squall")
 
@@ -129,7 +129,7 @@ class TaskRuntime:
         self.instance = spec.new_instance()
 
     def rebind(self) -> None:
-        """After a snapshot replaced instance, routes and ids (squall.runtime.snapshot)."""
+        """After a snapshot replaced instance, routes and ids (squall.task.snapshot)."""
         collector = self.collector  # type: ignore[attr-defined]
         collector._routes = self.routes
         if hasattr(collector, "_rand"):
@@ -256,7 +256,7 @@ class BoltTask(TaskRuntime):
         self.execute = self._execute_basic if self.basic else (
             self._execute_windowed if self.windowed else self._execute_rich)
         self.on_execute_error = self._on_error
-        # In a stateful topology every bolt takes part in checkpoints (squall.state.executor).
+        # In a stateful topology every bolt takes part in checkpoints (squall.task.checkpointing).
         self.checkpointing: TaskCheckpointing | None = None
         if is_stateful_topology(self.topology):
             self.checkpointing = TaskCheckpointing(self)
@@ -320,7 +320,7 @@ class BoltTask(TaskRuntime):
             self._report(exc)
 
     def end_of_input(self) -> None:
-        """Every spout is exhausted (squall.runtime.end_of_input): windows flush and ack."""
+        """Every spout is exhausted (squall.task.end_of_input): windows flush and ack."""
         if self.windowed:
             try:
                 self.instance._window_end_of_input(self.host.now_ms())

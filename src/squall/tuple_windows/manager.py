@@ -30,10 +30,10 @@ from bisect import bisect_right
 from collections.abc import Hashable, Iterable
 from typing import Any
 
-from squall.windowing.policies import aligned_end, eviction_for
-from squall.windowing.spec import WindowSpec
-from squall.windowing.watermarks import INFINITY, WatermarkTracker
-from squall.windowing.window import TupleWindow
+from squall.tuple_windows.policies import aligned_end, eviction_for
+from squall.tuple_windows.spec import WindowSpec
+from squall.tuple_windows.watermarks import INFINITY, WatermarkTracker
+from squall.tuple_windows.window import TupleWindow
 
 log = logging.getLogger("squall")
 

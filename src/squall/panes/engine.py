@@ -16,9 +16,9 @@ Rules (docs/design/windowed-operators.md has the reasons):
 - sessions merge on strict overlap, transitively; in accumulating-and-retracting mode the panes
   already emitted for the merged sessions are retracted.
 
->>> from squall.windows.window import TimeWindows
->>> from squall.windows.accumulations import Sum
->>> from squall.windows.trigger import TriggerOption
+>>> from squall.panes.windows import TimeWindows
+>>> from squall.panes.accumulations import Sum
+>>> from squall.panes.triggers import TriggerOption
 >>> e = WindowedEngine(TimeWindows(1000), Sum(),
 ...                    TriggerOption.at_watermark().with_early_firings_at_every(2)
 ...                    .accumulating_and_retracting_fired_panes(), allowed_lateness_ms=1000)
@@ -40,9 +40,9 @@ import heapq
 from collections.abc import MutableMapping
 from typing import Any
 
-from squall.windows.accumulations import Accumulation
-from squall.windows.trigger import EARLY, LATE, ON_TIME, AccumulationMode, TriggerOption
-from squall.windows.window import (
+from squall.panes.accumulations import Accumulation
+from squall.panes.triggers import EARLY, LATE, ON_TIME, AccumulationMode, TriggerOption
+from squall.panes.windows import (
     MAX_TIMESTAMP,
     MIN_TIMESTAMP,
     TimeWindows,
@@ -82,7 +82,7 @@ class PaneState:
 
 WindowStore = MutableMapping[Window, dict[Any, PaneState]]
 """Where an engine keeps its panes: window -> key -> state. Any dict-like store will do: an
-in-memory dict by default, `squall.windows.storage.StateWindowStore` over a state provider."""
+in-memory dict by default, `squall.panes.state_mapping.StateWindowStore` over a state provider."""
 
 
 class WindowedEngine:

@@ -1,0 +1,1 @@
+"""The task layer: hosts one component instance per task for every runner."""
