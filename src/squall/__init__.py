@@ -13,9 +13,9 @@
 [[2], [4]]
 """
 
+from squall.builder import BoltDeclarer, SpoutDeclarer, TopologyBuilder
 from squall.components.base import BasicBolt, Bolt, Component, Spout
 from squall.components.context import TopologyContext
-from squall.components.declarer import OutputFieldsDeclarer
 from squall.components.stateful import StatefulBolt
 from squall.components.stateful_windowed import StatefulWindowedBolt
 from squall.components.windowed import WindowedBolt
@@ -38,8 +38,8 @@ from squall.task.collectors import (
     OutputCollector,
     SpoutOutputCollector,
 )
-from squall.topology.builder import BoltDeclarer, SpoutDeclarer, TopologyBuilder
 from squall.topology.config import Config
+from squall.topology.declarer import OutputFieldsDeclarer
 from squall.topology.description import Topology
 from squall.topology.fields import Fields, Values
 from squall.topology.groupings import CustomStreamGrouping

@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from squall.components.declarer import OutputFieldsDeclarer, StreamSpec
+from squall.topology import roles
+from squall.topology.declarer import OutputFieldsDeclarer, StreamSpec
 
 if TYPE_CHECKING:
     from squall.components.context import TopologyContext
@@ -28,11 +29,18 @@ if TYPE_CHECKING:
         OutputCollector,
         SpoutOutputCollector,
     )
+    from squall.topology.description import Subscription
     from squall.topology.tuple import Tuple
 
 
 class Component:
-    """What spouts and bolts share: output declaration and per-component configuration."""
+    """What spouts and bolts share: output declaration and per-component configuration.
+
+    `role` says how the task layer hosts the component (`squall.topology.roles`); the builder
+    records it in the topology description.
+    """
+
+    role: str = roles.RICH
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         """Declare the streams this component emits (none by default)."""
@@ -46,8 +54,23 @@ class Component:
         self.declare_output_fields(declarer)
         return declarer.streams
 
+    # ---- checks the builder runs when it creates the topology --------------------------------
+    def implicit_inputs(
+        self, inputs: list[Subscription], streams: Mapping[str, Mapping[str, StreamSpec]]
+    ) -> list[Subscription]:
+        """Subscriptions the component adds for itself (a windowed operator: the watermark
+        stream of each upstream operator); `streams` maps component ids to declared streams."""
+        return []
+
+    def check_inputs(self, component_id: str, inputs: list[Subscription]) -> None:
+        """Raise `InvalidTopologyError` if the component cannot take these inputs."""
+
+    def check_component(self, component_id: str) -> None:
+        """Raise `InvalidTopologyError` if the component is misconfigured."""
+
 
 class Spout(Component):
+    role = roles.SPOUT
     """A source of tuples. `next_tuple` emits zero or more tuples per call and must not block."""
 
     conf: Mapping[str, Any]
@@ -114,6 +137,8 @@ class BasicBolt(Component):
 
     Raise `FailedException` to fail the input instead.
     """
+
+    role = roles.BASIC
 
     conf: Mapping[str, Any]
     context: TopologyContext

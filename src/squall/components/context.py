@@ -1,7 +1,7 @@
 """`TopologyContext`: what a task knows about itself and the topology around it.
 
 >>> from squall.components.base import Spout, BasicBolt
->>> from squall.topology.builder import TopologyBuilder
+>>> from squall.builder import TopologyBuilder
 >>> from squall.topology.fields import Fields
 >>> class Src(Spout):
 ...     def declare_output_fields(self, d): d.declare(Fields("word"))

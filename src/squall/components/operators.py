@@ -43,7 +43,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from squall.components.base import Bolt
-from squall.components.declarer import DEFAULT_STREAM, StreamSpec
 from squall.components.windowed import ERROR_FIELDS, ERROR_STREAM, LATE_TUPLE_FIELD, detached
 from squall.duration import Duration, to_millis
 from squall.errors import InvalidTopologyError
@@ -53,7 +52,9 @@ from squall.panes.state_mapping import META_KEY, StateSessions, StateWindowStore
 from squall.panes.triggers import TriggerOption
 from squall.panes.windows import WindowOption
 from squall.task.collectors import OutputCollector
+from squall.topology import roles
 from squall.topology.config import TOPOLOGY_TICK_TUPLE_FREQ_SECS
+from squall.topology.declarer import DEFAULT_STREAM, StreamSpec
 from squall.topology.fields import Fields
 from squall.topology.tuple import TICK_STREAM, Tuple
 
@@ -132,6 +133,7 @@ class WindowedOperatorBase(Bolt):
         # With stateful=True the windows live in the topology's state provider and take part in
         # its checkpoints (squall.state): the task calls init_state and the pre_* hooks.
         self._stateful = bool(stateful)
+        self.role = roles.STATEFUL_OPERATOR if stateful else roles.OPERATOR
         self._state: Any = None
         self._stale = False
 

@@ -30,13 +30,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from squall.components.base import Bolt
-from squall.components.declarer import DEFAULT_STREAM
 from squall.errors import EmitError
+from squall.topology import roles
+from squall.topology.declarer import DEFAULT_STREAM
 from squall.topology.tuple import Tuple
 
 
 class StatefulBolt(Bolt):
     """Implement `init_state(state)` and `execute(tup)`; the hooks are optional."""
+
+    role = roles.STATEFUL
 
     def init_state(self, state: Any) -> None:
         raise NotImplementedError(f"{type(self).__name__} must implement init_state(state)")
@@ -49,10 +52,6 @@ class StatefulBolt(Bolt):
 
     def pre_rollback(self) -> None:
         """Called before the state is rolled back to its last commit."""
-
-
-def is_stateful(component: Any) -> bool:
-    return isinstance(component, StatefulBolt) or getattr(component, "_stateful", False)
 
 
 class StatefulOutputCollector:

@@ -65,6 +65,7 @@ from squall.components.windowed import (
     detached,
 )
 from squall.errors import InvalidTopologyError, SquallError
+from squall.topology import roles
 from squall.topology.fields import Fields
 from squall.topology.tuple import Origin, Tuple, is_tick_tuple
 from squall.tuple_windows.manager import Activation, Late, WindowManager
@@ -98,7 +99,7 @@ class StatefulWindowedBolt(WindowedBolt):
     `pre_commit` and `pre_rollback` are those of `StatefulBolt`.
     """
 
-    _stateful = True
+    role = roles.STATEFUL_WINDOWED
     _window_persistent = False
 
     def init_state(self, state: Any) -> None:

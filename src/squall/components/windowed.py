@@ -49,9 +49,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from squall.components.base import Bolt
-from squall.components.declarer import DEFAULT_STREAM, StreamSpec
 from squall.duration import Duration, to_millis
 from squall.errors import InvalidTopologyError, SquallError
+from squall.topology import roles
 from squall.topology.config import (
     TOPOLOGY_STATE_CHECKPOINT_INTERVAL,
     TOPOLOGY_TICK_TUPLE_FREQ_SECS,
@@ -60,6 +60,7 @@ from squall.topology.config import (
     max_spout_pending,
     message_timeout_ms,
 )
+from squall.topology.declarer import DEFAULT_STREAM, StreamSpec
 from squall.topology.fields import Fields
 from squall.topology.tuple import Tuple, is_tick_tuple
 from squall.tuple_windows.manager import Activation, Expired, Late, WindowManager
@@ -135,6 +136,7 @@ class WindowedBolt(Bolt):
     the late stream or to `window_errors`).
     """
 
+    role = roles.WINDOWED
     _window_extractor: Callable[[Tuple], Any] | None = None
 
     def execute(self, window: TupleWindow[Tuple]) -> None:  # type: ignore[override]
@@ -266,6 +268,9 @@ class WindowedBolt(Bolt):
         if self.event_time:
             streams.setdefault(ERROR_STREAM, StreamSpec(ERROR_FIELDS))
         return streams
+
+    def check_component(self, component_id: str) -> None:
+        self.check_window(component_id)
 
     def check_window(self, component_id: str) -> None:
         """Build-time checks of the window configuration (Storm checks them at prepare)."""

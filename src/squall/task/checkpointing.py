@@ -16,14 +16,13 @@ docs/design/state.md.
 
 from __future__ import annotations
 
-import functools
 import os
 import random
 from collections import deque
 from typing import Any
 
 from squall.components.base import BasicBolt
-from squall.components.stateful import StatefulOutputCollector, is_stateful
+from squall.components.stateful import StatefulOutputCollector
 from squall.errors import InvalidTopologyError
 from squall.reliability.pending import PendingMap
 from squall.state.backends import StoreKeyValueState
@@ -40,7 +39,9 @@ from squall.state.checkpoint import (
 )
 from squall.state.providers import DURABLE, MEMORY, new_state
 from squall.topology.config import checkpoint_interval_ms, message_timeout_ms
+from squall.topology.description import Topology
 from squall.topology.graph import downstream, is_acyclic, upstream
+from squall.topology.roles import is_stateful_role
 from squall.topology.tuple import Origin, Tuple, _RuntimeTuple
 
 # Once every spout is exhausted nothing new can arrive: checkpoint at this pace instead of the
@@ -48,20 +49,13 @@ from squall.topology.tuple import Origin, Tuple, _RuntimeTuple
 EXHAUSTED_INTERVAL_MS = 10
 
 
-def is_stateful_topology(topology: Any) -> bool:
-    """Whether any bolt is stateful (the answer is cached per set of bolt payloads)."""
-    return _stateful(tuple(spec.payload for spec in topology.bolts.values()))
+def is_stateful_topology(topology: Topology) -> bool:
+    """Whether any bolt is stateful: then every bolt takes part in checkpoints."""
+    return any(is_stateful_role(spec.role) for spec in topology.bolts.values())
 
 
-@functools.lru_cache(maxsize=256)
-def _stateful(payloads: tuple[bytes, ...]) -> bool:
-    import cloudpickle
-
-    return any(is_stateful(cloudpickle.loads(p)) for p in payloads)
-
-
-def stateful_components(topology: Any) -> set[str]:
-    return {cid for cid, spec in topology.bolts.items() if is_stateful(spec.new_instance())}
+def stateful_components(topology: Topology) -> set[str]:
+    return {cid for cid, spec in topology.bolts.items() if is_stateful_role(spec.role)}
 
 
 def namespace(component: str, task: int) -> str:
@@ -80,7 +74,7 @@ class TaskCheckpointing:
         self.task = task
         topology = task.topology
         cid = task.component_id
-        self.stateful = is_stateful(task.instance)
+        self.stateful = is_stateful_role(topology.components[cid].role)
         self.spark = False
         self.state_dir: str | None = None
         sources = upstream(topology, cid)

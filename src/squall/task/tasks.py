@@ -14,10 +14,8 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from squall.components.base import BasicBolt, Bolt, Spout
+from squall.components.base import BasicBolt, Spout
 from squall.components.context import TopologyContext
-from squall.components.operators import WindowedOperatorBase
-from squall.components.windowed import WindowedBolt
 from squall.errors import BatchRetryError, FailedException
 from squall.reliability.acker import Outcome
 from squall.reliability.pending import PendingMap
@@ -36,6 +34,7 @@ from squall.topology.config import (
     tick_period_ms,
 )
 from squall.topology.description import Topology
+from squall.topology.roles import BASIC, is_windowed_role
 from squall.topology.tuple import Tuple
 
 log = logging.getLogger("squall")
@@ -246,13 +245,12 @@ class BoltTask(TaskRuntime):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.collector = OutputCollector(self)
-        self.basic = isinstance(self.instance, BasicBolt)
+        role = self.topology.components[self.component_id].role
+        self.basic = role == BASIC
         self.basic_collector = BasicOutputCollector(self.collector) if self.basic else None
-        if not self.basic and not isinstance(self.instance, Bolt):
-            raise TypeError(f"{self.component_id} is not a bolt")
         # A windowed bolt's execute takes windows: tuples go to its window manager instead.
         # A windowed operator (squall.windows) is driven through the same _window_* hooks.
-        self.windowed = isinstance(self.instance, (WindowedBolt, WindowedOperatorBase))
+        self.windowed = is_windowed_role(role)
         self.execute = self._execute_basic if self.basic else (
             self._execute_windowed if self.windowed else self._execute_rich)
         self.on_execute_error = self._on_error

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import cloudpickle
 
-from squall.components.declarer import StreamSpec
+from squall.topology.declarer import StreamSpec
 from squall.topology.groupings import Grouping
 
 
@@ -31,6 +31,7 @@ class Subscription:
 class ComponentSpec:
     id: str
     kind: Literal["spout", "bolt"]
+    role: str  # how the task layer hosts it: one of squall.topology.roles
     class_name: str
     payload: bytes = field(repr=False)
     parallelism: int

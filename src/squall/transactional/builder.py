@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from squall.builder import TopologyBuilder
 from squall.components.base import Spout
 from squall.errors import InvalidTopologyError
-from squall.topology.builder import TopologyBuilder
 from squall.topology.description import Topology
 from squall.transactional.bolts import BatchBolt, Committer
 from squall.transactional.spouts import TransactionalSpout

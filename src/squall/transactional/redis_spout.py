@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from squall.components.declarer import OutputFieldsDeclarer
+from squall.topology.declarer import OutputFieldsDeclarer
 from squall.topology.fields import Fields
 from squall.transactional.spouts import (
     OpaquePartitionedTransactionalSpout,

@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from squall.components.base import Component
-from squall.components.declarer import OutputFieldsDeclarer
+from squall.topology.declarer import OutputFieldsDeclarer
 from squall.topology.fields import Fields
 
 

@@ -26,9 +26,10 @@ from typing import Any
 import cloudpickle
 
 from squall.components.base import Bolt, Spout
-from squall.components.declarer import OutputFieldsDeclarer
 from squall.errors import FailedException, InvalidTopologyError
+from squall.topology import roles
 from squall.topology.config import max_spout_pending, num_ackers
+from squall.topology.declarer import OutputFieldsDeclarer
 from squall.topology.fields import Fields
 from squall.topology.tuple import Tuple
 from squall.transactional.attempt import TransactionAttempt
@@ -263,6 +264,7 @@ class CoordinatedBolt(_Coordinated):
         self.streams = bolt.declared_streams()
         self.committer = committer
         self.commit_phase = commit_phase
+        self.role = roles.COMMITTING if commit_phase else roles.COORDINATED
         self.upstream_commit_phase = upstream_commit_phase
         self.processing = processing  # components whose done markers gate a commit (Spark)
         self.done_targets = done_targets

@@ -24,9 +24,9 @@ from typing import Any
 import cloudpickle
 
 from squall.components.base import BasicBolt, Bolt, Component, Spout
-from squall.components.declarer import DEFAULT_STREAM, StreamSpec
-from squall.components.windowed import WindowedBolt
 from squall.errors import InvalidTopologyError, NotPicklableError
+from squall.topology import roles
+from squall.topology.declarer import DEFAULT_STREAM, StreamSpec
 from squall.topology.description import ComponentSpec, Subscription, Topology
 from squall.topology.fields import Fields
 from squall.topology.groupings import (
@@ -191,20 +191,22 @@ class TopologyBuilder:
         for cid, record in self._records.items():
             # Subscriptions a component adds for itself (a windowed operator: the watermark
             # stream of each upstream operator, see squall.components.operators).
-            implicit = getattr(record["component"], "implicit_inputs", None)
-            if implicit is not None:
-                record["inputs"] = list(record["inputs"]) + implicit(record["inputs"], streams)
-            check = getattr(record["component"], "check_inputs", None)
-            if check is not None:
-                check(cid, record["inputs"])
+            component = record["component"]
+            record["inputs"] = list(record["inputs"]) + component.implicit_inputs(
+                record["inputs"], streams)
+            component.check_inputs(cid, record["inputs"])
         for cid, record in self._records.items():
             for sub in record["inputs"]:
                 _check_subscription(cid, sub, streams)
         specs: dict[str, ComponentSpec] = {}
         for cid, record in self._records.items():
-            component: Component = record["component"]
-            if isinstance(component, WindowedBolt):
-                component.check_window(cid)
+            component = record["component"]
+            component.check_component(cid)
+            role = component.role
+            if role not in (roles.SPOUT if record["kind"] == "spout" else roles.BOLT_ROLES):
+                raise InvalidTopologyError(
+                    f"{type(component).__name__}.role is {role!r}, not a {record['kind']} role "
+                    f"of squall.topology.roles", component=cid)
             conf = dict(component.get_component_configuration() or {})
             conf.update(record["conf"])
             num_tasks = record["num_tasks"] or record["parallelism"]
@@ -214,6 +216,7 @@ class TopologyBuilder:
             specs[cid] = ComponentSpec(
                 id=cid,
                 kind=record["kind"],
+                role=role,
                 class_name=type(component).__qualname__,
                 payload=_pickle_component(cid, component),
                 parallelism=min(record["parallelism"], num_tasks),
