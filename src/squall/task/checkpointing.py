@@ -105,7 +105,7 @@ class TaskCheckpointing:
         if isinstance(inst, BasicBolt):
             inst.prepare(task.conf, task.context)
         elif task.windowed:
-            collector = inst._window_setup(task.conf, task.context, out)
+            collector = task.window.setup(task.conf, task.context, out)
             inst.prepare(task.conf, task.context, collector)
         else:
             inst.prepare(task.conf, task.context, out)

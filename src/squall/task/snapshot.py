@@ -30,23 +30,46 @@ from typing import Any
 
 import cloudpickle
 
+from squall.errors import SquallError
+
 _restoring: list[Any] = []
 
 
+# The layout of a snapshot; a snapshot of another version is refused, not misread. Version 2:
+# the role adapter's state (squall.task.roles) travels next to the instance.
+FORMAT_VERSION = 2
+
+
+class SnapshotFormatError(SquallError, ValueError):
+    """A snapshot written by a squall whose snapshot layout differs from this one's."""
+
+
 def dump_instance(task: Any) -> bytes:
-    """The task's mutable runtime as bytes: its component instance, its routing state (shuffle
-    positions, random generators, custom groupings) and its tuple-id generator. Collectors and
-    the context are stored as references."""
-    return cloudpickle.dumps((task.instance, task.routes, task.rand64))
+    """The task's mutable runtime as bytes: its component instance, the framework's state for
+    it (its role adapter's), its routing state (shuffle positions, random generators, custom
+    groupings) and its tuple-id generator. Collectors and the context are stored as references."""
+    window = getattr(task, "window", None)
+    saved = window.saved() if window is not None else None
+    return cloudpickle.dumps((FORMAT_VERSION, task.instance, saved, task.routes, task.rand64))
 
 
 def load_instance(task: Any, blob: bytes) -> None:
     """Make the task continue from the snapshot, bound to its own collector and context."""
     _restoring.append(task)
     try:
-        task.instance, task.routes, task.rand64 = cloudpickle.loads(blob)
+        record = cloudpickle.loads(blob)
     finally:
         _restoring.pop()
+    if not (isinstance(record, tuple) and record and record[0] == FORMAT_VERSION):
+        found = record[0] if isinstance(record, tuple) and len(record) == 5 else "1 or unknown"
+        raise SnapshotFormatError(
+            f"snapshot of task {task.task_id} ({task.component_id}) has format {found}, this "
+            f"squall reads format {FORMAT_VERSION}: resume it with the squall that wrote it, or "
+            f"start from a new checkpoint location")
+    _version, task.instance, saved, task.routes, task.rand64 = record
+    window = getattr(task, "window", None)
+    if window is not None:
+        window.restore(saved, task.instance)
     task.rebind()
 
 

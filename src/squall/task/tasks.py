@@ -26,6 +26,7 @@ from squall.task.collectors import (
     SpoutOutputCollector,
     host_channels,
 )
+from squall.task.roles import WindowRole, window_role
 from squall.task.routing import build_routes
 from squall.topology.config import (
     Config,
@@ -251,6 +252,7 @@ class BoltTask(TaskRuntime):
         # A windowed bolt's execute takes windows: tuples go to its window manager instead.
         # A windowed operator (squall.windows) is driven through the same _window_* hooks.
         self.windowed = is_windowed_role(role)
+        self.window: WindowRole | None = window_role(role, self.instance) if self.windowed else None
         self.execute = self._execute_basic if self.basic else (
             self._execute_windowed if self.windowed else self._execute_rich)
         self.on_execute_error = self._on_error
@@ -291,7 +293,8 @@ class BoltTask(TaskRuntime):
         elif self.basic:
             self.instance.prepare(self.conf, self.context)
         elif self.windowed:
-            collector = self.instance._window_setup(self.conf, self.context, self.collector)
+            collector = self.window.setup(  # type: ignore[union-attr]
+                self.conf, self.context, self.collector)
             self.instance.prepare(self.conf, self.context, collector)
         else:
             self.instance.prepare(self.conf, self.context, self.collector)
@@ -321,7 +324,7 @@ class BoltTask(TaskRuntime):
         """Every spout is exhausted (squall.task.end_of_input): windows flush and ack."""
         if self.windowed:
             try:
-                self.instance._window_end_of_input(self.host.now_ms())
+                self.window.end_of_input(self.host.now_ms())  # type: ignore[union-attr]
             except Exception as exc:
                 self._report(exc)
 
@@ -335,7 +338,7 @@ class BoltTask(TaskRuntime):
 
     def _execute_windowed(self, tup: Tuple) -> None:
         try:
-            self.instance._window_execute(tup, self.host.now_ms())
+            self.window.execute(tup, self.host.now_ms())  # type: ignore[union-attr]
         except Exception as exc:
             self._on_error(tup, exc)
 
