@@ -20,7 +20,8 @@ from conftest import RunningCount
 
 from squall import Config, Fields, TopologyBuilder
 from squall.connectors.sinks import JsonLinesSink, read_jsonl
-from squall.connectors.sources import JsonLinesSource, Range
+from squall.components.partitioned_source import Range
+from squall.connectors.sources import JsonLinesSource
 from squall.runtime.spark import spouts
 from squall.runtime.spark.driver import SparkRunner
 from squall.runtime.spark.ranges import RangePartition

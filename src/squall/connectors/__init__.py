@@ -6,26 +6,15 @@ bolts that write a topology's output somewhere durable, once per batch).
 {}
 """
 
-from squall.connectors.sinks import (
-    BatchSink,
-    JsonLinesSink,
-    ParquetSink,
-    RedisSink,
-    SinkError,
-    SinkWriteError,
-    read_jsonl,
-    read_parquet,
-)
-from squall.connectors.sources import (
-    CsvSource,
-    JsonLinesSource,
+from squall.components.batch_sink import BatchSink, SinkError, SinkWriteError
+from squall.components.partitioned_source import (
     MalformedRecord,
-    MemorySource,
     PartitionedSource,
     Range,
-    RedisStreamSource,
     SourceError,
 )
+from squall.connectors.sinks import JsonLinesSink, ParquetSink, RedisSink, read_jsonl, read_parquet
+from squall.connectors.sources import CsvSource, JsonLinesSource, MemorySource, RedisStreamSource
 
 __all__ = [
     "BatchSink",

@@ -33,8 +33,8 @@ import uuid
 from typing import Any
 
 from squall.atomic_files import read_or_none, write_atomic
-from squall.connectors.sinks import BatchSink
-from squall.connectors.sources import PartitionedSource
+from squall.components.batch_sink import BatchSink
+from squall.components.partitioned_source import PartitionedSource
 from squall.errors import SquallError
 from squall.reliability.acker import AckerLedger
 from squall.task.snapshot import dump_instance, load_instance

@@ -21,7 +21,12 @@ import cloudpickle
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
-from squall.connectors.sources import MALFORMED, MalformedRecord, PartitionedSource, Range
+from squall.components.partitioned_source import (
+    MALFORMED,
+    MalformedRecord,
+    PartitionedSource,
+    Range,
+)
 from squall.errors import EmitError
 from squall.runtime.gc_pause import gc_paused
 from squall.runtime.spark import row_schema

@@ -1,0 +1,255 @@
+"""`PartitionedSource`: the base of sources whose input is split into partitions with ordered
+offsets, which the runners read where the records are needed.
+
+*Planning* (which offsets are new) is cheap and runs where the spout lives; *reading* runs where the
+records go:
+
+- On the local runner it is an ordinary reliable spout: `next_tuple` emits one record with the
+  message id `(partition, offset)`, and a failed record is read again at that offset and re-emitted.
+- On Spark the spout reader plans *ranges* `Range(partition, start, end)`. Each range is one Spark
+  input partition, read on an executor, and one tuple tree: its records are emitted anchored to the
+  range's root, so the range is acked when every record's tree has completed and, when any record
+  fails or times out, replayed whole from the same offsets (at-least-once; the records that had
+  succeeded are delivered again, as with Trident's batches). `topology.max.spout.pending` counts
+  ranges there. Ranges are written under the checkpoint location before Spark plans the batch, so
+  a batch replayed after a crash reads exactly the same offsets.
+
+Partitions are spread over the source's tasks: a fixed list (streams, in-memory partitions) by
+position, files by a stable hash of their names, so a file stays with one task as new ones arrive.
+
+A record that cannot be read (bad JSON, a missing field, a value that does not convert) is reported
+as an error naming the component, stream and field, counted, and emitted on the `malformed` stream
+(fields `partition`, `offset`, `record`, `error`) with the same message id, so a topology can route
+it; the source goes on with the next record.
+
+Every source reads from its constructor's settings only: on Spark the executors unpickle a fresh
+copy, never `open` it, and call `read` on it. The built-in sources are in `squall.connectors`.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, NamedTuple
+
+from squall.components.base import Spout
+from squall.errors import SquallError
+from squall.topology.fields import Fields
+
+MALFORMED = "malformed"
+MALFORMED_FIELDS = Fields("partition", "offset", "record", "error")
+
+
+class Range(NamedTuple):
+    """Offsets `[start, end)` of one partition: the unit a Spark executor reads and replays."""
+
+    partition: str
+    start: Any
+    end: Any
+
+
+class SourceError(SquallError):
+    """A source cannot reach or read its input; says what is wrong and what to do."""
+
+
+class MalformedRecord(SquallError):
+    """One record could not be turned into a tuple; names the component, stream and field.
+
+    `record` holds the record's text (JSON for structured records).
+    """
+
+    record: str = ""
+
+
+class PartitionedSource(Spout):
+    """Base of the built-in sources. Subclasses implement `discover`, `initial_offset`,
+    `end_offset` and `read` (and may override `cut` and `estimate`)."""
+
+    def __init__(
+        self, fields: Fields | Iterable[str], *, stream: str = "default", bounded: bool = False,
+        records_per_call: int = 1000,
+    ) -> None:
+        self.fields = fields if isinstance(fields, Fields) else Fields(list(fields))
+        self.stream = stream
+        self.bounded = bounded
+        self.records_per_call = records_per_call
+        self._offsets: dict[str, Any] = {}
+        self._bounds: dict[str, Any] | None = None  # bounded: the ends seen at the first plan
+        self._replay_ranges: deque[Range] = deque()
+        self._replay_records: deque[tuple[str, Any]] = deque()
+        self._buffer: deque[tuple[str, Any, Any]] = deque()
+        self._task_index, self._tasks = 0, 1
+        self._last_error: str | None = None
+        self.component = type(self).__name__
+
+    def __setstate__(self, state: dict) -> None:
+        # A bounded source reads what exists when a run begins; a run resumed from a snapshot
+        # (a restart on Spark's checkpoint) begins again, so it looks at its partitions anew.
+        self.__dict__.update(state)
+        self._bounds = None
+
+    # ---- what a subclass provides ---------------------------------------------------------
+    def discover(self) -> list[str]:
+        """The partitions that exist now (all tasks' partitions; `mine` picks this task's)."""
+        raise NotImplementedError
+
+    def initial_offset(self, partition: str) -> Any:
+        raise NotImplementedError
+
+    def end_offset(self, partition: str, start: Any) -> Any:
+        """The offset just past the last record readable now (`start` if none is new)."""
+        raise NotImplementedError
+
+    def read(self, partition: str, start: Any, end: Any) -> Iterator[tuple[Any, Any]]:
+        """Yield `(offset, values)` for every record in `[start, end)`; `values` is a list, or a
+        `MalformedRecord` for a record that could not be read."""
+        raise NotImplementedError
+
+    def next_offset(self, partition: str, offset: Any) -> Any:
+        """An end that makes `read(partition, offset, end)` yield the one record at `offset`."""
+        return offset + 1
+
+    def cut(self, partition: str, start: Any, end: Any, budget: int) -> Any:
+        """Where a range starting at `start` should end, given a budget of records."""
+        return end
+
+    def estimate(self, r: Range) -> int:
+        """Records in a range, as far as the planner can tell without reading it."""
+        return 1
+
+    # ---- Spout ----------------------------------------------------------------------------
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare_stream(self.stream, self.fields)
+        declarer.declare_stream(MALFORMED, MALFORMED_FIELDS)
+
+    def open(self, conf: Any, context: Any, collector: Any) -> None:
+        super().open(conf, context, collector)
+        self.component = context.this_component_id
+        self._task_index = context.this_task_index
+        self._tasks = len(context.this_component_tasks)
+
+    # Fixed partition lists (memory, Redis streams) are dealt out by position, evenly; partitions
+    # that come and go (files) by a stable hash of the name, so none ever changes task.
+    assign_by_hash = False
+
+    def mine(self, partitions: Iterable[str]) -> list[str]:
+        if self._tasks == 1:
+            return list(partitions)
+        if self.assign_by_hash:
+            return [p for p in partitions
+                    if zlib.crc32(p.encode()) % self._tasks == self._task_index]
+        return [p for i, p in enumerate(partitions) if i % self._tasks == self._task_index]
+
+    def plan(self, budget: int, max_ranges: int | None = None) -> list[Range]:
+        """The next ranges to read: failed ranges first, then new records of every partition,
+        until about `budget` records or `max_ranges` ranges. Advances this task's offsets."""
+        out: list[Range] = []
+
+        def room() -> bool:
+            return budget > 0 and (max_ranges is None or len(out) < max_ranges)
+
+        while self._replay_ranges and room():
+            r = self._replay_ranges.popleft()
+            out.append(r)
+            budget -= self.estimate(r)
+        if self._bounds is None and self.bounded:
+            self._bounds = {}
+            for p in self.mine(self.discover()):
+                start = self._offsets.setdefault(p, self.initial_offset(p))
+                self._bounds[p] = self.end_offset(p, start)
+        partitions = list(self._bounds) if self._bounds is not None else self.mine(
+            self.discover())
+        for p in partitions:
+            if not room():
+                break
+            start = self._offsets.get(p)
+            if start is None:
+                start = self._offsets[p] = self.initial_offset(p)
+            end = self._bounds[p] if self._bounds is not None else self.end_offset(p, start)
+            if not end > start:
+                continue
+            r = Range(p, start, self.cut(p, start, end, budget))
+            self._offsets[p] = r.end
+            out.append(r)
+            budget -= self.estimate(r)
+        return out
+
+    def next_tuple(self) -> None:
+        # The local runner's path: one record per call, from a buffer filled a plan at a time.
+        if self._replay_records:
+            p, offset = self._replay_records.popleft()
+            for off, values in self.read(p, offset, self.next_offset(p, offset)):
+                self._emit(p, off, values)
+            return
+        if not self._buffer:
+            try:
+                for r in self.plan(self.records_per_call):
+                    self._buffer.extend((r.partition, off, v) for off, v in self.read(*r))
+            except SourceError as exc:
+                # A store that is down fails every call: report it when it starts or changes,
+                # not on every poll. Offsets only move once a range is read, so nothing is lost.
+                if str(exc) != self._last_error:
+                    self._last_error = str(exc)
+                    self.collector.report_error(exc)
+                return
+            self._last_error = None
+        if self._buffer:
+            self._emit(*self._buffer.popleft())
+
+    def _emit(self, partition: str, offset: Any, values: Any) -> None:
+        msg_id = (partition, offset)
+        if isinstance(values, MalformedRecord):
+            self.collector.report_error(values)
+            self.collector.emit([partition, offset, values.record, str(values)], msg_id=msg_id,
+                                stream=MALFORMED)
+        else:
+            self.collector.emit(values, msg_id=msg_id, stream=self.stream)
+
+    def fail(self, msg_id: Any) -> None:
+        if isinstance(msg_id, Range):
+            self._replay_ranges.append(msg_id)
+        else:
+            self._replay_records.append(msg_id)
+
+    def is_exhausted(self) -> bool:
+        if not self.bounded or self._replay_ranges or self._replay_records or self._buffer:
+            return False
+        if self._bounds is None:
+            return False
+        return all(not self._bounds[p] > self._offsets.get(p, self._bounds[p])
+                   for p in self._bounds)
+
+    # ---- positions: what the local runner's checkpoint keeps ---------------------------------
+    def position(self) -> dict[str, Any]:
+        """Where this task's reading stands, as plain picklable data.
+
+        `offsets`: per partition, the offset of the first record not yet emitted (records read
+        ahead into the buffer but not emitted count as unread). `replay`: the records that
+        failed and wait to be emitted again, and `ranges` the failed ranges (Spark's unit).
+        Taken at a transaction's cut, it is what a restart resumes from (`seek`).
+        """
+        offsets = dict(self._offsets)
+        # The buffer is in read order per partition: the last assignment made walking it
+        # backwards is the partition's first buffered offset.
+        for partition, offset, _values in reversed(self._buffer):
+            offsets[partition] = offset
+        return {"offsets": offsets, "replay": list(self._replay_records),
+                "ranges": list(self._replay_ranges)}
+
+    def seek(self, position: Mapping[str, Any]) -> None:
+        """Continue from `position` (from `position()` of this task in an earlier run): records
+        before the offsets are not read again, the failed ones are emitted first. Call after
+        `open`. A bounded source then reads up to what exists now."""
+        self._offsets = dict(position["offsets"])
+        self._replay_records = deque(position.get("replay", ()))
+        self._replay_ranges = deque(position.get("ranges", ()))
+        self._buffer.clear()
+        self._bounds = None
+
+    def malformed(self, record: Any, message: str, field: str | None = None) -> MalformedRecord:
+        error = MalformedRecord(message, component=self.component, stream=self.stream,
+                                field=field)
+        error.record = record if isinstance(record, str) else json.dumps(record, default=str)
+        return error
