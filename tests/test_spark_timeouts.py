@@ -19,8 +19,8 @@ import pytest
 from conftest import RunningCount
 
 from squall import Config, Fields, TopologyBuilder
-from squall.connectors.sinks import JsonLinesSink, read_jsonl
 from squall.components.partitioned_source import Range
+from squall.connectors.sinks import JsonLinesSink, read_jsonl
 from squall.connectors.sources import JsonLinesSource
 from squall.runtime.spark import spouts
 from squall.runtime.spark.driver import SparkRunner
@@ -99,7 +99,7 @@ def test_timeouts_start_when_the_batch_commits(tmp_path, spark_session, monkeypa
     ckpt = tmp_path / "ckpt"
     SparkRunner(topology, conf, checkpoint_location=str(ckpt), session=spark_session)
     now = [1_000]
-    monkeypatch.setattr(spouts, "_wall_ms", lambda: now[0])
+    monkeypatch.setattr(spouts, "wall_ms", lambda: now[0])
     reader = SpoutReader({"dir": str(ckpt)})
     end = reader.latestOffset({"seg": -1})
     planned = planned_ranges(reader, -1, end)

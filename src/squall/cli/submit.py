@@ -13,18 +13,20 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import importlib.metadata
 import importlib.util
 import os
 import shlex
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import threading
 import zipfile
 from pathlib import Path
 from typing import Any
 
-from squall.cli.target import TargetError, split_target
+from squall.cli.target import TargetError, parse_overrides, split_target
 from squall.runtime.spark.session import is_loopback_master
 
 SKIP_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
@@ -75,9 +77,6 @@ def spark_submit_path() -> Path:
 def _is_installed(top: str, path: Path) -> bool:
     """True for code the cluster's Python imports without help: installed distributions
     (editable ones too), site-packages and the standard library."""
-    import importlib.metadata
-    import sysconfig
-
     if top in importlib.metadata.packages_distributions():
         return True
     path = path.resolve()
@@ -169,8 +168,6 @@ def _forwarded_env(master: str) -> dict[str, str]:
 
 def build_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str], Any]:
     """(argv, extra environment, a function writing the files the command needs)."""
-    from squall.cli.target import parse_overrides
-
     driver_target, ship, package = resolve_target(args.target)
     overrides = parse_overrides(args.conf)  # validates every -c before anything runs
     submit = spark_submit_path()

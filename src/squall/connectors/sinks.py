@@ -49,6 +49,12 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
 from squall.atomic_files import write_atomic
 from squall.components.batch_sink import (
     _STAGED_PREFIX,
@@ -185,9 +191,6 @@ class ParquetSink(_FileSink):
     suffix = "parquet"
 
     def encode(self, records: list[dict[str, Any]]) -> bytes:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
         table = pa.Table.from_pylist(records)
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink)
@@ -218,8 +221,6 @@ def read_jsonl(directory: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 def read_parquet(directory: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Every row of every `part-*.parquet` in `directory`, by (batch, task), as dicts."""
-    import pyarrow.parquet as pq
-
     out: list[dict[str, Any]] = []
     for path in _part_files(directory, "parquet"):
         out.extend(pq.read_table(path).to_pylist())
@@ -309,10 +310,6 @@ class RedisSink(BatchSink):
         return f"Redis at {self.host}:{self.port}"
 
     def _new_client(self) -> Any:
-        import redis
-        from redis.backoff import NoBackoff
-        from redis.retry import Retry
-
         return redis.Redis(
             host=self.host, port=self.port, db=self.db, password=self.password,
             socket_timeout=self.timeout, socket_connect_timeout=self.timeout,
@@ -424,8 +421,6 @@ class RedisSink(BatchSink):
                 pipe.execute()
 
     def describe_failure(self, exc: Exception, batch_id: int, n: int) -> SinkError:
-        import redis
-
         where = f"Redis at {self.host}:{self.port} (db {self.db})"
         if isinstance(exc, redis.AuthenticationError) or (
             isinstance(exc, redis.ResponseError) and "AUTH" in str(exc).upper()

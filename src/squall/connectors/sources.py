@@ -25,6 +25,8 @@ import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+import redis
+
 from squall.components.partitioned_source import (
     PartitionedSource,
     Range,
@@ -314,16 +316,12 @@ class RedisStreamSource(PartitionedSource):
 
     def client(self) -> Any:
         if self._client is None:
-            import redis
-
             self._client = redis.Redis(host=self.host, port=self.port, password=self.password,
                                        db=self.db, socket_timeout=self.timeout,
                                        socket_connect_timeout=self.timeout)
         return self._client
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        import redis
-
         try:
             return fn(*args, **kwargs)
         except redis.AuthenticationError as exc:

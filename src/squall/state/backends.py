@@ -29,6 +29,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import redis
+
+from squall.redis_clients import client_from_config
 from squall.state.base import KeyValueState, StateError
 
 _DELETED = object()  # a deletion in an overlay (pickles by reference: never pickled)
@@ -331,14 +334,7 @@ class RedisStore:
     @property
     def client(self) -> Any:
         if self._client is None:
-            import redis
-
-            c = self.config
-            self._client = redis.Redis(
-                host=c.get("host", "127.0.0.1"), port=int(c.get("port", 6379)),
-                db=int(c.get("database", 0)), password=c.get("password"),
-                socket_timeout=float(c.get("timeout", 5)),
-                socket_connect_timeout=float(c.get("timeout", 5)))
+            self._client = client_from_config(self.config)
         return self._client
 
     def _call(self, fn: Callable[[Any], Any]) -> Any:
@@ -348,8 +344,6 @@ class RedisStore:
         version changes nothing), so a retry after a connection lost mid-call is safe. Wall
         time here only paces retries; it decides nothing about the data.
         """
-        import redis
-
         deadline = time.monotonic() + float(self.config.get("retry_timeout", 30))
         delay = 0.05
         while True:

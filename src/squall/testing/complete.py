@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import types
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import cloudpickle
 
+from squall.runners import check_runner
 from squall.runtime.clock import SimulatedClock
 from squall.runtime.local.engine import LocalEngine
 from squall.runtime.stats import ComponentStats, ErrorRecord
@@ -116,8 +118,6 @@ def complete_topology(
     `CompleteTopologyTimeout` after `max_time_ms` of simulated time (default: ten message
     timeouts), naming the spouts that are not exhausted.
     """
-    from squall.runners import check_runner
-
     check_runner(runner)
     if mocked_sources is not None:
         topology = with_mocked_sources(topology, mocked_sources)
@@ -156,10 +156,9 @@ def _complete_on_spark(
     topology: Topology, conf: Mapping[str, Any] | None, max_time_ms: int | None
 ) -> CompleteTopologyResult:
     """`complete_topology` on the Spark runner: real time, one run in a fresh checkpoint."""
-    import types
-
-    from squall.runtime.spark.driver import SparkRunner
-    from squall.runtime.spark.spouts import read_status
+    # Loaded here so that `squall.testing` does not load pyspark for local-runner tests.
+    from squall.runtime.spark.driver import SparkRunner  # noqa: PLC0415
+    from squall.runtime.spark.spouts import read_status  # noqa: PLC0415
 
     runner = SparkRunner(topology, conf, capture=True)
     wait = max_time_ms if max_time_ms is not None else 300_000

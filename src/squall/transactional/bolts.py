@@ -30,7 +30,7 @@ from squall.transactional.attempt import TransactionAttempt
 
 if TYPE_CHECKING:
     from squall.components.context import TopologyContext
-    from squall.task.collectors import OutputCollector
+    from squall.protocols import OutputCollectorLike as OutputCollector
     from squall.topology.tuple import Tuple
 
 

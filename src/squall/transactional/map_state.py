@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from squall.errors import SquallError
+from squall.state.backends import RedisStore, SqliteStore
 from squall.transactional.values import OpaqueValue, TransactionalValue
 
 Entry = TransactionalValue | OpaqueValue
@@ -84,8 +85,6 @@ def open_map(name: str, *, provider: str = "durable", config: Mapping[str, Any] 
              opaque: bool = False) -> TransactionalMap:
     """The map `name` in a `durable` store (config `dir`) or `redis` (host, port, password,
     database, prefix, ...; see `squall.state.backends.RedisStore`)."""
-    from squall.state.backends import RedisStore, SqliteStore
-
     config = dict(config or {})
     if provider == "durable":
         directory = config.get("dir")

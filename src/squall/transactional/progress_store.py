@@ -27,7 +27,9 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from squall.atomic_files import write_atomic
 from squall.errors import SquallError
+from squall.redis_clients import client_from_config
 
 STORE = "squall.transactional.progress_store"
 _MEMORY: dict[tuple[str, int], dict[str, bytes]] = {}
@@ -53,8 +55,6 @@ class DirStore:
             return default
 
     def put(self, key: str, value: Any) -> None:
-        from squall.atomic_files import write_atomic
-
         path = self._path(key)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         write_atomic(path, pickle.dumps(value))
@@ -76,13 +76,7 @@ class RedisMetaStore:
     @property
     def client(self) -> Any:
         if self._client is None:
-            import redis
-
-            c = self.config
-            self._client = redis.Redis(
-                host=c.get("host", "127.0.0.1"), port=int(c.get("port", 6379)),
-                db=int(c.get("database", 0)), password=c.get("password"),
-                socket_timeout=float(c.get("timeout", 5)))
+            self._client = client_from_config(self.config)
         return self._client
 
     def get(self, key: str, default: Any = None) -> Any:

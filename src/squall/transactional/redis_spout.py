@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import redis
+
 from squall.topology.declarer import OutputFieldsDeclarer
 from squall.topology.fields import Fields
 from squall.transactional.spouts import (
@@ -48,8 +50,6 @@ class _RedisStreams(TransactionalSpout):
     @property
     def client(self) -> Any:
         if self._client is None:
-            import redis
-
             self._client = redis.Redis(decode_responses=True, socket_timeout=10, **self.config)
         return self._client
 
