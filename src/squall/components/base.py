@@ -19,16 +19,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from squall.protocols import (
+    BasicOutputCollectorLike,
+    OutputCollectorLike,
+    SpoutOutputCollectorLike,
+)
 from squall.topology import roles
 from squall.topology.declarer import OutputFieldsDeclarer, StreamSpec
 
 if TYPE_CHECKING:
+    # Types only: the context module imports the topology description, which is all this
+    # module needs of it at run time.
     from squall.components.context import TopologyContext
-    from squall.task.collectors import (
-        BasicOutputCollector,
-        OutputCollector,
-        SpoutOutputCollector,
-    )
     from squall.topology.description import Subscription
     from squall.topology.tuple import Tuple
 
@@ -75,10 +77,11 @@ class Spout(Component):
 
     conf: Mapping[str, Any]
     context: TopologyContext
-    collector: SpoutOutputCollector
+    collector: SpoutOutputCollectorLike
 
     def open(
-        self, conf: Mapping[str, Any], context: TopologyContext, collector: SpoutOutputCollector
+        self, conf: Mapping[str, Any], context: TopologyContext,
+        collector: SpoutOutputCollectorLike,
     ) -> None:
         self.conf = conf
         self.context = context
@@ -114,10 +117,10 @@ class Bolt(Component):
 
     conf: Mapping[str, Any]
     context: TopologyContext
-    collector: OutputCollector
+    collector: OutputCollectorLike
 
     def prepare(
-        self, conf: Mapping[str, Any], context: TopologyContext, collector: OutputCollector
+        self, conf: Mapping[str, Any], context: TopologyContext, collector: OutputCollectorLike
     ) -> None:
         self.conf = conf
         self.context = context
@@ -147,7 +150,7 @@ class BasicBolt(Component):
         self.conf = conf
         self.context = context
 
-    def execute(self, tup: Tuple, collector: BasicOutputCollector) -> None:
+    def execute(self, tup: Tuple, collector: BasicOutputCollectorLike) -> None:
         raise NotImplementedError(f"{type(self).__name__} must implement execute(tup, collector)")
 
     def on_batch_end(self, batch_id: int) -> None:

@@ -19,7 +19,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from squall.topology.description import Topology
@@ -36,10 +37,8 @@ class TopologyContext:
         tasks = topology.component_tasks(self.this_component_id)
         self.this_task_index = tasks.index(task_id)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
         # In a snapshot of a component, the context is the restoring task's own.
-        from squall.task.snapshot import current_context
-
         return (current_context, ())
 
     def component_tasks(self, component_id: str) -> list[int]:
@@ -81,3 +80,25 @@ class TopologyContext:
 
     def get_this_output_fields(self, stream_id: str = "default") -> Fields:
         return self.get_component_output_fields(self.this_component_id, stream_id)
+
+
+# While a snapshot of a task is loaded (squall.task.snapshot), a context in it resolves to the
+# restoring task's own: the snapshot layer pushes that context here for the duration of the load.
+_restoring: list[TopologyContext] = []
+
+
+@contextmanager
+def restoring_context(context: TopologyContext) -> Iterator[None]:
+    """Contexts unpickled inside this block resolve to `context`."""
+    _restoring.append(context)
+    try:
+        yield
+    finally:
+        _restoring.pop()
+
+
+def current_context() -> TopologyContext:
+    """The context of the task being restored (what a pickled context resolves to)."""
+    if not _restoring:
+        raise RuntimeError("a context can only be unpickled while a task is being restored")
+    return _restoring[-1]

@@ -26,18 +26,19 @@ the batch's commit. In a stateful topology every bolt must emit anchored tuples.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from squall.components.base import Bolt
-from squall.errors import EmitError
 from squall.topology import roles
-from squall.topology.declarer import DEFAULT_STREAM
-from squall.topology.tuple import Tuple
 
 
 class StatefulBolt(Bolt):
-    """Implement `init_state(state)` and `execute(tup)`; the hooks are optional."""
+    """Implement `init_state(state)` and `execute(tup)`; the hooks are optional.
+
+    The state handed to `init_state` is the bolt's to keep; the framework holds its own
+    reference (and whether a transaction is prepared) in the task's checkpointing
+    (squall.task.checkpointing), not on the bolt.
+    """
 
     role = roles.STATEFUL
 
@@ -52,46 +53,3 @@ class StatefulBolt(Bolt):
 
     def pre_rollback(self) -> None:
         """Called before the state is rolled back to its last commit."""
-
-
-class StatefulOutputCollector:
-    """What bolts of a stateful topology emit with (Storm's `AnchoringOutputCollector` and
-    `AckTrackingOutputCollector`): unanchored emits are refused, and with a `held` list acks
-    are queued there until the checkpoint commits (local runner)."""
-
-    def __init__(self, out: Any, held: list[Tuple] | None, anchored: bool = True) -> None:
-        self._out = out  # the task's OutputCollector: pickles as a reference to it
-        self._held = held
-        self._anchored = anchored
-
-    def _check(self, anchors: Any, stream: str) -> None:
-        if self._anchored and (anchors is None or (not isinstance(anchors, Tuple)
-                                                   and len(anchors) == 0)):
-            raise EmitError("Bolts in a stateful topology must emit anchored tuples",
-                            component=self._out._component, stream=stream)
-
-    def emit(self, values: Sequence[Any], anchors: Tuple | Sequence[Tuple] | None = None,
-             stream: str = DEFAULT_STREAM) -> list[int]:
-        self._check(anchors, stream)
-        return self._out.emit(values, anchors, stream)
-
-    def emit_direct(self, task_id: int, values: Sequence[Any],
-                    anchors: Tuple | Sequence[Tuple] | None = None,
-                    stream: str = DEFAULT_STREAM) -> list[int]:
-        self._check(anchors, stream)
-        return self._out.emit_direct(task_id, values, anchors, stream)
-
-    def ack(self, tup: Tuple) -> None:
-        if self._held is None:
-            self._out.ack(tup)
-        else:
-            self._held.append(tup)
-
-    def fail(self, tup: Tuple) -> None:
-        self._out.fail(tup)
-
-    def reset_timeout(self, tup: Tuple) -> None:
-        self._out.reset_timeout(tup)
-
-    def report_error(self, error: BaseException) -> None:
-        self._out.report_error(error)

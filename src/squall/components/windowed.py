@@ -4,6 +4,8 @@ The user implements `execute(window)` and configures the window with the `with_*
 framework keeps the window (`squall.tuple_windows.WindowManager`), calls `execute` for each window,
 anchors what `execute` emits to every tuple of the window, and acks each input tuple when it leaves
 the window. Time comes from the runner: its clock (local runner) or the micro-batch time (Spark).
+This class holds the user's configuration; the window itself is the framework's, held by the
+task's role adapter (squall.task.roles.windowed).
 
 >>> from squall import Count, Fields, TopologyBuilder, Values
 >>> from squall.testing import FixedTupleSpout, complete_topology
@@ -43,10 +45,8 @@ single field `late_tuple` holds a copy of it:
 from __future__ import annotations
 
 import datetime
-import logging
-import math
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from squall.components.base import Bolt
 from squall.duration import Duration, to_millis
@@ -60,14 +60,12 @@ from squall.topology.config import (
     max_spout_pending,
     message_timeout_ms,
 )
-from squall.topology.declarer import DEFAULT_STREAM, StreamSpec
+from squall.topology.declarer import StreamSpec
+from squall.topology.description import Topology
 from squall.topology.fields import Fields
-from squall.topology.tuple import Tuple, is_tick_tuple
-from squall.tuple_windows.manager import Activation, Expired, Late, WindowManager
+from squall.topology.tuple import Tuple
 from squall.tuple_windows.spec import Count, WindowSpec
 from squall.tuple_windows.window import TupleWindow
-
-log = logging.getLogger("squall")
 
 # Storm's configuration keys: the with_* methods put them in the component configuration.
 WINDOW_LENGTH_COUNT = "topology.bolts.window.length.count"
@@ -94,35 +92,13 @@ class WindowTimestampError(SquallError, ValueError):
     """A tuple of an event-time windowed bolt has no valid timestamp."""
 
 
-class WindowedOutputCollector:
-    """The collector a windowed bolt gets: inside `execute(window)`, an emit without anchors is
-    anchored to every tuple of the window (as Storm's `WindowedOutputCollector`)."""
+class _TaskSide(Protocol):
+    """What a windowed bolt reads from its task's role adapter (squall.task.roles.windowed),
+    which holds the window and its counters."""
 
-    def __init__(self, out: Any) -> None:
-        self._out = out  # the task's OutputCollector; it pickles as a reference to the task's
-        self._anchors: list[Tuple] | None = None
+    window_errors: int
 
-    def emit(self, values: Sequence[Any], anchors: Tuple | Sequence[Tuple] | None = None,
-             stream: str = DEFAULT_STREAM) -> list[int]:
-        return self._out.emit(values, self._anchors if anchors is None else anchors, stream)
-
-    def emit_direct(self, task_id: int, values: Sequence[Any],
-                    anchors: Tuple | Sequence[Tuple] | None = None,
-                    stream: str = DEFAULT_STREAM) -> list[int]:
-        return self._out.emit_direct(task_id, values,
-                                     self._anchors if anchors is None else anchors, stream)
-
-    def ack(self, tup: Tuple) -> None:
-        self._out.ack(tup)
-
-    def fail(self, tup: Tuple) -> None:
-        self._out.fail(tup)
-
-    def reset_timeout(self, tup: Tuple) -> None:
-        self._out.reset_timeout(tup)
-
-    def report_error(self, error: BaseException) -> None:
-        self._out.report_error(error)
+    def events_in_memory(self) -> int: ...
 
 
 class WindowedBolt(Bolt):
@@ -138,6 +114,9 @@ class WindowedBolt(Bolt):
 
     role = roles.WINDOWED
     _window_extractor: Callable[[Tuple], Any] | None = None
+    # The task's role adapter (squall.task.roles.windowed), set by it when it sets up the
+    # window: the window, its collector and counters are the framework's and live there.
+    _task_side: _TaskSide | None = None
 
     def execute(self, window: TupleWindow[Tuple]) -> None:  # type: ignore[override]
         raise NotImplementedError(f"{type(self).__name__} must implement execute(window)")
@@ -284,98 +263,23 @@ class WindowedBolt(Bolt):
                 "extractor (with_timestamp_field / with_timestamp_extractor)",
                 component=component_id)
 
-    # ---- the framework's side: called by the task, never by users ----------------------------
-    def _window_setup(self, conf: Mapping[str, Any], context: Any, out: Any) -> Any:
-        """Build the window for this task; returns the collector `prepare` gets."""
-        self._window_out = out
-        self._window_collector = WindowedOutputCollector(out)
-        streams = list(context.this_sources)
-        self._window_manager = WindowManager(self.window_spec(conf), streams)
-        self._window_late_stream = conf.get(LATE_TUPLE_STREAM)
-        self._window_fatal = bool(conf.get(TIMESTAMP_ERRORS_FATAL))
-        self._window_field = conf.get(TIMESTAMP_FIELD)
-        self.window_errors = 0
-        return self._window_collector
+    # ---- what the framework reports -------------------------------------------------------
+    @property
+    def window_errors(self) -> int:
+        """How many tuples this task routed to `window_errors` (no valid timestamp) so far."""
+        side = self._task_side
+        return 0 if side is None else side.window_errors
 
-    def _window_execute(self, tup: Tuple, now_ms: int) -> None:
-        manager: WindowManager = self._window_manager
-        if is_tick_tuple(tup):
-            self._window_apply(manager.tick(now_ms))
-            return
-        if not manager.spec.event_time:
-            self._window_apply(manager.add(tup, now_ms))
-            return
-        try:
-            ts = self._window_timestamp(tup)
-        except Exception as exc:
-            self._window_invalid(tup, exc)
-            return
-        origin = tup._origin
-        self._window_apply(manager.add(tup, now_ms, ts, (origin.component, origin.stream),
-                                       origin.task))
+    def timestamp_extractor(self) -> Callable[[Tuple], Any] | None:
+        """The extractor set with `with_timestamp_extractor`, if any."""
+        return self._window_extractor
 
-    def _window_end_of_input(self, now_ms: int) -> None:
-        self._window_apply(self._window_manager.end_of_input(now_ms))
-
-    def _window_timestamp(self, tup: Tuple) -> int:
-        if self._window_extractor is not None:
-            value = self._window_extractor(tup)
-        else:
-            value = tup[self._window_field]
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError(f"timestamp must be a number of ms since epoch, got {value!r}")
-        if isinstance(value, float):
-            if not math.isfinite(value):
-                raise ValueError(f"timestamp must be finite, got {value!r}")
-            value = math.floor(value)
-        return value
-
-    def _window_invalid(self, tup: Tuple, exc: Exception) -> None:
-        self.window_errors += 1
-        error = WindowTimestampError(f"no valid timestamp: {type(exc).__name__}: {exc}")
-        if self._window_fatal:
-            raise error from exc
-        log.warning("windowed bolt %s: tuple %r routed to %r: %s",
-                    type(self).__name__, tup, ERROR_STREAM, error)
-        out = self._window_out
-        out.emit([detached(tup), str(error)], anchors=tup, stream=ERROR_STREAM)
-        out.ack(tup)
-
-    def _window_apply(self, actions: list) -> None:
-        out = self._window_out
-        for action in actions:
-            if isinstance(action, Expired):
-                for tup in action.events:
-                    if tup._state == 0:  # a tuple failed by a failing execute stays failed
-                        out.ack(tup)
-            elif isinstance(action, Activation):
-                self._window_activate(action.window)
-            elif isinstance(action, Late):
-                tup = action.event
-                if self._window_late_stream is not None:
-                    out.emit([detached(tup)], anchors=tup, stream=self._window_late_stream)
-                else:
-                    log.info("windowed bolt %s: late tuple %r (ts %s < watermark %s)",
-                             type(self).__name__, tup, action.ts, action.watermark)
-                out.ack(tup)
-
-    def _window_activate(self, window: TupleWindow) -> None:
-        collector = self._window_collector
-        # Only tuples in a tracked tree take part in anchoring; leaving the others out keeps an
-        # emit of an untracked window O(1) instead of O(window) (Storm pays O(window) per emit).
-        tracked = [t for t in window.get() if t._anchors]
-        collector._anchors = tracked or None
-        try:
-            self.execute(window)
-        except Exception as exc:
-            # Storm would lose the worker and replay the window's trees after their timeout;
-            # failing them now replays them sooner, and the bolt keeps running.
-            self._window_out.report_error(exc)
-            for tup in window.get():
-                if tup._state == 0:
-                    self._window_out.fail(tup)
-        finally:
-            collector._anchors = None
+    def __getstate__(self) -> dict[str, Any]:
+        # The link to the role adapter is not the bolt's: a task snapshot carries the adapter's
+        # state separately, and the restoring adapter links itself to the restored bolt.
+        state = dict(self.__dict__)
+        state.pop("_task_side", None)
+        return state
 
 
 def detached(tup: Tuple) -> Tuple:
@@ -405,7 +309,7 @@ def _put(conf: dict[str, Any], value: Count | Duration, count_key: str, ms_key: 
 PERSISTENT = "squall.window.persistent"
 
 
-def check_window_limits(topology: Any, conf: Mapping[str, Any] | None) -> None:
+def check_window_limits(topology: Topology, conf: Mapping[str, Any] | None) -> None:
     """Storm's prepare-time limits (§4.2), checked when a runner is created, before any work.
 
     A windowed bolt holds its input un-acked while tuples are in the window: a duration window

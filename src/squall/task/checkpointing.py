@@ -19,11 +19,12 @@ from __future__ import annotations
 import os
 import random
 from collections import deque
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
-from squall.components.base import BasicBolt
-from squall.components.stateful import StatefulOutputCollector
 from squall.errors import InvalidTopologyError
+from squall.protocols import StatefulHooks
+from squall.reliability.acker import Outcome
 from squall.reliability.pending import PendingMap
 from squall.state.backends import StoreKeyValueState
 from squall.state.base import KeyValueState, MemoryKeyValueState, State
@@ -38,11 +39,17 @@ from squall.state.checkpoint import (
     CheckpointCoordinator,
 )
 from squall.state.providers import DURABLE, MEMORY, new_state
+from squall.task.collectors import StatefulOutputCollector
+from squall.task.roles.stateful_windowed import StatefulWindowedRole
 from squall.topology.config import checkpoint_interval_ms, message_timeout_ms
 from squall.topology.description import Topology
 from squall.topology.graph import downstream, is_acyclic, upstream
 from squall.topology.roles import is_stateful_role
 from squall.topology.tuple import Origin, Tuple, _RuntimeTuple
+
+if TYPE_CHECKING:
+    # Types only: a bolt task builds its checkpointing (tasks.py imports this module).
+    from squall.task.tasks import BoltTask
 
 # Once every spout is exhausted nothing new can arrive: checkpoint at this pace instead of the
 # configured interval, so bounded runs finish without waiting (a squall decision).
@@ -68,13 +75,24 @@ def window_namespace(component: str, task: int) -> str:
 
 
 class TaskCheckpointing:
-    """A bolt task's side of the protocol; also its collector wrapping (anchoring, held acks)."""
+    """A bolt task's side of the protocol; also its collector wrapping (anchoring, held acks).
 
-    def __init__(self, task: Any) -> None:
+    It holds the framework's state of a stateful bolt: the state (`state`, the same object the
+    bolt gets in `init_state`), a stateful windowed bolt's window state, and on Spark the batch
+    whose state is prepared and not yet known committed. A task snapshot carries them
+    (`saved`/`restore`), so a task restored in another process continues with them.
+    """
+
+    def __init__(self, task: BoltTask) -> None:
         self.task = task
         topology = task.topology
         cid = task.component_id
         self.stateful = is_stateful_role(topology.components[cid].role)
+        # The checkpoint hooks: a plain stateful bolt's own methods (Storm's user API), a
+        # windowed component's role adapter, which wraps them.
+        self.hooks: StatefulHooks = task.window if task.window is not None else task.instance
+        # A stateful windowed bolt's role also keeps a window state in the same transactions.
+        self.windows = task.window if isinstance(task.window, StatefulWindowedRole) else None
         self.spark = False
         self.state_dir: str | None = None
         sources = upstream(topology, cid)
@@ -92,19 +110,32 @@ class TaskCheckpointing:
         self.queued: list[Tuple] = []  # acked by the bolt since the last PREPARE
         self.prepared: list[Tuple] = []  # acked before the last PREPARE, waiting for COMMIT
         self.state: Any = None
+        self.window_state: State | None = None
+        # Spark: the batch whose state was prepared last, until known committed or not.
+        self.prepared_batch: int | None = None
         self.inner = task.execute
         self.handled: list[tuple[str, int]] = []  # (action, txid) handled, for tests and stats
+
+    # ---- snapshots ----------------------------------------------------------------------------
+    def saved(self) -> tuple[Any, State | None, int | None]:
+        """What a task snapshot must carry of the checkpointing (batch transactions: Spark, or
+        the local runner with a checkpoint location)."""
+        return (self.state, self.window_state, self.prepared_batch)
+
+    def restore(self, saved: tuple[Any, State | None, int | None]) -> None:
+        self.state, self.window_state, self.prepared_batch = saved
+        self.hooks = self.task.window if self.task.window is not None else self.task.instance
 
     # ---- wiring -------------------------------------------------------------------------------
     def prepare(self) -> None:
         """Instead of `BoltTask.prepare`: the user's collector anchors and (locally) holds acks."""
         task, inst = self.task, self.task.instance
         held = self.queued if self.stateful and not self.spark else None
-        persistent = bool(getattr(inst, "_window_persistent", False))
-        out = StatefulOutputCollector(task.collector, held, anchored=not persistent)
-        if isinstance(inst, BasicBolt):
+        unanchored = task.window is not None and task.window.emits_unanchored
+        out = StatefulOutputCollector(task.collector, held, anchored=not unanchored)
+        if task.basic:
             inst.prepare(task.conf, task.context)
-        elif task.windowed:
+        elif task.window is not None:
             collector = task.window.setup(task.conf, task.context, out)
             inst.prepare(task.conf, task.context, collector)
         else:
@@ -112,10 +143,11 @@ class TaskCheckpointing:
         if self.stateful and not self.spark:
             self.state = new_state(task.conf, namespace(task.component_id, task.task_id),
                                    default=MEMORY, context=task.context)
-            if hasattr(inst, "_sw_init"):  # a stateful windowed bolt: its window state too
-                inst._squall_window_state = new_state(
+            if self.windows is not None:  # a stateful windowed bolt: its window state too
+                self.window_state = new_state(
                     task.conf, window_namespace(task.component_id, task.task_id),
                     default=MEMORY, context=task.context)
+                self.windows.attach_window_state(self.window_state)
 
     # ---- local runner: checkpoint tuples -----------------------------------------------------
     def execute(self, tup: Tuple) -> None:
@@ -154,42 +186,42 @@ class TaskCheckpointing:
         out.ack(tup)
 
     def handle(self, action: str, txid: int) -> bool:
-        inst, state, out = self.task.instance, self.state, self.task.collector
+        hooks, state, out, windows = self.hooks, self.state, self.task.collector, self.windows
         self.handled.append((action, txid))
         if action == PREPARE:
             if not self.initialized:
                 return False
-            inst.pre_prepare(txid)
-            if hasattr(inst, "_sw_prepare"):
-                inst._sw_prepare(txid)
+            hooks.pre_prepare(txid)
+            if windows is not None:
+                windows.prepare_window_state(txid)
             state.prepare_commit(txid)
             self.prepared.extend(self.queued)
             self.queued.clear()
         elif action == COMMIT:
-            inst.pre_commit(txid)
+            hooks.pre_commit(txid)
             state.commit(txid)
-            if hasattr(inst, "_sw_commit"):
+            if windows is not None:
                 # After a crash between the two commits, the roll-forward (COMMIT again)
                 # promotes the window state's prepared version: both end up committed.
-                inst._sw_commit(txid)
+                windows.commit_window_state(txid)
             acks, self.prepared = self.prepared, []
             for t in acks:
                 out.ack(t)
         elif action == ROLLBACK:
-            inst.pre_rollback()
+            hooks.pre_rollback()
             state.rollback()
-            if hasattr(inst, "_sw_rollback"):
-                inst._sw_rollback()
+            if windows is not None:
+                windows.rollback_window_state()
             failed = self.prepared + self.queued
             self.prepared = []
             self.queued.clear()
             for t in failed:
                 out.fail(t)
         elif action == INITSTATE and not self.initialized:
-            inst.init_state(state)
+            hooks.init_state(state)
             self.initialized = True
-            if hasattr(inst, "_sw_init"):
-                inst._sw_init(inst._squall_window_state, self.task.host.now_ms())
+            if windows is not None:
+                windows.init_window(self.task.host.now_ms())
             buffered, self.buffered = self.buffered, []
             for t in buffered:
                 self.inner(t)
@@ -214,70 +246,91 @@ class TaskCheckpointing:
         """Before the task's first tuple of batch `batch_id`; `committed` is the driver's."""
         if not self.stateful:
             return
-        task, inst = self.task, self.task.instance
-        state = inst.__dict__.get("_squall_state")
-        if state is None:
+        task = self.task
+        if self.state is None:
             base = os.path.join(self.state_dir or ".", "state")
             state = new_state(task.conf, namespace(task.component_id, task.task_id),
                               default=DURABLE, base_dir=base, context=task.context)
             if isinstance(state, StoreKeyValueState):
                 state.sync(committed)  # drop what a crashed first attempt left
-            inst._squall_state = state
-            inst._squall_prepared = None
-            window_state = None
-            if hasattr(inst, "_sw_init"):  # a stateful windowed bolt: its window state too
+            self.state = state
+            self.prepared_batch = None
+            windows = self.windows
+            if windows is not None:  # a stateful windowed bolt: its window state too
                 window_state = new_state(
                     task.conf, window_namespace(task.component_id, task.task_id),
                     default=DURABLE, base_dir=base, context=task.context)
                 if isinstance(window_state, StoreKeyValueState):
                     window_state.sync(committed)
-                inst._squall_window_state = window_state
-            inst.init_state(state)
-            if window_state is not None:
-                inst._sw_init(window_state, task.host.now_ms())
+                self.window_state = window_state
+                windows.attach_window_state(window_state)
+            self.hooks.init_state(state)
+            if windows is not None:
+                windows.init_window(task.host.now_ms())
             return
-        finish_prepared(inst, committed)
-        if hasattr(inst, "_sw_attach"):
-            inst._sw_attach()
+        self.finish_prepared(committed)
+        if self.windows is not None:
+            self.windows.reattach()
 
     def end_batch(self, batch_id: int) -> None:
         if not (self.spark and self.stateful):
             return
-        inst = self.task.instance
-        inst.pre_prepare(batch_id)
-        if hasattr(inst, "_sw_prepare"):
-            inst._sw_prepare(batch_id)
-        inst._squall_state.prepare_commit(batch_id)
-        inst._squall_prepared = batch_id
+        self.hooks.pre_prepare(batch_id)
+        if self.windows is not None:
+            self.windows.prepare_window_state(batch_id)
+        self.state.prepare_commit(batch_id)
+        self.prepared_batch = batch_id
 
     def cleanup(self) -> None:
         """The driver's cleanup restores each task from its last committed snapshot: the batch
         it prepared last is committed."""
-        inst = self.task.instance
-        prepared = inst.__dict__.get("_squall_prepared")
-        if prepared is not None:
-            finish_prepared(inst, prepared)
+        if self.prepared_batch is not None:
+            self.finish_prepared(self.prepared_batch)
+
+    def finish_prepared(self, committed: int) -> None:
+        """Spark: commit what the task prepared if its batch is committed, drop later
+        versions."""
+        states: list[State] = [self.state]
+        if self.window_state is not None:
+            states.append(self.window_state)  # a stateful windowed bolt's window, same batches
+        prepared = self.prepared_batch
+        if prepared is not None and prepared <= committed:
+            self.hooks.pre_commit(prepared)
+            for state in states:
+                if isinstance(state, StoreKeyValueState):
+                    state.sync(committed)
+                else:
+                    state.commit(prepared)
+            self.prepared_batch = None
+        else:
+            for state in states:
+                if isinstance(state, StoreKeyValueState):
+                    state.sync(committed)
 
 
-def finish_prepared(inst: Any, committed: int) -> None:
-    """Spark: commit what the instance prepared if its batch is committed, drop later versions."""
-    states: list[State] = [inst._squall_state]
-    window_state = inst.__dict__.get("_squall_window_state")
-    if window_state is not None:
-        states.append(window_state)  # a stateful windowed bolt's window, same transactions
-    prepared = inst.__dict__.get("_squall_prepared")
-    if prepared is not None and prepared <= committed:
-        inst.pre_commit(prepared)
-        for state in states:
-            if isinstance(state, StoreKeyValueState):
-                state.sync(committed)
-            else:
-                state.commit(prepared)
-        inst._squall_prepared = None
-    else:
-        for state in states:
-            if isinstance(state, StoreKeyValueState):
-                state.sync(committed)
+class CheckpointHost(Protocol):
+    """What the coordinator's task needs of the local engine that hosts it."""
+
+    @property
+    def topology(self) -> Topology: ...
+
+    @property
+    def conf(self) -> Mapping[str, Any]: ...
+
+    @property
+    def tracking(self) -> bool: ...
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def send(self) -> Callable[[int, Tuple], None]: ...
+
+    def now_ms(self) -> int: ...
+
+    def ack_init(self, root: int, xor: int, spout_task: int) -> None: ...
+
+    def forget(self, root: int) -> None: ...
 
 
 class CheckpointSpoutTask:
@@ -285,7 +338,7 @@ class CheckpointSpoutTask:
 
     kind = "checkpoint"
 
-    def __init__(self, engine: Any, task_id: int) -> None:
+    def __init__(self, engine: CheckpointHost, task_id: int) -> None:
         topology, conf = engine.topology, engine.conf
         if not engine.tracking:
             raise InvalidTopologyError(
@@ -296,7 +349,7 @@ class CheckpointSpoutTask:
                                        "tuples would circle for ever")
         self.engine = engine
         self.task_id = task_id
-        self.completions: deque[Any] = deque()
+        self.completions: deque[Outcome] = deque()
         self.pending = PendingMap(message_timeout_ms(conf))
         self.rand = random.Random((engine.seed << 20) ^ task_id ^ 0x5EED).getrandbits
         state = new_state(conf, namespace(CHECKPOINT_COMPONENT, task_id), default=MEMORY)

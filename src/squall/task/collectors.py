@@ -8,26 +8,29 @@ bolt emit creates one edge id per destination and anchor, XORed into the anchor'
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from squall.errors import EmitError, ReliabilityError
+from squall.protocols import Host, OutputCollectorLike
+from squall.task.routing import StreamRoute
+from squall.task.snapshot import current_collector
+from squall.topology.declarer import DEFAULT_STREAM as DEFAULT
 from squall.topology.tuple import ACKED, FAILED, PENDING, Tuple, _RuntimeTuple
 
 if TYPE_CHECKING:
-    from squall.task.routing import StreamRoute
+    # Types only: the tasks build their collectors (tasks.py imports this module).
     from squall.task.tasks import BoltTask, SpoutTask, TaskRuntime
 
-DEFAULT = "default"
 
-
-def host_channels(host: Any) -> tuple[dict | None, Any]:
+def host_channels(host: Host) -> tuple[dict | None, Any]:
     """`(open, channel)` of a host that buffers tuples in packets, else `(None, None)`.
 
     Such a host (`squall.runtime.spark.row_schema.Packets`) keeps, for each (origin, target task)
     pair it can append to as things stand, the list that an unanchored tuple's values go into:
     `open.get((origin, target))`, or `channel(origin, target)` when there is none yet. That is
-    the hot path of every unanchored emit, inlined in the collectors.
+    the hot path of every unanchored emit, inlined in the collectors. Hosts without packets do
+    not declare the attribute (the Host protocol leaves it optional), hence the lookup.
     """
     packets = getattr(host, "packets", None)
     if packets is None:
@@ -39,16 +42,27 @@ class _Emitter:
     """Emit checks shared by spout and bolt collectors."""
 
     def __init__(self, task: TaskRuntime) -> None:
-        self._task = task
-        self._routes = task.routes
-        self._send = task.host.send
-        # Hosts that buffer tuples in packets (the Spark runner's) take an unanchored emit's
-        # values directly, without a Tuple or a call per emit (see `host_channels`).
-        self._open, self._channel = host_channels(task.host)
         self._component = task.component_id
         self._task_id = task.task_id
         self._capture = task.capture
         self._stats = task.stats
+        self.bind(task.host, task.routes, task.rand64)
+
+    def bind(self, host: Host, routes: dict[str, StreamRoute], rand: Callable[[], int]) -> None:
+        """Emit through `host` with `routes` and tuple ids from `rand`: the one place that
+        derives the shortcuts the emit paths use (called again when a task moves to another
+        host, or a snapshot replaced its routes and id generator)."""
+        self._host = host
+        self._routes = routes
+        self._rand = rand
+        self._send = host.send
+        # Hosts that buffer tuples in packets (the Spark runner's) take an unanchored emit's
+        # values directly, without a Tuple or a call per emit (see `host_channels`).
+        self._open, self._channel = host_channels(host)
+
+    _host: Host
+    _routes: dict[str, StreamRoute]
+    _rand: Callable[[], int]
 
     def _route(self, stream: str, values: Sequence[Any], direct: bool) -> StreamRoute:
         route = self._routes.get(stream)
@@ -107,13 +121,11 @@ class _Emitter:
         )
 
     def report_error(self, error: BaseException) -> None:
-        self._task.host.report_error(self._component, self._task_id, error)
+        self._host.report_error(self._component, self._task_id, error)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
         # A snapshot of a component stores a reference, resolved to the restoring task's own
         # collector (see squall.task.snapshot).
-        from squall.task.snapshot import current_collector
-
         return (current_collector, ("output",))
 
 
@@ -155,7 +167,7 @@ class SpoutOutputCollector(_Emitter):
             if msg_id is not None:
                 task.ack_untracked(msg_id)  # ackers = 0: acked at once, as in Storm
             return
-        rand = task.rand64
+        rand = self._rand
         root = rand()
         edges = [rand() for _ in targets]
         xor = 0
@@ -172,16 +184,17 @@ class OutputCollector(_Emitter):
     """The collector a bolt emits, acks and fails with."""
 
     def __init__(self, task: BoltTask) -> None:
+        self._tracking = task.tracking
         super().__init__(task)
-        host = task.host
+
+    def bind(self, host: Host, routes: dict[str, StreamRoute], rand: Callable[[], int]) -> None:
+        super().bind(host, routes, rand)
         self._host_ack = host.ack
         # A host whose `ack` only XORs the value into `xor[root]` (the Spark stage's) exposes
-        # that dict as `ack_xor`; acks then update it inline.
+        # that dict as `ack_xor`; acks then update it inline. Optional in the Host protocol.
         self._xor: dict[int, int] | None = getattr(host, "ack_xor", None)
         self._host_fail = host.fail
         self._host_reset = host.reset
-        self._tracking = task.tracking
-        self._rand = task.rand64
 
     def emit(
         self, values: Sequence[Any], anchors: Tuple | Sequence[Tuple] | None = None,
@@ -364,20 +377,25 @@ class BasicOutputCollector:
                  "_untracked", "input")
 
     def __init__(self, out: OutputCollector) -> None:
-        self.bind(out)
-
-    def bind(self, out: OutputCollector) -> None:
-        """Take `out`'s shortcuts, which depend on its host (again when the host changed);
-        no input is being executed."""
         self._out = out
+        self._untracked = not out._tracking
+        self._captured = out._capture is not None  # tests: every emit through OutputCollector
+        self._take_shortcuts()
+
+    def bind(self, host: Host, routes: dict[str, StreamRoute], rand: Callable[[], int]) -> None:
+        """Bind the `OutputCollector` this one emits through (`OutputCollector.bind`), and take
+        its shortcuts, which depend on the host."""
+        self._out.bind(host, routes, rand)
+        self._take_shortcuts()
+
+    def _take_shortcuts(self) -> None:
+        out = self._out
         self._routes = out._routes
         self._stats = out._stats
         self._send = out._send
         self._open, self._channel = out._open, out._channel
         self._rand = out._rand
-        self._untracked = not out._tracking
-        self._captured = out._capture is not None  # tests: every emit through OutputCollector
-        self.input: Tuple | None = None
+        self.input: Tuple | None = None  # no input is being executed
 
     def emit(self, values: Sequence[Any], stream: str = DEFAULT) -> list[int]:
         # BasicBolt emits are the bulk of most topologies' tuples: the common cases (an input
@@ -434,7 +452,81 @@ class BasicOutputCollector:
     def report_error(self, error: BaseException) -> None:
         self._out.report_error(error)
 
-    def __reduce__(self):
-        from squall.task.snapshot import current_collector
-
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
         return (current_collector, ("basic",))
+
+
+class StatefulOutputCollector:
+    """What bolts of a stateful topology emit with (Storm's `AnchoringOutputCollector` and
+    `AckTrackingOutputCollector`): unanchored emits are refused, and with a `held` list acks
+    are queued there until the checkpoint commits (local runner)."""
+
+    def __init__(self, out: OutputCollector, held: list[Tuple] | None,
+                 anchored: bool = True) -> None:
+        self._out = out  # the task's OutputCollector: pickles as a reference to it
+        self._held = held
+        self._anchored = anchored
+
+    def _check(self, anchors: Tuple | Sequence[Tuple] | None, stream: str) -> None:
+        if self._anchored and (anchors is None or (not isinstance(anchors, Tuple)
+                                                   and len(anchors) == 0)):
+            raise EmitError("Bolts in a stateful topology must emit anchored tuples",
+                            component=self._out._component, stream=stream)
+
+    def emit(self, values: Sequence[Any], anchors: Tuple | Sequence[Tuple] | None = None,
+             stream: str = DEFAULT) -> list[int]:
+        self._check(anchors, stream)
+        return self._out.emit(values, anchors, stream)
+
+    def emit_direct(self, task_id: int, values: Sequence[Any],
+                    anchors: Tuple | Sequence[Tuple] | None = None,
+                    stream: str = DEFAULT) -> list[int]:
+        self._check(anchors, stream)
+        return self._out.emit_direct(task_id, values, anchors, stream)
+
+    def ack(self, tup: Tuple) -> None:
+        if self._held is None:
+            self._out.ack(tup)
+        else:
+            self._held.append(tup)
+
+    def fail(self, tup: Tuple) -> None:
+        self._out.fail(tup)
+
+    def reset_timeout(self, tup: Tuple) -> None:
+        self._out.reset_timeout(tup)
+
+    def report_error(self, error: BaseException) -> None:
+        self._out.report_error(error)
+
+
+class WindowedOutputCollector:
+    """The collector a windowed bolt gets: inside `execute(window)`, an emit without anchors is
+    anchored to every tuple of the window (as Storm's `WindowedOutputCollector`); the window's
+    role adapter (squall.task.roles.windowed) sets `anchors` around each `execute`."""
+
+    def __init__(self, out: OutputCollectorLike) -> None:
+        self._out = out  # the task's (or stateful) collector; pickles as a reference to the task's
+        self.anchors: list[Tuple] | None = None
+
+    def emit(self, values: Sequence[Any], anchors: Tuple | Sequence[Tuple] | None = None,
+             stream: str = DEFAULT) -> list[int]:
+        return self._out.emit(values, self.anchors if anchors is None else anchors, stream)
+
+    def emit_direct(self, task_id: int, values: Sequence[Any],
+                    anchors: Tuple | Sequence[Tuple] | None = None,
+                    stream: str = DEFAULT) -> list[int]:
+        return self._out.emit_direct(task_id, values,
+                                     self.anchors if anchors is None else anchors, stream)
+
+    def ack(self, tup: Tuple) -> None:
+        self._out.ack(tup)
+
+    def fail(self, tup: Tuple) -> None:
+        self._out.fail(tup)
+
+    def reset_timeout(self, tup: Tuple) -> None:
+        self._out.reset_timeout(tup)
+
+    def report_error(self, error: BaseException) -> None:
+        self._out.report_error(error)

@@ -26,63 +26,72 @@ references that resolve, on load, to the collector and context of the task being
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 
+from squall.components.context import current_context, restoring_context
 from squall.errors import SquallError
 
-_restoring: list[Any] = []
+if TYPE_CHECKING:
+    # Types only: the tasks' collectors pickle as references resolved here (collectors.py
+    # imports this module, tasks.py imports collectors.py).
+    from squall.task.tasks import TaskRuntime
+
+_restoring: list[TaskRuntime] = []
 
 
 # The layout of a snapshot; a snapshot of another version is refused, not misread. Version 2:
-# the role adapter's state (squall.task.roles) travels next to the instance.
-FORMAT_VERSION = 2
+# the role adapter's state (squall.task.roles) travels next to the instance. Version 3: so does
+# the checkpointing's (a stateful bolt's state handles and prepared batch, no longer on the
+# instance), and the Storm windowed bolts' windows are in their role adapter's part.
+FORMAT_VERSION = 3
 
 
 class SnapshotFormatError(SquallError, ValueError):
     """A snapshot written by a squall whose snapshot layout differs from this one's."""
 
 
-def dump_instance(task: Any) -> bytes:
+def dump_instance(task: TaskRuntime) -> bytes:
     """The task's mutable runtime as bytes: its component instance, the framework's state for
-    it (its role adapter's), its routing state (shuffle positions, random generators, custom
-    groupings) and its tuple-id generator. Collectors and the context are stored as references."""
-    window = getattr(task, "window", None)
-    saved = window.saved() if window is not None else None
-    return cloudpickle.dumps((FORMAT_VERSION, task.instance, saved, task.routes, task.rand64))
+    it (its role adapter's and its checkpointing's), its routing state (shuffle positions, random
+    generators, custom groupings) and its tuple-id generator. Collectors and the context are
+    stored as references. One pickle, so what the instance and the framework share (a state
+    the bolt got in `init_state`, the collector it was prepared with) stays shared."""
+    window, checkpointing = task.framework_saved()
+    return cloudpickle.dumps(
+        (FORMAT_VERSION, task.instance, window, checkpointing, task.routes, task.rand64))
 
 
-def load_instance(task: Any, blob: bytes) -> None:
+def load_instance(task: TaskRuntime, blob: bytes) -> None:
     """Make the task continue from the snapshot, bound to its own collector and context."""
     _restoring.append(task)
     try:
-        record = cloudpickle.loads(blob)
+        with restoring_context(task.context):
+            record = cloudpickle.loads(blob)
     finally:
         _restoring.pop()
     if not (isinstance(record, tuple) and record and record[0] == FORMAT_VERSION):
-        found = record[0] if isinstance(record, tuple) and len(record) == 5 else "1 or unknown"
+        found = (record[0] if isinstance(record, tuple) and record
+                 and isinstance(record[0], int) else "1 or unknown")
         raise SnapshotFormatError(
             f"snapshot of task {task.task_id} ({task.component_id}) has format {found}, this "
             f"squall reads format {FORMAT_VERSION}: resume it with the squall that wrote it, or "
             f"start from a new checkpoint location")
-    _version, task.instance, saved, task.routes, task.rand64 = record
-    window = getattr(task, "window", None)
-    if window is not None:
-        window.restore(saved, task.instance)
+    _version, task.instance, window, checkpointing, task.routes, task.rand64 = record
+    task.restore_framework(window, checkpointing)
     task.rebind()
 
 
 def current_collector(kind: str) -> Any:
+    """The collector of the task being restored (what a pickled collector resolves to)."""
     if not _restoring:
         raise RuntimeError("a collector can only be unpickled while a task is being restored")
     task = _restoring[-1]
     if kind == "basic":
-        return task.basic_collector
+        return task.basic_collector  # type: ignore[attr-defined]
     return task.collector
 
 
-def current_context() -> Any:
-    if not _restoring:
-        raise RuntimeError("a context can only be unpickled while a task is being restored")
-    return _restoring[-1].context
+__all__ = ["FORMAT_VERSION", "SnapshotFormatError", "current_collector", "current_context",
+           "dump_instance", "load_instance"]

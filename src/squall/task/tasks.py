@@ -12,11 +12,12 @@ import logging
 import random
 from collections import deque
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from squall.components.base import BasicBolt, Spout
 from squall.components.context import TopologyContext
 from squall.errors import BatchRetryError, FailedException
+from squall.protocols import Host
 from squall.reliability.acker import Outcome
 from squall.reliability.pending import PendingMap
 from squall.task.checkpointing import TaskCheckpointing, is_stateful_topology
@@ -24,7 +25,6 @@ from squall.task.collectors import (
     BasicOutputCollector,
     OutputCollector,
     SpoutOutputCollector,
-    host_channels,
 )
 from squall.task.roles import WindowRole, window_role
 from squall.task.routing import build_routes
@@ -39,32 +39,6 @@ from squall.topology.roles import BASIC, is_windowed_role
 from squall.topology.tuple import Tuple
 
 log = logging.getLogger("squall")
-
-
-class Host(Protocol):
-    """What a runner provides to the tasks it hosts."""
-
-    def send(self, task_id: int, tup: Tuple) -> None: ...
-
-    def ack_init(self, root: int, xor: int, spout_task: int) -> None: ...
-
-    def ack(self, root: int, value: int, component: str) -> None: ...
-
-    def fail(self, root: int, component: str) -> None: ...
-
-    def reset(self, root: int, component: str) -> None: ...
-
-    def forget(self, root: int) -> None: ...
-
-    def now_ms(self) -> int: ...
-
-    # Whether a batch that raises `BatchRetryError` can be left uncommitted and run again
-    # (the runner's batches are transactions), rather than its tuples failed.
-    transactional_batches: bool
-
-    def report_error(
-        self, component: str, task: int, error: BaseException, stream: str | None = None
-    ) -> None: ...
 
 
 # The counters of a task in the order Storm's UI shows them, which `TaskStats.as_dict` keeps.
@@ -100,6 +74,7 @@ class TaskStats:
 
 class TaskRuntime:
     kind = "task"
+    collector: SpoutOutputCollector | OutputCollector
 
     def __init__(
         self,
@@ -130,10 +105,19 @@ class TaskRuntime:
 
     def rebind(self) -> None:
         """After a snapshot replaced instance, routes and ids (squall.task.snapshot)."""
-        collector = self.collector  # type: ignore[attr-defined]
-        collector._routes = self.routes
-        if hasattr(collector, "_rand"):
-            collector._rand = self.rand64
+        self._bind_collectors()
+
+    def _bind_collectors(self) -> None:
+        """Bind the task's collectors to its host, routes and id generator (one call)."""
+        self.collector.bind(self.host, self.routes, self.rand64)
+
+    def framework_saved(self) -> tuple[Any, Any]:
+        """What a snapshot carries of the framework's state for the instance: the role
+        adapter's and the checkpointing's (squall.task.snapshot). None for a spout."""
+        return None, None
+
+    def restore_framework(self, window: Any, checkpointing: Any) -> None:
+        """Continue from what `framework_saved` returned, after the instance was restored."""
 
     def _report(self, error: BaseException, stream: str | None = None) -> None:
         self.stats.errors += 1
@@ -148,7 +132,7 @@ class SpoutTask(TaskRuntime):
         self.pending = PendingMap(message_timeout_ms(self.conf))
         self.max_pending: int | None = max_spout_pending(self.conf)
         self.completions: deque[Outcome] = deque()
-        self.collector = SpoutOutputCollector(self)
+        self.collector: SpoutOutputCollector = SpoutOutputCollector(self)
         self.spout: Spout = self.instance
         self._untracked_acks: list[Any] = []
 
@@ -245,12 +229,12 @@ class BoltTask(TaskRuntime):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.collector = OutputCollector(self)
+        self.collector: OutputCollector = OutputCollector(self)
         role = self.topology.components[self.component_id].role
         self.basic = role == BASIC
         self.basic_collector = BasicOutputCollector(self.collector) if self.basic else None
-        # A windowed bolt's execute takes windows: tuples go to its window manager instead.
-        # A windowed operator (squall.windows) is driven through the same _window_* hooks.
+        # A windowed bolt's execute takes windows: tuples go to its role adapter instead, which
+        # holds the window (squall.task.roles).
         self.windowed = is_windowed_role(role)
         self.window: WindowRole | None = window_role(role, self.instance) if self.windowed else None
         self.execute = self._execute_basic if self.basic else (
@@ -266,9 +250,21 @@ class BoltTask(TaskRuntime):
         super().rebind()
         if self.basic != isinstance(self.instance, BasicBolt):
             raise TypeError(f"snapshot of {self.component_id} is not the same kind of bolt")
-        if self.basic_collector is not None:
-            self.basic_collector._routes = self.routes
-            self.basic_collector._rand = self.rand64
+
+    def _bind_collectors(self) -> None:
+        # A BasicBolt's collector binds the OutputCollector it emits through, then takes its
+        # shortcuts.
+        (self.basic_collector or self.collector).bind(self.host, self.routes, self.rand64)
+
+    def framework_saved(self) -> tuple[Any, Any]:
+        return (None if self.window is None else self.window.saved(),
+                None if self.checkpointing is None else self.checkpointing.saved())
+
+    def restore_framework(self, window: Any, checkpointing: Any) -> None:
+        if self.window is not None:
+            self.window.restore(window, self.instance)
+        if self.checkpointing is not None and checkpointing is not None:
+            self.checkpointing.restore(checkpointing)
 
     @property
     def tick_ms(self) -> int | None:
@@ -278,23 +274,15 @@ class BoltTask(TaskRuntime):
     def set_host(self, host: Host) -> None:
         """Move this task to another host (the Spark runner: a new micro-batch's stage)."""
         self.host = host
-        collector = self.collector
-        collector._send = host.send
-        collector._open, collector._channel = host_channels(host)
-        collector._host_ack, collector._host_fail = host.ack, host.fail
-        collector._xor = getattr(host, "ack_xor", None)
-        collector._host_reset = host.reset
-        if self.basic_collector is not None:
-            self.basic_collector.bind(collector)  # its shortcuts depend on the host
+        self._bind_collectors()
 
     def prepare(self) -> None:
         if self.checkpointing is not None:
             self.checkpointing.prepare()
         elif self.basic:
             self.instance.prepare(self.conf, self.context)
-        elif self.windowed:
-            collector = self.window.setup(  # type: ignore[union-attr]
-                self.conf, self.context, self.collector)
+        elif self.window is not None:
+            collector = self.window.setup(self.conf, self.context, self.collector)
             self.instance.prepare(self.conf, self.context, collector)
         else:
             self.instance.prepare(self.conf, self.context, self.collector)
@@ -322,9 +310,9 @@ class BoltTask(TaskRuntime):
 
     def end_of_input(self) -> None:
         """Every spout is exhausted (squall.task.end_of_input): windows flush and ack."""
-        if self.windowed:
+        if self.window is not None:
             try:
-                self.window.end_of_input(self.host.now_ms())  # type: ignore[union-attr]
+                self.window.end_of_input(self.host.now_ms())
             except Exception as exc:
                 self._report(exc)
 

@@ -1,0 +1,131 @@
+"""The surfaces the layers meet at, as typing protocols, so no layer imports another to type it.
+
+Components type against the collector surfaces here (`OutputCollectorLike`, ...), not against the
+task layer's collectors; the task layer types its hosts as `Host`, which every runner implements;
+windowed operators type accumulations as `Accumulation`. This module is the bottom layer: it
+imports only the standard library. Tuples are `Any` here because `Tuple` lives in `topology/`,
+one layer up; the classes implementing these protocols type them precisely.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+
+# ---- what components emit with -------------------------------------------------------------
+class OutputCollectorLike(Protocol):
+    """What a bolt emits, acks and fails with (Storm's `OutputCollector`)."""
+
+    def emit(self, values: Sequence[Any], anchors: Any = None,
+             stream: str = ...) -> list[int]: ...
+
+    def emit_direct(self, task_id: int, values: Sequence[Any], anchors: Any = None,
+                    stream: str = ...) -> list[int]: ...
+
+    def ack(self, tup: Any) -> None: ...
+
+    def fail(self, tup: Any) -> None: ...
+
+    def reset_timeout(self, tup: Any) -> None: ...
+
+    def report_error(self, error: BaseException) -> None: ...
+
+
+class SpoutOutputCollectorLike(Protocol):
+    """What a spout emits with; a `msg_id` makes the emit tracked."""
+
+    def emit(self, values: Sequence[Any], msg_id: Any = None,
+             stream: str = ...) -> list[int]: ...
+
+    def emit_direct(self, task_id: int, values: Sequence[Any], msg_id: Any = None,
+                    stream: str = ...) -> list[int]: ...
+
+    def report_error(self, error: BaseException) -> None: ...
+
+
+class BasicOutputCollectorLike(Protocol):
+    """What a `BasicBolt` emits with: every emit is anchored to the input being executed."""
+
+    def emit(self, values: Sequence[Any], stream: str = ...) -> list[int]: ...
+
+    def emit_direct(self, task_id: int, values: Sequence[Any],
+                    stream: str = ...) -> list[int]: ...
+
+    def reset_timeout(self, tup: Any) -> None: ...
+
+    def report_error(self, error: BaseException) -> None: ...
+
+
+# ---- what runners provide --------------------------------------------------------------------
+class Clock(Protocol):
+    """A source of time in ms since the epoch (a runner's clock, simulated or real)."""
+
+    def now_ms(self) -> int: ...
+
+
+class Host(Clock, Protocol):
+    """What a runner provides to the tasks it hosts.
+
+    A host may also buffer tuples in packets (`packets`, with `open` and `channel`) and take acks
+    as XORs into a dict (`ack_xor`); collectors look for both when they are bound to it
+    (`squall.task.collectors`), so hosts without them need not declare them.
+    """
+
+    def send(self, task_id: int, tup: Any) -> None: ...
+
+    def ack_init(self, root: int, xor: int, spout_task: int) -> None: ...
+
+    def ack(self, root: int, value: int, component: str) -> None: ...
+
+    def fail(self, root: int, component: str) -> None: ...
+
+    def reset(self, root: int, component: str) -> None: ...
+
+    def forget(self, root: int) -> None: ...
+
+    # Whether a batch that raises `BatchRetryError` can be left uncommitted and run again
+    # (the runner's batches are transactions), rather than its tuples failed.
+    transactional_batches: bool
+
+    def report_error(
+        self, component: str, task: int, error: BaseException, stream: str | None = None
+    ) -> None: ...
+
+
+# ---- what the checkpoint protocol calls --------------------------------------------------------
+class StatefulHooks(Protocol):
+    """The calls a checkpointed component gets (Storm's `IStatefulComponent`): the user's own
+    methods for a `StatefulBolt`, its role adapter for windowed components (squall.task.roles)."""
+
+    def init_state(self, state: Any) -> None: ...
+
+    def pre_prepare(self, txid: int) -> None: ...
+
+    def pre_commit(self, txid: int) -> None: ...
+
+    def pre_rollback(self) -> None: ...
+
+
+# ---- what windowed operators accumulate with ---------------------------------------------------
+@runtime_checkable
+class Accumulation(Protocol):
+    """What a windowed operator needs from an accumulation."""
+
+    retractable: bool
+
+    def default_accumulated_value(self) -> Any: ...
+
+    def accumulate(self, acc: Any, value: Any) -> Any: ...
+
+    def merge(self, acc1: Any, acc2: Any) -> Any: ...
+
+    def get_output(self, acc: Any) -> Any: ...
+
+    def get_retraction(self, output: Any) -> Any: ...
+
+
+class MergeAccumulation(Accumulation, Protocol):
+    """An accumulation over two inputs (`WindowedMergeOperator`)."""
+
+    def accumulate2(self, acc: Any, value: Any) -> Any: ...

@@ -1,0 +1,166 @@
+"""The windowed role: the framework's side of one Storm `WindowedBolt` in one task.
+
+The bolt (squall.components.windowed) holds the user's configuration (`with_window`, timestamps,
+lag, late stream). `WindowedRole` holds what the task needs to run it: the window manager
+(squall.tuple_windows), the collector that anchors `execute(window)`'s emits to the window
+(`WindowedOutputCollector`), the task's collector it acks through, and the count of tuples
+without a valid timestamp. It calls the bolt's `execute(window)` for each window, acks each input
+tuple when it leaves its last window, routes late tuples and tuples without a valid timestamp.
+A task snapshot carries `saved()`; the bolt reads its counter through the link the adapter sets
+(`WindowedBolt._task_side`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from squall.components.context import TopologyContext
+from squall.components.windowed import (
+    ERROR_STREAM,
+    LATE_TUPLE_STREAM,
+    TIMESTAMP_ERRORS_FATAL,
+    TIMESTAMP_FIELD,
+    WindowedBolt,
+    WindowTimestampError,
+    detached,
+)
+from squall.protocols import OutputCollectorLike
+from squall.task.collectors import WindowedOutputCollector
+from squall.task.roles.base import WindowRole
+from squall.timestamps import valid_timestamp
+from squall.topology.tuple import Tuple, is_tick_tuple
+from squall.tuple_windows.manager import Activation, Expired, Late, WindowManager
+from squall.tuple_windows.window import TupleWindow
+
+log = logging.getLogger("squall")
+
+# What a task snapshot carries (`saved`): everything `setup` built and the input changed. The
+# collectors among them pickle as references to the restoring task's (squall.task.snapshot).
+_SAVED = ("out", "collector", "manager", "late_stream", "fatal", "field", "window_errors")
+
+
+class WindowedRole(WindowRole):
+    """The role adapter of the `windowed` role (see the module doc)."""
+
+    instance: WindowedBolt
+    manager: WindowManager
+
+    @property
+    def emits_unanchored(self) -> bool:
+        return False  # emits are anchored to the window's tuples
+
+    def __init__(self, instance: WindowedBolt) -> None:
+        super().__init__(instance)
+        self.window_errors = 0  # tuples routed to `window_errors` (read as bolt.window_errors)
+
+    # ---- set up, snapshots ---------------------------------------------------------------
+    def setup(self, conf: Mapping[str, Any], context: TopologyContext,
+              out: OutputCollectorLike) -> WindowedOutputCollector:
+        """Build the window for this task; returns the collector `prepare` gets."""
+        bolt = self.instance
+        self.out = out
+        self.collector = WindowedOutputCollector(out)
+        self.manager = WindowManager(bolt.window_spec(conf), list(context.this_sources))
+        self.late_stream: str | None = conf.get(LATE_TUPLE_STREAM)
+        self.fatal = bool(conf.get(TIMESTAMP_ERRORS_FATAL))
+        # Event time has a timestamp field or an extractor (WindowedBolt.check_window).
+        self.field: str = conf.get(TIMESTAMP_FIELD) or ""
+        self.extractor: Callable[[Tuple], Any] | None = bolt.timestamp_extractor()
+        self.window_errors = 0
+        bolt._task_side = self
+        return self.collector
+
+    def saved(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in _SAVED if name in self.__dict__}
+
+    def restore(self, saved: Any, instance: Any) -> None:
+        super().restore(saved, instance)
+        if saved:
+            for name, value in saved.items():
+                setattr(self, name, value)
+            self.extractor = instance.timestamp_extractor()  # the bolt's configuration
+            instance._task_side = self
+
+    def events_in_memory(self) -> int:
+        """How many tuples the window holds now."""
+        manager = self.__dict__.get("manager")
+        return 0 if manager is None else len(manager.events)
+
+    # ---- tuples --------------------------------------------------------------------------
+    def execute(self, tup: Tuple, now_ms: int) -> None:
+        manager = self.manager
+        if is_tick_tuple(tup):
+            self.apply(manager.tick(now_ms))
+            return
+        if not manager.spec.event_time:
+            self.apply(manager.add(tup, now_ms))
+            return
+        try:
+            ts = self.timestamp(tup)
+        except Exception as exc:
+            self.invalid(tup, exc)
+            return
+        origin = tup._origin
+        self.apply(manager.add(tup, now_ms, ts, (origin.component, origin.stream), origin.task))
+
+    def end_of_input(self, now_ms: int) -> None:
+        self.apply(self.manager.end_of_input(now_ms))
+
+    def timestamp(self, tup: Tuple) -> int:
+        """The tuple's event time (ms), from the extractor or the timestamp field."""
+        value = self.extractor(tup) if self.extractor is not None else tup[self.field]
+        return valid_timestamp(value)
+
+    def invalid(self, tup: Tuple, exc: Exception) -> None:
+        """A tuple without a valid timestamp: counted, routed to `window_errors` and acked (or,
+        with `squall.window.timestamp.errors.fatal`, an error of the task)."""
+        self.window_errors += 1
+        error = WindowTimestampError(f"no valid timestamp: {type(exc).__name__}: {exc}")
+        if self.fatal:
+            raise error from exc
+        log.warning("windowed bolt %s: tuple %r routed to %r: %s",
+                    type(self.instance).__name__, tup, ERROR_STREAM, error)
+        out = self.out
+        out.emit([detached(tup), str(error)], anchors=tup, stream=ERROR_STREAM)
+        out.ack(tup)
+
+    def apply(self, actions: list) -> None:
+        """Carry out what the window manager decided: ack expired tuples, evaluate windows,
+        route late tuples."""
+        out = self.out
+        for action in actions:
+            if isinstance(action, Expired):
+                for tup in action.events:
+                    if tup._state == 0:  # a tuple failed by a failing execute stays failed
+                        out.ack(tup)
+            elif isinstance(action, Activation):
+                self.activate(action.window)
+            elif isinstance(action, Late):
+                tup = action.event
+                if self.late_stream is not None:
+                    out.emit([detached(tup)], anchors=tup, stream=self.late_stream)
+                else:
+                    log.info("windowed bolt %s: late tuple %r (ts %s < watermark %s)",
+                             type(self.instance).__name__, tup, action.ts, action.watermark)
+                out.ack(tup)
+
+    def activate(self, window: TupleWindow) -> None:
+        """Call the bolt's `execute(window)`, its unanchored emits anchored to the window."""
+        collector = self.collector
+        # Only tuples in a tracked tree take part in anchoring; leaving the others out keeps an
+        # emit of an untracked window O(1) instead of O(window) (Storm pays O(window) per emit).
+        tracked = [t for t in window.get() if t._anchors]
+        collector.anchors = tracked or None
+        try:
+            self.instance.execute(window)
+        except Exception as exc:
+            # Storm would lose the worker and replay the window's trees after their timeout;
+            # failing them now replays them sooner, and the bolt keeps running.
+            self.out.report_error(exc)
+            for tup in window.get():
+                if tup._state == 0:
+                    self.out.fail(tup)
+        finally:
+            collector.anchors = None
