@@ -86,7 +86,7 @@ def _is_installed(top: str, path: Path) -> bool:
 
 
 def _package_files(directory: Path) -> list[Path]:
-    files = []
+    files: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(directory):
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.endswith(
             ".egg-info"))

@@ -40,7 +40,7 @@ class _RedisStreams(TransactionalSpout):
         self.streams = list(streams)
         self.fields = fields
         self.max_batch = max_batch
-        self.config = {"host": host, "port": port, "password": password, "db": database}
+        self.host, self.port, self.password, self.database = host, port, password, database
         self.stop_when_empty = stop_when_empty
         self._client: Any = None
 
@@ -50,7 +50,8 @@ class _RedisStreams(TransactionalSpout):
     @property
     def client(self) -> Any:
         if self._client is None:
-            self._client = redis.Redis(decode_responses=True, socket_timeout=10, **self.config)
+            self._client = redis.Redis(host=self.host, port=self.port, password=self.password,
+                                       db=self.database, decode_responses=True, socket_timeout=10)
         return self._client
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
