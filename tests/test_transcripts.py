@@ -98,6 +98,11 @@ def _check(t: Transcript) -> None:
     for key in ("name", "core", "why", "runners", "steps"):
         assert key in d, f"{t.name}: no {key!r}"
     assert t.core in CORES, f"{t.name}: core must be one of {CORES}"
+    config = "window" if t.core == "tuple_windows" else "operator"
+    allowed_top = {"name", "core", "why", "runners", "runners_note", "steps", "local_batch_ms",
+                   config, *(("streams",) if config == "window" else ())}
+    assert set(d) <= allowed_top, f"{t.name}: unknown keys {set(d) - allowed_top}"
+    assert config in d, f"{t.name}: no {config!r}"
     assert "core" in t.runners and set(t.runners) <= set(RUNNERS), (
         f"{t.name}: runners must include 'core' and be among {RUNNERS}")
     assert not (t.processing_time and "spark" in t.runners), (
