@@ -2,10 +2,12 @@
 `WindowedMergeOperator`. Apex Malhar's WindowedOperator feature set, with the decisions of
 docs/design/windowed-operators.md, on every runner.
 
-Each operator task hosts a `WindowedEngine`. Every input tuple is accumulated (or dropped as too
-late) and acked at once: the operator keeps values in its state, not tuples, so panes are emitted
-unanchored. Output fields: `key, window_start, window_end, value, timing, pane_index,
-is_retraction` (the non-keyed operators omit `key`).
+An operator holds the user's configuration only; each of its tasks hosts a `WindowedEngine` in
+the operator role adapter (`squall.task.roles.operator.OperatorRole`), which the task builds from
+the recorded role. Every input tuple is accumulated (or dropped as too late) and acked at once:
+the operator keeps values in its state, not tuples, so panes are emitted unanchored. Output
+fields: `key, window_start, window_end, value, timing, pane_index, is_retraction` (the non-keyed
+operators omit `key`).
 
 Watermarks: an operator emits its watermark on the stream `_watermark` (field `watermark`);
 `TopologyBuilder` subscribes every operator to that stream of each upstream operator it reads,
@@ -36,29 +38,23 @@ event time (largest timestamp seen minus the delay), and uses the larger of the 
 from __future__ import annotations
 
 import datetime
-import logging
-import math
-import pickle
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from squall.components.base import Bolt
-from squall.components.windowed import ERROR_FIELDS, ERROR_STREAM, LATE_TUPLE_FIELD, detached
+from squall.components.windowed import ERROR_FIELDS, ERROR_STREAM, LATE_TUPLE_FIELD
 from squall.duration import Duration, to_millis
 from squall.errors import InvalidTopologyError
 from squall.panes.accumulations import Accumulation
-from squall.panes.engine import InputWatermarks, WindowedEngine
-from squall.panes.state_mapping import META_KEY, StateSessions, StateWindowStore
 from squall.panes.triggers import TriggerOption
 from squall.panes.windows import WindowOption
-from squall.task.collectors import OutputCollector
 from squall.topology import roles
 from squall.topology.config import TOPOLOGY_TICK_TUPLE_FREQ_SECS
 from squall.topology.declarer import DEFAULT_STREAM, StreamSpec
+from squall.topology.description import Subscription
 from squall.topology.fields import Fields
-from squall.topology.tuple import TICK_STREAM, Tuple
-
-log = logging.getLogger("squall")
+from squall.topology.groupings import AllGrouping
+from squall.topology.tuple import Tuple
 
 WATERMARK_STREAM = "_watermark"
 """The stream on which operators send their watermark downstream (field `watermark`)."""
@@ -71,15 +67,24 @@ Extractor = Callable[[Tuple], Any]
 DurationLike = Duration | datetime.timedelta | int
 
 
+class _TaskSide(Protocol):
+    """What the operator forwards to its task's role adapter (`OperatorRole`) while the task
+    still reports batch ends to the component (`on_batch_end`) rather than to the adapter."""
+
+    def end_batch_now(self, batch_id: int) -> None: ...
+
+
 class WindowedOperatorBase(Bolt):
-    """What the three operators share; the task routes tuples, batch ends and the end of input
-    to the `_window_*` methods (as for `WindowedBolt`)."""
+    """What the three operators share: the user's configuration, the declaration of the output
+    streams and the validation. The framework's side (engine, stores, watermarks, counters, the
+    output collector) lives in the task's role adapter, `squall.task.roles.operator.OperatorRole`,
+    to which the task routes tuples, batch ends and the end of input."""
 
     keyed = True
     n_inputs = 1
-    # Panes are emitted unanchored (they derive from inputs acked long ago), also in a stateful
-    # topology, whose collector otherwise refuses unanchored emits.
-    _window_persistent = True
+    # The task's role adapter while the operator forwards batch ends to it (set by the
+    # adapter, never pickled with the operator).
+    _task_side: _TaskSide | None = None
 
     def __init__(
         self,
@@ -127,15 +132,14 @@ class WindowedOperatorBase(Bolt):
         if self.keyed and any(f is None and x is None
                               for f, x in zip(key_fields, key_extractors, strict=True)):
             raise ValueError(f"{type(self).__name__} needs key_field= or key_extractor=")
-        self._ts_fields, self._ts_extractors = timestamp_fields, timestamp_extractors
-        self._key_fields, self._key_extractors = key_fields, key_extractors
-        self._value_fields, self._value_extractors = value_fields, value_extractors
+        # Per input (one, or two for the merge operator): a field name or an extractor each.
+        self.timestamp_fields, self.timestamp_extractors = timestamp_fields, timestamp_extractors
+        self.key_fields, self.key_extractors = key_fields, key_extractors
+        self.value_fields, self.value_extractors = value_fields, value_extractors
         # With stateful=True the windows live in the topology's state provider and take part in
-        # its checkpoints (squall.state): the task calls init_state and the pre_* hooks.
-        self._stateful = bool(stateful)
+        # its checkpoints (squall.state): the task hosts it with the stateful-operator role.
+        self.stateful = bool(stateful)
         self.role = roles.STATEFUL_OPERATOR if stateful else roles.OPERATOR
-        self._state: Any = None
-        self._stale = False
 
     # ---- declaration -----------------------------------------------------------------------
     def declare_output_fields(self, declarer: Any) -> None:
@@ -154,9 +158,6 @@ class WindowedOperatorBase(Bolt):
     def implicit_inputs(self, inputs: list[Any], streams: Mapping[str, Mapping[str, Any]]
                         ) -> list[Any]:
         """The watermark subscriptions `TopologyBuilder` adds: one per upstream operator."""
-        from squall.topology.description import Subscription
-        from squall.topology.groupings import AllGrouping
-
         have = {(s.component, s.stream) for s in inputs}
         extra = []
         for sub in inputs:
@@ -173,274 +174,35 @@ class WindowedOperatorBase(Bolt):
         period = self.trigger.time_ms
         return {TOPOLOGY_TICK_TUPLE_FREQ_SECS: period / 1000} if period else None
 
-    def _input_of(self, component: str) -> int:
+    def input_of(self, component: str) -> int:
+        """Which input (0, or 1 for the merge operator's `input2`) `component` feeds."""
         return 0
 
-    # ---- the framework's side: called by the task ------------------------------------------
-    def _window_setup(self, conf: Mapping[str, Any], context: Any, out: Any) -> Any:
-        self._out = out
-        sources: list[set[int]] = [set() for _ in range(self.n_inputs)]
-        inputs: dict[str, int] = {}
-        for (cid, _stream) in context.this_sources:
-            i = inputs[cid] = self._input_of(cid)
-            if _stream == WATERMARK_STREAM:
-                sources[i].update(context.component_tasks(cid))
-        self._inputs = inputs
-        self._sources = [frozenset(s) for s in sources]
-        self._sends_wm = bool(context.this_targets.get(WATERMARK_STREAM))
-        self._fresh()
-        # Fields for timestamp, key and value, one input, the watermark generated only: the
-        # per-tuple work can skip the general extraction and watermark bookkeeping.
-        ts_f, key_f, value_f = self._ts_fields[0], self._key_fields[0], self._value_fields[0]
-        delay = self.watermark_delay_ms
-        self._fast: tuple[str, str | None, str, int] | None = None
-        if (self.n_inputs == 1 and not sources[0] and delay is not None and ts_f is not None
-                and value_f is not None and (not self.keyed or key_f is not None)):
-            self._fast = (ts_f, key_f, value_f, delay)
-        # The field positions of the fast path, for the last input stream's Fields (all tuples
-        # of one upstream stream share it): an identity check instead of three name lookups.
-        self._fast_fields: Any = None
-        self._fast_index = (0, 0, 0)
-        # Panes go to the task's collector in bulk (`emit_many`); in a stateful topology `out`
-        # wraps that collector (and passes unanchored emits through).
-        collector = getattr(out, "_out", out)
-        self._bulk = collector if isinstance(collector, OutputCollector) else None
-        return out
+    def execute(self, tup: Tuple) -> None:  # the task hands tuples to the operator role
+        raise RuntimeError("windowed operators are driven by their task")
 
-    def _fresh(self) -> None:
-        """The state of a task that has seen nothing."""
-        self.engine = WindowedEngine(self.window, self.accumulation, self.trigger,
-                                     self.allowed_lateness_ms)
-        self.watermarks = InputWatermarks(list(self._sources), self.watermark_delay_ms)
-        self._pending_wm: int | None = None
-        self.late_tuples = 0
-        self.window_errors = 0
-
-    # ---- stateful=True: the checkpoint protocol's hooks (as a StatefulBolt's) ----------------
-    def init_state(self, state: Any) -> None:
-        """The task's state (`topology.state.provider`, namespace `<component>-<task>`): the
-        windows move into it, and whatever it committed last is where the operator resumes."""
-        self._state = state
-        self._load()
-
-    def _load(self) -> None:
-        state = self._state
-        self._stale = False
-        self._fresh()
-        meta = state.get(META_KEY)
-        progress = None if meta is None else pickle.loads(meta)
-        engine = self.engine
-        engine.windows = StateWindowStore(state, None if progress is None
-                                          else progress["chunks"])
-        engine.sessions = StateSessions(state)
-        if progress is not None:
-            engine.restore_progress(progress["engine"])
-            self.watermarks = progress["watermarks"]
-            self._pending_wm = progress["pending_wm"]
-            self.late_tuples, self.window_errors = progress["counts"]
-
-    def pre_prepare(self, txid: int) -> None:
-        """Before the state prepares `txid`: write what changed since the last prepare."""
-        if self._stale:
-            self._load()
-        engine = self.engine
-        engine.windows.flush()  # type: ignore[attr-defined]
-        engine.sessions.flush()  # type: ignore[attr-defined]
-        self._state.put(META_KEY, pickle.dumps({
-            "engine": engine.progress(), "chunks": engine.windows.chunks,  # type: ignore
-            "watermarks": self.watermarks, "pending_wm": self._pending_wm,
-            "counts": (self.late_tuples, self.window_errors)}, protocol=pickle.HIGHEST_PROTOCOL))
-
-    def pre_commit(self, txid: int) -> None:
-        """Nothing to do: the state commits what `pre_prepare` wrote."""
-
-    def pre_rollback(self) -> None:
-        """The state goes back to its last commit (right after this call): so does the operator,
-        reloaded from it before its next tuple."""
-        self._stale = True
-
-    def _window_execute(self, tup: Tuple, now_ms: int) -> None:
-        if self._stale:
-            self._load()
-        origin = tup._origin
-        stream = origin.stream
-        engine = self.engine
-        if stream == WATERMARK_STREAM:
-            w = self.watermarks.upstream(self._inputs[origin.component], origin.task,
-                                         tup.values[0])
-            if w is not None:
-                self._advance(w, now_ms)
-            return
-        if stream == TICK_STREAM:
-            return  # a wake-up: the batch end that follows runs the time triggers
-        i = self._inputs[origin.component] if self.n_inputs > 1 else 0
-        fast = self._fast
-        if fast is not None and i == 0:
-            # The hot path: timestamp, key and value are fields, the watermark is generated.
-            values = tup.values
-            if origin.fields is self._fast_fields:
-                i_ts, i_key, i_value = self._fast_index
-            else:
-                index = origin.fields._index
-                try:
-                    i_ts, i_value = index[fast[0]], index[fast[2]]
-                    i_key = index[fast[1]] if fast[1] is not None else -1
-                except KeyError as exc:
-                    self._invalid(tup, exc)
-                    return
-                self._fast_fields, self._fast_index = origin.fields, (i_ts, i_key, i_value)
-            ts = values[i_ts]
-            if ts.__class__ is int:
-                if engine.process(values[i_key] if i_key >= 0 else None, ts, values[i_value],
-                                  now_ms, False, None):
-                    if engine.out:
-                        self._flush()
-                else:
-                    self._late(tup, ts)
-                w = ts - fast[3]
-                if w > engine.watermark:
-                    if w < engine.due:
-                        # Nothing fires or purges below `due`: the watermark just moves (what
-                        # `_advance` would do, without its calls on every new timestamp).
-                        engine.watermark = self._pending_wm = w
-                    else:
-                        self._advance(w, now_ms)
-                self._out.ack(tup)
-                return
-        try:
-            ts, window = self._timestamp(tup, i)
-            key = self._key(tup, i)
-            value = self._value(tup, i)
-        except Exception as exc:
-            self._invalid(tup, exc)
-            return
-        out = self._out
-        if engine.process(key, ts, value, now_ms, i == 1, window):
-            if engine.out:
-                self._flush()
-        else:
-            self._late(tup, ts)
-        w = self.watermarks.observe(i, ts)
-        if w is not None:
-            self._advance(w, now_ms)
-        out.ack(tup)
-
-    def _advance(self, w: int, now_ms: int) -> None:
-        engine = self.engine
-        engine.advance(w, now_ms)
-        if engine.out:
-            self._flush()
-        # Sent lazily: before the next pane, at the batch end or at the end of input. Downstream
-        # sees it in the same place relative to this task's panes as if sent at once, without a
-        # control tuple for every tuple that moves the watermark.
-        self._pending_wm = engine.watermark
-
-    def _flush(self) -> None:
-        if self._pending_wm is not None:
-            self._send_watermark()
-        panes = self.engine.take()
-        rows = [list(p) for p in panes] if self.keyed else [list(p[1:]) for p in panes]
-        if self._bulk is not None:
-            self._bulk.emit_many(rows)  # one route lookup per firing, not per pane
-        else:
-            emit = self._out.emit
-            for row in rows:
-                emit(row)
-
-    def _send_watermark(self) -> None:
-        w, self._pending_wm = self._pending_wm, None
-        if self._sends_wm:
-            self._out.emit([w], stream=WATERMARK_STREAM)
+    # ---- forwarded to the task's role adapter ---------------------------------------------
+    # The task calls `on_batch_end` on the component: it forwards to the role adapter
+    # (`OperatorRole`), which links itself here when it sets the task up or restores it. Once
+    # the task reports batch ends to the adapter, the link goes.
 
     def on_batch_end(self, batch_id: int) -> None:
         """Time triggers fire against the batch's processing time; the watermark goes out.
         A subclass that overrides this must call it."""
-        if self._stale:
-            self._load()
-        engine = self.engine
-        out = self._out  # the task's collector, or (stateful topology) a wrapper around it
-        engine.batch_end(getattr(out, "_out", out)._task.host.now_ms())
-        if engine.out:
-            self._flush()
-        if self._pending_wm is not None:
-            self._send_watermark()
+        side = self._task_side
+        if side is not None:
+            side.end_batch_now(batch_id)
 
-    def _window_end_of_input(self, now_ms: int) -> None:
-        if self._stale:
-            self._load()
-        engine = self.engine
-        engine.end_of_input(now_ms)
-        if engine.out:
-            self._flush()
-        self._pending_wm = engine.watermark
-        self._send_watermark()
+    # stateful=True: the checkpoint protocol calls its hooks (`init_state`, `pre_prepare`,
+    # `pre_commit`, `pre_rollback`) on the role adapter, which keeps the windows in the state.
 
-    # ---- extraction ----------------------------------------------------------------------
-    def _timestamp(self, tup: Tuple, i: int) -> tuple[int, Any]:
-        x = self._ts_extractors[i]
-        if x is not None:
-            return _valid_ts(x(tup)), None
-        f = self._ts_fields[i]
-        if f is not None:
-            return _valid_ts(tup.values[tup._origin.fields._index[f]]), None
-        if self.window is None:
-            # Window propagation: the tuple is a pane; its window is kept, its timestamp is the
-            # window start (as Apex stamps panes).
-            index = tup._origin.fields._index
-            if "window_start" in index and "window_end" in index:
-                start = tup.values[index["window_start"]]
-                return start, (start, tup.values[index["window_end"]])
-            raise ValueError("an operator without a window option needs panes (window_start, "
-                             "window_end) as input")
-        return 0, None  # no timestamp (Apex): fits the global window
-
-    def _key(self, tup: Tuple, i: int) -> Any:
-        if not self.keyed:
-            return None
-        x = self._key_extractors[i]
-        if x is not None:
-            return x(tup)
-        f = self._key_fields[i]
-        assert f is not None, "a keyed operator has a key field or extractor per input"
-        return tup.values[tup._origin.fields._index[f]]
-
-    def _value(self, tup: Tuple, i: int) -> Any:
-        x = self._value_extractors[i]
-        if x is not None:
-            return x(tup)
-        f = self._value_fields[i]
-        if f is not None:
-            return tup.values[tup._origin.fields._index[f]]
-        return tuple(tup.values)
-
-    def _late(self, tup: Tuple, ts: int) -> None:
-        self.late_tuples += 1
-        if self.late_stream is not None:
-            self._out.emit([detached(tup)], anchors=tup, stream=self.late_stream)
-        else:
-            log.info("windowed operator %s: late tuple %r dropped (ts %s < watermark %s - "
-                     "allowed lateness %s)", type(self).__name__, tup, ts,
-                     self.engine.watermark, self.allowed_lateness_ms)
-
-    def _invalid(self, tup: Tuple, exc: Exception) -> None:
-        self.window_errors += 1
-        out = self._out
-        out.emit([detached(tup), f"{type(exc).__name__}: {exc}"], anchors=tup,
-                 stream=ERROR_STREAM)
-        out.ack(tup)
-
-    def execute(self, tup: Tuple) -> None:  # the task calls _window_execute instead
-        raise RuntimeError("windowed operators are driven by their task")
-
-
-def _valid_ts(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"timestamp must be a number of ms since epoch, got {value!r}")
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"timestamp must be finite, got {value!r}")
-        return math.floor(value)
-    return value
+    def __getstate__(self) -> dict[str, Any]:
+        # The link to the role adapter is not the operator's: a task snapshot carries the
+        # adapter's state separately (`OperatorRole.saved`), and the restoring adapter links
+        # itself to the restored operator.
+        state = dict(self.__dict__)
+        state.pop("_task_side", None)
+        return state
 
 
 class KeyedWindowedOperator(WindowedOperatorBase):
@@ -546,7 +308,7 @@ class WindowedMergeOperator(WindowedOperatorBase):
             value_fields=(value_field, value2[0]), value_extractors=(value_extractor, value2[1]),
             stateful=stateful)
 
-    def _input_of(self, component: str) -> int:
+    def input_of(self, component: str) -> int:
         if component in self.input1:
             return 0
         if component in self.input2:

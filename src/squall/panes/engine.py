@@ -52,6 +52,13 @@ from squall.panes.windows import (
 
 Pane = tuple[Any, int, int, Any, str, int, bool]
 
+# What `WindowedEngine.process` returns when it also generates the watermark (`delay=`), as
+# bit flags: the tuple was accumulated (not dropped); the watermark moved with nothing due below
+# it; the generated watermark reached `due`, so the caller must `advance` to it.
+ACCEPTED = 1
+WATERMARK_MOVED = 2
+WATERMARK_DUE = 4
+
 
 class PaneState:
     """The state of one (key, window): plain data, so it pickles into snapshots."""
@@ -164,13 +171,21 @@ class WindowedEngine:
 
     # ---- input ---------------------------------------------------------------------------
     def process(self, key: Any, ts: int, value: Any, now: int, second: bool = False,
-                window: Window | None = None) -> bool:
+                window: Window | None = None, delay: int | None = None) -> int:
         """Accumulate one tuple (`second`: from the merge operator's second input); False if
-        it was dropped as too late."""
+        it was dropped as too late, else True.
+
+        With `delay` the caller's watermark is generated from event time, trailing the largest
+        timestamp by `delay`, and the result is `ACCEPTED` (unless dropped) combined with
+        `WATERMARK_MOVED` (`ts - delay` was larger than the watermark and nothing is due below
+        it: the watermark moved, nothing else to do) or `WATERMARK_DUE` (the caller must
+        `advance(ts - delay, now)`: panes or purges are due). The operator's hot path: one call
+        per tuple instead of a second one for every tuple that raises the watermark.
+        """
         lateness = self.lateness
         if lateness is not None and ts < self.watermark - lateness:
             self.dropped += 1
-            return False
+            return False if delay is None else self._generated(ts - delay)
         self.now = now
         fixed = self._fixed
         if fixed and window is None and not second:
@@ -205,7 +220,26 @@ class WindowedEngine:
         else:
             for w in self.window.assign(ts):  # type: ignore[union-attr]
                 self._add(key, w, value, now, second)
-        return True
+        if delay is None:
+            return True
+        # `_generated` inlined: this runs for every tuple of the hot path.
+        generated = ts - delay
+        if generated <= self.watermark:
+            return ACCEPTED
+        if generated < self.due:
+            self.watermark = generated
+            return ACCEPTED | WATERMARK_MOVED
+        return ACCEPTED | WATERMARK_DUE
+
+    def _generated(self, w: int) -> int:
+        """A generated watermark `w`: moved here if nothing is due below it (what `advance`
+        would do); WATERMARK_DUE if the caller must `advance` to it."""
+        if w <= self.watermark:
+            return 0
+        if w < self.due:
+            self.watermark = w
+            return WATERMARK_MOVED
+        return WATERMARK_DUE
 
     def _add(self, key: Any, w: Window, value: Any, now: int, second: bool) -> None:
         keys = self.windows.get(w)

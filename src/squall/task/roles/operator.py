@@ -1,0 +1,389 @@
+"""The operator role: the framework's side of one windowed operator (squall.windows) in one task.
+
+An operator (`KeyedWindowedOperator`, `WindowedOperator`, `WindowedMergeOperator`) holds the
+user's configuration; `OperatorRole` holds what its task needs to run it: the pane engine
+(`squall.panes.engine.WindowedEngine`) and, for `stateful=True`, its stores over the task's state,
+the input watermarks, the watermark not yet sent downstream, the counters of late and invalid
+tuples, and the output collector. The task gives it every input tuple with its processing time
+(`execute`), the batch ends (`end_batch`) and the end of input; a task snapshot carries `saved()`
+(for an in-memory operator the engine's panes, for a stateful one what is not in the state).
+
+Stateful operators (role `stateful-operator`) resume from their state through the checkpoint
+protocol's hooks, which are methods of this adapter: `init_state`, `pre_prepare`, `pre_commit`,
+`pre_rollback`.
+
+The operator's module (squall.components.operators) describes the semantics; the reasons are in
+docs/design/windowed-operators.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from squall.components.context import TopologyContext
+from squall.components.operators import WATERMARK_STREAM, WindowedOperatorBase
+from squall.components.windowed import ERROR_STREAM, detached
+from squall.panes.engine import (
+    ACCEPTED,
+    WATERMARK_DUE,
+    WATERMARK_MOVED,
+    InputWatermarks,
+    WindowedEngine,
+)
+from squall.panes.state_mapping import META_KEY, StateSessions, StateWindowStore
+from squall.panes.windows import Window
+from squall.protocols import OutputCollectorLike
+from squall.state.base import KeyValueState
+from squall.task.collectors import OutputCollector
+from squall.task.roles.base import WindowRole
+from squall.task.snapshot import SnapshotFormatError
+from squall.timestamps import valid_timestamp
+from squall.topology.fields import Fields
+from squall.topology.tuple import TICK_STREAM, Tuple
+
+log = logging.getLogger("squall")
+
+# What a task snapshot carries (`saved`): everything `setup` and the input built, except the
+# operator (the snapshot has it) and the field-position cache of the fast path (rebuilt from the
+# first tuple). The collectors among them pickle as references to the restoring task's.
+_SAVED = (
+    "_out", "_bulk", "_clock", "_inputs", "_n_inputs", "_sources", "_sends_wm", "_fast",
+    "_keyed",
+    "engine", "watermarks", "_pending_wm", "late_tuples", "window_errors",
+    "_state", "_store", "_session_store", "_stale",
+)
+
+
+class TaskClock:
+    """The processing time of the task whose collector this is, read from the host the
+    collector is bound to at every call (the Spark runner moves a task to a new host each
+    micro-batch and rebinds its collector).
+
+    Only the batch end needs it, while the task calls the operator's `on_batch_end` rather than
+    `OperatorRole.end_batch` with the batch's time.
+    """
+
+    def __init__(self, collector: OutputCollector) -> None:
+        self.collector = collector  # pickles as a reference to the restoring task's collector
+
+    def __call__(self) -> int:
+        return self.collector._host.now_ms()
+
+
+class OperatorRole(WindowRole):
+    """The role adapter of the `operator` and `stateful-operator` roles (see the module doc)."""
+
+    instance: WindowedOperatorBase
+    # Panes derive from inputs acked long before: unanchored, also in a stateful topology.
+    emits_unanchored = True
+
+    def __init__(self, instance: WindowedOperatorBase) -> None:
+        super().__init__(instance)
+        self._state: KeyValueState | None = None
+        self._store: StateWindowStore | None = None
+        self._session_store: StateSessions | None = None
+        self._stale = False
+
+    # ---- set up, snapshots ---------------------------------------------------------------
+    def setup(self, conf: Mapping[str, Any], context: TopologyContext,
+              out: OutputCollectorLike, *, now_ms: Callable[[], int] | None = None) -> Any:
+        """Build the task's engine and watermarks; returns `out`, the collector `prepare` gets.
+
+        `now_ms`: the task's clock, for batch ends the task reports without their time (default:
+        the clock of the task that owns `out`)."""
+        op = self.instance
+        self._out = out
+        n_inputs = self._n_inputs = op.n_inputs
+        sources: list[set[int]] = [set() for _ in range(n_inputs)]
+        inputs: dict[str, int] = {}
+        for (cid, stream) in context.this_sources:
+            i = inputs[cid] = op.input_of(cid)
+            if stream == WATERMARK_STREAM:
+                sources[i].update(context.component_tasks(cid))
+        self._inputs = inputs
+        self._sources = [frozenset(s) for s in sources]
+        self._sends_wm = bool(context.this_targets.get(WATERMARK_STREAM))
+        self._keyed = op.keyed
+        self._fresh()
+        # Fields for timestamp, key and value, one input, the watermark generated only: the
+        # per-tuple work can skip the general extraction and watermark bookkeeping.
+        ts_f, key_f, value_f = op.timestamp_fields[0], op.key_fields[0], op.value_fields[0]
+        delay = op.watermark_delay_ms
+        self._fast: tuple[str, str | None, str, int] | None = None
+        if (n_inputs == 1 and not sources[0] and delay is not None and ts_f is not None
+                and value_f is not None and (not op.keyed or key_f is not None)):
+            self._fast = (ts_f, key_f, value_f, delay)
+        self._reset_fast_cache()
+        # Panes go to the task's collector in bulk (`emit_many`); in a stateful topology `out`
+        # wraps that collector (and passes unanchored emits through).
+        collector = getattr(out, "_out", out)
+        self._bulk = collector if isinstance(collector, OutputCollector) else None
+        self._clock: Callable[[], int] | None = now_ms if now_ms is not None else (
+            TaskClock(self._bulk) if self._bulk is not None else None)
+        op._task_side = self  # see WindowedOperatorBase: its forwarded hooks
+        return out
+
+    def _reset_fast_cache(self) -> None:
+        # The field positions of the fast path, for the last input stream's Fields (all tuples
+        # of one upstream stream share it): an identity check instead of three name lookups.
+        self._fast_fields: Fields | None = None
+        self._fast_index = (0, 0, 0)
+
+    def _fresh(self, store: StateWindowStore | None = None,
+               sessions: StateSessions | None = None) -> None:
+        """The state of a task that has seen nothing (with `store` and `sessions`: in them)."""
+        op = self.instance
+        self.engine = WindowedEngine(op.window, op.accumulation, op.trigger,
+                                     op.allowed_lateness_ms, store=store, sessions=sessions)
+        self.watermarks = InputWatermarks(list(self._sources), op.watermark_delay_ms)
+        self._pending_wm: int | None = None
+        self.late_tuples = 0
+        self.window_errors = 0
+
+    def saved(self) -> dict[str, Any]:
+        """The engine (in memory: its panes; stateful: what it loaded, the state is referenced),
+        the watermarks, the counters and what `setup` derived from the topology."""
+        return {name: getattr(self, name) for name in _SAVED}
+
+    def restore(self, saved: Any, instance: Any) -> None:
+        if not isinstance(saved, dict):
+            raise SnapshotFormatError(
+                f"snapshot of a {type(instance).__name__} task without its operator role's "
+                "state (written before operators kept it in the role): start from a new "
+                "checkpoint location")
+        super().restore(saved, instance)
+        for name in _SAVED:
+            setattr(self, name, saved[name])
+        self._reset_fast_cache()
+        instance._task_side = self
+
+    # ---- stateful-operator: the checkpoint protocol's hooks (as a StatefulBolt's) -----------
+    def init_state(self, state: KeyValueState) -> None:
+        """The task's state (`topology.state.provider`, namespace `<component>-<task>`): the
+        windows move into it, and whatever it committed last is where the operator resumes."""
+        self._state = state
+        self._load()
+
+    def _load(self) -> None:
+        state = self._state
+        assert state is not None, "init_state gives a stateful operator its state first"
+        self._stale = False
+        meta = state.get(META_KEY)
+        progress = None if meta is None else pickle.loads(meta)
+        self._store = StateWindowStore(state, None if progress is None else progress["chunks"])
+        self._session_store = StateSessions(state)
+        self._fresh(self._store, self._session_store)
+        if progress is not None:
+            self.engine.restore_progress(progress["engine"])
+            self.watermarks = progress["watermarks"]
+            self._pending_wm = progress["pending_wm"]
+            self.late_tuples, self.window_errors = progress["counts"]
+
+    def pre_prepare(self, txid: int) -> None:
+        """Before the state prepares `txid`: write what changed since the last prepare."""
+        if self._stale:
+            self._load()
+        state, store, sessions = self._state, self._store, self._session_store
+        assert state is not None and store is not None and sessions is not None, \
+            "init_state comes before the first prepare"
+        store.flush()
+        sessions.flush()
+        state.put(META_KEY, pickle.dumps({
+            "engine": self.engine.progress(), "chunks": store.chunks,
+            "watermarks": self.watermarks, "pending_wm": self._pending_wm,
+            "counts": (self.late_tuples, self.window_errors)}, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def pre_commit(self, txid: int) -> None:
+        """Nothing to do: the state commits what `pre_prepare` wrote."""
+
+    def pre_rollback(self) -> None:
+        """The state goes back to its last commit (right after this call): so does the operator,
+        reloaded from it before its next tuple."""
+        self._stale = True
+
+    # ---- input -----------------------------------------------------------------------------
+    def execute(self, tup: Tuple, now_ms: int) -> None:
+        if self._stale:
+            self._load()
+        origin = tup._origin
+        stream = origin.stream
+        engine = self.engine
+        if stream == WATERMARK_STREAM:
+            w = self.watermarks.upstream(self._inputs[origin.component], origin.task,
+                                         tup.values[0])
+            if w is not None:
+                self._advance(w, now_ms)
+            return
+        if stream == TICK_STREAM:
+            return  # a wake-up: the batch end that follows runs the time triggers
+        i = self._inputs[origin.component] if self._n_inputs > 1 else 0
+        fast = self._fast
+        if fast is not None and i == 0:
+            # The hot path: timestamp, key and value are fields, the watermark is generated.
+            values = tup.values
+            if origin.fields is self._fast_fields:
+                i_ts, i_key, i_value = self._fast_index
+            else:
+                index = origin.fields._index
+                try:
+                    i_ts, i_value = index[fast[0]], index[fast[2]]
+                    i_key = index[fast[1]] if fast[1] is not None else -1
+                except KeyError as exc:
+                    self._invalid(tup, exc)
+                    return
+                self._fast_fields, self._fast_index = origin.fields, (i_ts, i_key, i_value)
+            ts = values[i_ts]
+            if ts.__class__ is int:
+                # One engine call accumulates and moves the generated watermark when nothing
+                # falls due below it; `_advance` runs only when something does.
+                result = engine.process(values[i_key] if i_key >= 0 else None, ts,
+                                        values[i_value], now_ms, False, None, fast[3])
+                if result & ACCEPTED:
+                    if engine.out:
+                        self._flush()
+                else:
+                    self._late(tup, ts)
+                if result & WATERMARK_MOVED:
+                    # Sent lazily, as in `_advance`.
+                    self._pending_wm = engine.watermark
+                elif result & WATERMARK_DUE:
+                    self._advance(ts - fast[3], now_ms)
+                self._out.ack(tup)
+                return
+        try:
+            ts, window = self._timestamp(tup, i)
+            key = self._key(tup, i)
+            value = self._value(tup, i)
+        except Exception as exc:
+            self._invalid(tup, exc)
+            return
+        out = self._out
+        if engine.process(key, ts, value, now_ms, i == 1, window):
+            if engine.out:
+                self._flush()
+        else:
+            self._late(tup, ts)
+        w = self.watermarks.observe(i, ts)
+        if w is not None:
+            self._advance(w, now_ms)
+        out.ack(tup)
+
+    def _advance(self, w: int, now_ms: int) -> None:
+        engine = self.engine
+        engine.advance(w, now_ms)
+        if engine.out:
+            self._flush()
+        # Sent lazily: before the next pane, at the batch end or at the end of input. Downstream
+        # sees it in the same place relative to this task's panes as if sent at once, without a
+        # control tuple for every tuple that moves the watermark.
+        self._pending_wm = engine.watermark
+
+    # ---- output ----------------------------------------------------------------------------
+    def _flush(self) -> None:
+        if self._pending_wm is not None:
+            self._send_watermark()
+        panes = self.engine.take()
+        rows = [list(p) for p in panes] if self._keyed else [list(p[1:]) for p in panes]
+        if self._bulk is not None:
+            self._bulk.emit_many(rows)  # one route lookup per firing, not per pane
+        else:
+            emit = self._out.emit
+            for row in rows:
+                emit(row)
+
+    def _send_watermark(self) -> None:
+        w, self._pending_wm = self._pending_wm, None
+        if self._sends_wm:
+            self._out.emit([w], stream=WATERMARK_STREAM)
+
+    # ---- batch ends and the end of input -----------------------------------------------------
+    def end_batch(self, batch_id: int, now_ms: int) -> None:
+        """Time triggers fire against the batch's processing time `now_ms`; the watermark goes
+        out."""
+        if self._stale:
+            self._load()
+        engine = self.engine
+        engine.batch_end(now_ms)
+        if engine.out:
+            self._flush()
+        if self._pending_wm is not None:
+            self._send_watermark()
+
+    def end_batch_now(self, batch_id: int) -> None:
+        """`end_batch` at the task's current time (`setup`'s clock): the operator's
+        `on_batch_end` calls this while the task reports batch ends to the operator."""
+        if self._clock is None:
+            raise RuntimeError("the operator role was set up without a clock (now_ms=) and "
+                               "without a task collector to read its task's time from")
+        self.end_batch(batch_id, self._clock())
+
+    def end_of_input(self, now_ms: int) -> None:
+        if self._stale:
+            self._load()
+        engine = self.engine
+        engine.end_of_input(now_ms)
+        if engine.out:
+            self._flush()
+        self._pending_wm = engine.watermark
+        self._send_watermark()
+
+    # ---- extraction --------------------------------------------------------------------------
+    def _timestamp(self, tup: Tuple, i: int) -> tuple[int, Window | None]:
+        op = self.instance
+        x = op.timestamp_extractors[i]
+        if x is not None:
+            return valid_timestamp(x(tup)), None
+        f = op.timestamp_fields[i]
+        if f is not None:
+            return valid_timestamp(tup.values[tup._origin.fields._index[f]]), None
+        if op.window is None:
+            # Window propagation: the tuple is a pane; its window is kept, its timestamp is the
+            # window start (as Apex stamps panes).
+            index = tup._origin.fields._index
+            if "window_start" in index and "window_end" in index:
+                start = tup.values[index["window_start"]]
+                return start, (start, tup.values[index["window_end"]])
+            raise ValueError("an operator without a window option needs panes (window_start, "
+                             "window_end) as input")
+        return 0, None  # no timestamp (Apex): fits the global window
+
+    def _key(self, tup: Tuple, i: int) -> Any:
+        if not self._keyed:
+            return None
+        op = self.instance
+        x = op.key_extractors[i]
+        if x is not None:
+            return x(tup)
+        f = op.key_fields[i]
+        assert f is not None, "a keyed operator has a key field or extractor per input"
+        return tup.values[tup._origin.fields._index[f]]
+
+    def _value(self, tup: Tuple, i: int) -> Any:
+        op = self.instance
+        x = op.value_extractors[i]
+        if x is not None:
+            return x(tup)
+        f = op.value_fields[i]
+        if f is not None:
+            return tup.values[tup._origin.fields._index[f]]
+        return tuple(tup.values)
+
+    def _late(self, tup: Tuple, ts: int) -> None:
+        self.late_tuples += 1
+        op = self.instance
+        if op.late_stream is not None:
+            self._out.emit([detached(tup)], anchors=tup, stream=op.late_stream)
+        else:
+            log.info("windowed operator %s: late tuple %r dropped (ts %s < watermark %s - "
+                     "allowed lateness %s)", type(op).__name__, tup, ts,
+                     self.engine.watermark, op.allowed_lateness_ms)
+
+    def _invalid(self, tup: Tuple, exc: Exception) -> None:
+        self.window_errors += 1
+        out = self._out
+        out.emit([detached(tup), f"{type(exc).__name__}: {exc}"], anchors=tup,
+                 stream=ERROR_STREAM)
+        out.ack(tup)
