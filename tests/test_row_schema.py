@@ -23,7 +23,7 @@ def decoded(rows: list[tuple]) -> dict[tuple[int, int], list[tuple]]:
     out: dict[tuple[int, int], list[tuple]] = {}
     for row in sorted(rows, key=lambda r: (r[1], r[4], r[10])):  # a stage's (task, src, seq)
         assert row[0] == row_schema.PACKET
-        items = row_schema.decode_packet(row[5])
+        items = row_schema.decode_values(row[5])
         assert len(items[0]) == 3, "every packet starts with a header"
         assert row[9] == items[0][1], "the row's ts is its first header's"
         stream = ts = None

@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from squall import Fields, TopologyBuilder
-from squall.runtime.spark.driver import CheckpointMismatchError, SparkRunner
+from squall.runtime.spark.driver import SparkRunner
+from squall.runtime.spark.fingerprint import CheckpointMismatchError
 from squall.runtime.spark.session import SparkUnavailableError, get_session
 from squall.testing import FixedTupleSpout
 

@@ -11,14 +11,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from squall.duration import Duration, to_millis
-from squall.runtime.clock import Clock
+from squall.runtime.clock import Clock, current_clock
+from squall.runtime.local.engine import LocalEngine
+from squall.runtime.protocol import Progress, Runner
 from squall.runtime.stats import RunResult
-from squall.testing.time import current_clock
 from squall.topology.description import Topology
+from squall.transactional.builder import is_transactional
 
 RUNNERS = ("spark", "local")
 DEFAULT_RUNNER = "spark"
@@ -38,7 +40,7 @@ def run(
     master: str | None = None,
     checkpoint_location: str | None = None,
     clock: Clock | None = None,
-    on_progress: Callable[[Any], None] | None = None,
+    on_progress: Progress | None = None,
     progress_every_ms: int = 1000,
 ) -> RunResult:
     """Run `topology`, blocking, until its bounded input is fully processed or `duration` passes.
@@ -56,39 +58,49 @@ def run(
         duration_ms = (
             int(duration * 1000) if isinstance(duration, (int, float)) else to_millis(duration)
         )
+    chosen = make_runner(topology, conf, runner=runner, master=master,
+                         checkpoint_location=checkpoint_location, clock=clock)
+    return chosen.run(duration_ms=duration_ms, until_complete=True, on_progress=on_progress,
+                      progress_every_ms=progress_every_ms)
+
+
+def make_runner(
+    topology: Topology,
+    conf: Mapping[str, Any] | None = None,
+    *,
+    runner: str = DEFAULT_RUNNER,
+    master: str | None = None,
+    checkpoint_location: str | None = None,
+    clock: Clock | None = None,
+) -> Runner:
+    """The runner named `runner` for `topology`, ready to `run` (see `run` for the arguments).
+
+    A transactional topology on Spark gets the transactional runner: a transaction is a
+    micro-batch (`squall.transactional`).
+    """
+    check_runner(runner)
     if runner == "spark":
         if clock is not None:
             raise ValueError("the spark runner takes its time from the micro-batches; "
                              "a clock can only be given to the local runner")
-        from squall.runtime.spark.driver import SparkRunner
-        from squall.transactional.builder import is_transactional
+        return _spark_runner(topology, conf, master, checkpoint_location)
+    if checkpoint_location is not None and is_transactional(topology):
+        # Its coordinator keeps its own transactions in its store, which is what resumes
+        # it (exactly-once already); restoring its bolts from the runner's snapshots as well
+        # would mix two protocols, so the runner keeps no commit record of its own.
+        checkpoint_location = None
+    return LocalEngine(topology, conf, clock=clock or current_clock(),
+                       checkpoint_location=checkpoint_location)
 
-        if is_transactional(topology):  # a transaction is a micro-batch (squall.transactional)
-            from squall.runtime.spark.transactional import TransactionalSparkRunner
 
-            return TransactionalSparkRunner(
-                topology, conf, master=master, checkpoint_location=checkpoint_location,
-            ).run(duration_ms=duration_ms, on_progress=on_progress,
-                  progress_every_ms=progress_every_ms)
-        spark_runner = SparkRunner(topology, conf, master=master,
-                                   checkpoint_location=checkpoint_location)
-        return spark_runner.run(duration_ms=duration_ms, until_complete=True,
-                                on_progress=on_progress, progress_every_ms=progress_every_ms)
-    from squall.runtime.local.engine import LocalEngine
+def _spark_runner(topology: Topology, conf: Mapping[str, Any] | None, master: str | None,
+                  checkpoint_location: str | None) -> Runner:
+    # Imported here, not at the top: the Spark runners import pyspark, which takes seconds to
+    # load, and `import squall` (and the local runner) must not need it.
+    from squall.runtime.spark.driver import SparkRunner  # noqa: PLC0415
+    from squall.runtime.spark.transactional import TransactionalSparkRunner  # noqa: PLC0415
 
-    if checkpoint_location is not None:
-        from squall.transactional.builder import is_transactional
-
-        if is_transactional(topology):
-            # Its coordinator keeps its own transactions in its store, which is what resumes
-            # it (exactly-once already); restoring its bolts from the runner's snapshots as well
-            # would mix two protocols, so the runner keeps no commit record of its own.
-            checkpoint_location = None
-    engine = LocalEngine(topology, conf, clock=clock or current_clock(),
-                         checkpoint_location=checkpoint_location)
-    return engine.run(
-        duration_ms=duration_ms,
-        until_complete=True,
-        on_progress=on_progress,
-        progress_every_ms=progress_every_ms,
-    )
+    if is_transactional(topology):
+        return TransactionalSparkRunner(topology, conf, master=master,
+                                        checkpoint_location=checkpoint_location)
+    return SparkRunner(topology, conf, master=master, checkpoint_location=checkpoint_location)

@@ -1,5 +1,9 @@
 """Clocks. Semantic code asks a `Clock` for the time and never reads the wall clock itself.
 
+Runners are where time enters: `wall_ms` for the Spark runners' batch times, `RealClock` for the
+local runner, and the ambient simulated clock (`current_clock`, set by the testing helper
+`simulated_time()`) for a local runner created inside such a block.
+
 >>> clock = SimulatedClock()
 >>> clock.now_ms()
 0
@@ -12,7 +16,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Protocol
 
@@ -27,13 +33,18 @@ class Clock(Protocol):
     def sleep_ms(self, ms: int) -> None: ...
 
 
+def wall_ms() -> int:
+    """Wall-clock time in milliseconds since the epoch."""
+    return time.time_ns() // 1_000_000
+
+
 class RealClock:
     """Wall-clock time, for running topologies for real."""
 
     simulated = False
 
     def now_ms(self) -> int:
-        return time.time_ns() // 1_000_000
+        return wall_ms()
 
     def sleep_ms(self, ms: int) -> None:
         if ms > 0:
@@ -63,3 +74,24 @@ class SimulatedClock:
 
     def sleep_ms(self, ms: int) -> None:
         self.advance(max(0, int(ms)))
+
+
+# The simulated clocks of the active `ambient` blocks, innermost last. A runner created inside
+# one takes its time from it, as Storm's simulated-time local cluster does; the testing helper
+# `simulated_time()` opens such a block, production code only looks it up (`current_clock`).
+_ambient: list[SimulatedClock] = []
+
+
+@contextlib.contextmanager
+def ambient(clock: SimulatedClock) -> Iterator[SimulatedClock]:
+    """Make `clock` the ambient clock inside the block (see `current_clock`)."""
+    _ambient.append(clock)
+    try:
+        yield clock
+    finally:
+        _ambient.remove(clock)
+
+
+def current_clock() -> SimulatedClock | None:
+    """The innermost ambient simulated clock, or None outside every `ambient` block."""
+    return _ambient[-1] if _ambient else None

@@ -1,9 +1,19 @@
-"""Run results: per-component counters and the errors reported while running."""
+"""Run results: per-component counters and the errors reported while running.
+
+Every runner sums its tasks' counters into `ComponentStats` with `aggregate_stats`.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from squall.topology.description import Topology
+
+# The per-task counters a component's stats sum (a task reports any subset of them).
+SUMMED = ("emitted", "transferred", "executed", "acked", "failed", "timed_out", "errors",
+          "latency_total_ms", "latency_count", "pending")
 
 
 @dataclass
@@ -76,3 +86,27 @@ class RunResult:
         lines = [s.line() for s in self.stats.values()]
         lines.append(f"errors reported: {len(self.errors)}; elapsed {self.elapsed_ms / 1000:.1f}s")
         return "\n".join(lines)
+
+
+def aggregate_stats(topology: Topology,
+                    tasks: Iterable[tuple[int, Mapping[str, int]]]) -> dict[str, ComponentStats]:
+    """Every component's stats: the sum of the `SUMMED` counters of its tasks' `(task id,
+    counters)` in `tasks` (a task may appear several times, e.g. once per batch report).
+
+    >>> from squall import TopologyBuilder, Fields
+    >>> from squall.testing import FixedTupleSpout
+    >>> b = TopologyBuilder()
+    >>> _ = b.set_spout("n", FixedTupleSpout([[1]], Fields("n")), parallelism=2)
+    >>> t = b.create_topology()
+    >>> aggregate_stats(t, [(1, {"emitted": 2}), (2, {"emitted": 3, "pending": 1})])["n"].line()
+    'n                spout x2  emitted=5  acked=0  failed=0  pending=1  latency=-'
+    """
+    out = {cid: ComponentStats(cid, spec.kind, spec.num_tasks)
+           for cid, spec in topology.components.items()}
+    for task, counters in tasks:
+        stats = out[topology.task_component(task)]
+        for key in SUMMED:
+            value = counters.get(key)
+            if value:
+                setattr(stats, key, getattr(stats, key) + value)
+    return out

@@ -10,24 +10,17 @@ True
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 
-from squall.runtime.clock import SimulatedClock
+from squall.runtime.clock import SimulatedClock, ambient, current_clock
 
-_active: list[SimulatedClock] = []
+__all__ = ["current_clock", "simulated_time"]
 
 
-@contextlib.contextmanager
+@contextmanager
 def simulated_time(start_ms: int = 0) -> Iterator[SimulatedClock]:
-    clock = SimulatedClock(start_ms)
-    _active.append(clock)
-    try:
+    """A fresh `SimulatedClock` at `start_ms`, ambient inside the block (runners find it with
+    `squall.runtime.clock.current_clock`)."""
+    with ambient(SimulatedClock(start_ms)) as clock:
         yield clock
-    finally:
-        _active.remove(clock)
-
-
-def current_clock() -> SimulatedClock | None:
-    """The innermost active simulated clock, or None outside `simulated_time`."""
-    return _active[-1] if _active else None

@@ -20,7 +20,9 @@ from squall.reliability.acker import AckerLedger, Outcome
 from squall.runtime.clock import Clock, RealClock
 from squall.runtime.gc_pause import full_collections_deferred
 from squall.runtime.local.transactions import LocalTransactions
-from squall.runtime.stats import ComponentStats, ErrorRecord, RunResult
+from squall.runtime.protocol import Progress
+from squall.runtime.settlement import OutcomeReceiver, Settlement, deliver_to_spout
+from squall.runtime.stats import ComponentStats, ErrorRecord, RunResult, aggregate_stats
 from squall.task.checkpointing import CheckpointSpoutTask, is_stateful_topology
 from squall.task.end_of_input import EndOfInput
 from squall.task.tasks import BoltTask, SpoutTask, TaskRuntime
@@ -63,7 +65,7 @@ class LocalEngine:
         self.ackers = [AckerLedger(memory_ms=timeout_ms) for _ in range(n_ackers)]
         self.queue: deque[tuple[Callable[[Tuple], None], Tuple]] = deque()
         self.errors: list[ErrorRecord] = []
-        self.late_acks = 0
+        self.settlement = Settlement(self._deliver, self._report_unknown)
         self.captures: dict[int, list[tuple[str, list[Any]]]] = {}
         self.tasks: dict[int, TaskRuntime] = {}
         self.spouts: list[SpoutTask] = []
@@ -75,8 +77,6 @@ class LocalEngine:
         # once the queue is drained, without a per-tuple counter in the execute path.
         self.received = received = [0] * (max(topology.task_ids) + 1)
 
-        tasks = self.tasks
-
         def send_queued(task_id: int, tup: Tuple) -> None:
             received[task_id] += 1
             append((executors[task_id], tup))
@@ -86,7 +86,7 @@ class LocalEngine:
             try:
                 executors[task_id](tup)
             except Exception as exc:
-                tasks[task_id].on_execute_error(tup, exc)  # type: ignore[attr-defined]
+                self._execute_error(task_id, tup, exc)
 
         # In an acyclic topology a tuple is executed as soon as it is emitted (depth first):
         # no bolt can be re-entered, each task still sees its inputs in emission order, and the
@@ -139,7 +139,7 @@ class LocalEngine:
             batch_ms = checkpoint_interval_ms(self.conf)
         self.batch_ms = int(batch_ms or 1000)
         # [next tick time, period, task] per bolt task with topology.tick.tuple.freq.secs
-        self.ticks = [[0, b.tick_ms, b] for b in self.bolts if b.tick_ms]
+        self.ticks: list[list[Any]] = [[0, b.tick_ms, b] for b in self.bolts if b.tick_ms]
         self.end_of_input = EndOfInput(topology, self.bolts)
         # Stateful topologies: Storm's checkpoint spout, as a task after the last one.
         self.checkpoint: CheckpointSpoutTask | None = None
@@ -189,25 +189,22 @@ class LocalEngine:
             log.error("component %r: further errors are counted, not logged", component)
 
     def _settle(self, outcome: Outcome, component: str | None) -> None:
-        kind = outcome.kind
-        if kind == "ack" or kind == "fail" or kind == "reset":
-            spout: Any = self.tasks.get(outcome.spout_task) or self.checkpoint
-            if kind == "reset":
-                spout.reset(outcome.root)
-            else:
-                spout.completions.append(outcome)
-        elif kind == "late":
-            self.late_acks += 1
-        else:
-            self.report_error(
-                component or "?",
-                -1,
-                ReliabilityError(
-                    f"ack of an unknown tuple tree (root {outcome.root:#x}): it already "
-                    "completed, or the tuple did not come from this topology",
-                    component=component,
-                ),
-            )
+        self.settlement.settle(outcome, component)
+
+    def _deliver(self, outcome: Outcome) -> None:
+        task = self.tasks.get(outcome.spout_task)
+        # Trees of the checkpoint spout (a stateful topology's) have its task id, past the last.
+        spout: OutcomeReceiver | None = task if isinstance(task, SpoutTask) else self.checkpoint
+        assert spout is not None, f"no spout task {outcome.spout_task}"
+        deliver_to_spout(spout, outcome)
+
+    def _report_unknown(self, component: str | None, error: ReliabilityError) -> None:
+        self.report_error(component or "?", -1, error)
+
+    @property
+    def late_acks(self) -> int:
+        """Acks that arrived for trees that had already failed or timed out."""
+        return self.settlement.late_acks
 
     # ---- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
@@ -278,8 +275,15 @@ class LocalEngine:
                     n += 1
                     execute(tup)
             except Exception as exc:
-                self.tasks[tup._task].on_execute_error(tup, exc)  # type: ignore[union-attr]
+                assert tup._task is not None  # a queued tuple has its target task
+                self._execute_error(tup._task, tup, exc)
         return n
+
+    def _execute_error(self, task_id: int, tup: Tuple, exc: Exception) -> None:
+        """A bolt's execute raised: its task reports the error and fails the tuple."""
+        task = self.tasks[task_id]
+        assert isinstance(task, BoltTask)
+        task.on_execute_error(tup, exc)
 
     def round(self) -> int:
         """One scheduling round: settle acks and timeouts, then one `next_tuple` per spout.
@@ -324,7 +328,7 @@ class LocalEngine:
         duration_ms: int | None = None,
         until_complete: bool = True,
         should_stop: Callable[[], bool] | None = None,
-        on_progress: Callable[[LocalEngine], None] | None = None,
+        on_progress: Progress | None = None,
         progress_every_ms: int = 1000,
         max_idle_rounds: int | None = None,
     ) -> RunResult:
@@ -342,7 +346,7 @@ class LocalEngine:
         duration_ms: int | None,
         until_complete: bool,
         should_stop: Callable[[], bool] | None,
-        on_progress: Callable[[LocalEngine], None] | None,
+        on_progress: Progress | None,
         progress_every_ms: int,
         max_idle_rounds: int | None,
     ) -> RunResult:
@@ -409,24 +413,15 @@ class LocalEngine:
         return self.result()
 
     def component_stats(self) -> dict[str, ComponentStats]:
-        out: dict[str, ComponentStats] = {}
-        for cid, spec in self.topology.components.items():
-            out[cid] = ComponentStats(cid, spec.kind, spec.num_tasks)
-        for task in self.tasks.values():
-            cs = out[task.component_id]
-            st = task.stats
-            cs.emitted += st.emitted
-            cs.transferred += st.transferred
-            cs.executed += self.received[task.task_id] if task.kind == "bolt" else 0
-            cs.acked += st.acked
-            cs.failed += st.failed
-            cs.timed_out += st.timed_out
-            cs.errors += st.errors
-            cs.latency_total_ms += st.latency_total_ms
-            cs.latency_count += st.latency_count
-            if isinstance(task, SpoutTask):
-                cs.pending += len(task.pending)
-        return out
+        def counters(task: TaskRuntime) -> dict[str, int]:
+            out = task.stats.as_dict()
+            # Executed tuples are counted where they are sent (see `received`).
+            out["executed"] = self.received[task.task_id] if task.kind == "bolt" else 0
+            out["pending"] = len(task.pending) if isinstance(task, SpoutTask) else 0
+            return out
+
+        return aggregate_stats(self.topology,
+                               ((task.task_id, counters(task)) for task in self.tasks.values()))
 
     def result(self) -> RunResult:
         return RunResult(

@@ -21,6 +21,7 @@ import cloudpickle
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
+from squall.atomic_files import write_atomic
 from squall.components.partitioned_source import (
     MALFORMED,
     MalformedRecord,
@@ -56,8 +57,6 @@ def ranges_path(run_dir: str, seg: int) -> str:
 
 
 def write_ranges(run_dir: str, seg: int, planned: list[tuple]) -> None:
-    from squall.atomic_files import write_atomic
-
     write_atomic(ranges_path(run_dir, seg), pickle.dumps(planned))
 
 
@@ -84,9 +83,12 @@ def plan_ranges(task: SpoutTask, budget: int, now: int, next_seq: Any) -> list[t
         max_ranges = task.max_pending - len(task.pending)
         if max_ranges <= 0:
             return []
-    source: PartitionedSource = task.spout
+    source = task.spout
+    assert isinstance(source, PartitionedSource)  # `is_source(task)`
     planned = source.plan(budget, max_ranges)
     out = []
+    root: int | None
+    edge: int | None
     for r in planned:
         if task.tracking:
             root, edge = task.rand64(), task.rand64()
@@ -153,10 +155,11 @@ def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
 def _read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
     plan, keys = _plan(part.run_dir)
     host = _RangeHost(keys, part.ts, part.seq)
-    task = SpoutTask(plan["topology"], part.task, plan["conf"], host,  # type: ignore[arg-type]
+    task = SpoutTask(plan["topology"], part.task, plan["conf"], host,
                      seed=plan["seed"], tracking=plan["tracking"],
                      capture=[] if plan["capture"] else None)
-    source: PartitionedSource = task.spout
+    source = task.spout
+    assert isinstance(source, PartitionedSource)  # only sources plan ranges
     source.component = task.component_id
     source._task_index = task.context.this_task_index
     tracking = part.root is not None
@@ -197,14 +200,14 @@ def _read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
         host.rows = row_schema.RowBuffer()
         host.packets.clear()
         host.report_error(task.component_id, task.task_id, exc, source.stream)
-        if tracking:
+        if part.root is not None:  # tracking
             failed = [(row_schema.FAIL, -1, part.root, 0)]
             host.rows.append(row_schema.messages_row(failed, host.ts))
         yield host.rows.to_batch()
         return
-    if tracking:
+    if part.root is not None and part.edge is not None:  # tracking: a root comes with its edge
         host.rows.append(row_schema.messages_row(
-            [(row_schema.ACK, -1, part.root, part.edge ^ ack_val)], host.ts))  # type: ignore[operator]
+            [(row_schema.ACK, -1, part.root, part.edge ^ ack_val)], host.ts))
     host.rows.report(row_schema.STATS, task=task.task_id, key=0, stream=None,
                      payload={"emitted": emitted, "transferred": transferred}, ts=host.ts, seq=0)
     host.rows.rows.extend(host.packets.rows())

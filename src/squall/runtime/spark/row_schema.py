@@ -1,8 +1,9 @@
 """The rows that carry tuples, ack messages and reports between stages, as Arrow columns.
 
 One schema for everything that moves: tuples for a task, per-root XOR aggregates for the ledger,
-inits from spouts, fails, errors and (when testing) captured emits. Ids are 64-bit unsigned in the
-core and signed on the wire (Spark has no unsigned long); the conversion preserves XOR.
+inits from spouts, fails, errors, transactional batch reports and (when testing) captured emits.
+Ids are 64-bit unsigned in the core and signed on the wire (Spark has no unsigned long); the
+conversion preserves XOR.
 
 >>> to_signed(2**64 - 1), from_signed(-1) == 2**64 - 1
 (-1, True)
@@ -24,8 +25,12 @@ from typing import Any
 
 import pyarrow as pa
 
-TUPLE, ACK, FAIL, RESET, INIT, ERROR, CAPTURE, STATS, PACKET, MESSAGES, ABORT = range(11)
+from squall.transactional.reports import BatchReport
+
+TUPLE, ACK, FAIL, RESET, INIT, ERROR, CAPTURE, STATS, PACKET, MESSAGES, ABORT, REPORT = range(12)
 # ABORT: a task raised `BatchRetryError` at the end of the batch; the batch must not commit.
+# REPORT: a transactional task's `BatchReport` (finished or failed its part of an attempt), which
+# the transactional Spark runner reads to decide whether the attempt commits; not an error.
 
 # Tuples travel in packets: one row carries every tuple one task emitted to one task in a stage, so
 # Spark moves a few large rows instead of a row per tuple (a row costs the JVM several
@@ -65,10 +70,16 @@ def from_signed(x: int) -> int:
 
 
 def encode_values(values: Sequence[Any]) -> bytes:
-    """Values as bytes: marshal for plain data (str, numbers, lists, ...), pickle otherwise.
+    """A list as bytes (a tuple's values, a packet's items): marshal for plain data (str,
+    numbers, lists, ...), pickle otherwise.
 
     marshal is twice as fast both ways; driver and executors run the same interpreter, which
     marshal requires (and Spark's Python workers already do).
+
+    >>> decode_values(encode_values([("default", 0, None), ["cow", 1], (["moo"], {5: 9})]))
+    [('default', 0, None), ['cow', 1], (['moo'], {5: 9})]
+    >>> decode_values(encode_values((object,)))
+    [<class 'object'>]
     """
     try:
         return b"M" + marshal.dumps(values if values.__class__ is list else list(values))
@@ -82,18 +93,6 @@ def decode_values(blob: bytes) -> list[Any]:
     return pickle.loads(memoryview(blob)[1:])
 
 
-def encode_packet(items: list) -> bytes:
-    """A packet's items (see `Packets`) as bytes: marshal, else pickle.
-
-    >>> decode_packet(encode_packet([("default", 0, None), ["cow", 1], (["moo"], {5: 9})]))
-    [('default', 0, None), ['cow', 1], (['moo'], {5: 9})]
-    """
-    try:
-        return b"M" + marshal.dumps(items)
-    except ValueError:
-        return b"P" + pickle.dumps(items, protocol=5)
-
-
 def messages_row(items: list[tuple[int, int, int, int]], ts: int) -> tuple:
     """One row carrying a host's ack messages: `(kind, task, root, value)` items (unsigned ids).
 
@@ -104,10 +103,29 @@ def messages_row(items: list[tuple[int, int, int, int]], ts: int) -> tuple:
     return (MESSAGES, -1, 0, None, -1, marshal.dumps(items), None, None, None, ts, 0)
 
 
-def decode_packet(blob: bytes) -> list:
-    if blob[0] == 77:  # b"M"
-        return marshal.loads(memoryview(blob)[1:])
-    return pickle.loads(memoryview(blob)[1:])
+def decode_messages(blob: bytes) -> list[tuple[int, int, int, int]]:
+    """The items of a `messages_row`."""
+    return marshal.loads(blob)
+
+
+def report_row(report: BatchReport, *, ts: int, seq: int) -> tuple:
+    """A REPORT row carrying a transactional task's `BatchReport` (see `decode_report`).
+
+    >>> from squall.transactional.attempt import TransactionAttempt
+    >>> row = report_row(BatchReport(TransactionAttempt(3, 1), 7, True), ts=0, seq=1)
+    >>> row[0] == REPORT, row[1], decode_report(row[5]).finished
+    (True, 7, True)
+    """
+    return (REPORT, report.task, 0, None, report.task, pickle.dumps(report, protocol=5), None,
+            None, None, ts, seq)
+
+
+def decode_report(blob: bytes) -> BatchReport:
+    """The `BatchReport` of a REPORT row's `values`."""
+    report = pickle.loads(blob)
+    if not isinstance(report, BatchReport):
+        raise TypeError(f"a REPORT row holds {type(report).__name__}, not a BatchReport")
+    return report
 
 
 class Packets:
@@ -126,7 +144,7 @@ class Packets:
     >>> p = Packets({2: 70}, iter(range(5, 100)).__next__)
     >>> p.set_now(9)
     >>> p.channel(O, 2).append(["cow"]); p.open[(O, 2)].append(["moo"])
-    >>> [(r[0] == PACKET, r[1], r[2], r[4], decode_packet(r[5]), r[9], r[10]) for r in p.rows()]
+    >>> [(r[0] == PACKET, r[1], r[2], r[4], decode_values(r[5]), r[9], r[10]) for r in p.rows()]
     [(True, 2, 70, 1, [('default', 9, None), ['cow'], ['moo']], 9, 5)]
     """
 
@@ -198,7 +216,7 @@ class Packets:
                     chunk.insert(0, head)  # every packet starts with the header in force
                 if i + PACKET_MAX < len(items):  # another packet follows: its header in force
                     head = next(item for item in reversed(chunk) if _is_header(item))
-                out.append((PACKET, dst, key, None, src, encode_packet(chunk), None, None, None,
+                out.append((PACKET, dst, key, None, src, encode_values(chunk), None, None, None,
                             chunk[0][1], seq + n))
         self.clear()
         return out

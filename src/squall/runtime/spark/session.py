@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -41,7 +42,9 @@ def get_session(master: str | None = None, conf: Mapping[str, Any] | None = None
         # Listen on loopback only (the host name may resolve to an unreachable interface). Not
         # for a remote cluster: its executors must reach the driver at a routable address.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
+    # Imported here: `squall submit` imports this module for `is_loopback_master`, and the CLI
+    # must not take the seconds pyspark needs to load before it has anything to run.
+    from pyspark.sql import SparkSession  # noqa: PLC0415
 
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -76,8 +79,6 @@ def is_loopback_master(master: str | None) -> bool:
 
 def _check_reachable(master: str, timeout_s: float = 5.0) -> None:
     """Fail fast on a standalone master nobody listens on (Spark itself retries for minutes)."""
-    import socket
-
     for hostport in master[len("spark://"):].split(","):
         host, _, port = hostport.rpartition(":")
         try:

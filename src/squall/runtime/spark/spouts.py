@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
-import time
+from collections.abc import Mapping
 from typing import Any
 
 import cloudpickle
@@ -22,8 +22,11 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from squall.atomic_files import read_or_none, write_atomic
+from squall.components.partitioned_source import PartitionedSource
 from squall.reliability.acker import Outcome
+from squall.runtime.clock import wall_ms  # planning time of a batch, recorded in its rows
 from squall.runtime.gc_pause import gc_paused
+from squall.runtime.settlement import deliver_to_spout
 from squall.runtime.spark import row_schema
 from squall.runtime.spark.ranges import (
     RangePartition,
@@ -34,13 +37,26 @@ from squall.runtime.spark.ranges import (
     read_range,
     write_ranges,
 )
-from squall.task.end_of_input import plan_rows as plan_end_of_input
+from squall.task.end_of_input import END_OF_INPUT_SRC, END_OF_INPUT_STREAM
 from squall.task.snapshot import dump_instance, load_instance
 from squall.task.tasks import SpoutTask
 from squall.topology.config import TOPOLOGY_TICK_TUPLE_FREQ_SECS, Config, tick_period_ms
+from squall.topology.description import Topology
+from squall.topology.graph import bolt_order
 from squall.topology.tuple import TICK_STREAM
 
 TIMED_OUT = -2  # `task` of a FAIL row that tells the driver's ledger a root timed out
+
+
+def end_of_input_rows(topology: Topology, keys: dict[int, int], now: int,
+                      seq: int) -> list[tuple]:
+    """The rows that tell every bolt task input ended (`squall.task.end_of_input`), one per
+    task, planned in the batch where every spout is exhausted: their `src` sorts after the task's
+    other rows, and stages run in topological order, so upstream bolts flush first."""
+    return [(row_schema.TUPLE, t, keys[t], END_OF_INPUT_STREAM, END_OF_INPUT_SRC,
+             row_schema.encode_values([]), None, None, None, now, seq + i)
+            for i, t in enumerate(t for cid in bolt_order(topology)
+                                  for t in topology.component_tasks(cid))]
 
 
 def segment_path(run_dir: str, seg: int) -> str:
@@ -78,7 +94,7 @@ class ReaderHost:
     def ack(self, root: int, value: int, component: str) -> None:
         raise RuntimeError("spouts do not ack tuples")
 
-    fail = reset = ack  # type: ignore[assignment]
+    fail = reset = ack
 
     def forget(self, root: int) -> None:
         self.messages.append((row_schema.FAIL, TIMED_OUT, root, 0))
@@ -99,7 +115,7 @@ class SegmentPartition(InputPartition):
 
 
 class SpoutReader(DataSourceStreamReader):
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, options: Mapping[str, str]) -> None:
         self.run_dir = options["dir"]
         with open(os.path.join(self.run_dir, "plan.pkl"), "rb") as f:
             plan = cloudpickle.load(f)
@@ -126,7 +142,7 @@ class SpoutReader(DataSourceStreamReader):
                     topology, t, plan["conf"], self.host, seed=plan["seed"],
                     tracking=plan["tracking"], capture=[] if plan["capture"] else None,
                 )
-        self.host.set_now(_wall_ms())
+        self.host.set_now(wall_ms())
         self.delivered = -1
         self.turn = 0
         self.topology = topology
@@ -216,7 +232,7 @@ class SpoutReader(DataSourceStreamReader):
 
     def _latest_offset(self, start: dict) -> dict:
         host = self.host
-        host.set_now(_wall_ms())
+        host.set_now(wall_ms())
         # Spark asks for the next offset only once every batch up to `start` has committed:
         # the trees started in those segments are done or wait on work that has committed,
         # and only now do their timeouts start (a slow, killed or replayed batch never times
@@ -242,9 +258,10 @@ class SpoutReader(DataSourceStreamReader):
         # Built-in sources plan ranges that executors read; their trees start here.
         ranges: list[tuple] = []
         for task in self.tasks.values():
-            if is_source(task) and emitted < self.max_batch:
+            source = task.spout
+            if isinstance(source, PartitionedSource) and emitted < self.max_batch:  # is_source
                 planned = self._plan_source(task, self.max_batch - emitted)
-                emitted += sum(task.spout.estimate(entry[1]) for entry in planned)
+                emitted += sum(source.estimate(entry[1]) for entry in planned)
                 ranges += planned
         # Spout tasks take turns, one next_tuple each, as in the local runner's rounds; the
         # turn carries over to the next call, so a small budget does not starve later tasks.
@@ -258,7 +275,7 @@ class SpoutReader(DataSourceStreamReader):
             idle = 0 if n else idle + 1
         exhausted = all(t.exhausted() for t in self.tasks.values())
         if exhausted and not self.ended:
-            rows = plan_end_of_input(self.topology, host.keys, host.now, host.seq + 1)
+            rows = end_of_input_rows(self.topology, host.keys, host.now, host.seq + 1)
             host.rows.rows.extend(rows)
             host.seq += len(rows)
         self.ended = exhausted
@@ -328,10 +345,9 @@ class SpoutReader(DataSourceStreamReader):
                 task = self.tasks.get(spout_task)
                 if task is None:
                     continue
-                if kind == "reset":  # the tree's timeout starts again (OutputCollector.reset)
-                    task.reset(root)
-                else:
-                    task.completions.append(Outcome(kind, root, spout_task, latency))
+                # The driver settled the outcomes (squall.runtime.settlement); a reset restarts
+                # the tree's timeout (OutputCollector.reset).
+                deliver_to_spout(task, Outcome(kind, root, spout_task, latency))
             self.delivered = batch_id
         for task in self.tasks.values():
             task.deliver_completions()
@@ -364,6 +380,7 @@ class SpoutReader(DataSourceStreamReader):
         if isinstance(partition, RangePartition):
             yield from read_range(partition)
             return
+        assert isinstance(partition, SegmentPartition)
         with pa.OSFile(partition.path) as f:
             reader = pa.ipc.open_file(f)
             for i in range(reader.num_record_batches):
@@ -404,11 +421,6 @@ def _segments(run_dir: str) -> list[int]:
 def _unlink(path: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-
-
-def _wall_ms() -> int:
-    # The runner is where time enters: planning time of a batch, recorded in its rows.
-    return time.time_ns() // 1_000_000
 
 
 class SpoutSource(DataSource):

@@ -12,8 +12,9 @@ of the last committed batch. Every batch ends by writing the task's snapshot und
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +35,8 @@ from squall.task.end_of_input import END_OF_INPUT_SRC
 from squall.task.snapshot import dump_instance, load_instance
 from squall.task.tasks import BoltTask
 from squall.topology.description import Topology
-from squall.topology.tuple import _RuntimeTuple
+from squall.topology.tuple import TICK_ORIGIN, Origin, _RuntimeTuple
+from squall.transactional.reports import BatchReport
 
 # (run id, task id) -> (batch id the instance has reached, task runtime)
 _TASKS: dict[tuple[str, int], tuple[int, BoltTask]] = {}
@@ -113,6 +115,11 @@ class StageHost:
     def report_error(self, component: str, task: int, error: BaseException,
                      stream: str | None = None) -> None:
         self.seq += 1
+        if isinstance(error, BatchReport):
+            # A transactional task's report travels through the collector's error channel
+            # (its only channel to the host) but is no error: it gets a row kind of its own.
+            self._append(row_schema.report_row(error, ts=self.now, seq=self.seq))
+            return
         self.out.report(row_schema.ERROR, task=task, key=0, stream=stream,
                         payload=row_schema.portable_error(error), ts=self.now, seq=self.seq)
 
@@ -233,7 +240,7 @@ def _run_packet(task: BoltTask, topology: Topology, host: StageHost, src: int, b
                 origins: dict[tuple[int, str], Any]) -> int:
     """Execute every tuple of one packet (see `row_schema.Packets`), in emission order; returns how
     many."""
-    items = row_schema.decode_packet(blob)
+    items = row_schema.decode_values(blob)
     task_id = task.task_id
     execute = task.execute
     # A plain Bolt's execute is called here directly (what `BoltTask._execute_rich` does, one
@@ -285,14 +292,27 @@ def _finish_task(
 
 
 def _origin(topology: Topology, src: int, stream: str) -> Any:
-    from squall.topology.tuple import TICK_ORIGIN, Origin
-
     if src == -1:
         return TICK_ORIGIN  # planned by the spout reader from topology.tick.tuple.freq.secs
     cid = topology.task_component(src)
     return Origin(topology.components[cid].streams[stream].fields, cid, stream, src)
 
 
-def stage_function(plan: StagePlan):
+def stage_function(plan: StagePlan) -> Callable[[Iterator[pa.RecordBatch]],
+                                                Iterator[pa.RecordBatch]]:
     """The function given to `mapInArrow` for this stage."""
     return functools.partial(run_stage, plan)
+
+
+def chain_stages(df: Any, plan: StagePlan, order: list[str]) -> Any:
+    """`df` (a batch's input rows) through one stage per component of `order`, in that order.
+
+    `plan` is the batch's plan (its `component` is ignored). Each stage repartitions by the
+    routing key, so that every task's rows meet in its partition, and maps them with
+    `stage_function`; the result is one lineage for the batch's single action.
+    """
+    for cid in order:
+        n = plan.topology.components[cid].num_tasks
+        df = df.repartition(n, "key").mapInArrow(
+            stage_function(dataclasses.replace(plan, component=cid)), row_schema.DDL)
+    return df

@@ -31,31 +31,38 @@ how Storm's pipelining maps onto Spark).
 
 from __future__ import annotations
 
-import json
-import logging
 import os
-import pickle
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import cloudpickle
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
+from squall.atomic_files import write_atomic
 from squall.errors import InvalidTopologyError, SquallError
-from squall.runtime.spark.driver import drive_query
-from squall.runtime.stats import ComponentStats, ErrorRecord, RunResult
+from squall.runtime.clock import wall_ms
+from squall.runtime.protocol import Progress
+from squall.runtime.spark import row_schema
+from squall.runtime.spark.batch_rows import add_counters, decode_batch, log_error
+from squall.runtime.spark.fingerprint import check_fingerprint
+from squall.runtime.spark.query import drive_query, routing_keys
+from squall.runtime.spark.session import get_session
+from squall.runtime.spark.shipping import portable
+from squall.runtime.spark.stage import StagePlan, chain_stages
+from squall.runtime.stats import ComponentStats, ErrorRecord, RunResult, aggregate_stats
 from squall.topology.config import Config, random_seed
 from squall.topology.description import Topology
 from squall.topology.graph import bolt_order
+from squall.transactional.attempt import TransactionAttempt
 from squall.transactional.builder import coordinator_id
 from squall.transactional.coordinator import Coordinator
 from squall.transactional.progress_store import STORE, open_store
-from squall.transactional.reports import INBAND, BatchReport
+from squall.transactional.reports import INBAND
 from squall.transactional.wrappers import (
     BATCH,
     CoordinatedBolt,
@@ -63,7 +70,6 @@ from squall.transactional.wrappers import (
     partitions_exhausted,
 )
 
-log = logging.getLogger("squall")
 MAX_ATTEMPTS = "squall.transactional.max.attempts"  # unset: replay for ever, as Storm
 
 
@@ -74,7 +80,7 @@ def _plan_path(run_dir: str) -> str:
 class _TxReader(DataSourceStreamReader):
     """Offsets are transaction counts: one more per trigger while the spout has input left."""
 
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, options: Mapping[str, str]) -> None:
         self.run_dir = options["dir"]
         with open(_plan_path(self.run_dir), "rb") as f:
             plan = cloudpickle.load(f)
@@ -121,29 +127,6 @@ class TransactionalSource(DataSource):
         return _TxReader(self.options)
 
 
-def _ship_nested_classes(topology: Topology) -> None:
-    """Ship by value the classes of the user objects inside the wrappers (batch bolts, the
-    spout), as `portable` does for components: executors cannot import a script's module."""
-    import sys
-
-    from pyspark import cloudpickle as pyspark_cloudpickle
-
-    installed = tuple(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
-    squall_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    for spec in topology.components.values():
-        instance = spec.new_instance()
-        for obj in (getattr(instance, "template", None), getattr(instance, "spout", None)):
-            for cls in type(obj).__mro__ if obj is not None else ():
-                module = sys.modules.get(cls.__module__)
-                path = getattr(module, "__file__", None)
-                if module is None or path is None or cls.__module__ == "__main__":
-                    continue
-                path = os.path.abspath(path)
-                if not path.startswith(installed) and not path.startswith(squall_dir):
-                    cloudpickle.register_pickle_by_value(module)
-                    pyspark_cloudpickle.register_pickle_by_value(module)
-
-
 def stage_order(topology: Topology) -> list[str]:
     """Bolts in topological order, every processing-phase bolt before every commit-phase one."""
     order = bolt_order(topology)
@@ -157,28 +140,17 @@ def stage_order(topology: Topology) -> list[str]:
 
 
 class TransactionalSparkRunner:
+    """Runs a transactional topology, one transaction per micro-batch (see the module doc)."""
+
     def __init__(self, topology: Topology, conf: Mapping[str, Any] | None = None, *,
                  master: str | None = None, checkpoint_location: str | None = None,
                  session: Any = None) -> None:
-        from squall.atomic_files import read_or_none, write_atomic
-        from squall.runtime.spark.driver import fingerprint, portable, routing_keys
-        from squall.runtime.spark.session import get_session
-
         coords = [cid for cid in topology.spouts if cid.startswith("$coord-")]
         if len(coords) != 1 or len(topology.spouts) != 1:
             raise InvalidTopologyError("not a topology built by TransactionalTopologyBuilder")
         self.dir = os.path.abspath(checkpoint_location or tempfile.mkdtemp(prefix="squall-tx-"))
         os.makedirs(self.dir, exist_ok=True)
-        mine = json.dumps(fingerprint(topology), sort_keys=True).encode()
-        theirs = read_or_none(os.path.join(self.dir, "topology.json"))
-        if theirs is None:
-            write_atomic(os.path.join(self.dir, "topology.json"), mine)
-        elif json.loads(theirs) != json.loads(mine):
-            from squall.runtime.spark.driver import CheckpointMismatchError
-
-            raise CheckpointMismatchError(
-                f"checkpoint location {self.dir} was written by a different topology; use a new "
-                "checkpoint location, or restart the topology that wrote it")
+        check_fingerprint(self.dir, topology)
         self.user_conf = dict(conf or {})
         self.user_conf.setdefault(STORE, {"dir": os.path.join(self.dir, "transactional")})
         self.user_conf[INBAND] = True
@@ -191,7 +163,7 @@ class TransactionalSparkRunner:
         self.coord_task = topology.component_tasks(coordinator_id(self.tx_id))[0]
         self.spark = session or get_session(master, self.user_conf)
         self.spark.dataSource.register(TransactionalSource)
-        _ship_nested_classes(topology)
+        # Ships the wrappers' user objects (batch bolts, the spout) by value as well.
         self.topology = portable(topology)
         self.order = stage_order(self.topology)
         self.keys = {cid: routing_keys(self.spark, self.topology.components[cid].num_tasks)
@@ -216,6 +188,10 @@ class TransactionalSparkRunner:
         self.batches = 0
         self.batch_seconds: list[float] = []
         self.exhausted = False
+        self.query: Any = None  # set by drive_query
+        self.stopping = False  # set by drive_query before it stops the query
+        self.failure: SquallError | None = None  # this runner stops its query only by raising
+        self.elapsed_ms = 0
         write_atomic(_plan_path(self.dir), cloudpickle.dumps(
             {"spout": self.spout, "conf": self.user_conf, "tx_id": self.tx_id}))
 
@@ -249,7 +225,7 @@ class TransactionalSparkRunner:
         self.batch_seconds.append(time.perf_counter() - started)
         self.exhausted = partitions_exhausted(self.spout, self.store, txid)
 
-    def _counted_attempt(self, attempt: Any) -> bool:
+    def _counted_attempt(self, attempt: TransactionAttempt) -> bool:
         """`_attempt`, with the coordinator's counters: its batch tuple is emitted to every
         emitter task, then acked (the attempt commits) or failed."""
         started = time.monotonic()
@@ -268,59 +244,38 @@ class TransactionalSparkRunner:
                 self.coord_stats["failed"] += 1
         return ok
 
-    def _attempt(self, attempt: Any) -> bool:
-        from squall.runtime.spark import row_schema
-        from squall.runtime.spark.stage import StagePlan, stage_function
-
+    def _attempt(self, attempt: TransactionAttempt) -> bool:
         txid = attempt.transaction_id
-        now = time.time_ns() // 1_000_000  # the runner is where time enters (batch time)
+        now = wall_ms()  # the runner is where time enters (batch time)
         emitter_keys = self.keys[self.topology.task_component(self.emitter_tasks[0])]
-        rows = row_schema.RowBuffer()
+        batch = row_schema.RowBuffer()
         for i, t in enumerate(self.emitter_tasks):
-            rows.tuple(task=t, key=emitter_keys[t - self.emitter_tasks[0]], stream=BATCH,
-                       src=self.coord_task, values=[attempt, txid - 1], anchors=None, ts=now,
-                       seq=i)
-        cur = self.spark.createDataFrame(pa.Table.from_batches([rows.to_batch()]))
-        for cid in self.order:
-            plan = StagePlan(
-                run_id=self.run_id, topology=self.topology, conf=self.user_conf, component=cid,
-                batch_id=txid, committed=txid - 1, state_dir=self.dir, keys=self.keys,
-                seed=self.seed, tracking=False, capture=False)
-            n = self.topology.components[cid].num_tasks
-            cur = cur.repartition(n, "key").mapInArrow(stage_function(plan), row_schema.DDL)
-        cols = cur.toArrow().to_pydict()
+            batch.tuple(task=t, key=emitter_keys[t - self.emitter_tasks[0]], stream=BATCH,
+                        src=self.coord_task, values=[attempt, txid - 1], anchors=None, ts=now,
+                        seq=i)
+        plan = StagePlan(
+            run_id=self.run_id, topology=self.topology, conf=self.user_conf, component="",
+            batch_id=txid, committed=txid - 1, state_dir=self.dir, keys=self.keys,
+            seed=self.seed, tracking=False, capture=False)
+        cur = chain_stages(self.spark.createDataFrame(pa.Table.from_batches([batch.to_batch()])),
+                           plan, self.order)
+        rows = decode_batch(cur.toArrow().to_pydict(), self.topology)
         finished: set[int] = set()
         failures: list[str] = []
-        stats: dict[int, dict[str, int]] = {}  # this attempt's, merged at once under the lock
-        for i, kind in enumerate(cols["kind"]):
-            task = cols["task"][i]
-            if kind == row_schema.ERROR:
-                error = pickle.loads(cols["values"][i])
-                if isinstance(error, BatchReport):
-                    if error.attempt == attempt:
-                        (finished.add(error.task) if error.finished
-                         else failures.append(f"task {error.task}: {error.cause}"))
-                    continue
-                cid = self.topology.task_component(task) if task in self.topology.task_ids \
-                    else "?"
-                self.errors.append(ErrorRecord(cid, task, error, cols["stream"][i],
-                                               cols["ts"][i]))
-                log.error("[%s:%s] %s: %s", cid, task, type(error).__name__, error)
-            elif kind == row_schema.ABORT:  # a task refused to commit (BatchRetryError): retried
-                error = pickle.loads(cols["values"][i])
-                failures.append(f"task {task}: {type(error).__name__}: {error}")
-                cid = self.topology.task_component(task) if task in self.topology.task_ids \
-                    else "?"
-                self.errors.append(ErrorRecord(cid, task, error, None, cols["ts"][i]))
-            elif kind == row_schema.STATS:
-                into = stats.setdefault(task, {})
-                for key, value in pickle.loads(cols["values"][i]).items():
-                    into[key] = into.get(key, 0) + value
+        for report in rows.reports:
+            if report.attempt == attempt:
+                if report.finished:
+                    finished.add(report.task)
+                else:
+                    failures.append(f"task {report.task}: {report.cause}")
+        for record in rows.errors:
+            self.errors.append(record)
+            log_error(record)
+        for record in rows.aborts:  # a task refused to commit (BatchRetryError): retried
+            failures.append(f"task {record.task}: {type(record.error).__name__}: {record.error}")
+            self.errors.append(record)
         with self._stats_lock:
-            for task, counters in stats.items():
-                into = self.bolt_stats.setdefault(task, {})
-                for key, value in counters.items():
-                    into[key] = into.get(key, 0) + value
+            add_counters(self.bolt_stats, rows.stats)
         ok = not failures and finished >= self.reporting_tasks
         if not ok:
             missing = sorted(self.reporting_tasks - finished)
@@ -330,7 +285,7 @@ class TransactionalSparkRunner:
 
     # ---- running ---------------------------------------------------------------------------
     def run(self, *, duration_ms: int | None = None, until_complete: bool = True,
-            on_progress: Callable[[Any], None] | None = None, progress_every_ms: int = 1000,
+            on_progress: Progress | None = None, progress_every_ms: int = 1000,
             max_wait_ms: int | None = None) -> RunResult:
         started = time.monotonic()
         self.exhausted = partitions_exhausted(self.spout, self.store, self.core.curr - 1)
@@ -346,22 +301,12 @@ class TransactionalSparkRunner:
     def component_stats(self) -> dict[str, ComponentStats]:
         """Every component's counters so far (as `SparkRunner.component_stats`): the bolt tasks'
         of every finished attempt, and the coordinator's (see the module doc)."""
-        out = {cid: ComponentStats(cid, spec.kind, spec.num_tasks)
-               for cid, spec in self.topology.components.items()}
         with self._stats_lock:
-            sources = [(t, dict(s)) for t, s in self.bolt_stats.items()]
-            sources.append((self.coord_task, dict(self.coord_stats)))
-            pending = self.in_flight
-        for task, stats in sources:
-            cs = out[self.topology.task_component(task)]
-            for key in ("emitted", "transferred", "executed", "acked", "failed", "timed_out",
-                        "errors", "latency_total_ms", "latency_count"):
-                setattr(cs, key, getattr(cs, key) + stats.get(key, 0))
-        out[self.topology.task_component(self.coord_task)].pending = pending
-        return out
+            tasks = [(t, dict(s)) for t, s in self.bolt_stats.items()]
+            tasks.append((self.coord_task, {**self.coord_stats, "pending": self.in_flight}))
+        return aggregate_stats(self.topology, tasks)
 
     def result(self) -> RunResult:
-        return RunResult(self.component_stats(), list(self.errors),
-                         getattr(self, "elapsed_ms", 0),
+        return RunResult(self.component_stats(), list(self.errors), self.elapsed_ms,
                          {"batches": self.batches, "committed": list(self.committed_txids),
                           "failed_attempts": len(self.failed_attempts)})
