@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import pytest
 
+from squall import TopologyBuilder
 from squall.runtime.spark import row_schema
+from squall.runtime.spark.batch_rows import decode_batch
+from squall.runtime.spark.stage import StageHost, StagePlan
+from squall.testing import FixedTupleSpout
 from squall.topology.fields import Fields
 from squall.topology.tuple import Origin, _RuntimeTuple
+from squall.transactional.attempt import TransactionAttempt
+from squall.transactional.reports import BatchReport
 
 
 def origin(task: int, stream: str) -> Origin:
@@ -100,3 +106,21 @@ def test_tuple_values_travel_as_lists():
     a = origin(1, "a")
     packets.send(7, _RuntimeTuple(("t", 1), a, None, 7))
     assert decoded(packets.rows()) == {(1, 7): [("a", 0, ["t", 1], None)]}
+
+
+def test_batch_reports_travel_in_their_own_row_kind_not_as_errors():
+    b = TopologyBuilder()
+    b.set_spout("s", FixedTupleSpout([[1]], Fields("n")))
+    topology = b.create_topology()
+    plan = StagePlan(run_id="r", topology=topology, conf={}, component="", batch_id=1,
+                     committed=0, state_dir="", keys={}, seed=0, tracking=False, capture=False)
+    out = row_schema.RowBuffer()
+    host = StageHost(plan, out)
+    attempt = TransactionAttempt(1, 2)
+    host.report_error("s", 1, BatchReport(attempt, 1, False, "store down"))
+    host.report_error("s", 1, ValueError("a real error"))
+    assert [row[0] for row in out.rows] == [row_schema.REPORT, row_schema.ERROR]
+    rows = decode_batch(out.to_batch().to_pydict(), topology)
+    assert [(r.attempt, r.task, r.finished, r.cause) for r in rows.reports] == [
+        (attempt, 1, False, "store down")]
+    assert [str(e.error) for e in rows.errors] == ["a real error"]
