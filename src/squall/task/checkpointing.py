@@ -56,6 +56,11 @@ if TYPE_CHECKING:
 EXHAUSTED_INTERVAL_MS = 10
 
 
+# What a task snapshot carries of the checkpointing: the bolt's state, a stateful windowed bolt's
+# window state, and the batch prepared last (see `TaskCheckpointing.saved`).
+CheckpointingSaved = tuple[Any, State | None, int | None]
+
+
 def is_stateful_topology(topology: Topology) -> bool:
     """Whether any bolt is stateful: then every bolt takes part in checkpoints."""
     return any(is_stateful_role(spec.role) for spec in topology.bolts.values())
@@ -117,12 +122,12 @@ class TaskCheckpointing:
         self.handled: list[tuple[str, int]] = []  # (action, txid) handled, for tests and stats
 
     # ---- snapshots ----------------------------------------------------------------------------
-    def saved(self) -> tuple[Any, State | None, int | None]:
+    def saved(self) -> CheckpointingSaved:
         """What a task snapshot must carry of the checkpointing (batch transactions: Spark, or
         the local runner with a checkpoint location)."""
         return (self.state, self.window_state, self.prepared_batch)
 
-    def restore(self, saved: tuple[Any, State | None, int | None]) -> None:
+    def restore(self, saved: CheckpointingSaved) -> None:
         self.state, self.window_state, self.prepared_batch = saved
         self.hooks = self.task.window if self.task.window is not None else self.task.instance
 

@@ -20,7 +20,11 @@ from squall.errors import BatchRetryError, FailedException
 from squall.protocols import Host
 from squall.reliability.acker import Outcome
 from squall.reliability.pending import PendingMap
-from squall.task.checkpointing import TaskCheckpointing, is_stateful_topology
+from squall.task.checkpointing import (
+    CheckpointingSaved,
+    TaskCheckpointing,
+    is_stateful_topology,
+)
 from squall.task.collectors import (
     BasicOutputCollector,
     OutputCollector,
@@ -111,12 +115,14 @@ class TaskRuntime:
         """Bind the task's collectors to its host, routes and id generator (one call)."""
         self.collector.bind(self.host, self.routes, self.rand64)
 
-    def framework_saved(self) -> tuple[Any, Any]:
+    def framework_saved(self) -> tuple[Any, CheckpointingSaved | None]:
         """What a snapshot carries of the framework's state for the instance: the role
-        adapter's and the checkpointing's (squall.task.snapshot). None for a spout."""
+        adapter's (opaque: each role's own) and the checkpointing's (squall.task.snapshot).
+        None for a spout."""
         return None, None
 
-    def restore_framework(self, window: Any, checkpointing: Any) -> None:
+    def restore_framework(self, window: Any,
+                          checkpointing: CheckpointingSaved | None) -> None:
         """Continue from what `framework_saved` returned, after the instance was restored."""
 
     def _report(self, error: BaseException, stream: str | None = None) -> None:
@@ -256,11 +262,12 @@ class BoltTask(TaskRuntime):
         # shortcuts.
         (self.basic_collector or self.collector).bind(self.host, self.routes, self.rand64)
 
-    def framework_saved(self) -> tuple[Any, Any]:
+    def framework_saved(self) -> tuple[Any, CheckpointingSaved | None]:
         return (None if self.window is None else self.window.saved(),
                 None if self.checkpointing is None else self.checkpointing.saved())
 
-    def restore_framework(self, window: Any, checkpointing: Any) -> None:
+    def restore_framework(self, window: Any,
+                          checkpointing: CheckpointingSaved | None) -> None:
         if self.window is not None:
             self.window.restore(window, self.instance)
         if self.checkpointing is not None and checkpointing is not None:
