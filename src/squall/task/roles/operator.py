@@ -46,6 +46,9 @@ from squall.topology.tuple import TICK_STREAM, Tuple
 
 log = logging.getLogger("squall")
 
+# The hot path's commonest results of `WindowedEngine.process(..., delay=)` besides ACCEPTED.
+_MOVED = ACCEPTED | WATERMARK_MOVED
+
 # What a task snapshot carries (`saved`): everything `setup` and the input built, except the
 # operator (the snapshot has it) and the field-position cache of the fast path (rebuilt from the
 # first tuple). The collectors among them pickle as references to the restoring task's.
@@ -241,16 +244,24 @@ class OperatorRole(WindowRole):
                 # falls due below it; `_advance` runs only when something does.
                 result = engine.process(values[i_key] if i_key >= 0 else None, ts,
                                         values[i_value], now_ms, False, None, fast[3])
-                if result & ACCEPTED:
+                if result == ACCEPTED:  # most tuples: accumulated, the watermark stays
                     if engine.out:
                         self._flush()
+                elif result == _MOVED:  # in-order input: a new largest timestamp
+                    if engine.out:
+                        self._flush()
+                    self._pending_wm = engine.watermark  # sent lazily, as in `_advance`
                 else:
-                    self._late(tup, ts)
-                if result & WATERMARK_MOVED:
-                    # Sent lazily, as in `_advance`.
-                    self._pending_wm = engine.watermark
-                elif result & WATERMARK_DUE:
-                    self._advance(ts - fast[3], now_ms)
+                    if result & ACCEPTED:
+                        if engine.out:
+                            self._flush()
+                    else:
+                        self._late(tup, ts)
+                    if result & WATERMARK_MOVED:
+                        # Sent lazily, as in `_advance`.
+                        self._pending_wm = engine.watermark
+                    elif result & WATERMARK_DUE:
+                        self._advance(ts - fast[3], now_ms)
                 self._out.ack(tup)
                 return
         try:
