@@ -1,8 +1,10 @@
-"""What transactional tasks tell the Spark driver about a batch, through the error channel.
+"""What transactional tasks tell the Spark driver about a batch: `BatchReport`.
 
 On Spark a transaction is one micro-batch run as one Spark action, with no tuple trees: each task
-says whether it finished its part of the batch or failed it. These are reports, not errors; the
-driver separates them from real errors (which it also records).
+says whether it finished its part of the batch or failed it. These are reports, not errors. A task
+hands its report to its collector's `report_error` (a collector's one channel to its host); the
+Spark stage host sends it in a row kind of its own (`row_schema.REPORT`), so reports never reach
+the run's errors. `INBAND` is set only by the Spark driver, so other runners never see one.
 """
 
 from __future__ import annotations
