@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from squall.components.base import Bolt
 from squall.components.windowed import ERROR_FIELDS, ERROR_STREAM, LATE_TUPLE_FIELD
@@ -67,13 +67,6 @@ Extractor = Callable[[Tuple], Any]
 DurationLike = Duration | datetime.timedelta | int
 
 
-class _TaskSide(Protocol):
-    """What the operator forwards to its task's role adapter (`OperatorRole`) while the task
-    still reports batch ends to the component (`on_batch_end`) rather than to the adapter."""
-
-    def end_batch_now(self, batch_id: int) -> None: ...
-
-
 class WindowedOperatorBase(Bolt):
     """What the three operators share: the user's configuration, the declaration of the output
     streams and the validation. The framework's side (engine, stores, watermarks, counters, the
@@ -84,8 +77,6 @@ class WindowedOperatorBase(Bolt):
     n_inputs = 1
     # The task's role adapter while the operator forwards batch ends to it (set by the
     # adapter, never pickled with the operator).
-    _task_side: _TaskSide | None = None
-
     def __init__(
         self,
         *,
@@ -181,28 +172,8 @@ class WindowedOperatorBase(Bolt):
     def execute(self, tup: Tuple) -> None:  # the task hands tuples to the operator role
         raise RuntimeError("windowed operators are driven by their task")
 
-    # ---- forwarded to the task's role adapter ---------------------------------------------
-    # The task calls `on_batch_end` on the component: it forwards to the role adapter
-    # (`OperatorRole`), which links itself here when it sets the task up or restores it. Once
-    # the task reports batch ends to the adapter, the link goes.
-
-    def on_batch_end(self, batch_id: int) -> None:
-        """Time triggers fire against the batch's processing time; the watermark goes out.
-        A subclass that overrides this must call it."""
-        side = self._task_side
-        if side is not None:
-            side.end_batch_now(batch_id)
-
-    # stateful=True: the checkpoint protocol calls its hooks (`init_state`, `pre_prepare`,
+    # With stateful=True the checkpoint protocol calls its hooks (`init_state`, `pre_prepare`,
     # `pre_commit`, `pre_rollback`) on the role adapter, which keeps the windows in the state.
-
-    def __getstate__(self) -> dict[str, Any]:
-        # The link to the role adapter is not the operator's: a task snapshot carries the
-        # adapter's state separately (`OperatorRole.saved`), and the restoring adapter links
-        # itself to the restored operator.
-        state = dict(self.__dict__)
-        state.pop("_task_side", None)
-        return state
 
 
 class KeyedWindowedOperator(WindowedOperatorBase):

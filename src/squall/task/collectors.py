@@ -42,7 +42,6 @@ class _Emitter:
     """Emit checks shared by spout and bolt collectors."""
 
     def __init__(self, task: TaskRuntime) -> None:
-        self._task = task
         self._component = task.component_id
         self._task_id = task.task_id
         self._capture = task.capture

@@ -297,6 +297,8 @@ class BoltTask(TaskRuntime):
     def end_batch(self, batch_id: int) -> None:
         try:
             self.instance.on_batch_end(batch_id)
+            if self.window is not None:  # processing-time triggers, watermarks downstream
+                self.window.end_batch(batch_id, self.host.now_ms())
         except BatchRetryError as exc:
             if self.host.transactional_batches:
                 raise  # the batch must not commit: the runner runs it again

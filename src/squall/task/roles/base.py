@@ -21,9 +21,9 @@ from squall.topology.tuple import Tuple
 class WindowRole:
     """The framework's side of one windowed component in one task.
 
-    This base delegates to the `_window_*` hooks of the component and to its checkpoint hooks
-    (where the framework's state lived before role adapters); each role replaces it with an
-    adapter that holds that state.
+    Each windowed role has an adapter (squall.task.roles) that holds the framework's state for
+    the component; this base says what the task calls, and passes the checkpoint hooks on to
+    the component (a stateful windowed bolt's `init_state`, `pre_*` are the user's).
     """
 
     def __init__(self, instance: Any) -> None:
@@ -33,20 +33,25 @@ class WindowRole:
     def emits_unanchored(self) -> bool:
         """Whether the component's emits may be unanchored in a stateful topology: a window
         kept in state (a persistent stateful windowed bolt, an operator's panes) acks its input
-        when it is queued, so what it emits later has no tuple tree to join. This base reads
-        the component's `_window_persistent` flag (the operators'); adapters say it."""
-        return bool(getattr(self.instance, "_window_persistent", False))
+        when it is queued, so what it emits later has no tuple tree to join."""
+        return False
 
     def setup(self, conf: Mapping[str, Any], context: TopologyContext,
               out: OutputCollectorLike) -> Any:
         """Build the task's window machinery; returns the collector `prepare` gets."""
-        return self.instance._window_setup(conf, context, out)
+        raise NotImplementedError
 
     def execute(self, tup: Tuple, now_ms: int) -> None:
-        self.instance._window_execute(tup, now_ms)
+        """One input tuple (or tick) at processing time `now_ms`."""
+        raise NotImplementedError
+
+    def end_batch(self, batch_id: int, now_ms: int) -> None:
+        """The end of a batch (a Spark micro-batch, a local runner's batch), after the
+        component's own `on_batch_end`: processing-time triggers fire at `now_ms`."""
 
     def end_of_input(self, now_ms: int) -> None:
-        self.instance._window_end_of_input(now_ms)
+        """Every spout is exhausted: fire what remains and ack what is held."""
+        raise NotImplementedError
 
     def saved(self) -> Any:
         """The framework state a snapshot of the task must carry (None: all on the instance)."""

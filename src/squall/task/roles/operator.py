@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import pickle
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from squall.components.context import TopologyContext
@@ -53,27 +53,11 @@ _MOVED = ACCEPTED | WATERMARK_MOVED
 # operator (the snapshot has it) and the field-position cache of the fast path (rebuilt from the
 # first tuple). The collectors among them pickle as references to the restoring task's.
 _SAVED = (
-    "_out", "_bulk", "_clock", "_inputs", "_n_inputs", "_sources", "_sends_wm", "_fast",
+    "_out", "_bulk", "_inputs", "_n_inputs", "_sources", "_sends_wm", "_fast",
     "_keyed",
     "engine", "watermarks", "_pending_wm", "late_tuples", "window_errors",
     "_state", "_store", "_session_store", "_stale",
 )
-
-
-class TaskClock:
-    """The processing time of the task whose collector this is, read from the host the
-    collector is bound to at every call (the Spark runner moves a task to a new host each
-    micro-batch and rebinds its collector).
-
-    Only the batch end needs it, while the task calls the operator's `on_batch_end` rather than
-    `OperatorRole.end_batch` with the batch's time.
-    """
-
-    def __init__(self, collector: OutputCollector) -> None:
-        self.collector = collector  # pickles as a reference to the restoring task's collector
-
-    def __call__(self) -> int:
-        return self.collector._host.now_ms()
 
 
 class OperatorRole(WindowRole):
@@ -92,11 +76,8 @@ class OperatorRole(WindowRole):
 
     # ---- set up, snapshots ---------------------------------------------------------------
     def setup(self, conf: Mapping[str, Any], context: TopologyContext,
-              out: OutputCollectorLike, *, now_ms: Callable[[], int] | None = None) -> Any:
-        """Build the task's engine and watermarks; returns `out`, the collector `prepare` gets.
-
-        `now_ms`: the task's clock, for batch ends the task reports without their time (default:
-        the clock of the task that owns `out`)."""
+              out: OutputCollectorLike) -> Any:
+        """Build the task's engine and watermarks; returns `out`, the collector `prepare` gets."""
         op = self.instance
         self._out = out
         n_inputs = self._n_inputs = op.n_inputs
@@ -124,9 +105,6 @@ class OperatorRole(WindowRole):
         # wraps that collector (and passes unanchored emits through).
         collector = getattr(out, "_out", out)
         self._bulk = collector if isinstance(collector, OutputCollector) else None
-        self._clock: Callable[[], int] | None = now_ms if now_ms is not None else (
-            TaskClock(self._bulk) if self._bulk is not None else None)
-        op._task_side = self  # see WindowedOperatorBase: its forwarded hooks
         return out
 
     def _reset_fast_cache(self) -> None:
@@ -161,7 +139,6 @@ class OperatorRole(WindowRole):
         for name in _SAVED:
             setattr(self, name, saved[name])
         self._reset_fast_cache()
-        instance._task_side = self
 
     # ---- stateful-operator: the checkpoint protocol's hooks (as a StatefulBolt's) -----------
     def init_state(self, state: KeyValueState) -> None:
@@ -322,14 +299,6 @@ class OperatorRole(WindowRole):
             self._flush()
         if self._pending_wm is not None:
             self._send_watermark()
-
-    def end_batch_now(self, batch_id: int) -> None:
-        """`end_batch` at the task's current time (`setup`'s clock): the operator's
-        `on_batch_end` calls this while the task reports batch ends to the operator."""
-        if self._clock is None:
-            raise RuntimeError("the operator role was set up without a clock (now_ms=) and "
-                               "without a task collector to read its task's time from")
-        self.end_batch(batch_id, self._clock())
 
     def end_of_input(self, now_ms: int) -> None:
         if self._stale:
