@@ -45,9 +45,9 @@ from squall.components.base import Bolt
 from squall.components.windowed import ERROR_FIELDS, ERROR_STREAM, LATE_TUPLE_FIELD
 from squall.duration import Duration, to_millis
 from squall.errors import InvalidTopologyError
-from squall.panes.accumulations import Accumulation
 from squall.panes.triggers import TriggerOption
 from squall.panes.windows import WindowOption
+from squall.protocols import Accumulation
 from squall.topology import roles
 from squall.topology.config import TOPOLOGY_TICK_TUPLE_FREQ_SECS
 from squall.topology.declarer import DEFAULT_STREAM, StreamSpec

@@ -34,30 +34,11 @@ cannot change a value already emitted (or kept as the last emitted one).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-
-@runtime_checkable
-class Accumulation(Protocol):
-    """What a windowed operator needs from an accumulation."""
-
-    retractable: bool
-
-    def default_accumulated_value(self) -> Any: ...
-
-    def accumulate(self, acc: Any, value: Any) -> Any: ...
-
-    def merge(self, acc1: Any, acc2: Any) -> Any: ...
-
-    def get_output(self, acc: Any) -> Any: ...
-
-    def get_retraction(self, output: Any) -> Any: ...
-
-
-class MergeAccumulation(Accumulation, Protocol):
-    """An accumulation over two inputs (`WindowedMergeOperator`)."""
-
-    def accumulate2(self, acc: Any, value: Any) -> Any: ...
+# The protocols live with the other seams; `accumulations.Accumulation` stays a public name.
+from squall.protocols import Accumulation as Accumulation
+from squall.protocols import MergeAccumulation as MergeAccumulation
 
 
 class _NoRetraction:

@@ -40,7 +40,6 @@ import heapq
 from collections.abc import MutableMapping
 from typing import Any
 
-from squall.panes.accumulations import Accumulation
 from squall.panes.triggers import EARLY, LATE, ON_TIME, AccumulationMode, TriggerOption
 from squall.panes.windows import (
     MAX_TIMESTAMP,
@@ -49,6 +48,7 @@ from squall.panes.windows import (
     Window,
     WindowOption,
 )
+from squall.protocols import Accumulation
 
 Pane = tuple[Any, int, int, Any, str, int, bool]
 

@@ -14,7 +14,6 @@ from squall.components.operators import (
     WindowedOperatorBase,
 )
 from squall.panes import accumulations
-from squall.panes.accumulations import Accumulation, MergeAccumulation
 from squall.panes.engine import InputWatermarks, PaneState, WindowedEngine
 from squall.panes.triggers import EARLY, LATE, ON_TIME, AccumulationMode, TriggerOption
 from squall.panes.windows import (
@@ -27,6 +26,7 @@ from squall.panes.windows import (
     Window,
     WindowOption,
 )
+from squall.protocols import Accumulation, MergeAccumulation
 
 __all__ = [
     "EARLY",
