@@ -456,10 +456,30 @@ class BasicOutputCollector:
         return (current_collector, ("basic",))
 
 
-class StatefulOutputCollector:
+class _Wrapping:
+    """A collector in front of another (`_out`): what it does not change, it passes on."""
+
+    _out: OutputCollectorLike
+
+    def ack(self, tup: Tuple) -> None:
+        self._out.ack(tup)
+
+    def fail(self, tup: Tuple) -> None:
+        self._out.fail(tup)
+
+    def reset_timeout(self, tup: Tuple) -> None:
+        self._out.reset_timeout(tup)
+
+    def report_error(self, error: BaseException) -> None:
+        self._out.report_error(error)
+
+
+class StatefulOutputCollector(_Wrapping):
     """What bolts of a stateful topology emit with (Storm's `AnchoringOutputCollector` and
     `AckTrackingOutputCollector`): unanchored emits are refused, and with a `held` list acks
     are queued there until the checkpoint commits (local runner)."""
+
+    _out: OutputCollector
 
     def __init__(self, out: OutputCollector, held: list[Tuple] | None,
                  anchored: bool = True) -> None:
@@ -490,17 +510,8 @@ class StatefulOutputCollector:
         else:
             self._held.append(tup)
 
-    def fail(self, tup: Tuple) -> None:
-        self._out.fail(tup)
 
-    def reset_timeout(self, tup: Tuple) -> None:
-        self._out.reset_timeout(tup)
-
-    def report_error(self, error: BaseException) -> None:
-        self._out.report_error(error)
-
-
-class WindowedOutputCollector:
+class WindowedOutputCollector(_Wrapping):
     """The collector a windowed bolt gets: inside `execute(window)`, an emit without anchors is
     anchored to every tuple of the window (as Storm's `WindowedOutputCollector`); the window's
     role adapter (squall.task.roles.windowed) sets `anchors` around each `execute`."""
@@ -518,15 +529,3 @@ class WindowedOutputCollector:
                     stream: str = DEFAULT) -> list[int]:
         return self._out.emit_direct(task_id, values,
                                      self.anchors if anchors is None else anchors, stream)
-
-    def ack(self, tup: Tuple) -> None:
-        self._out.ack(tup)
-
-    def fail(self, tup: Tuple) -> None:
-        self._out.fail(tup)
-
-    def reset_timeout(self, tup: Tuple) -> None:
-        self._out.reset_timeout(tup)
-
-    def report_error(self, error: BaseException) -> None:
-        self._out.report_error(error)

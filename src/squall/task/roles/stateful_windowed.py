@@ -109,18 +109,7 @@ class StatefulWindowedRole(WindowedRole):
             return manager.queue.events_in_memory()
         return super().events_in_memory()
 
-    # ---- the checkpoint protocol's hooks: the bolt's own ----------------------------------
-    def init_state(self, state: Any) -> None:
-        self.instance.init_state(state)
-
-    def pre_prepare(self, txid: int) -> None:
-        self.instance.pre_prepare(txid)
-
-    def pre_commit(self, txid: int) -> None:
-        self.instance.pre_commit(txid)
-
-    def pre_rollback(self) -> None:
-        self.instance.pre_rollback()
+    # The checkpoint protocol's hooks (init_state, pre_*) are the bolt's own: WindowRole's.
 
     # ---- the window state: driven by the checkpointing ------------------------------------
     def attach_window_state(self, window_state: State) -> None:
