@@ -8,7 +8,7 @@ passes it on to a windowed bolt, which fires its remaining windows and acks ever
 A replay that makes a spout busy again re-arms the signal.
 
 Local runner: `EndOfInput.due` is polled when the engine is idle. Spark: the spout reader plans one
-system row per bolt task in the batch where all spouts are exhausted (`plan_rows`); its `src` is the
+system row per bolt task in the batch where all spouts are exhausted; its `src` is the
 largest task id, so it sorts after the task's other rows, and stages run in topological order.
 """
 
@@ -40,13 +40,3 @@ class EndOfInput:
             return False
         self.sent = True
         return True
-
-
-def plan_rows(topology: Topology, keys: dict[int, int], now: int, seq: int) -> list[tuple]:
-    """The Spark rows (wire schema) that tell every bolt task input ended, one per task."""
-    from squall.runtime.spark import row_schema
-
-    return [(row_schema.TUPLE, t, keys[t], END_OF_INPUT_STREAM, END_OF_INPUT_SRC,
-             row_schema.encode_values([]), None, None, None, now, seq + i)
-            for i, t in enumerate(t for cid in bolt_order(topology)
-                                  for t in topology.component_tasks(cid))]

@@ -141,6 +141,10 @@ class SpoutTask(TaskRuntime):
         self.collector: SpoutOutputCollector = SpoutOutputCollector(self)
         self.spout: Spout = self.instance
         self._untracked_acks: list[Any] = []
+        # When the run captures (complete_topology), the message ids handed to the spout's ack
+        # and fail, in order: the framework's record, whatever the spout keeps itself.
+        self.settled_ids: dict[str, list[Any]] | None = (
+            {"ack": [], "fail": []} if self.capture is not None else None)
 
     def rebind(self) -> None:
         super().rebind()
@@ -224,6 +228,8 @@ class SpoutTask(TaskRuntime):
         self.pending.reset(root, self.host.now_ms())
 
     def _call(self, method: str, msg_id: Any) -> None:
+        if self.settled_ids is not None:
+            self.settled_ids[method].append(msg_id)
         try:
             getattr(self.spout, method)(msg_id)
         except Exception as exc:

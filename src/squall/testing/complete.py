@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import types
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -52,7 +51,9 @@ class CompleteTopologyResult:
     captures: dict[int, list[tuple[str, list[Any]]]]
     stats: dict[str, ComponentStats]
     errors: list[ErrorRecord]
-    spout_instances: dict[int, Any]
+    spout_instances: dict[int, Any]  # local runner: the spout tasks' instances after the run
+    # Per spout task, the message ids the framework acked and failed on the spout, in order.
+    settled_ids: dict[int, dict[str, list[Any]]]
     elapsed_ms: int
 
     def tuples_by_task(self, component: str, stream: str = "default") -> dict[int, list[list]]:
@@ -68,18 +69,20 @@ class CompleteTopologyResult:
                            f"{sorted(self.topology.components)}")
         return [v for vs in self.tuples_by_task(component, stream).values() for v in vs]
 
-    def _spout_attr(self, spout: str, attr: str) -> list[Any]:
-        out: list[Any] = []
-        for t in self.topology.component_tasks(spout):
-            out.extend(getattr(self.spout_instances[t], attr, []))
-        return out
+    def _settled(self, spout: str, kind: str) -> list[Any]:
+        if spout not in self.topology.spouts:
+            raise KeyError(f"no spout {spout!r}; spouts: {sorted(self.topology.spouts)}")
+        return [msg_id for t in self.topology.component_tasks(spout)
+                for msg_id in self.settled_ids.get(t, {}).get(kind, [])]
 
     def acked(self, spout: str) -> list[Any]:
-        """Message ids whose trees completed (for `FixedTupleSpout`s and mocked sources)."""
-        return self._spout_attr(spout, "acked")
+        """Message ids whose trees completed, as the spout's `ack` received them: task by task
+        in task-id order, each in order."""
+        return self._settled(spout, "ack")
 
     def failed(self, spout: str) -> list[Any]:
-        return self._spout_attr(spout, "failed")
+        """Message ids whose trees failed or timed out, as the spout's `fail` received them."""
+        return self._settled(spout, "fail")
 
 
 def with_mocked_sources(topology: Topology, mocked: MockedSources) -> Topology:
@@ -148,6 +151,8 @@ def complete_topology(
         spout_instances={
             t.task_id: t.instance for t in engine.tasks.values() if isinstance(t, SpoutTask)
         },
+        settled_ids={t.task_id: t.settled_ids or {} for t in engine.tasks.values()
+                     if isinstance(t, SpoutTask)},
         elapsed_ms=result.elapsed_ms,
     )
 
@@ -170,15 +175,12 @@ def _complete_on_spark(
             f"{runner.ledger.snapshot() if len(runner.ledger) <= 10 else ''}"
         )
     status = read_status(runner.dir) or {"spouts": {}}
-    spouts = {
-        task: types.SimpleNamespace(acked=s["acked"], failed=s["failed"])
-        for task, s in status["spouts"].items()
-    }
+    settled = {task: s["settled_ids"] or {} for task, s in status["spouts"].items()}
     captures = {
         task: [(stream, values) for _seq, stream, values in sorted(rows, key=lambda r: r[0])]
         for task, rows in runner.captures.items()
     }
     return CompleteTopologyResult(
         topology=topology, captures=captures, stats=result.stats, errors=result.errors,
-        spout_instances=spouts, elapsed_ms=result.elapsed_ms,
+        spout_instances={}, settled_ids=settled, elapsed_ms=result.elapsed_ms,
     )

@@ -359,8 +359,7 @@ class SpoutReader(DataSourceStreamReader):
             "pending": sum(len(t.pending) for t in self.tasks.values()),
             "spouts": {
                 t: {
-                    "acked": list(getattr(task.instance, "acked", []) or []),
-                    "failed": list(getattr(task.instance, "failed", []) or []),
+                    "settled_ids": task.settled_ids,
                     "stats": task.stats.as_dict(),
                 }
                 for t, task in self.tasks.items()
