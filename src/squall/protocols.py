@@ -9,7 +9,7 @@ one layer up; the classes implementing these protocols type them precisely.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 
@@ -64,13 +64,31 @@ class Clock(Protocol):
     def now_ms(self) -> int: ...
 
 
+class PacketBuffer(Protocol):
+    """Tuples buffered per (origin, target task) pair, as the Spark runner's hosts do
+    (`squall.runtime.spark.row_schema.Packets`): `open[(origin, target)]` is the list an
+    unanchored tuple's values are appended to, `channel(origin, target)` opens one."""
+
+    @property
+    def open(self) -> Mapping[Any, list[Any]]: ...
+
+    def channel(self, origin: Any, target: int) -> list[Any]: ...
+
+
 class Host(Clock, Protocol):
     """What a runner provides to the tasks it hosts.
 
-    A host may also buffer tuples in packets (`packets`, with `open` and `channel`) and take acks
-    as XORs into a dict (`ack_xor`); collectors look for both when they are bound to it
-    (`squall.task.collectors`), so hosts without them need not declare them.
+    `packets`: the host's packet buffer, or None when tuples go through `send` one by one.
+    `ack_xor`: for a host whose `ack` only XORs the value into a dict by root, that dict
+    (collectors then ack inline), else None. Collectors read both when bound to the host
+    (`squall.task.collectors`).
     """
+
+    @property
+    def packets(self) -> PacketBuffer | None: ...
+
+    @property
+    def ack_xor(self) -> dict[int, int] | None: ...
 
     def send(self, task_id: int, tup: Any) -> None: ...
 

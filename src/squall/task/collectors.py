@@ -8,7 +8,7 @@ bolt emit creates one edge id per destination and anchor, XORed into the anchor'
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from squall.errors import EmitError, ReliabilityError
@@ -23,16 +23,15 @@ if TYPE_CHECKING:
     from squall.task.tasks import BoltTask, SpoutTask, TaskRuntime
 
 
-def host_channels(host: Host) -> tuple[dict | None, Any]:
+def host_channels(host: Host) -> tuple[Mapping[Any, list[Any]] | None, Any]:
     """`(open, channel)` of a host that buffers tuples in packets, else `(None, None)`.
 
     Such a host (`squall.runtime.spark.row_schema.Packets`) keeps, for each (origin, target task)
     pair it can append to as things stand, the list that an unanchored tuple's values go into:
     `open.get((origin, target))`, or `channel(origin, target)` when there is none yet. That is
-    the hot path of every unanchored emit, inlined in the collectors. Hosts without packets do
-    not declare the attribute (the Host protocol leaves it optional), hence the lookup.
+    the hot path of every unanchored emit, inlined in the collectors.
     """
-    packets = getattr(host, "packets", None)
+    packets = host.packets
     if packets is None:
         return None, None
     return packets.open, packets.channel
@@ -191,8 +190,8 @@ class OutputCollector(_Emitter):
         super().bind(host, routes, rand)
         self._host_ack = host.ack
         # A host whose `ack` only XORs the value into `xor[root]` (the Spark stage's) exposes
-        # that dict as `ack_xor`; acks then update it inline. Optional in the Host protocol.
-        self._xor: dict[int, int] | None = getattr(host, "ack_xor", None)
+        # that dict as `ack_xor`; acks then update it inline.
+        self._xor: dict[int, int] | None = host.ack_xor
         self._host_fail = host.fail
         self._host_reset = host.reset
 

@@ -44,6 +44,10 @@ _LOGGED_PER_COMPONENT = 20
 
 
 class LocalEngine:
+    # As a Host (squall.protocols): tuples go through `send` one by one, acks to the ledger.
+    packets: None = None
+    ack_xor: None = None
+
     def __init__(
         self,
         topology: Topology,

@@ -105,6 +105,8 @@ def plan_ranges(task: SpoutTask, budget: int, now: int, next_seq: Any) -> list[t
 class _RangeHost:
     """Collects the rows of one range's records."""
 
+    ack_xor = None  # the range's ack is one message, built when its records are read
+
     def __init__(self, keys: dict[int, int], ts: int, seq: int) -> None:
         self.rows = row_schema.RowBuffer()
         self.seq = seq << SEQ_SHIFT

@@ -70,6 +70,8 @@ def outcome_path(run_dir: str, batch_id: int) -> str:
 class ReaderHost:
     """The `Host` of spout tasks in the reader: emits become rows of the next segment."""
 
+    ack_xor = None  # spouts do not ack
+
     def __init__(self, keys: dict[int, int], capture: bool) -> None:
         self.rows = row_schema.RowBuffer()
         self.packets = row_schema.Packets(keys, self.next_seq)
