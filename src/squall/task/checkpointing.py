@@ -20,7 +20,7 @@ import os
 import random
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from squall.errors import InvalidTopologyError
 from squall.protocols import StatefulHooks
@@ -41,15 +41,12 @@ from squall.state.checkpoint import (
 from squall.state.providers import DURABLE, MEMORY, new_state
 from squall.task.collectors import StatefulOutputCollector
 from squall.task.roles.stateful_windowed import StatefulWindowedRole
+from squall.task.surfaces import CheckpointedTask
 from squall.topology.config import checkpoint_interval_ms, message_timeout_ms
 from squall.topology.description import Topology
 from squall.topology.graph import downstream, is_acyclic, upstream
 from squall.topology.roles import is_stateful_role
 from squall.topology.tuple import Origin, Tuple, _RuntimeTuple
-
-if TYPE_CHECKING:
-    # Types only: a bolt task builds its checkpointing (tasks.py imports this module).
-    from squall.task.tasks import BoltTask
 
 # Once every spout is exhausted nothing new can arrive: checkpoint at this pace instead of the
 # configured interval, so bounded runs finish without waiting (a squall decision).
@@ -88,7 +85,7 @@ class TaskCheckpointing:
     (`saved`/`restore`), so a task restored in another process continues with them.
     """
 
-    def __init__(self, task: BoltTask) -> None:
+    def __init__(self, task: CheckpointedTask) -> None:
         self.task = task
         topology = task.topology
         cid = task.component_id
@@ -179,7 +176,7 @@ class TaskCheckpointing:
         try:
             forward = self.handle(action, txid) if self.stateful else True
         except Exception as exc:
-            self.task._report(exc, CHECKPOINT_STREAM)
+            self.task.report(exc, CHECKPOINT_STREAM)
             out.fail(tup)
             return
         self.last_txid = txid - 1 if action == ROLLBACK else txid

@@ -9,18 +9,15 @@ bolt emit creates one edge id per destination and anchor, XORed into the anchor'
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from squall.errors import EmitError, ReliabilityError
 from squall.protocols import Host, OutputCollectorLike
 from squall.task.routing import StreamRoute
 from squall.task.snapshot import current_collector
+from squall.task.surfaces import EmittingTask, TrackingTask
 from squall.topology.declarer import DEFAULT_STREAM as DEFAULT
 from squall.topology.tuple import ACKED, FAILED, PENDING, Tuple, _RuntimeTuple
-
-if TYPE_CHECKING:
-    # Types only: the tasks build their collectors (tasks.py imports this module).
-    from squall.task.tasks import BoltTask, SpoutTask, TaskRuntime
 
 
 def host_channels(host: Host) -> tuple[Mapping[Any, list[Any]] | None, Any]:
@@ -40,7 +37,7 @@ def host_channels(host: Host) -> tuple[Mapping[Any, list[Any]] | None, Any]:
 class _Emitter:
     """Emit checks shared by spout and bolt collectors."""
 
-    def __init__(self, task: TaskRuntime) -> None:
+    def __init__(self, task: EmittingTask) -> None:
         self._component = task.component_id
         self._task_id = task.task_id
         self._capture = task.capture
@@ -131,7 +128,7 @@ class _Emitter:
 class SpoutOutputCollector(_Emitter):
     """The collector a spout emits with. `msg_id` makes the emit tracked (reliable)."""
 
-    def __init__(self, task: SpoutTask) -> None:
+    def __init__(self, task: TrackingTask) -> None:
         super().__init__(task)
         self._spout_task = task
 
@@ -182,7 +179,7 @@ class SpoutOutputCollector(_Emitter):
 class OutputCollector(_Emitter):
     """The collector a bolt emits, acks and fails with."""
 
-    def __init__(self, task: BoltTask) -> None:
+    def __init__(self, task: EmittingTask) -> None:
         self._tracking = task.tracking
         super().__init__(task)
 

@@ -26,19 +26,15 @@ references that resolve, on load, to the collector and context of the task being
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import cloudpickle
 
 from squall.components.context import current_context, restoring_context
 from squall.errors import SquallError
+from squall.task.surfaces import RestorableTask
 
-if TYPE_CHECKING:
-    # Types only: the tasks' collectors pickle as references resolved here (collectors.py
-    # imports this module, tasks.py imports collectors.py).
-    from squall.task.tasks import TaskRuntime
-
-_restoring: list[TaskRuntime] = []
+_restoring: list[RestorableTask] = []
 
 
 # The layout of a snapshot; a snapshot of another version is refused, not misread. Version 2:
@@ -52,7 +48,7 @@ class SnapshotFormatError(SquallError, ValueError):
     """A snapshot written by a squall whose snapshot layout differs from this one's."""
 
 
-def dump_instance(task: TaskRuntime) -> bytes:
+def dump_instance(task: RestorableTask) -> bytes:
     """The task's mutable runtime as bytes: its component instance, the framework's state for
     it (its role adapter's and its checkpointing's), its routing state (shuffle positions, random
     generators, custom groupings) and its tuple-id generator. Collectors and the context are
@@ -63,7 +59,7 @@ def dump_instance(task: TaskRuntime) -> bytes:
         (FORMAT_VERSION, task.instance, window, checkpointing, task.routes, task.rand64))
 
 
-def load_instance(task: TaskRuntime, blob: bytes) -> None:
+def load_instance(task: RestorableTask, blob: bytes) -> None:
     """Make the task continue from the snapshot, bound to its own collector and context."""
     _restoring.append(task)
     try:
@@ -87,10 +83,7 @@ def current_collector(kind: str) -> Any:
     """The collector of the task being restored (what a pickled collector resolves to)."""
     if not _restoring:
         raise RuntimeError("a collector can only be unpickled while a task is being restored")
-    task = _restoring[-1]
-    if kind == "basic":
-        return task.basic_collector  # type: ignore[attr-defined]
-    return task.collector
+    return _restoring[-1].collector_reference(kind)
 
 
 __all__ = ["FORMAT_VERSION", "SnapshotFormatError", "current_collector", "current_context",

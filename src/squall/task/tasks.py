@@ -11,7 +11,7 @@ import functools
 import logging
 import random
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from squall.components.base import BasicBolt, Spout
@@ -32,6 +32,7 @@ from squall.task.collectors import (
 )
 from squall.task.roles import WindowRole, window_role
 from squall.task.routing import build_routes
+from squall.task.stats import TaskStats
 from squall.topology.config import (
     Config,
     max_spout_pending,
@@ -43,37 +44,6 @@ from squall.topology.roles import BASIC, is_windowed_role
 from squall.topology.tuple import Tuple
 
 log = logging.getLogger("squall")
-
-
-# The counters of a task in the order Storm's UI shows them, which `TaskStats.as_dict` keeps.
-_COUNTERS = (
-    "emitted", "transferred", "executed", "acked", "failed", "timed_out",
-    "latency_total_ms", "latency_count", "errors", "reliability_errors",
-)
-
-
-class TaskStats:
-    """Counters of one task, as Storm's UI shows them."""
-
-    __slots__ = _COUNTERS
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        self.emitted = 0
-        self.transferred = 0
-        self.executed = 0  # kept for runners that count here; the local engine counts in send
-        self.acked = 0  # bolts: tuples acked; spouts: trees completed
-        self.failed = 0  # bolts: tuples failed; spouts: trees failed (including timeouts)
-        self.timed_out = 0
-        self.latency_total_ms = 0
-        self.latency_count = 0
-        self.errors = 0
-        self.reliability_errors = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return {name: getattr(self, name) for name in _COUNTERS}
 
 
 class TaskRuntime:
@@ -102,7 +72,8 @@ class TaskRuntime:
         self.stats = TaskStats()
         # Tuple and root ids: 64 random bits, seeded per task so runs repeat. As in Storm an id
         # may be 0 (probability 2^-64), which is harmless; not guarding saves a call per edge.
-        self.rand64 = functools.partial(random.Random((seed << 20) ^ task_id).getrandbits, 64)
+        ids = random.Random((seed << 20) ^ task_id)
+        self.rand64: Callable[[], int] = functools.partial(ids.getrandbits, 64)
         self.context = TopologyContext(topology, self.conf, task_id)
         self.routes = build_routes(topology, task_id, seed, self.context)
         self.instance = spec.new_instance()
@@ -125,7 +96,11 @@ class TaskRuntime:
                           checkpointing: CheckpointingSaved | None) -> None:
         """Continue from what `framework_saved` returned, after the instance was restored."""
 
-    def _report(self, error: BaseException, stream: str | None = None) -> None:
+    def collector_reference(self, kind: str) -> Any:
+        """The collector a pickled collector reference resolves to (squall.task.snapshot)."""
+        return self.collector
+
+    def report(self, error: BaseException, stream: str | None = None) -> None:
         self.stats.errors += 1
         self.host.report_error(self.component_id, self.task_id, error, stream)
 
@@ -159,7 +134,7 @@ class SpoutTask(TaskRuntime):
             self.spout.deactivate()
             self.spout.close()
         except Exception as exc:  # a failing close must not hide the other tasks' results
-            self._report(exc)
+            self.report(exc)
 
     def can_emit(self) -> bool:
         return self.max_pending is None or len(self.pending) < self.max_pending
@@ -170,7 +145,7 @@ class SpoutTask(TaskRuntime):
         try:
             self.spout.next_tuple()
         except Exception as exc:
-            self._report(exc)
+            self.report(exc)
         if self._untracked_acks:
             acks, self._untracked_acks = self._untracked_acks, []
             for msg_id in acks:
@@ -182,7 +157,7 @@ class SpoutTask(TaskRuntime):
         try:
             return bool(self.spout.is_exhausted())
         except Exception as exc:
-            self._report(exc)
+            self.report(exc)
             return False
 
     def track(self, root: int, msg_id: Any, stream: str, xor: int) -> None:
@@ -233,7 +208,7 @@ class SpoutTask(TaskRuntime):
         try:
             getattr(self.spout, method)(msg_id)
         except Exception as exc:
-            self._report(exc)
+            self.report(exc)
 
 
 class BoltTask(TaskRuntime):
@@ -249,7 +224,7 @@ class BoltTask(TaskRuntime):
         # holds the window (squall.task.roles).
         self.windowed = is_windowed_role(role)
         self.window: WindowRole | None = window_role(role, self.instance) if self.windowed else None
-        self.execute = self._execute_basic if self.basic else (
+        self.execute: Callable[[Tuple], None] = self._execute_basic if self.basic else (
             self._execute_windowed if self.windowed else self._execute_rich)
         self.on_execute_error = self._on_error
         # In a stateful topology every bolt takes part in checkpoints (squall.task.checkpointing).
@@ -267,6 +242,11 @@ class BoltTask(TaskRuntime):
         # A BasicBolt's collector binds the OutputCollector it emits through, then takes its
         # shortcuts.
         (self.basic_collector or self.collector).bind(self.host, self.routes, self.rand64)
+
+    def collector_reference(self, kind: str) -> Any:
+        if kind == "basic" and self.basic_collector is not None:
+            return self.basic_collector
+        return self.collector
 
     def framework_saved(self) -> tuple[Any, CheckpointingSaved | None]:
         return (None if self.window is None else self.window.saved(),
@@ -308,9 +288,9 @@ class BoltTask(TaskRuntime):
         except BatchRetryError as exc:
             if self.host.transactional_batches:
                 raise  # the batch must not commit: the runner runs it again
-            self._report(exc)
+            self.report(exc)
         except Exception as exc:
-            self._report(exc)
+            self.report(exc)
         if self.checkpointing is not None:
             # Not caught: on Spark a state that cannot be prepared must fail the batch.
             self.checkpointing.end_batch(batch_id)
@@ -321,7 +301,7 @@ class BoltTask(TaskRuntime):
                 self.checkpointing.cleanup()
             self.instance.cleanup()
         except Exception as exc:
-            self._report(exc)
+            self.report(exc)
 
     def end_of_input(self) -> None:
         """Every spout is exhausted (squall.task.end_of_input): windows flush and ack."""
@@ -329,7 +309,7 @@ class BoltTask(TaskRuntime):
             try:
                 self.window.end_of_input(self.host.now_ms())
             except Exception as exc:
-                self._report(exc)
+                self.report(exc)
 
     def direct_execute(self) -> Any:
         """The instance's own `execute` when `execute` would only call it and report errors
@@ -367,6 +347,6 @@ class BoltTask(TaskRuntime):
     def _on_error(self, tup: Tuple, exc: Exception) -> None:
         # Storm would restart the worker and let the tree time out; failing the input now
         # replays it sooner, and the topology keeps running.
-        self._report(exc, tup.source_stream_id)
+        self.report(exc, tup.source_stream_id)
         if tup._state == 0:
             self.collector.fail(tup)

@@ -174,4 +174,4 @@ class LocalTransactions:
                 try:
                     bolt.instance.commit_batch(batch_id)
                 except Exception as exc:  # committed: published later or at the next start
-                    bolt._report(exc)
+                    bolt.report(exc)

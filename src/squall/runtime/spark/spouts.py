@@ -177,7 +177,7 @@ class SpoutReader(DataSourceStreamReader):
             try:
                 load_instance(task, instance)
             except Exception as exc:  # a spout that no longer unpickles is reopened, as Storm
-                task._report(exc)
+                task.report(exc)
                 task.open()
                 continue
             task.pending = pickle.loads(pending)
@@ -203,7 +203,7 @@ class SpoutReader(DataSourceStreamReader):
             except Exception as exc:
                 # Not picklable (an open connection, say): after a restart it is reopened and
                 # replays as the spout itself can, as in Storm.
-                task._report(exc)
+                task.report(exc)
                 continue
             tasks[task_id] = (instance, pickle.dumps(task.pending), task.stats.as_dict())
         state = {"tasks": tasks, "seq": self.host.seq, "delivered": self.delivered,
@@ -323,7 +323,7 @@ class SpoutReader(DataSourceStreamReader):
             # on every trigger. Its offsets have not moved, so nothing is lost meanwhile.
             if str(exc) != self.source_errors.get(task.task_id):
                 self.source_errors[task.task_id] = str(exc)
-                task._report(exc)
+                task.report(exc)
             return []
         self.source_errors.pop(task.task_id, None)
         return planned
