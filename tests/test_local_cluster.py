@@ -19,8 +19,8 @@ from squall import (
     Values,
     run,
 )
+from squall.results import RunResult
 from squall.runtime.clock import SimulatedClock
-from squall.runtime.stats import RunResult
 from squall.testing import (
     CompleteTopologyTimeout,
     FixedTupleSpout,

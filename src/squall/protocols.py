@@ -2,15 +2,18 @@
 
 Components type against the collector surfaces here (`OutputCollectorLike`, ...), not against the
 task layer's collectors; the task layer types its hosts as `Host`, which every runner implements;
-windowed operators type accumulations as `Accumulation`. This module is the bottom layer: it
-imports only the standard library. Tuples are `Any` here because `Tuple` lives in `topology/`,
-one layer up; the classes implementing these protocols type them precisely.
+windowed operators type accumulations as `Accumulation`; `squall.run` and the CLI type runners
+as `Runner`. This module sits just above the topology description and the run results, which
+are all it imports of squall (see docs/design/architecture.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
+
+from squall.results import ComponentStats, ErrorRecord, RunResult
+from squall.topology.description import Topology
 
 
 # ---- what components emit with -------------------------------------------------------------
@@ -147,3 +150,43 @@ class MergeAccumulation(Accumulation, Protocol):
     """An accumulation over two inputs (`WindowedMergeOperator`)."""
 
     def accumulate2(self, acc: Any, value: Any) -> Any: ...
+
+
+# ---- runners -------------------------------------------------------------------------------
+# The runner protocol: what every runner offers to `squall.run`, the CLI and tests.
+#
+# A runner is built from a topology and its configuration, and `run` executes it, blocking, until
+# its bounded input is processed (`until_complete`), `duration_ms` passes, or the runner's own stop
+# condition; it returns the `RunResult`. While it runs, `on_progress` receives the runner every
+# `progress_every_ms`, and may call `component_stats` (the CLI prints them). `LocalEngine`
+# (`runtime/local`), `SparkRunner` and `TransactionalSparkRunner` (`runtime/spark`) implement it;
+# `squall.runners.make_runner` returns one of them as a `Runner`, which mypy checks structurally.
+
+# What `on_progress` receives is the runner itself (typed loosely: each runner passes `self`).
+Progress = Callable[[Any], None]
+
+
+class Runner(Protocol):
+    """A topology being run (see the comment above)."""
+
+    topology: Topology
+    errors: list[ErrorRecord]  # every error reported so far, in order
+
+    def run(
+        self,
+        *,
+        duration_ms: int | None = None,
+        until_complete: bool = True,
+        on_progress: Progress | None = None,
+        progress_every_ms: int = 1000,
+    ) -> RunResult:
+        """Run until complete, for `duration_ms`, or until stopped; then the result."""
+        ...
+
+    def component_stats(self) -> dict[str, ComponentStats]:
+        """Every component's counters so far; callable from another thread while running."""
+        ...
+
+    def result(self) -> RunResult:
+        """The counters, errors and elapsed time so far, with runner-specific `extra`."""
+        ...

@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from squall.duration import Duration, to_millis
+from squall.protocols import Progress, Runner
+from squall.results import RunResult
 from squall.runtime.clock import Clock, current_clock
 from squall.runtime.local.engine import LocalEngine
-from squall.runtime.protocol import Progress, Runner
-from squall.runtime.stats import RunResult
 from squall.topology.description import Topology
 from squall.transactional.builder import is_transactional
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import cloudpickle
 
+from squall.results import ComponentStats, ErrorRecord
 from squall.runners import check_runner
 from squall.runtime.clock import SimulatedClock
 from squall.runtime.local.engine import LocalEngine
-from squall.runtime.stats import ComponentStats, ErrorRecord
 from squall.task.tasks import SpoutTask
 from squall.testing.fixed import FixedTupleSpout
 from squall.testing.time import current_clock

@@ -23,9 +23,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from squall.results import ComponentStats, RunResult
 from squall.runtime.clock import Clock, current_clock
 from squall.runtime.local.engine import LocalEngine
-from squall.runtime.stats import ComponentStats, RunResult
 from squall.topology.description import Topology
 
 

@@ -16,13 +16,13 @@ from typing import Any
 
 from squall.components.windowed import check_window_limits
 from squall.errors import ReliabilityError
+from squall.protocols import Progress
 from squall.reliability.acker import AckerLedger, Outcome
+from squall.results import ComponentStats, ErrorRecord, RunResult, aggregate_stats
 from squall.runtime.clock import Clock, RealClock
 from squall.runtime.gc_pause import full_collections_deferred
 from squall.runtime.local.transactions import LocalTransactions
-from squall.runtime.protocol import Progress
 from squall.runtime.settlement import OutcomeReceiver, Settlement, deliver_to_spout
-from squall.runtime.stats import ComponentStats, ErrorRecord, RunResult, aggregate_stats
 from squall.task.checkpointing import CheckpointSpoutTask, is_stateful_topology
 from squall.task.end_of_input import EndOfInput
 from squall.task.tasks import BoltTask, SpoutTask, TaskRuntime

@@ -13,8 +13,8 @@ import pickle
 from dataclasses import dataclass, field
 from typing import Any
 
+from squall.results import ErrorRecord
 from squall.runtime.spark import row_schema
-from squall.runtime.stats import ErrorRecord
 from squall.topology.description import Topology
 from squall.transactional.reports import BatchReport
 

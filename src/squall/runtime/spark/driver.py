@@ -26,9 +26,10 @@ import cloudpickle
 from squall.atomic_files import latest_snapshot, read_or_none, snapshot_path, write_atomic
 from squall.components.windowed import check_window_limits
 from squall.errors import InvalidTopologyError, ReliabilityError, SquallError
+from squall.protocols import Progress
 from squall.reliability.acker import AckerLedger, Outcome
+from squall.results import ComponentStats, ErrorRecord, RunResult, aggregate_stats
 from squall.runtime.clock import wall_ms
-from squall.runtime.protocol import Progress
 from squall.runtime.settlement import Settlement
 from squall.runtime.spark import row_schema
 from squall.runtime.spark.batch_rows import BatchRows, add_counters, decode_batch, log_error
@@ -38,7 +39,6 @@ from squall.runtime.spark.session import get_session
 from squall.runtime.spark.shipping import portable
 from squall.runtime.spark.spouts import TIMED_OUT, SpoutSource, read_status, write_outcomes
 from squall.runtime.spark.stage import StageHost, StagePlan, chain_stages
-from squall.runtime.stats import ComponentStats, ErrorRecord, RunResult, aggregate_stats
 from squall.task.snapshot import load_instance
 from squall.task.tasks import BoltTask
 from squall.topology.config import (

@@ -45,8 +45,9 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 
 from squall.atomic_files import write_atomic
 from squall.errors import InvalidTopologyError, SquallError
+from squall.protocols import Progress
+from squall.results import ComponentStats, ErrorRecord, RunResult, aggregate_stats
 from squall.runtime.clock import wall_ms
-from squall.runtime.protocol import Progress
 from squall.runtime.spark import row_schema
 from squall.runtime.spark.batch_rows import add_counters, decode_batch, log_error
 from squall.runtime.spark.fingerprint import check_fingerprint
@@ -54,7 +55,6 @@ from squall.runtime.spark.query import drive_query, routing_keys
 from squall.runtime.spark.session import get_session
 from squall.runtime.spark.shipping import portable
 from squall.runtime.spark.stage import StagePlan, chain_stages
-from squall.runtime.stats import ComponentStats, ErrorRecord, RunResult, aggregate_stats
 from squall.topology.config import Config, random_seed
 from squall.topology.description import Topology
 from squall.topology.graph import bolt_order
