@@ -450,7 +450,7 @@ def report(title, n_words, results, base_name):
         secs = median([s for s, _ in timed])
         ratios = [b / s for s, b in timed]
         label = "(the hand-written job)" if name == base_name else ""
-        print(f"{name:<58} {secs:6.2f} s {n_words / secs / 1e6:6.2f} M words/s  ratio median "
+        print(f"{name:<64} {secs:6.2f} s {n_words / secs / 1e6:6.2f} M words/s  ratio median "
               f"{median(ratios):6.0%}  per round {' '.join(f'{r:.0%}' for r in ratios)} {label}",
               flush=True)
 
@@ -530,7 +530,7 @@ def compare(title, variants, argv=None):
         report(f"stream mode, {per_batch:,} sentences per micro-batch (sum of triggerExecution)",
                n_words, results, base_name)
         for label, rest in walls.items():
-            print(f"  {label:<56} query start/stop outside the batches: median "
+            print(f"  {label:<62} query start/stop outside the batches: median "
                   f"{median(rest[1:] or rest):.1f} s", flush=True)
     spark.stop()
     shutil.rmtree(root, ignore_errors=True)
