@@ -415,11 +415,13 @@ def run_stream(spark, src_dir, plan, state=None, root=None):
     """One streaming query over src_dir; foreachBatch runs plan(df).toArrow() and applies the
     result to `state` (txid = batch id + 1) or, for the hand-written job, adds it to a dict.
 
-    Returns (sum of triggerExecution of data batches in s, query wall time in s, data batches,
-    counts)."""
+    Returns (sum of triggerExecution of data batches in s, query wall time in s, a note on the
+    data batches and their partitions, counts)."""
     merged: dict = {}
+    parts = set()
 
     def each_batch(df, batch_id):
+        parts.add(df.rdd.getNumPartitions())
         t = plan(df).toArrow()
         if state is not None:
             state.apply(batch_id + 1, t.column(0).to_pylist(), t.column(1).to_pylist())
@@ -438,7 +440,8 @@ def run_stream(spark, src_dir, plan, state=None, root=None):
     busy = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
     shutil.rmtree(ckpt, ignore_errors=True)
     counts = state.counts() if state is not None else merged
-    return busy, wall, len(progress), counts
+    note = f"{len(progress)} batches of {'/'.join(map(str, sorted(parts)))} partitions"
+    return busy, wall, note, counts
 
 
 def report(title, n_words, results, base_name):
@@ -525,7 +528,7 @@ def compare(title, variants, argv=None):
                 label = name if name == base_name else name + " + state"
                 results.setdefault(label, []).append((busy, base_s))
                 walls.setdefault(label, []).append(wall - busy)
-                line.append(f"{label} {busy:.2f}s ({n_batches} batches, query {wall:.1f}s)")
+                line.append(f"{label} {busy:.2f}s ({n_batches}, query {wall:.1f}s)")
             print(f"stream {per_batch} round {rnd}: " + ", ".join(line), flush=True)
         report(f"stream mode, {per_batch:,} sentences per micro-batch (sum of triggerExecution)",
                n_words, results, base_name)
