@@ -1,7 +1,8 @@
-"""B: a vectorised batch split (one pyarrow.compute call on the whole sentence column per Arrow
-batch inside `mapInArrow`: the user's batch function) + JVM count, and for reference Spark SQL's
-`explode(split(sentence, ' '))` + JVM count (no Python at all: not a user function), against
-the hand-written job; W1, whole input as one batch and 100,000 sentences per micro-batch.
+"""B: a vectorised batch split (pyarrow.compute `split_pattern` + `list_flatten` on the whole
+column per Arrow batch inside `mapInArrow`: the user's batch function) + JVM count, and for
+reference Spark SQL's `explode(split(sentence, ' '))` + JVM count (no Python at all: not a user
+function), against the hand-written job; W1, whole input as one batch and 100,000 sentences per
+micro-batch.
 
     .venv/bin/python benchmarks/trident_design/b_vectorised.py [--sentences 200000]
 """
