@@ -90,9 +90,6 @@ class TaskCheckpointing:
         topology = task.topology
         cid = task.component_id
         self.stateful = is_stateful_role(topology.components[cid].role)
-        # The checkpoint hooks: a plain stateful bolt's own methods (Storm's user API), a
-        # windowed component's role adapter, which wraps them.
-        self.hooks: StatefulHooks = task.window if task.window is not None else task.instance
         # A stateful windowed bolt's role also keeps a window state in the same transactions.
         self.windows = task.window if isinstance(task.window, StatefulWindowedRole) else None
         self.spark = False
@@ -126,30 +123,43 @@ class TaskCheckpointing:
 
     def restore(self, saved: CheckpointingSaved) -> None:
         self.state, self.window_state, self.prepared_batch = saved
-        self.hooks = self.task.window if self.task.window is not None else self.task.instance
+
+    @property
+    def hooks(self) -> StatefulHooks:
+        """The checkpoint hooks: a plain stateful bolt's own methods (Storm's user API), or a
+        windowed component's role adapter, which wraps them."""
+        task = self.task
+        return task.window if task.window is not None else task.instance
 
     # ---- wiring -------------------------------------------------------------------------------
     def prepare(self) -> None:
         """Instead of `BoltTask.prepare`: the user's collector anchors and (locally) holds acks."""
-        task, inst = self.task, self.task.instance
+        task = self.task
         held = self.queued if self.stateful and not self.spark else None
         unanchored = task.window is not None and task.window.emits_unanchored
-        out = StatefulOutputCollector(task.collector, held, anchored=not unanchored)
-        if task.basic:
-            inst.prepare(task.conf, task.context)
-        elif task.window is not None:
-            collector = task.window.setup(task.conf, task.context, out)
-            inst.prepare(task.conf, task.context, collector)
-        else:
-            inst.prepare(task.conf, task.context, out)
+        task.prepare_instance(
+            StatefulOutputCollector(task.collector, held, anchored=not unanchored))
         if self.stateful and not self.spark:
-            self.state = new_state(task.conf, namespace(task.component_id, task.task_id),
-                                   default=MEMORY, context=task.context)
-            if self.windows is not None:  # a stateful windowed bolt: its window state too
-                self.window_state = new_state(
-                    task.conf, window_namespace(task.component_id, task.task_id),
-                    default=MEMORY, context=task.context)
-                self.windows.attach_window_state(self.window_state)
+            self._open_states(MEMORY)
+
+    def _open_states(self, default: str, base_dir: str | None = None,
+                     committed: int | None = None) -> None:
+        """The task's state and, for a stateful windowed bolt, its window state (provider
+        `default` unless configured); with `committed`, stores drop what later batches left."""
+        task = self.task
+        names = [namespace(task.component_id, task.task_id)]
+        if self.windows is not None:
+            names.append(window_namespace(task.component_id, task.task_id))
+        states = [new_state(task.conf, name, default=default, base_dir=base_dir,
+                            context=task.context) for name in names]
+        if committed is not None:
+            for state in states:
+                if isinstance(state, StoreKeyValueState):
+                    state.sync(committed)  # drop what a crashed first attempt left
+        self.state = states[0]
+        if self.windows is not None:
+            self.window_state = states[1]
+            self.windows.attach_window_state(states[1])
 
     # ---- local runner: checkpoint tuples -----------------------------------------------------
     def execute(self, tup: Tuple) -> None:
@@ -248,27 +258,12 @@ class TaskCheckpointing:
         """Before the task's first tuple of batch `batch_id`; `committed` is the driver's."""
         if not self.stateful:
             return
-        task = self.task
         if self.state is None:
-            base = os.path.join(self.state_dir or ".", "state")
-            state = new_state(task.conf, namespace(task.component_id, task.task_id),
-                              default=DURABLE, base_dir=base, context=task.context)
-            if isinstance(state, StoreKeyValueState):
-                state.sync(committed)  # drop what a crashed first attempt left
-            self.state = state
+            self._open_states(DURABLE, os.path.join(self.state_dir or ".", "state"), committed)
             self.prepared_batch = None
-            windows = self.windows
-            if windows is not None:  # a stateful windowed bolt: its window state too
-                window_state = new_state(
-                    task.conf, window_namespace(task.component_id, task.task_id),
-                    default=DURABLE, base_dir=base, context=task.context)
-                if isinstance(window_state, StoreKeyValueState):
-                    window_state.sync(committed)
-                self.window_state = window_state
-                windows.attach_window_state(window_state)
-            self.hooks.init_state(state)
-            if windows is not None:
-                windows.init_window(task.host.now_ms())
+            self.hooks.init_state(self.state)
+            if self.windows is not None:
+                self.windows.init_window(self.task.host.now_ms())
             return
         self.finish_prepared(committed)
         if self.windows is not None:

@@ -70,7 +70,6 @@ class CheckpointedTask(Protocol):
     context: TopologyContext
     instance: Any
     host: Host
-    basic: bool
     execute: Callable[[Tuple], None]
 
     @property
@@ -83,3 +82,5 @@ class CheckpointedTask(Protocol):
     def window(self) -> Any: ...
 
     def report(self, error: BaseException, stream: str | None = None) -> None: ...
+
+    def prepare_instance(self, out: Any) -> None: ...

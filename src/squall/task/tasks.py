@@ -17,7 +17,7 @@ from typing import Any
 from squall.components.base import BasicBolt, Spout
 from squall.components.context import TopologyContext
 from squall.errors import BatchRetryError, FailedException
-from squall.protocols import Host
+from squall.protocols import Host, OutputCollectorLike
 from squall.reliability.acker import Outcome
 from squall.reliability.pending import PendingMap
 from squall.task.checkpointing import (
@@ -222,10 +222,10 @@ class BoltTask(TaskRuntime):
         self.basic_collector = BasicOutputCollector(self.collector) if self.basic else None
         # A windowed bolt's execute takes windows: tuples go to its role adapter instead, which
         # holds the window (squall.task.roles).
-        self.windowed = is_windowed_role(role)
-        self.window: WindowRole | None = window_role(role, self.instance) if self.windowed else None
+        self.window: WindowRole | None = (
+            window_role(role, self.instance) if is_windowed_role(role) else None)
         self.execute: Callable[[Tuple], None] = self._execute_basic if self.basic else (
-            self._execute_windowed if self.windowed else self._execute_rich)
+            self._execute_rich if self.window is None else self._execute_windowed)
         self.on_execute_error = self._on_error
         # In a stateful topology every bolt takes part in checkpoints (squall.task.checkpointing).
         self.checkpointing: TaskCheckpointing | None = None
@@ -271,14 +271,20 @@ class BoltTask(TaskRuntime):
 
     def prepare(self) -> None:
         if self.checkpointing is not None:
-            self.checkpointing.prepare()
-        elif self.basic:
+            self.checkpointing.prepare()  # it prepares the instance with its own collector
+        else:
+            self.prepare_instance(self.collector)
+
+    def prepare_instance(self, out: OutputCollectorLike) -> None:
+        """Call the component's `prepare` with `out` (a windowed role's collector wraps it; a
+        BasicBolt gets its collector per `execute` instead)."""
+        if self.basic:
             self.instance.prepare(self.conf, self.context)
         elif self.window is not None:
-            collector = self.window.setup(self.conf, self.context, self.collector)
+            collector = self.window.setup(self.conf, self.context, out)
             self.instance.prepare(self.conf, self.context, collector)
         else:
-            self.instance.prepare(self.conf, self.context, self.collector)
+            self.instance.prepare(self.conf, self.context, out)
 
     def end_batch(self, batch_id: int) -> None:
         try:

@@ -129,9 +129,7 @@ class LocalEngine:
             # A rich bolt's own execute goes straight into the queue (one call less per
             # tuple); drain() catches its exceptions and hands them to the task. Bound after
             # a restore, which replaces the instance.
-            executors[task.task_id] = (task.execute if task.basic or task.windowed
-                                       or task.checkpointing is not None
-                                       else task.instance.execute)
+            executors[task.task_id] = task.direct_execute() or task.execute
         self.started = False  # bolts prepared and spouts open
         self._starting = False
         self.finished = False

@@ -36,12 +36,13 @@ from squall.state.base import State
 from squall.task.collectors import WindowedOutputCollector
 from squall.task.roles.windowed import WindowedRole
 from squall.topology.tuple import Tuple, is_tick_tuple
-from squall.tuple_windows.manager import Activation, Late
+from squall.tuple_windows.manager import Activation, Late, WindowManager
 from squall.tuple_windows.persistent import (
     DEFAULT_MAX_EVENTS_IN_MEMORY,
     PartitionedQueue,
     PersistentWindowManager,
 )
+from squall.tuple_windows.spec import WindowSpec
 from squall.tuple_windows.window import TupleWindow
 
 log = logging.getLogger("squall")
@@ -73,20 +74,11 @@ class StatefulWindowedRole(WindowedRole):
     # ---- set up, snapshots ---------------------------------------------------------------
     def setup(self, conf: Mapping[str, Any], context: TopologyContext,
               out: OutputCollectorLike) -> WindowedOutputCollector:
+        self.persistent = bool(conf.get(PERSISTENT))
         collector = super().setup(conf, context, out)
-        spec = self.manager.spec
         streams = list(context.this_sources)
         self.component = context.this_component_id
-        self.persistent = bool(conf.get(PERSISTENT))
         self.id_field: str | None = None if self.persistent else conf.get(MESSAGE_ID_FIELD)
-        if self.persistent:
-            max_events = int(conf.get(MAX_EVENTS_IN_MEMORY) or DEFAULT_MAX_EVENTS_IN_MEMORY)
-            fields = {(cid, stream): context.get_component_output_fields(cid, stream)
-                      for cid, stream in streams}
-            queue = PartitionedQueue(max_events, codec=TupleCodec(fields))
-            self.manager = PersistentWindowManager(spec, streams, queue=queue)
-        else:
-            self.manager = MessageIdWindowManager(spec, streams)
         self.sources: list[Source] = [(cid, stream, task) for cid, stream in streams
                                       for task in context.component_tasks(cid)]
         self.ready = False
@@ -97,6 +89,20 @@ class StatefulWindowedRole(WindowedRole):
         self.recovered = 0  # message-id mode: tuples queued again after a restart
         self.dropped = 0  # message-id mode: replayed tuples that had already expired
         return collector
+
+    def new_manager(self, spec: WindowSpec, conf: Mapping[str, Any],
+                    context: TopologyContext) -> WindowManager:
+        """Persistent mode: a manager whose queue lives in the window state (at most
+        `with_max_events_in_memory` events in memory); message-id mode: one that keeps the
+        ids of what it holds."""
+        streams = list(context.this_sources)
+        if not self.persistent:
+            return MessageIdWindowManager(spec, streams)
+        max_events = int(conf.get(MAX_EVENTS_IN_MEMORY) or DEFAULT_MAX_EVENTS_IN_MEMORY)
+        fields = {(cid, stream): context.get_component_output_fields(cid, stream)
+                  for cid, stream in streams}
+        queue = PartitionedQueue(max_events, codec=TupleCodec(fields))
+        return PersistentWindowManager(spec, streams, queue=queue)
 
     def saved(self) -> dict[str, Any]:
         saved = super().saved()

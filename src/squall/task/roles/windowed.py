@@ -32,6 +32,7 @@ from squall.task.roles.base import WindowRole
 from squall.timestamps import valid_timestamp
 from squall.topology.tuple import Tuple, is_tick_tuple
 from squall.tuple_windows.manager import Activation, Expired, Late, WindowManager
+from squall.tuple_windows.spec import WindowSpec
 from squall.tuple_windows.window import TupleWindow
 
 log = logging.getLogger("squall")
@@ -47,10 +48,6 @@ class WindowedRole(WindowRole):
     instance: WindowedBolt
     manager: WindowManager
 
-    @property
-    def emits_unanchored(self) -> bool:
-        return False  # emits are anchored to the window's tuples
-
     def __init__(self, instance: WindowedBolt) -> None:
         super().__init__(instance)
         self.window_errors = 0  # tuples routed to `window_errors` (read as bolt.window_errors)
@@ -62,7 +59,7 @@ class WindowedRole(WindowRole):
         bolt = self.instance
         self.out = out
         self.collector = WindowedOutputCollector(out)
-        self.manager = WindowManager(bolt.window_spec(conf), list(context.this_sources))
+        self.manager = self.new_manager(bolt.window_spec(conf), conf, context)
         self.late_stream: str | None = conf.get(LATE_TUPLE_STREAM)
         self.fatal = bool(conf.get(TIMESTAMP_ERRORS_FATAL))
         # Event time has a timestamp field or an extractor (WindowedBolt.check_window).
@@ -71,6 +68,11 @@ class WindowedRole(WindowRole):
         self.window_errors = 0
         bolt._task_side = self
         return self.collector
+
+    def new_manager(self, spec: WindowSpec, conf: Mapping[str, Any],
+                    context: TopologyContext) -> WindowManager:
+        """The task's window manager over its input streams."""
+        return WindowManager(spec, list(context.this_sources))
 
     def saved(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in _SAVED if name in self.__dict__}
