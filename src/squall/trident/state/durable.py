@@ -1,0 +1,285 @@
+"""`DurableMapState`: a map state in a SQLite file, by default under the checkpoint location.
+
+The file is `<directory>/trident-state/<name>.sqlite` (the name percent-encoded where it is not
+a safe file name), `<directory>` being the factory's `directory` or else the run's checkpoint
+location. One table, `kv (k BLOB PRIMARY KEY, v BLOB)`, holds a row per key: the key and the
+entry pickled as `squall.trident.state.codec` describes. A batch is read with one query per
+chunk of 500 keys (`k IN (...)`, all chunks in one read transaction) and written as one
+`executemany` of 500-row upserts inside one `BEGIN IMMEDIATE ... COMMIT` transaction, with
+`synchronous=FULL`: once `multi_put` returns the batch survives a crash of the machine, and a
+crash before leaves none of it.
+
+Measured on 2026-11-24 at 22:46-22:47 UTC (2 cores shared, load average 1.2-1.35 from other
+work; Python 3.11.7, SQLite 3.40.1, local disk) with a throwaway script, `.venv/bin/python
+/tmp/durable_timing.py` (not kept), three runs: for each state type, 6 fresh states made by
+`DurableMapState.factory(state_type, directory=<new temporary directory>)`, each first connected
+by a `multi_get`, then `multi_update` of the keys `("w0",)` ... `("w9999",)` with the updater
+`lambda old: (old or 0) + 1`, as txid 1, txid 2 and txid 2 again; median of states 2-6, in ms:
+
+| state type | txid 1: 10,000 new keys | txid 2: the same keys | txid 2 again (replay) |
+|---|---|---|---|
+| transactional | 36.6-37.0 | 56.8-59.2 | 28.1-28.5 (read only: nothing to write) |
+| opaque | 37.9-39.4 | 60.1-67.7 | 57.3-60.7 |
+| non-transactional | 31.1-31.2 | 45.1-46.3 | 45.0-48.0 |
+
+Of a transactional update's ~57 ms, SQLite takes about 33 (reading 15, writing 16, the commit's
+fsyncs 2) and Python about 24: pickling the keys 3.5 (once: the write reuses the read's bytes,
+see `_encode_keys`), unpickling the entries 7.5 (4.7 of it making `TransactionalValue`s), the
+updaters with the new values 5.5, pickling those 3.5. Single-row upserts in the `executemany`
+took 24 ms for the write instead of 16.
+
+>>> import tempfile
+>>> factory = DurableMapState.factory(StateType.TRANSACTIONAL)
+>>> counts = factory.make_state("counts", tempfile.mkdtemp())
+>>> counts.multi_update(1, [("the",), ("cow",)], [lambda old: (old or 0) + 1] * 2)
+[1, 1]
+>>> counts.backing.path.endswith("/trident-state/counts.sqlite")
+True
+>>> factory.make_state("counts", None)
+Traceback (most recent call last):
+...
+squall.errors.ConfigError: durable map state 'counts' needs a directory: run with a checkpoint \
+location, or give one with DurableMapState.factory(directory=...)
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import re
+import sqlite3
+import threading
+import urllib.parse
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from squall.errors import ConfigError
+from squall.trident.state.codec import decode_entries, decode_key, encode_entries, encode_keys
+from squall.trident.state.map_state import (
+    MapState,
+    MapStateError,
+    StateType,
+    check_name,
+    state_type_of,
+    wrap,
+)
+
+SUBDIRECTORY = "trident-state"
+_CHUNK = 500  # keys per SELECT; SQLite allows 32,766 variables since 3.32 (999 before)
+_PAGE = 1000  # rows per query of items()
+_ROWS = 500  # rows per INSERT statement (1,000 variables)
+
+
+class DurableMapState:
+    """A `BackingMap` over the SQLite file `path`; pickles as its path and reconnects lazily.
+
+    One connection, shared by the threads that use the map (Spark calls `foreachBatch` on
+    another thread than the one that made the state) and used by one at a time.
+    """
+
+    def __init__(self, path: str, name: str | None = None) -> None:
+        self.path = path
+        self.name = name
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+        self._last_read: tuple[list[tuple[Any, ...]], list[bytes]] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path, "name": self.name}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["path"], state["name"])  # type: ignore[misc]
+
+    def __repr__(self) -> str:
+        return f"DurableMapState({self.path!r}, name={self.name!r})"
+
+    @classmethod
+    def factory(cls, state_type: StateType | str = StateType.TRANSACTIONAL,
+                directory: str | os.PathLike[str] | None = None) -> DurableMapStateFactory:
+        """A factory of map states of `state_type` in SQLite files under `directory`, or under
+        the run's checkpoint location when `directory` is None."""
+        owner = "DurableMapState.factory"
+        return DurableMapStateFactory(
+            state_type_of(state_type, owner),
+            None if directory is None else _local_directory(directory, owner))
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=60, isolation_level=None,
+                                   check_same_thread=False)
+            try:
+                conn.execute("PRAGMA synchronous=FULL")  # a commit survives a crash of the machine
+                conn.execute("CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB) "
+                             "WITHOUT ROWID")
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    def _failed(self, exc: Exception) -> MapStateError:
+        return MapStateError(f"durable map state {self.name!r} at {self.path}: {exc}")
+
+    def multi_get(self, keys: Sequence[tuple[Any, ...]]) -> list[Any | None]:
+        if not keys:
+            return []
+        encoded = encode_keys(keys)
+        found: dict[bytes, bytes] = {}
+        try:
+            with self._lock:
+                self._last_read = (list(keys), encoded)
+                conn = self._connection()
+                conn.execute("BEGIN")  # one snapshot for all chunks
+                try:
+                    for start in range(0, len(encoded), _CHUNK):
+                        part = encoded[start:start + _CHUNK]
+                        found.update(conn.execute(_select(len(part)), part).fetchall())
+                finally:
+                    conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise self._failed(exc) from exc
+        get = found.get
+        return decode_entries([get(k) for k in encoded])
+
+    def multi_put(self, keys: Sequence[tuple[Any, ...]], values: Sequence[Any]) -> None:
+        if len(keys) != len(values):
+            raise MapStateError(f"durable map state {self.name!r}: {len(keys)} keys but "
+                                f"{len(values)} values")
+        if not keys:
+            return
+        try:
+            with self._lock:
+                flat = list(itertools.chain.from_iterable(
+                    zip(self._encode_keys(keys), encode_entries(values), strict=True)))
+                whole = len(flat) - len(flat) % (2 * _ROWS)
+                conn = self._connection()
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    if whole:
+                        conn.executemany(_upsert(_ROWS), (
+                            flat[i:i + 2 * _ROWS] for i in range(0, whole, 2 * _ROWS)))
+                    if whole < len(flat):
+                        conn.execute(_upsert((len(flat) - whole) // 2), flat[whole:])
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise self._failed(exc) from exc
+
+    def _encode_keys(self, keys: Sequence[tuple[Any, ...]]) -> list[bytes]:
+        """The bytes of `keys`, reusing those of the last `multi_get` for the same key objects
+        (a `MapState` writes the keys it has just read). Keys are immutable, and the last read's
+        keys are held, so an `id` seen there is that same key."""
+        last, self._last_read = self._last_read, None
+        if last is None:
+            return encode_keys(keys)
+        read_keys, read_bytes = last
+        if len(keys) == len(read_keys) and all(
+                a is b for a, b in zip(keys, read_keys, strict=True)):
+            return read_bytes
+        by_id = {id(k): b for k, b in zip(read_keys, read_bytes, strict=True)}
+        found = [by_id.get(id(k)) for k in keys]
+        if None in found:
+            return encode_keys(keys)
+        return found  # type: ignore[return-value]
+
+    def items(self) -> Iterator[tuple[tuple[Any, ...], Any]]:
+        """Every (key, entry), a page of rows at a time in key-bytes order (so other calls may
+        run in between)."""
+        last: bytes | None = None
+        while True:
+            try:
+                with self._lock:
+                    conn = self._connection()
+                    if last is None:
+                        rows = conn.execute("SELECT k, v FROM kv ORDER BY k LIMIT ?",
+                                            (_PAGE,)).fetchall()
+                    else:
+                        rows = conn.execute("SELECT k, v FROM kv WHERE k > ? ORDER BY k LIMIT ?",
+                                            (last, _PAGE)).fetchall()
+            except sqlite3.Error as exc:
+                raise self._failed(exc) from exc
+            entries = decode_entries([v for _, v in rows])
+            for (k, _), entry in zip(rows, entries, strict=True):
+                yield decode_key(k), entry
+            if len(rows) < _PAGE:
+                return
+            last = rows[-1][0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._last_read = None
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+@functools.cache
+def _select(n: int) -> str:
+    return f"SELECT k, v FROM kv WHERE k IN ({', '.join('?' * n)})"
+
+
+@functools.cache
+def _upsert(rows: int) -> str:
+    values = ", ".join(["(?, ?)"] * rows)
+    return f"INSERT INTO kv (k, v) VALUES {values} ON CONFLICT (k) DO UPDATE SET v = excluded.v"
+
+
+def _file_name(name: str) -> str:
+    """`name` as a file name: characters other than letters, digits and `_.=-` percent-encoded
+    (so two names never share a file)."""
+    return re.sub(r"[^A-Za-z0-9_.=-]", lambda m: f"%{ord(m.group()):02x}", name)
+
+
+def _local_directory(directory: Any, owner: str) -> str:
+    """`directory` (a path, or a `file:` URI as Spark writes checkpoint locations) as an absolute
+    local path."""
+    if not isinstance(directory, (str, os.PathLike)):
+        raise ConfigError(f"{owner}: a directory must be a path, got {directory!r}")
+    path = os.fspath(directory)
+    if not isinstance(path, str):
+        raise ConfigError(f"{owner}: a directory must be a str path, got {directory!r}")
+    if path.startswith("file:"):
+        path = urllib.parse.unquote(urllib.parse.urlparse(path).path)
+    elif re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", path):
+        raise ConfigError(f"{owner}: {path!r} is not a local directory; a durable map state is "
+                          "a SQLite file on a local disk: give DurableMapState.factory(directory="
+                          "...) a local directory, or use RedisMapState")
+    if not path:
+        raise ConfigError(f"{owner}: the directory is empty")
+    return os.path.abspath(path)
+
+
+@dataclass(frozen=True)
+class DurableMapStateFactory:
+    """Made by `DurableMapState.factory`."""
+
+    state_type: StateType = StateType.TRANSACTIONAL
+    directory: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.state_type, StateType):
+            raise ConfigError(f"DurableMapStateFactory: state_type must be a StateType, got "
+                              f"{self.state_type!r} (DurableMapState.factory also takes a value "
+                              "such as 'opaque')")
+        if self.directory is not None and not isinstance(self.directory, str):
+            raise ConfigError(f"DurableMapStateFactory: directory must be a str or None, got "
+                              f"{self.directory!r}")
+
+    def __repr__(self) -> str:
+        return f"DurableMapState.factory({self.state_type}, directory={self.directory!r})"
+
+    def make_state(self, name: str, location: str | None = None) -> MapState:
+        name = check_name(name, "DurableMapState")
+        base = self.directory if self.directory is not None else location
+        if base is None:
+            raise ConfigError(f"durable map state {name!r} needs a directory: run with a "
+                              "checkpoint location, or give one with "
+                              "DurableMapState.factory(directory=...)")
+        directory = _local_directory(base, f"durable map state {name!r}")
+        path = os.path.join(directory, SUBDIRECTORY, _file_name(name) + ".sqlite")
+        return wrap(self.state_type, DurableMapState(path, name), name)

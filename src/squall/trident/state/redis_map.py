@@ -1,0 +1,199 @@
+"""`RedisMapState`: a map state in one Redis hash.
+
+The hash of state `name` is `<key_prefix><name>` (the same for every run: the checkpoint
+location plays no part, so two topologies with a state of one name share it unless their
+prefixes differ). Fields are the pickled keys, values the pickled entries
+(`squall.trident.state.codec`). A batch is read with `HMGET` and written with `HSET`, each in one
+`MULTI`/`EXEC` transaction, so a batch is in the hash whole or not at all.
+
+>>> factory = RedisMapState.factory(StateType.OPAQUE, port=6390, password="secret")
+>>> factory
+RedisMapState.factory(StateType.OPAQUE, host='127.0.0.1', port=6390, database=0, \
+password='***', timeout=5, key_prefix='squall:trident:')
+>>> factory.make_state("counts", "/ignored").backing.hash_key
+'squall:trident:counts'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from squall.errors import ConfigError
+from squall.redis_clients import client_from_config
+from squall.trident.state.codec import decode_entries, decode_key, encode_entries, encode_keys
+from squall.trident.state.map_state import (
+    MapState,
+    MapStateError,
+    StateType,
+    check_name,
+    state_type_of,
+    wrap,
+)
+
+DEFAULT_PREFIX = "squall:trident:"
+_CHUNK = 10_000  # fields per HMGET / HSET command
+
+
+class RedisMapState:
+    """A `BackingMap` over the Redis hash `<key_prefix><name>`; pickles as its configuration
+    and connects lazily."""
+
+    def __init__(self, name: str, *, host: str = "127.0.0.1", port: int = 6379,
+                 database: int = 0, password: str | None = None, timeout: float = 5,
+                 key_prefix: str = DEFAULT_PREFIX) -> None:
+        self.name = check_name(name, "RedisMapState")
+        self.config: dict[str, Any] = {"host": host, "port": port, "database": database,
+                                       "password": password, "timeout": timeout}
+        self.key_prefix = key_prefix
+        self.hash_key = key_prefix + name
+        self._client: redis.Redis | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"name": self.name, "config": self.config, "key_prefix": self.key_prefix}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["name"], key_prefix=state["key_prefix"],  # type: ignore[misc]
+                      **state["config"])
+
+    def __repr__(self) -> str:
+        return f"RedisMapState({self.name!r}, hash {self.hash_key!r} at {self._where()})"
+
+    def _where(self) -> str:
+        c = self.config
+        return f"{c['host']}:{c['port']} (database {c['database']})"
+
+    @classmethod
+    def factory(cls, state_type: StateType | str = StateType.TRANSACTIONAL, *,
+                host: str = "127.0.0.1", port: int = 6379, database: int = 0,
+                password: str | None = None, timeout: float = 5,
+                key_prefix: str = DEFAULT_PREFIX) -> RedisMapStateFactory:
+        """A factory of map states of `state_type`, each in a hash of the Redis server at
+        `host:port` (`timeout` in seconds, for connecting and for each command)."""
+        return RedisMapStateFactory(state_type_of(state_type, "RedisMapState.factory"), host,
+                                    port, database, password, timeout, key_prefix)
+
+    @property
+    def client(self) -> redis.Redis:
+        if self._client is None:
+            self._client = client_from_config(self.config)
+        return self._client
+
+    def _failed(self, exc: redis.RedisError) -> MapStateError:
+        text = str(exc)
+        if isinstance(exc, redis.AuthenticationError) or "NOAUTH" in text or "WRONGPASS" in text:
+            hint = "; check the password given to RedisMapState.factory"
+        elif isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+            hint = "; is the server running and reachable?"
+        else:
+            hint = ""
+        return MapStateError(f"redis map state {self.name!r} (hash {self.hash_key!r} at "
+                             f"{self._where()}): {text}{hint}")
+
+    def multi_get(self, keys: Sequence[tuple[Any, ...]]) -> list[Any | None]:
+        if not keys:
+            return []
+        encoded = encode_keys(keys)
+        try:
+            pipe = self.client.pipeline(transaction=True)
+            for start in range(0, len(encoded), _CHUNK):
+                pipe.hmget(self.hash_key, encoded[start:start + _CHUNK])
+            replies = pipe.execute()
+        except redis.RedisError as exc:
+            raise self._failed(exc) from exc
+        blobs: list[bytes | None] = []
+        for reply in replies:
+            blobs.extend(reply)
+        return decode_entries(blobs)
+
+    def multi_put(self, keys: Sequence[tuple[Any, ...]], values: Sequence[Any]) -> None:
+        if len(keys) != len(values):
+            raise MapStateError(f"redis map state {self.name!r}: {len(keys)} keys but "
+                                f"{len(values)} values")
+        if not keys:
+            return
+        encoded_keys, encoded_values = encode_keys(keys), encode_entries(values)
+        try:
+            pipe = self.client.pipeline(transaction=True)
+            for start in range(0, len(encoded_keys), _CHUNK):
+                end = start + _CHUNK
+                pipe.hset(self.hash_key, mapping=dict(
+                    zip(encoded_keys[start:end], encoded_values[start:end], strict=True)))
+            pipe.execute()
+        except redis.RedisError as exc:
+            raise self._failed(exc) from exc
+
+    def items(self) -> Iterator[tuple[tuple[Any, ...], Any]]:
+        """Every (key, entry), read with `HSCAN` (a key written meanwhile may be missed)."""
+        cursor = 0
+        while True:
+            try:
+                reply: Any = self.client.hscan(self.hash_key, cursor, count=1000)
+            except redis.RedisError as exc:
+                raise self._failed(exc) from exc
+            cursor, page = reply
+            fields: list[bytes] = list(page)
+            entries = decode_entries([page[k] for k in fields])
+            for k, entry in zip(fields, entries, strict=True):
+                yield decode_key(k), entry
+            if cursor == 0:
+                return
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+@dataclass(frozen=True)
+class RedisMapStateFactory:
+    """Made by `RedisMapState.factory`; its repr hides the password."""
+
+    state_type: StateType = StateType.TRANSACTIONAL
+    host: str = "127.0.0.1"
+    port: int = 6379
+    database: int = 0
+    password: str | None = field(default=None, repr=False)
+    timeout: float = 5
+    key_prefix: str = DEFAULT_PREFIX
+
+    def __post_init__(self) -> None:
+        owner = "RedisMapState.factory"
+        if not isinstance(self.state_type, StateType):
+            raise ConfigError(f"RedisMapStateFactory: state_type must be a StateType, got "
+                              f"{self.state_type!r} ({owner} also takes a value such as "
+                              "'opaque')")
+        if not isinstance(self.host, str) or not self.host:
+            raise ConfigError(f"{owner}: host must be a non-empty string, got {self.host!r}")
+        if not _is_int(self.port) or not 0 < self.port < 65536:
+            raise ConfigError(f"{owner}: port must be an int from 1 to 65535, got {self.port!r}")
+        if not _is_int(self.database) or self.database < 0:
+            raise ConfigError(f"{owner}: database must be an int >= 0, got {self.database!r}")
+        if self.password is not None and not isinstance(self.password, str):
+            raise ConfigError(f"{owner}: password must be a string or None, got a "
+                              f"{type(self.password).__name__}")
+        if (isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float))
+                or not self.timeout > 0):
+            raise ConfigError(f"{owner}: timeout must be a number of seconds > 0, got "
+                              f"{self.timeout!r}")
+        if not isinstance(self.key_prefix, str):
+            raise ConfigError(f"{owner}: key_prefix must be a string, got {self.key_prefix!r}")
+
+    def __repr__(self) -> str:
+        password = None if self.password is None else "***"
+        return (f"RedisMapState.factory({self.state_type}, host={self.host!r}, "
+                f"port={self.port!r}, database={self.database!r}, password={password!r}, "
+                f"timeout={self.timeout!r}, key_prefix={self.key_prefix!r})")
+
+    def make_state(self, name: str, location: str | None = None) -> MapState:
+        name = check_name(name, "RedisMapState")
+        return wrap(self.state_type, RedisMapState(
+            name, host=self.host, port=self.port, database=self.database,
+            password=self.password, timeout=self.timeout, key_prefix=self.key_prefix), name)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
