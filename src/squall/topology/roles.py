@@ -23,6 +23,10 @@ OPERATOR: Final = "operator"  # a windowed operator of squall.windows: panes, tr
 STATEFUL_OPERATOR: Final = "stateful-operator"  # one built with stateful=True
 COORDINATED: Final = "coordinated"  # a transactional topology's processing-phase bolt
 COMMITTING: Final = "committing"  # a transactional topology's commit-phase bolt
+# A Trident topology's nodes (squall.trident.plan): runners execute them as a plan, batch by
+# batch, never as tasks of the task layer.
+TRIDENT_SPOUT: Final = "trident-spout"
+TRIDENT: Final = "trident"
 
 BOLT_ROLES: Final = frozenset({
     BASIC, RICH, WINDOWED, STATEFUL, STATEFUL_WINDOWED, OPERATOR, STATEFUL_OPERATOR,

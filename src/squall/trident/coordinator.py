@@ -1,0 +1,111 @@
+"""`BatchCoordinator`: which transaction comes next, each spout's batch for it, and the commit
+record; shared by both runners (Storm's `MasterBatchCoordinator` and spout coordinators).
+
+Every spout of a topology takes part in every transaction (txid 1, 2, 3, ...), as in Storm.
+The next txid is kept in the transactional progress store (`squall.transactional.progress_store`,
+a directory under the checkpoint location), written after the batch's state updates: a crash
+before the write replays the same txid, which transactional and opaque map states recognise.
+
+>>> from squall.trident import TridentTopology, FixedBatchSpout
+>>> from squall.trident.plan import trident_plan
+>>> t = TridentTopology(); _ = t.new_stream("s", FixedBatchSpout(["x"], 1, [1], [2]))
+>>> c = BatchCoordinator(trident_plan(t.build()), {}, "doc")
+>>> c.open()
+>>> c.next_txid, c.emit(1), c.exhausted()
+(1, {'s': [[(1,)]]}, False)
+>>> c.commit(1); c.commit(2); c.next_txid, c.exhausted()
+(3, True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from squall.errors import InvalidTopologyError, SquallError
+from squall.transactional.progress_store import CURR, open_store
+from squall.trident.plan import Plan
+from squall.trident.spouts import NON_TRANSACTIONAL, OPAQUE, TRANSACTIONAL, SpoutEmitter
+
+# What each state type needs from every spout feeding it (Storm's spout x state table).
+_ALLOWED = {
+    "NON_TRANSACTIONAL": {NON_TRANSACTIONAL, TRANSACTIONAL, OPAQUE},
+    "TRANSACTIONAL": {TRANSACTIONAL},
+    "OPAQUE": {TRANSACTIONAL, OPAQUE},
+}
+
+
+def check_guarantees(plan: Plan) -> None:
+    """Refuses a state type its spouts cannot give exactly-once (Storm's table)."""
+    for node in plan.nodes:
+        if node.kind not in ("persistent_aggregate", "partition_persist"):
+            continue
+        state_type = getattr(node.args["factory"], "state_type", None)
+        kind = getattr(state_type, "name", str(state_type))
+        allowed = _ALLOWED.get(kind)
+        if allowed is None:
+            continue
+        for spout in _upstream_spouts(plan, node.cid):
+            guarantee = SpoutEmitter(spout.cid, spout.args["op"], None).guarantee
+            if guarantee not in allowed:
+                hint = ("use StateType.OPAQUE (an opaque spout may replay a batch with other "
+                        "tuples)" if guarantee == OPAQUE else
+                        "use StateType.NON_TRANSACTIONAL (counts may then be inexact after a "
+                        "failure), or a spout that replays the same batch for a txid "
+                        "(transactional = True)")
+                raise InvalidTopologyError(
+                    f"state {node.args['state']!r} of {node.cid!r} is {kind} but spout "
+                    f"{spout.cid!r} is {guarantee}: it cannot be updated exactly once; {hint}",
+                    component=node.cid)
+
+
+def _upstream_spouts(plan: Plan, cid: str) -> list[Any]:
+    out, stack, seen = [], [cid], set()
+    while stack:
+        c = stack.pop()
+        if c in seen:
+            continue
+        seen.add(c)
+        node = plan.node(c)
+        if node.kind == "spout":
+            out.append(node)
+        stack.extend(node.parents)
+    return out
+
+
+class BatchCoordinator:
+    """The run's transactions: `next_txid`, `emit(txid)`, `commit(txid)`, `exhausted()`."""
+
+    def __init__(self, plan: Plan, conf: Mapping[str, Any], topology_id: str) -> None:
+        check_guarantees(plan)
+        self.conf = dict(conf)
+        self.store = open_store(self.conf, f"trident-{topology_id}")
+        self.emitters = {n.cid: SpoutEmitter(n.cid, n.args["op"], self.store)
+                         for n in plan.spouts}
+        self.next_txid = int(self.store.get(CURR, 1))
+
+    def open(self) -> None:
+        for e in self.emitters.values():
+            e.open(self.conf)
+
+    def emit(self, txid: int) -> dict[str, list[list[tuple[Any, ...]]]]:
+        if txid != self.next_txid:
+            raise SquallError(f"transaction {txid} asked for, but {self.next_txid} is the next "
+                              "to commit: the checkpoint's progress and the run disagree")
+        return {cid: e.emit(txid) for cid, e in self.emitters.items()}
+
+    def commit(self, txid: int) -> None:
+        """Transaction `txid` is complete: the next one is `txid + 1`."""
+        self.store.put(CURR, txid + 1)
+        self.next_txid = txid + 1
+        for e in self.emitters.values():
+            e.ack(txid)
+
+    def exhausted(self) -> bool:
+        """Every spout's input ended with the last committed transaction."""
+        last = self.next_txid - 1
+        return all(e.exhausted_after(last) for e in self.emitters.values())
+
+    def close(self) -> None:
+        for e in self.emitters.values():
+            e.close()

@@ -1,0 +1,509 @@
+"""Trident's semantics on one batch, in plain Python: the local runner's executor and the
+reference the Spark runner's plans are tested against.
+
+A batch is, per operation, a list of partitions, each a list of rows (tuples of values in the
+operation's field order). `BatchExecutor.run(txid, spout_batches)` evaluates every operation of
+the plan in plan order (a `state_query` before the update of the state it reads, unless it
+reads the update's own stream: it sees the state as of the previous batch) and returns every
+operation's output. State updates happen as the batch is evaluated; for transactional and
+opaque map states a replayed txid is recognised by the state (see `squall.trident.state`), so a
+batch evaluated again after a crash applies its updates exactly once.
+
+>>> from squall.trident import TridentTopology, Count, FixedBatchSpout, Function
+>>> from squall.trident.plan import trident_plan
+>>> from squall.trident.state import MemoryMapState
+>>> class Split(Function):
+...     def execute(self, tup, collector):
+...         for w in tup["sentence"].split():
+...             collector.emit([w])
+>>> t = TridentTopology()
+>>> s = t.new_stream("s", FixedBatchSpout(["sentence"], 9, ["a b"], ["b"]))
+>>> _ = (s.each(["sentence"], Split(), ["word"]).group_by(["word"])
+...       .persistent_aggregate(MemoryMapState.factory(), Count(), ["n"]).name("counts"))
+>>> plan = trident_plan(t.build())
+>>> ex = BatchExecutor(plan, {}, location=None)
+>>> out = ex.run(1, {"s": [[("a b",), ("b",)]]})
+>>> sorted(r for part in out["counts"] for r in part)
+[('a', 1), ('b', 2)]
+>>> ex.close()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import reduce
+from typing import Any
+
+import cloudpickle
+import pyarrow as pa
+
+from squall.errors import SquallError
+from squall.topology.groupings import stable_hash
+from squall.trident.operations import (
+    ROW,
+    Aggregator,
+    BatchFunction,
+    CombinerAggregator,
+    ListCollector,
+    ReducerAggregator,
+    TridentCollector,
+)
+from squall.trident.plan import Plan, PlanNode
+from squall.trident.tuple import tuple_type
+
+Rows = list[tuple[Any, ...]]
+Parts = list[Rows]
+
+
+class TridentOperationError(SquallError):
+    """A Trident operation raised, or emitted tuples that do not match its declared fields."""
+
+
+@dataclass(frozen=True)
+class TridentOperationContext:
+    """What an operation's `prepare` learns: its component, partition index and count."""
+
+    component: str
+    partition_index: int
+    num_partitions: int
+
+
+class StateView:
+    """A map state as one batch's operations see it: the batch's txid is implied."""
+
+    def __init__(self, state: Any, txid: int) -> None:
+        self.state, self.txid = state, txid
+
+    def multi_get(self, keys: Sequence[tuple[Any, ...]]) -> list[Any]:
+        return list(self.state.multi_get(keys))
+
+    def multi_put(self, keys: Sequence[tuple[Any, ...]], values: Sequence[Any]) -> None:
+        self.state.multi_put(self.txid, keys, values)
+
+    def multi_update(self, keys: Sequence[tuple[Any, ...]],
+                     updaters: Sequence[Callable[[Any], Any]]) -> list[Any]:
+        return list(self.state.multi_update(self.txid, keys, updaters))
+
+
+class _Emitted(TridentCollector):
+    """Collects the value lists an operation emits for one input."""
+
+    __slots__ = ("errors", "out")
+
+    def __init__(self) -> None:
+        self.out: list[Sequence[Any]] = []
+        self.errors: list[BaseException] = []
+
+    def emit(self, values: Sequence[Any]) -> None:
+        self.out.append(values)
+
+    def report_error(self, error: BaseException) -> None:
+        self.errors.append(error)
+
+
+def aggregate(op: Any, tuples: Sequence[Any], txid: int, empty_emits: bool = True) -> list[tuple]:
+    """The value tuples an aggregator emits for `tuples` (one group, partition or batch)."""
+    if isinstance(op, CombinerAggregator):
+        if not tuples:
+            return [(op.zero(),)] if empty_emits else []
+        init, combine = op.init, op.combine
+        return [(reduce(combine, (init(t) for t in tuples)),)]
+    if isinstance(op, ReducerAggregator):
+        if not tuples and not empty_emits:
+            return []
+        acc = op.init()
+        for t in tuples:
+            acc = op.reduce(acc, t)
+        return [(acc,)]
+    assert isinstance(op, Aggregator)
+    out = ListCollector()
+    state = op.init(txid, out)
+    for t in tuples:
+        op.aggregate(state, t, out)
+    op.complete(state, out)
+    return [tuple(r) for r in out.rows]
+
+
+def partial(op: Any, tuples: Sequence[Any]) -> Any:
+    """A combiner's value for `tuples` (the state update's argument)."""
+    if not tuples:
+        return op.zero()
+    init, combine = op.init, op.combine
+    return reduce(combine, (init(t) for t in tuples))
+
+
+class BatchExecutor:
+    """Evaluates a plan batch by batch (see the module documentation).
+
+    `states` maps state names to open map states; missing ones are made from the plan's
+    factories with `location` (the run's checkpoint directory, or None).
+    """
+
+    def __init__(self, plan: Plan, conf: Mapping[str, Any], *, location: str | None,
+                 states: Mapping[str, Any] | None = None) -> None:
+        self.plan, self.conf = plan, dict(conf)
+        self.states = dict(states or {})
+        for name, factory in plan.states().items():
+            if name not in self.states:
+                self.states[name] = factory.make_state(name, location)
+        # One copy of each operation per partition, prepared once (Storm: one per task).
+        self.ops: dict[str, list[Any]] = {}
+        for node in plan.nodes:
+            if node.kind == "spout" or "op" not in node.args:
+                continue
+            blob = cloudpickle.dumps(node.args["op"])
+            copies = []
+            for i in range(node.parallelism if node.kind != "aggregate" else 1):
+                op = cloudpickle.loads(blob)
+                op.prepare(self.conf, TridentOperationContext(node.cid, i, node.parallelism))
+                copies.append(op)
+            self.ops[node.cid] = copies
+        self.parts_ops: dict[str, list[list[Any]]] = {}
+        for node in plan.nodes:
+            if node.kind == "chained_agg":
+                self.parts_ops[node.cid] = [[cloudpickle.loads(cloudpickle.dumps(agg))
+                                             for _ in range(node.parallelism)]
+                                            for _, agg, _ in node.args["parts"]]
+
+    def close(self) -> None:
+        for copies in self.ops.values():
+            for op in copies:
+                op.cleanup()
+        for state in self.states.values():
+            state.close()
+
+    # ---- one batch ---------------------------------------------------------------------------
+    def run(self, txid: int, spout_batches: Mapping[str, Parts]) -> dict[str, Parts]:
+        """Every operation's output for batch `txid`, given each spout's partitions."""
+        out: dict[str, Parts] = {}
+        for node in self.plan.nodes:
+            if node.kind == "spout":
+                out[node.cid] = [list(p) for p in spout_batches.get(node.cid, [[]])]
+                continue
+            parents = [out[p] for p in node.parents]
+            try:
+                out[node.cid] = self._eval(node, parents, txid)
+            except TridentOperationError as exc:
+                if exc.component is None:
+                    raise TridentOperationError(exc.message, component=node.cid) from exc
+                raise
+            except Exception as exc:
+                raise TridentOperationError(
+                    f"Trident operation {node.kind} failed on batch {txid}: "
+                    f"{type(exc).__name__}: {exc}", component=node.cid) from exc
+        return out
+
+    def _fields_of(self, cid: str) -> tuple[str, ...]:
+        return self.plan.node(cid).fields
+
+    def _eval(self, node: PlanNode, parents: list[Parts], txid: int) -> Parts:
+        kind = node.kind
+        if kind in ("each", "filter", "map", "flat_map", "peek", "project", "state_query"):
+            fields = self._fields_of(node.parents[0])
+            ops = self.ops.get(node.cid)
+            return [self._row_op(node, fields, part, ops[i % len(ops)] if ops else None, txid)
+                    for i, part in enumerate(parents[0])]
+        rows = [r for part in parents[0] for r in part] if len(parents) == 1 else []
+        n = node.parallelism
+        if kind == "shuffle":
+            return _round_robin(rows, n)
+        if kind == "partition_by":
+            idx = _indexes(self._fields_of(node.parents[0]), node.args["keys"])
+            return _by_key(rows, n, lambda r: tuple(r[i] for i in idx))
+        if kind == "broadcast":
+            return [list(rows) for _ in range(n)]
+        if kind in ("global", "batch_global"):
+            return [rows]
+        if kind == "partition":
+            return self._custom(node, rows)
+        if kind == "merge":
+            merged: Parts = [[] for _ in range(n)]
+            for parts in parents:
+                for j, part in enumerate(parts):
+                    merged[j % n].extend(part)
+            return merged
+        if kind == "join":
+            return self._join(node, parents)
+        fields = self._fields_of(node.parents[0])
+        if kind == "partition_aggregate":
+            return [self._grouped(node, fields, part, txid, self.ops[node.cid][i % n], 1)
+                    for i, part in enumerate(parents[0])]
+        if kind == "aggregate":
+            return [self._grouped(node, fields, rows, txid, self.ops[node.cid][0], 1)]
+        if kind == "group_aggregate":
+            return _split_by_key(self._grouped(node, fields, rows, txid,
+                                               self.ops[node.cid][0], 1), n, node)
+        if kind == "chained_agg":
+            return _split_by_key(self._chained(node, fields, rows, txid), n, node)
+        if kind == "persistent_aggregate":
+            return _split_by_key(self._persist(node, fields, rows, txid), n, node)
+        if kind == "partition_persist":
+            return [self._partition_persist(node, fields, part, txid, self.ops[node.cid][i % n])
+                    for i, part in enumerate(parents[0])]
+        raise SquallError(f"unknown Trident operation kind {kind!r} ({node.cid})")
+
+    # ---- operations ----------------------------------------------------------------------------
+    def _row_op(self, node: PlanNode, fields: tuple[str, ...], part: Rows, op: Any,
+                txid: int) -> Rows:
+        kind, inputs = node.kind, node.args["input"]
+        idx = _indexes(fields, inputs)
+        if kind == "project":
+            return [tuple(r[i] for i in idx) for r in part]
+        make = tuple_type(tuple(inputs))
+        whole = idx == list(range(len(fields)))
+
+        def view(r: tuple[Any, ...]) -> Any:
+            return make(r if whole else tuple(r[i] for i in idx))
+
+        if kind == "filter":
+            keep = op.is_keep
+            return [r for r in part if keep(view(r))]
+        if kind == "peek":
+            for r in part:
+                op.accept(view(r))
+            return part
+        out: Rows = []
+        width = len(node.args.get("output", ()))
+        if kind == "each" and isinstance(op, BatchFunction):
+            return self._batch_each(node, op, part, idx, inputs)
+        if kind == "each":
+            coll = _Emitted()
+            execute = op.execute
+            for r in part:
+                execute(view(r), coll)
+                for values in coll.out:
+                    out.append(r + _checked(values, width, node))
+                coll.out.clear()
+            self._raise_reported(node, coll)
+            return out
+        if kind == "map":
+            return [_checked(op.execute(view(r)), width, node) for r in part]
+        if kind == "flat_map":
+            for r in part:
+                out.extend(_checked(v, width, node) for v in op.execute(view(r)))
+            return out
+        assert kind == "state_query"
+        state = StateView(self.states[node.args["state"]], txid)
+        tuples = [view(r) for r in part]
+        results = op.batch_retrieve(state, tuples) if tuples else []
+        coll = _Emitted()
+        for r, t, res in zip(part, tuples, results, strict=True):
+            op.execute(t, res, coll)
+            for values in coll.out:
+                out.append(r + _checked(values, width, node))
+            coll.out.clear()
+        self._raise_reported(node, coll)
+        return out
+
+    def _batch_each(self, node: PlanNode, op: BatchFunction, part: Rows, idx: list[int],
+                    inputs: Sequence[str]) -> Rows:
+        import_table = _arrow_table(inputs, [[r[i] for r in part] for i in idx])
+        table = import_table.to_pandas() if op.format == "pandas" else import_table
+        result = _as_columns(op.execute_batch(table))
+        outputs = node.args["output"]
+        missing = [f for f in outputs if f not in result]
+        if missing:
+            raise TridentOperationError(
+                f"{node.cid!r}: {type(op).__name__}.execute_batch returned no column "
+                f"{missing[0]!r} (needs {list(outputs)})")
+        cols = [result[f] for f in outputs]
+        rows_of = result.get(ROW)
+        if rows_of is None:
+            if cols and len(cols[0]) != len(part):
+                raise TridentOperationError(
+                    f"{node.cid!r}: {type(op).__name__}.execute_batch returned {len(cols[0])} "
+                    f"rows for {len(part)} input rows; add a {ROW!r} column naming each output "
+                    "row's input row when the counts differ")
+            rows_of = list(range(len(part)))
+        return [part[j] + tuple(c[k] for c in cols) for k, j in enumerate(rows_of)]
+
+    def _grouped(self, node: PlanNode, fields: tuple[str, ...], rows: Rows, txid: int, op: Any,
+                 _: int) -> Rows:
+        keys = node.args.get("keys", ())
+        idx = _indexes(fields, node.args["input"])
+        make = tuple_type(tuple(node.args["input"]))
+        if not keys:
+            return aggregate(op, [make(tuple(r[i] for i in idx)) for r in rows], txid,
+                             empty_emits=node.kind == "aggregate")
+        kidx = _indexes(fields, keys)
+        groups: dict[tuple[Any, ...], list[Any]] = {}
+        for r in rows:
+            groups.setdefault(tuple(r[i] for i in kidx), []).append(make(tuple(r[i] for i in idx)))
+        out: Rows = []
+        for k, ts in groups.items():
+            out.extend(k + v for v in aggregate(op, ts, txid))
+        return out
+
+    def _chained(self, node: PlanNode, fields: tuple[str, ...], rows: Rows, txid: int) -> Rows:
+        keys = node.args["keys"]
+        kidx = _indexes(fields, keys)
+        groups: dict[tuple[Any, ...], Rows] = {}
+        for r in rows:
+            groups.setdefault(tuple(r[i] for i in kidx), []).append(r)
+        if not keys and not groups:
+            groups[()] = []
+        out: Rows = []
+        for k, members in groups.items():
+            results: list[list[tuple]] = []
+            for j, (inputs, _, _) in enumerate(node.args["parts"]):
+                op = self.parts_ops[node.cid][j][0]
+                idx = _indexes(fields, inputs)
+                make = tuple_type(tuple(inputs))
+                results.append(aggregate(op, [make(tuple(r[i] for i in idx)) for r in members],
+                                         txid))
+            combos: list[tuple[Any, ...]] = [()]
+            for emitted in results:
+                combos = [c + e for c in combos for e in emitted]
+            out.extend(k + c for c in combos)
+        return out
+
+    def _persist(self, node: PlanNode, fields: tuple[str, ...], rows: Rows, txid: int) -> Rows:
+        keys, op = node.args["keys"], self.ops[node.cid][0]
+        kidx, idx = _indexes(fields, keys), _indexes(fields, node.args["input"])
+        make = tuple_type(tuple(node.args["input"]))
+        groups: dict[tuple[Any, ...], list[Any]] = {}
+        for r in rows:
+            groups.setdefault(tuple(r[i] for i in kidx), []).append(make(tuple(r[i] for i in idx)))
+        if not keys and not groups:
+            groups[()] = []  # a global aggregate updates its one key on every batch
+        return self.apply_partials(node, op, groups, txid)
+
+    def apply_partials(self, node: PlanNode, op: Any, groups: Mapping[tuple[Any, ...], Any],
+                       txid: int, partials: bool = False) -> Rows:
+        """Folds each group into the node's map state for `txid`; the new `key + (value,)`
+        rows. `groups` maps a key to its tuples, or (`partials=True`, combiners only) to the
+        combined value of its tuples (what the Spark runner collects)."""
+        state = StateView(self.states[node.args["state"]], txid)
+        keys = list(groups)
+        if isinstance(op, CombinerAggregator):
+            combine = op.combine
+            values = list(groups.values()) if partials else [partial(op, ts)
+                                                            for ts in groups.values()]
+
+            def combiner(v: Any) -> Callable[[Any], Any]:
+                return lambda old: v if old is None else combine(old, v)
+
+            updaters = [combiner(v) for v in values]
+        else:
+            def reducer(ts: list[Any]) -> Callable[[Any], Any]:
+                def run(old: Any) -> Any:
+                    acc = op.init() if old is None else old
+                    for t in ts:
+                        acc = op.reduce(acc, t)
+                    return acc
+                return run
+
+            updaters = [reducer(ts) for ts in groups.values()]
+        new = state.multi_update(keys, updaters) if keys else []
+        return [(*k, v) for k, v in zip(keys, new, strict=True)]
+
+    def _partition_persist(self, node: PlanNode, fields: tuple[str, ...], part: Rows, txid: int,
+                           op: Any) -> Rows:
+        idx = _indexes(fields, node.args["input"])
+        make = tuple_type(tuple(node.args["input"]))
+        coll = _Emitted()
+        op.update_state(StateView(self.states[node.args["state"]], txid),
+                        [make(tuple(r[i] for i in idx)) for r in part], coll)
+        self._raise_reported(node, coll)
+        width = len(node.fields)
+        return [_checked(v, width, node) for v in coll.out]
+
+    def _custom(self, node: PlanNode, rows: Rows) -> Parts:
+        n = node.parallelism
+        out: Parts = [[] for _ in range(n)]
+        choose = node.args["grouping"].choose_tasks
+        for r in rows:
+            for i in choose(0, list(r)):
+                if not 0 <= i < n:
+                    raise TridentOperationError(f"{node.cid!r}: the custom partitioning chose "
+                                                f"partition {i}; there are {n} (0..{n - 1})")
+                out[i].append(r)
+        return out
+
+    def _join(self, node: PlanNode, parents: list[Parts]) -> Parts:
+        lk, rk = node.args["keys"]
+        lf, rf = self._fields_of(node.parents[0]), self._fields_of(node.parents[1])
+        li, ri = _indexes(lf, lk), _indexes(rf, rk)
+        lrest = [i for i in range(len(lf)) if i not in li]
+        rrest = [i for i in range(len(rf)) if i not in ri]
+        right: dict[tuple[Any, ...], Rows] = {}
+        for part in parents[1]:
+            for r in part:
+                right.setdefault(tuple(r[i] for i in ri), []).append(r)
+        how = node.args["join_type"]
+        out: Rows = []
+        matched: set[tuple[Any, ...]] = set()
+        for part in parents[0]:
+            for r in part:
+                k = tuple(r[i] for i in li)
+                rows = right.get(k)
+                left_vals = tuple(r[i] for i in lrest)
+                if rows:
+                    matched.add(k)
+                    out.extend(k + left_vals + tuple(s[i] for i in rrest) for s in rows)
+                elif how in ("left", "outer"):
+                    out.append(k + left_vals + (None,) * len(rrest))
+        if how == "outer":
+            for k, rows in right.items():
+                if k not in matched:
+                    out.extend(k + (None,) * len(lrest) + tuple(s[i] for i in rrest)
+                               for s in rows)
+        return _by_key(out, node.parallelism, lambda r: r[:len(lk)])
+
+    @staticmethod
+    def _raise_reported(node: PlanNode, coll: _Emitted) -> None:
+        if coll.errors:
+            err = coll.errors[0]
+            raise TridentOperationError(f"{node.cid!r} reported {type(err).__name__}: {err}") \
+                from err
+
+
+def _indexes(fields: Sequence[str], names: Sequence[str]) -> list[int]:
+    pos = {f: i for i, f in enumerate(fields)}
+    return [pos[n] for n in names]
+
+
+def _checked(values: Any, width: int, node: PlanNode) -> tuple[Any, ...]:
+    t = tuple(values)
+    if len(t) != width:
+        raise TridentOperationError(
+            f"{node.cid!r} emitted {len(t)} values {list(t)!r} but declares {width} output "
+            f"fields {list(node.args.get('output', node.fields))}")
+    return t
+
+
+def _round_robin(rows: Rows, n: int) -> Parts:
+    return [rows[i::n] for i in range(n)]
+
+
+def _by_key(rows: Rows, n: int, key: Callable[[tuple[Any, ...]], Any]) -> Parts:
+    if n == 1:
+        return [rows]
+    out: Parts = [[] for _ in range(n)]
+    for r in rows:
+        out[stable_hash(list(key(r))) % n].append(r)
+    return out
+
+
+def _split_by_key(rows: Rows, n: int, node: PlanNode) -> Parts:
+    width = len(node.args.get("keys", ()))
+    return _by_key(rows, n, lambda r: r[:width])
+
+
+def _arrow_table(names: Sequence[str], columns: Sequence[list[Any]]) -> Any:
+    return pa.table(dict(zip(names, columns, strict=True)))
+
+
+def _as_columns(result: Any) -> dict[str, list[Any]]:
+    """A batch function's result as Python lists per column."""
+    if isinstance(result, Mapping):
+        return {k: v.to_pylist() if hasattr(v, "to_pylist") else list(v)
+                for k, v in result.items()}
+    if hasattr(result, "to_pydict"):
+        return dict(result.to_pydict())
+    if hasattr(result, "to_dict"):  # pandas
+        return {str(k): list(v) for k, v in result.to_dict(orient="list").items()}
+    raise TridentOperationError(f"execute_batch returned a {type(result).__name__}; return a "
+                                "pyarrow Table or RecordBatch, a pandas DataFrame or a dict "
+                                "of columns")

@@ -1,0 +1,334 @@
+"""Trident's operations: functions, filters, aggregators, query functions and the built-ins.
+
+Storm's interfaces with Python names. Per-tuple operations get a `TridentTuple` of their input
+fields; a `BatchFunction` gets whole columns at once.
+
+>>> from squall.trident.tuple import tuple_type
+>>> class Split(Function):
+...     def execute(self, tup, collector):
+...         for word in tup["sentence"].split():
+...             collector.emit([word])
+>>> out = ListCollector()
+>>> Split().execute(tuple_type(("sentence",))(("a b",)), out)
+>>> out.rows
+[['a'], ['b']]
+>>> c = Count()
+>>> c.combine(c.init(None), c.combine(c.zero(), c.init(None)))
+2
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
+
+ROW = "$row"  # a BatchFunction's output column naming the input row an output row belongs to
+
+
+class TridentCollector:
+    """What a Trident operation emits to (Storm's `TridentCollector`)."""
+
+    def emit(self, values: Sequence[Any]) -> None:
+        raise NotImplementedError
+
+    def report_error(self, error: BaseException) -> None:
+        raise NotImplementedError
+
+
+class ListCollector(TridentCollector):
+    """Collects emitted rows in `rows`; errors reported are raised (for tests and doctests)."""
+
+    def __init__(self) -> None:
+        self.rows: list[list[Any]] = []
+
+    def emit(self, values: Sequence[Any]) -> None:
+        self.rows.append(list(values))
+
+    def report_error(self, error: BaseException) -> None:
+        raise error
+
+
+class Operation:
+    """Base of every Trident operation: `prepare` once per partition task, `cleanup` at the end.
+
+    `context` is a `TridentOperationContext` (partition index and count, the stage's name).
+    """
+
+    def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
+        """Called once per partition before the first batch."""
+
+    def cleanup(self) -> None:
+        """Called when the run ends."""
+
+
+class Function(Operation):
+    """`execute(tuple, collector)`: emits zero or more value lists per input tuple; each is
+    appended to the input tuple (Storm's `Function`). A tuple that emits nothing is dropped."""
+
+    def execute(self, tup: Any, collector: TridentCollector) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement execute(tuple, collector)")
+
+
+class Filter(Operation):
+    """`is_keep(tuple)`: keeps the tuple when True (Storm's `Filter`)."""
+
+    def is_keep(self, tup: Any) -> bool:
+        raise NotImplementedError(f"{type(self).__name__} must implement is_keep(tuple)")
+
+
+class MapFunction(Operation):
+    """`execute(tuple)` returns the new tuple's values (Storm's `MapFunction`)."""
+
+    def execute(self, tup: Any) -> Sequence[Any]:
+        raise NotImplementedError(f"{type(self).__name__} must implement execute(tuple)")
+
+
+class FlatMapFunction(Operation):
+    """`execute(tuple)` returns any number of new tuples' values (Storm's `FlatMapFunction`)."""
+
+    def execute(self, tup: Any) -> Sequence[Sequence[Any]]:
+        raise NotImplementedError(f"{type(self).__name__} must implement execute(tuple)")
+
+
+class Consumer(Operation):
+    """`accept(tuple)`: sees every tuple, changes nothing (Storm's `Consumer`, for `peek`)."""
+
+    def accept(self, tup: Any) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement accept(tuple)")
+
+
+class BatchFunction(Operation):
+    """A function on whole columns, called once per batch of rows (squall's vectorised form).
+
+    `execute_batch(table)` gets a `pyarrow.Table` of the input fields (a pandas `DataFrame` when
+    `format = "pandas"`) and returns a table (or `RecordBatch`, `DataFrame`, or a dict of
+    columns) with the function's output fields. Without a `ROW` column the result has exactly one
+    row per input row, in order; with it, output row `i` belongs to input row `result[ROW][i]`
+    (0-based), so a function may emit several rows per input row or none, as `Function` does.
+    Either way the output fields are appended to the input tuple's fields, as `each` does.
+
+    >>> import pyarrow as pa, pyarrow.compute as pc
+    >>> class SplitColumns(BatchFunction):
+    ...     def execute_batch(self, table):
+    ...         words = pc.split_pattern(table["sentence"], " ")
+    ...         return {"word": pc.list_flatten(words), ROW: pc.list_parent_indices(words)}
+    >>> out = SplitColumns().execute_batch(pa.table({"sentence": ["a b", "c"]}))
+    >>> out["word"].to_pylist(), out[ROW].to_pylist()
+    (['a', 'b', 'c'], [0, 0, 1])
+    """
+
+    format: ClassVar[str] = "arrow"
+
+    def execute_batch(self, table: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must implement execute_batch(table)")
+
+
+# ---- aggregators --------------------------------------------------------------------------
+
+class CombinerAggregator(Operation):
+    """`init(tuple)` per tuple, `combine(a, b)` of two values, `zero()` for no tuples.
+
+    Storm aggregates these partially before the network transfer; squall does too (in the
+    Python worker, or in Spark's JVM for the built-ins)."""
+
+    def init(self, tup: Any) -> Any:
+        raise NotImplementedError
+
+    def combine(self, a: Any, b: Any) -> Any:
+        raise NotImplementedError
+
+    def zero(self) -> Any:
+        raise NotImplementedError
+
+
+class ReducerAggregator(Operation):
+    """`init()` then `reduce(current, tuple)` for every tuple of the group, in order."""
+
+    def init(self) -> Any:
+        raise NotImplementedError
+
+    def reduce(self, current: Any, tup: Any) -> Any:
+        raise NotImplementedError
+
+
+class Aggregator(Operation):
+    """`init(batch_id, collector)` returns a state, `aggregate(state, tuple, collector)` per
+    tuple, `complete(state, collector)` at the end of the batch (or group); emits any number of
+    tuples (Storm's `Aggregator`)."""
+
+    def init(self, batch_id: Any, collector: TridentCollector) -> Any:
+        raise NotImplementedError
+
+    def aggregate(self, state: Any, tup: Any, collector: TridentCollector) -> None:
+        raise NotImplementedError
+
+    def complete(self, state: Any, collector: TridentCollector) -> None:
+        raise NotImplementedError
+
+
+class BuiltinCombiner(CombinerAggregator):
+    """A built-in combiner the Spark runner runs as a Spark SQL aggregation (`sql` names it)."""
+
+    sql: ClassVar[str] = ""
+
+
+class Count(BuiltinCombiner):
+    """The number of tuples (input fields: none needed)."""
+
+    sql = "count"
+
+    def init(self, tup: Any) -> int:
+        return 1
+
+    def combine(self, a: Any, b: Any) -> Any:
+        return a + b
+
+    def zero(self) -> int:
+        return 0
+
+
+class Sum(BuiltinCombiner):
+    """The sum of the first input field (0 for no tuples)."""
+
+    sql = "sum"
+
+    def init(self, tup: Any) -> Any:
+        return tup[0]
+
+    def combine(self, a: Any, b: Any) -> Any:
+        return a + b
+
+    def zero(self) -> int:
+        return 0
+
+
+class Min(BuiltinCombiner):
+    """The smallest value of the first input field (None for no tuples)."""
+
+    sql = "min"
+
+    def init(self, tup: Any) -> Any:
+        return tup[0]
+
+    def combine(self, a: Any, b: Any) -> Any:
+        if a is None:
+            return b
+        if b is None:
+            return a
+        return b if b < a else a
+
+    def zero(self) -> Any:
+        return None
+
+
+class Max(BuiltinCombiner):
+    """The largest value of the first input field (None for no tuples)."""
+
+    sql = "max"
+
+    def init(self, tup: Any) -> Any:
+        return tup[0]
+
+    def combine(self, a: Any, b: Any) -> Any:
+        if a is None:
+            return b
+        if b is None:
+            return a
+        return b if b > a else a
+
+    def zero(self) -> Any:
+        return None
+
+
+class First(Aggregator):
+    """The first tuple of the batch (or group): emits its input fields (Storm's `FirstN` of 1)."""
+
+    def init(self, batch_id: Any, collector: TridentCollector) -> list[Any]:
+        return []
+
+    def aggregate(self, state: Any, tup: Any, collector: TridentCollector) -> None:
+        if not state:
+            state.append(list(tup))
+
+    def complete(self, state: Any, collector: TridentCollector) -> None:
+        if state:
+            collector.emit(state[0])
+
+
+class _By(Aggregator):
+    """Keeps the tuple whose `field` is smallest (`sign` 1) or largest (`sign` -1)."""
+
+    def __init__(self, field: str, sign: int, key: Callable[[Any], Any] | None = None) -> None:
+        self.field, self.sign, self.key = field, sign, key
+
+    def init(self, batch_id: Any, collector: TridentCollector) -> list[Any]:
+        return []
+
+    def aggregate(self, state: Any, tup: Any, collector: TridentCollector) -> None:
+        value = tup[self.field]
+        k = value if self.key is None else self.key(value)
+        if not state or (k < state[0] if self.sign > 0 else k > state[0]):
+            state[:] = [k, list(tup)]
+
+    def complete(self, state: Any, collector: TridentCollector) -> None:
+        if state:
+            collector.emit(state[1])
+
+
+def min_by(field: str, key: Callable[[Any], Any] | None = None) -> Aggregator:
+    """An aggregator emitting the tuple with the smallest `field` (the first of equals)."""
+    return _By(field, 1, key)
+
+
+def max_by(field: str, key: Callable[[Any], Any] | None = None) -> Aggregator:
+    """An aggregator emitting the tuple with the largest `field` (the first of equals)."""
+    return _By(field, -1, key)
+
+
+class FilterNull(Filter):
+    """Drops tuples with a None in any of their input fields (Storm's `FilterNull`)."""
+
+    def is_keep(self, tup: Any) -> bool:
+        return all(v is not None for v in tup)
+
+
+# ---- state queries and updaters --------------------------------------------------------------
+
+class QueryFunction(Operation):
+    """Reads a state for a batch: `batch_retrieve(state, tuples)` returns one result per tuple,
+    then `execute(tuple, result, collector)` emits the values appended to each tuple."""
+
+    def batch_retrieve(self, state: Any, tuples: Sequence[Any]) -> list[Any]:
+        raise NotImplementedError
+
+    def execute(self, tup: Any, result: Any, collector: TridentCollector) -> None:
+        raise NotImplementedError
+
+
+class MapGet(QueryFunction):
+    """The committed value of the map state at the tuple's key (its input fields), or None."""
+
+    def batch_retrieve(self, state: Any, tuples: Sequence[Any]) -> list[Any]:
+        return list(state.multi_get([tuple(t) for t in tuples]))
+
+    def execute(self, tup: Any, result: Any, collector: TridentCollector) -> None:
+        collector.emit([result])
+
+
+class StateUpdater(Operation):
+    """`update_state(state, tuples, collector)` for `partition_persist`: writes a batch's tuples
+    to the state; what it emits forms the state's new-values stream."""
+
+    def update_state(self, state: Any, tuples: Sequence[Any], collector: TridentCollector) -> None:
+        raise NotImplementedError
+
+
+class MapPut(StateUpdater):
+    """Puts each tuple's last input field under its other input fields as the key."""
+
+    def update_state(self, state: Any, tuples: Sequence[Any], collector: TridentCollector) -> None:
+        keys = [tuple(t)[:-1] for t in tuples]
+        values = [t[len(t) - 1] for t in tuples]
+        state.multi_put(keys, values)
+        for k, v in zip(keys, values, strict=True):
+            collector.emit([*k, v])

@@ -1,0 +1,197 @@
+"""Trident's spouts: `BatchSpout` (Storm's `IBatchSpout`), `FixedBatchSpout`, and the emitter
+that turns any supported spout into one batch of rows per transaction id.
+
+Supported spouts and what they guarantee (Storm's table of spout types and state types):
+
+- a `BatchSpout` with `transactional = True` (it emits exactly the same tuples whenever asked
+  for the same batch id, as `FixedBatchSpout` does): transactional;
+- a `BatchSpout` otherwise: non-transactional (a replayed batch may differ or be lost);
+- `squall.transactional.PartitionedTransactionalSpout`: transactional;
+- `squall.transactional.OpaquePartitionedTransactionalSpout`: opaque (a replayed batch may
+  differ, but every tuple is in exactly one committed batch).
+
+>>> spout = FixedBatchSpout(["sentence"], 2, ["a"], ["b"], ["c"])
+>>> emitter = SpoutEmitter("s", spout, store=None)
+>>> emitter.open({})
+>>> emitter.emit(1), emitter.emit(2), emitter.emit(1), emitter.exhausted_after(2)
+([[('a',), ('b',)]], [[('c',)]], [[('a',), ('b',)]], True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from squall.errors import InvalidTopologyError
+from squall.topology.declarer import OutputFieldsDeclarer
+from squall.transactional.attempt import TransactionAttempt
+from squall.transactional.progress_store import meta_key
+from squall.transactional.spouts import (
+    OpaquePartitionedTransactionalSpout,
+    PartitionedTransactionalSpout,
+    TransactionalSpout,
+)
+from squall.transactional.wrappers import partitions_exhausted
+
+NON_TRANSACTIONAL, TRANSACTIONAL, OPAQUE = "non-transactional", "transactional", "opaque"
+
+
+class BatchSpout:
+    """A spout that emits a whole batch per call (Storm's `IBatchSpout`).
+
+    `emit_batch(batch_id, collector)` emits the batch's tuples with `collector.emit(values)`;
+    batch ids are the transaction ids 1, 2, 3, ... and a batch may be asked for again after a
+    failure. `ack(batch_id)` says the batch committed. Set `transactional = True` only when a
+    batch id always gives the same tuples. `is_exhausted(batch_id)` says a bounded spout has
+    nothing at or after `batch_id` (a run of bounded input then ends).
+    """
+
+    transactional: bool = False
+
+    def open(self, conf: Mapping[str, Any], context: Any) -> None:
+        """Called once before the first batch."""
+
+    def emit_batch(self, batch_id: int, collector: Any) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement emit_batch")
+
+    def ack(self, batch_id: int) -> None:
+        """Batch `batch_id` committed."""
+
+    def is_exhausted(self, batch_id: int) -> bool:
+        return False
+
+    def get_output_fields(self) -> Sequence[str]:
+        raise NotImplementedError(f"{type(self).__name__} must implement get_output_fields")
+
+    def close(self) -> None: ...
+
+
+class FixedBatchSpout(BatchSpout):
+    """Fixed rows in batches of `max_batch_size` (Storm's `FixedBatchSpout`), transactional:
+    batch `b` is always rows `(b-1)*max_batch_size` to `b*max_batch_size`. With `cycle=True` it
+    starts again from the first row after the last, for ever."""
+
+    transactional = True
+
+    def __init__(self, fields: Sequence[str], max_batch_size: int, *rows: Sequence[Any],
+                 cycle: bool = False) -> None:
+        if not isinstance(max_batch_size, int) or max_batch_size < 1:
+            raise ValueError(f"FixedBatchSpout: max_batch_size must be a positive int, got "
+                             f"{max_batch_size!r}")
+        self.fields = tuple(fields)
+        for row in rows:
+            if len(row) != len(self.fields):
+                raise ValueError(f"FixedBatchSpout: row {row!r} does not match the fields "
+                                 f"{list(self.fields)}")
+        self.rows = [tuple(r) for r in rows]
+        self.max_batch_size = max_batch_size
+        self.cycle = cycle
+
+    def get_output_fields(self) -> Sequence[str]:
+        return self.fields
+
+    def emit_batch(self, batch_id: int, collector: Any) -> None:
+        n, size = len(self.rows), self.max_batch_size
+        start = (batch_id - 1) * size
+        if self.cycle and n:
+            for i in range(start, start + size):
+                collector.emit(self.rows[i % n])
+            return
+        for row in self.rows[start:start + size]:
+            collector.emit(row)
+
+    def is_exhausted(self, batch_id: int) -> bool:
+        return not self.cycle and (batch_id - 1) * self.max_batch_size >= len(self.rows)
+
+
+def check_spout(txid: str, spout: Any) -> None:
+    if not isinstance(spout, (BatchSpout, PartitionedTransactionalSpout,
+                              OpaquePartitionedTransactionalSpout)):
+        raise InvalidTopologyError(
+            f"new_stream({txid!r}): the spout must be a squall.trident.BatchSpout or a "
+            "partitioned transactional or opaque spout of squall.transactional, got "
+            f"{type(spout).__name__}", component=txid)
+
+
+def spout_fields(txid: str, spout: Any) -> tuple[str, ...]:
+    if isinstance(spout, BatchSpout):
+        return tuple(spout.get_output_fields())
+    declarer = OutputFieldsDeclarer()
+    spout.declare_output_fields(declarer)
+    fields = tuple(declarer.streams["default"].fields)
+    # Transactional spouts emit the attempt first (squall.transactional); Trident drops it.
+    return fields[1:]
+
+
+def spout_guarantee(spout: Any) -> str:
+    if isinstance(spout, OpaquePartitionedTransactionalSpout):
+        return OPAQUE
+    if isinstance(spout, PartitionedTransactionalSpout):
+        return TRANSACTIONAL
+    return TRANSACTIONAL if getattr(spout, "transactional", False) else NON_TRANSACTIONAL
+
+
+class _Rows:
+    """The collector a spout emits to: rows as tuples."""
+
+    def __init__(self, drop_first: bool) -> None:
+        self.rows: list[tuple[Any, ...]] = []
+        self.drop_first = drop_first
+
+    def emit(self, values: Sequence[Any], stream: str = "default") -> None:
+        self.rows.append(tuple(values[1:]) if self.drop_first else tuple(values))
+
+
+class SpoutEmitter:
+    """One Trident stream's spout, driven by transaction id (used by both runners).
+
+    `emit(txid)` returns the batch as partitions of rows; a partitioned transactional spout
+    stores each partition's batch metadata in `store` (the transactional progress store) before
+    returning, so a replay of `txid` re-emits the same batch (or, opaque, starts where the
+    previous one ended).
+    """
+
+    def __init__(self, txid_name: str, spout: Any, store: Any) -> None:
+        self.name, self.spout, self.store = txid_name, spout, store
+        self.guarantee = spout_guarantee(spout)
+        self.partitioned = isinstance(spout, TransactionalSpout)
+
+    def open(self, conf: Mapping[str, Any]) -> None:
+        self.spout.open(conf, None)
+
+    def emit(self, txid: int) -> list[list[tuple[Any, ...]]]:
+        if not self.partitioned:
+            out = _Rows(False)
+            self.spout.emit_batch(txid, out)
+            return [out.rows]
+        spout, store = self.spout, self.store
+        attempt = TransactionAttempt(txid, 0)
+        parts = []
+        for p in range(spout.num_partitions()):
+            out = _Rows(True)
+            last = None if txid <= 1 else store.get(meta_key(p, txid - 1))
+            if self.guarantee == OPAQUE:
+                meta = spout.emit_partition_batch(attempt, out, p, last)
+                store.put(meta_key(p, txid), meta)
+            else:
+                meta = store.get(meta_key(p, txid))
+                if meta is None:
+                    meta = spout.emit_partition_batch_new(attempt, out, p, last)
+                    store.put(meta_key(p, txid), meta)
+                else:
+                    spout.emit_partition_batch(attempt, out, p, meta)
+            parts.append(out.rows)
+        return parts
+
+    def exhausted_after(self, txid: int) -> bool:
+        """Nothing will come after transaction `txid`'s batch (bounded input has ended)."""
+        if not self.partitioned:
+            return bool(self.spout.is_exhausted(txid + 1))
+        return partitions_exhausted(self.spout, self.store, txid)
+
+    def ack(self, txid: int) -> None:
+        if not self.partitioned:
+            self.spout.ack(txid)
+
+    def close(self) -> None:
+        self.spout.close()

@@ -1,0 +1,571 @@
+"""`TridentTopology` and `Stream`: Storm's Trident API, building a plan of operations.
+
+>>> from squall.trident import TridentTopology, Count, FixedBatchSpout, Function
+>>> from squall.trident.state import MemoryMapState
+>>> class Split(Function):
+...     def execute(self, tup, collector):
+...         for w in tup[0].split():
+...             collector.emit([w])
+>>> t = TridentTopology()
+>>> spout = FixedBatchSpout(["sentence"], 2, ["a b"], ["b c"])
+>>> counts = (t.new_stream("spout1", spout).each(["sentence"], Split(), ["word"])
+...           .group_by(["word"])
+...           .persistent_aggregate(MemoryMapState.factory(), Count(), ["count"]))
+>>> sorted(t.build().components)
+['b-1-each', 'b-2-persistent_aggregate', 'spout1']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import cloudpickle
+
+from squall.errors import InvalidTopologyError, NotPicklableError
+from squall.topology import roles
+from squall.topology.declarer import DEFAULT_STREAM, StreamSpec
+from squall.topology.description import ComponentSpec, Subscription, Topology
+from squall.topology.fields import Fields
+from squall.topology.groupings import (
+    AllGrouping,
+    CustomGrouping,
+    FieldsGrouping,
+    GlobalGrouping,
+    Grouping,
+    ShuffleGrouping,
+)
+from squall.trident.operations import (
+    Aggregator,
+    BatchFunction,
+    CombinerAggregator,
+    Consumer,
+    Filter,
+    FlatMapFunction,
+    Function,
+    MapFunction,
+    Operation,
+    QueryFunction,
+    ReducerAggregator,
+    StateUpdater,
+    max_by,
+    min_by,
+)
+from squall.trident.plan import PlanNode
+from squall.trident.spouts import check_spout, spout_fields
+
+AGGREGATORS = (CombinerAggregator, ReducerAggregator, Aggregator)
+
+
+def _names(fields: Fields | Iterable[str] | str, what: str, where: str) -> tuple[str, ...]:
+    if isinstance(fields, str):
+        fields = [fields]
+    names = tuple(fields)
+    if not all(isinstance(f, str) and f for f in names):
+        raise InvalidTopologyError(f"{where}: {what} must be field names (strings), got {names!r}")
+    if len(set(names)) != len(names):
+        raise InvalidTopologyError(f"{where}: {what} {list(names)} name a field twice")
+    return names
+
+
+class _Node:
+    """A node while the topology is being built (parents are nodes; made a `PlanNode` later)."""
+
+    def __init__(self, topology: TridentTopology, kind: str, parents: Sequence[_Node],
+                 fields: tuple[str, ...], args: dict[str, Any]) -> None:
+        self.topology = topology
+        self.kind, self.parents, self.fields, self.args = kind, tuple(parents), fields, args
+        self.order = len(topology._nodes)
+        self.name: str | None = None
+        self.parallelism: int | None = None
+        topology._nodes.append(self)
+
+    def describe(self) -> str:
+        return f"{self.name or self.kind} (fields {list(self.fields)})"
+
+
+class Stream:
+    """A stream of batches of tuples with named fields; every operation returns a new stream."""
+
+    def __init__(self, node: _Node) -> None:
+        self._node = node
+
+    # ---- helpers ---------------------------------------------------------------------------
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The fields of this stream's tuples."""
+        return self._node.fields
+
+    def _where(self, op: str) -> str:
+        return f"Trident {op} on stream {self._node.describe()}"
+
+    def _inputs(self, fields: Any, op: str) -> tuple[str, ...]:
+        names = _names(fields, "input fields", self._where(op))
+        for f in names:
+            if f not in self.fields:
+                raise InvalidTopologyError(
+                    f"{self._where(op)}: no field {f!r}; the stream has {list(self.fields)}",
+                    field=f)
+        return names
+
+    def _new_fields(self, fields: Any, op: str, keep: tuple[str, ...]) -> tuple[str, ...]:
+        names = _names(fields, "output fields", self._where(op))
+        for f in names:
+            if f in keep:
+                raise InvalidTopologyError(
+                    f"{self._where(op)}: output field {f!r} is already a field of the stream "
+                    f"{list(keep)}; choose another name or project it away first", field=f)
+        return names
+
+    def _add(self, kind: str, fields: tuple[str, ...], parents: Sequence[_Node] | None = None,
+             **args: Any) -> Stream:
+        return Stream(_Node(self._node.topology, kind, parents or [self._node], fields, args))
+
+    @staticmethod
+    def _check_op(op: Any, types: tuple[type, ...], where: str, what: str) -> None:
+        if not isinstance(op, types):
+            names = " or ".join(t.__name__ for t in types)
+            raise InvalidTopologyError(f"{where}: {what} must be a {names}, got "
+                                       f"{type(op).__name__}")
+
+    # ---- naming and parallelism ------------------------------------------------------------
+    def name(self, name: str) -> Stream:
+        """Names this operation (its component id in the topology, the UI and the stats)."""
+        if not isinstance(name, str) or not name or name.startswith("$"):
+            raise InvalidTopologyError(f"{self._where('name')}: a name must be a non-empty "
+                                       f"string not starting with '$', got {name!r}")
+        self._node.name = name
+        return self
+
+    def parallelism_hint(self, n: int) -> Stream:
+        """The number of partitions of the operations since the last repartitioning (Storm:
+        of the bolt they run in)."""
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise InvalidTopologyError(f"{self._where('parallelism_hint')}: parallelism must be "
+                                       f"a positive int, got {n!r}")
+        node: _Node | None = self._node
+        while node is not None:
+            node.parallelism = n
+            if node.kind not in ("each", "map", "flat_map", "filter", "peek", "project",
+                                 "state_query") or len(node.parents) != 1:
+                break
+            node = node.parents[0]
+        return self
+
+    # ---- row operations --------------------------------------------------------------------
+    def each(self, input_fields: Any, op: Any = None, function_fields: Any = None) -> Stream:
+        """`each(input_fields, function, function_fields)`: the function's emitted values are
+        appended to each input tuple; `each(input_fields, filter)` keeps tuples; the input
+        fields may be left out (`each(function, function_fields)`: all fields)."""
+        if isinstance(input_fields, Operation):
+            input_fields, op, function_fields = self.fields, input_fields, op
+        inputs = self._inputs(input_fields, "each")
+        where = self._where("each")
+        self._check_op(op, (Function, Filter, BatchFunction), where, "the operation")
+        if isinstance(op, Filter):
+            if function_fields is not None:
+                raise InvalidTopologyError(f"{where}: a Filter emits no fields; leave out "
+                                           f"the function fields {function_fields!r}")
+            return self._add("filter", self.fields, input=inputs, op=op)
+        if function_fields is None:
+            raise InvalidTopologyError(f"{where}: {type(op).__name__} needs its output fields: "
+                                       "each(input_fields, function, function_fields)")
+        out = self._new_fields(function_fields, "each", self.fields)
+        return self._add("each", self.fields + out, input=inputs, op=op, output=out)
+
+    def filter(self, input_fields: Any, op: Any = None) -> Stream:
+        """Keeps the tuples for which the filter's `is_keep` is true."""
+        if isinstance(input_fields, Operation):
+            input_fields, op = self.fields, input_fields
+        self._check_op(op, (Filter,), self._where("filter"), "the filter")
+        return self._add("filter", self.fields, input=self._inputs(input_fields, "filter"), op=op)
+
+    def map(self, function: MapFunction, output_fields: Any = None) -> Stream:
+        """One new tuple per tuple (same fields unless `output_fields` are given)."""
+        self._check_op(function, (MapFunction,), self._where("map"), "the function")
+        out = self.fields if output_fields is None else _names(output_fields, "output fields",
+                                                               self._where("map"))
+        return self._add("map", out, input=self.fields, op=function, output=out)
+
+    def flat_map(self, function: FlatMapFunction, output_fields: Any = None) -> Stream:
+        """Any number of new tuples per tuple (same fields unless `output_fields` are given)."""
+        self._check_op(function, (FlatMapFunction,), self._where("flat_map"), "the function")
+        out = self.fields if output_fields is None else _names(output_fields, "output fields",
+                                                               self._where("flat_map"))
+        return self._add("flat_map", out, input=self.fields, op=function, output=out)
+
+    def peek(self, consumer: Consumer) -> Stream:
+        """Calls `consumer.accept(tuple)` for every tuple; the stream is unchanged."""
+        self._check_op(consumer, (Consumer,), self._where("peek"), "the consumer")
+        return self._add("peek", self.fields, input=self.fields, op=consumer)
+
+    def project(self, fields: Any) -> Stream:
+        """Keeps only `fields`, in that order."""
+        names = self._inputs(fields, "project")
+        return self._add("project", names, input=names)
+
+    # ---- repartitioning --------------------------------------------------------------------
+    def shuffle(self) -> Stream:
+        return self._add("shuffle", self.fields)
+
+    def partition_by(self, fields: Any) -> Stream:
+        """Tuples with equal `fields` go to the same partition."""
+        return self._add("partition_by", self.fields, keys=self._inputs(fields, "partition_by"))
+
+    def broadcast(self) -> Stream:
+        """Every partition gets every tuple."""
+        return self._add("broadcast", self.fields)
+
+    def global_(self) -> Stream:
+        """Every tuple of every batch to one partition."""
+        return self._add("global", self.fields)
+
+    def batch_global(self) -> Stream:
+        """Every tuple of a batch to one partition (one batch is one micro-batch here)."""
+        return self._add("batch_global", self.fields)
+
+    def partition(self, grouping: Any) -> Stream:
+        """A custom partitioning: a `CustomStreamGrouping` (`choose_tasks(task, values)`
+        returns partition indexes 0..n-1 here)."""
+        if not callable(getattr(grouping, "choose_tasks", None)):
+            raise InvalidTopologyError(f"{self._where('partition')}: needs a "
+                                       "CustomStreamGrouping with choose_tasks(task, values)")
+        return self._add("partition", self.fields, grouping=grouping)
+
+    # ---- aggregation -----------------------------------------------------------------------
+    def _agg_args(self, args: tuple[Any, ...], op: str) -> tuple[tuple[str, ...], Any, Any]:
+        if len(args) == 2:
+            return self.fields, args[0], args[1]
+        if len(args) == 3:
+            return self._inputs(args[0], op), args[1], args[2]
+        raise InvalidTopologyError(f"{self._where(op)}: takes ([input_fields,] aggregator, "
+                                   "function_fields)")
+
+    def partition_aggregate(self, *args: Any) -> Stream:
+        """Aggregates each partition of each batch separately; emits only the function fields."""
+        inputs, agg, fn_fields = self._agg_args(args, "partition_aggregate")
+        self._check_op(agg, AGGREGATORS, self._where("partition_aggregate"), "the aggregator")
+        out = _names(fn_fields, "function fields", self._where("partition_aggregate"))
+        return self._add("partition_aggregate", out, input=inputs, op=agg, output=out)
+
+    def aggregate(self, *args: Any) -> Stream:
+        """Aggregates each whole batch; emits only the function fields."""
+        inputs, agg, fn_fields = self._agg_args(args, "aggregate")
+        self._check_op(agg, AGGREGATORS, self._where("aggregate"), "the aggregator")
+        out = _names(fn_fields, "function fields", self._where("aggregate"))
+        return self._add("aggregate", out, input=inputs, op=agg, output=out, keys=())
+
+    def min_by(self, field: str) -> Stream:
+        """The tuple of the batch with the smallest `field`."""
+        self._inputs([field], "min_by")
+        return self._add("aggregate", self.fields, input=self.fields, op=min_by(field),
+                         output=self.fields, keys=())
+
+    def max_by(self, field: str) -> Stream:
+        """The tuple of the batch with the largest `field`."""
+        self._inputs([field], "max_by")
+        return self._add("aggregate", self.fields, input=self.fields, op=max_by(field),
+                         output=self.fields, keys=())
+
+    def group_by(self, fields: Any) -> GroupedStream:
+        """Groups each batch by `fields` for the aggregation that follows."""
+        return GroupedStream(self, self._inputs(fields, "group_by"))
+
+    def persistent_aggregate(self, factory: Any, *args: Any) -> TridentState:
+        """Aggregates every batch into one global value kept in a map state (key `()`)."""
+        return GroupedStream(self, ()).persistent_aggregate(factory, *args)
+
+    def chained_agg(self) -> ChainedAggregatorDeclarer:
+        return ChainedAggregatorDeclarer(self, ())
+
+    # ---- state -----------------------------------------------------------------------------
+    def state_query(self, state: TridentState, input_fields: Any, function: QueryFunction,
+                    function_fields: Any) -> Stream:
+        """Reads `state` for each tuple (its committed values, as of the previous batch for a
+        state this topology also updates) and appends the function's output."""
+        where = self._where("state_query")
+        if not isinstance(state, TridentState):
+            raise InvalidTopologyError(f"{where}: the state must be a TridentState "
+                                       "(from persistent_aggregate or new_static_state)")
+        self._check_op(function, (QueryFunction,), where, "the query function")
+        inputs = self._inputs(input_fields, "state_query")
+        out = self._new_fields(function_fields, "state_query", self.fields)
+        return self._add("state_query", self.fields + out, input=inputs, op=function,
+                         output=out, state=state.state_name, factory=state.factory,
+                         after=state.node)
+
+    def partition_persist(self, factory: Any, input_fields: Any, updater: StateUpdater,
+                          function_fields: Any = ()) -> TridentState:
+        """Writes each partition's tuples of each batch to a state with `updater`."""
+        where = self._where("partition_persist")
+        self._check_op(updater, (StateUpdater,), where, "the updater")
+        _check_factory(factory, where)
+        inputs = self._inputs(input_fields, "partition_persist")
+        out = _names(function_fields, "function fields", where)
+        node = _Node(self._node.topology, "partition_persist", [self._node], out,
+                     {"input": inputs, "op": updater, "output": out, "factory": factory})
+        return TridentState(node, factory)
+
+    def to_stream(self) -> Stream:
+        return self
+
+    def __repr__(self) -> str:
+        return f"Stream({self._node.describe()})"
+
+
+class GroupedStream:
+    """A stream grouped by key fields: `aggregate`, `partition_aggregate`,
+    `persistent_aggregate` and `chained_agg` work per group."""
+
+    def __init__(self, stream: Stream, keys: tuple[str, ...]) -> None:
+        self.stream, self.keys = stream, keys
+
+    def _agg(self, kind: str,
+             args: tuple[Any, ...]) -> tuple[tuple[str, ...], Any, tuple[str, ...]]:
+        s = self.stream
+        inputs, agg, fn_fields = s._agg_args(args, kind)
+        s._check_op(agg, AGGREGATORS, s._where(kind), "the aggregator")
+        out = s._new_fields(fn_fields, kind, self.keys)
+        return inputs, agg, out
+
+    def aggregate(self, *args: Any) -> Stream:
+        """Per group of each batch: emits the group's key fields and the function fields."""
+        inputs, agg, out = self._agg("aggregate", args)
+        return self.stream._add("group_aggregate", self.keys + out, input=inputs, op=agg,
+                                output=out, keys=self.keys)
+
+    def partition_aggregate(self, *args: Any) -> Stream:
+        inputs, agg, out = self._agg("partition_aggregate", args)
+        return self.stream._add("partition_aggregate", self.keys + out, input=inputs, op=agg,
+                                output=out, keys=self.keys)
+
+    def persistent_aggregate(self, factory: Any, *args: Any) -> TridentState:
+        """Aggregates each batch per group and folds the result into the map state made by
+        `factory`, exactly once per batch for transactional and opaque states."""
+        where = self.stream._where("persistent_aggregate")
+        _check_factory(factory, where)
+        inputs, agg, out = self._agg("persistent_aggregate", args)
+        if not isinstance(agg, (CombinerAggregator, ReducerAggregator)):
+            raise InvalidTopologyError(f"{where}: a map state is updated by a "
+                                       "CombinerAggregator or a ReducerAggregator, got "
+                                       f"{type(agg).__name__}")
+        if len(out) != 1:
+            raise InvalidTopologyError(f"{where}: a map state keeps one value per key; give one "
+                                       f"function field, got {list(out)}")
+        node = _Node(self.stream._node.topology, "persistent_aggregate", [self.stream._node],
+                     self.keys + out, {"input": inputs, "op": agg, "output": out,
+                                       "keys": self.keys, "factory": factory})
+        return TridentState(node, factory)
+
+    def chained_agg(self) -> ChainedAggregatorDeclarer:
+        return ChainedAggregatorDeclarer(self.stream, self.keys)
+
+    def to_stream(self) -> Stream:
+        return self.stream
+
+
+class ChainedAggregatorDeclarer:
+    """Several aggregations of the same groups in one pass: `.aggregate(...)` repeatedly, then
+    `.chain_end()`; the output holds the key fields and every aggregator's fields."""
+
+    def __init__(self, stream: Stream, keys: tuple[str, ...]) -> None:
+        self.stream, self.keys = stream, keys
+        self.parts: list[tuple[tuple[str, ...], Any, tuple[str, ...]]] = []
+
+    def aggregate(self, *args: Any) -> ChainedAggregatorDeclarer:
+        s = self.stream
+        inputs, agg, fn_fields = s._agg_args(args, "chained_agg")
+        s._check_op(agg, AGGREGATORS, s._where("chained_agg"), "the aggregator")
+        used = self.keys + tuple(f for _, _, o in self.parts for f in o)
+        self.parts.append((inputs, agg, s._new_fields(fn_fields, "chained_agg", used)))
+        return self
+
+    def chain_end(self) -> Stream:
+        if not self.parts:
+            raise InvalidTopologyError(f"{self.stream._where('chained_agg')}: chain at least "
+                                       "one aggregate before chain_end()")
+        out = tuple(f for _, _, o in self.parts for f in o)
+        return self.stream._add("chained_agg", self.keys + out, keys=self.keys,
+                                parts=tuple(self.parts), output=out)
+
+
+class TridentState:
+    """A state a topology writes (`persistent_aggregate`, `partition_persist`) or reads
+    (`new_static_state`); `state_query` reads it, `new_values_stream` streams its updates."""
+
+    def __init__(self, node: _Node, factory: Any) -> None:
+        self.node, self.factory = node, factory
+
+    @property
+    def state_name(self) -> str:
+        return self.node.args.setdefault("state", f"state-{self.node.order}")
+
+    def new_values_stream(self) -> Stream:
+        """The stream of each batch's updated `(key fields..., new value)` tuples."""
+        return Stream(self.node)
+
+    to_stream = new_values_stream
+
+    def parallelism_hint(self, n: int) -> TridentState:
+        Stream(self.node).parallelism_hint(n)
+        return self
+
+    def name(self, name: str) -> TridentState:
+        """Names the state (its table, file or Redis key) and its update operation."""
+        Stream(self.node).name(name)
+        self.node.args["state"] = name
+        return self
+
+
+def _check_factory(factory: Any, where: str) -> None:
+    if not callable(getattr(factory, "make_state", None)):
+        raise InvalidTopologyError(f"{where}: needs a state factory such as "
+                                   "DurableMapState.factory(StateType.TRANSACTIONAL), got "
+                                   f"{type(factory).__name__}")
+
+
+class TridentTopology:
+    """Builds Trident streams; `build()` gives an ordinary squall `Topology`."""
+
+    def __init__(self) -> None:
+        self._nodes: list[_Node] = []
+        self._txids: set[str] = set()
+
+    def new_stream(self, txid: str, spout: Any) -> Stream:
+        """A stream from `spout` (a `BatchSpout` or a partitioned transactional or opaque
+        spout); `txid` names the stream's transactions and is the spout's component id."""
+        if not isinstance(txid, str) or not txid or txid.startswith("$"):
+            raise InvalidTopologyError(f"new_stream: the txid name must be a non-empty string "
+                                       f"not starting with '$', got {txid!r}")
+        if txid in self._txids:
+            raise InvalidTopologyError(f"new_stream: txid {txid!r} is used twice",
+                                       component=txid)
+        check_spout(txid, spout)
+        self._txids.add(txid)
+        node = _Node(self, "spout", [], spout_fields(txid, spout), {"op": spout})
+        node.name = txid
+        node.parallelism = 1
+        return Stream(node)
+
+    def new_static_state(self, factory: Any, name: str) -> TridentState:
+        """A state this topology only reads (filled by something else), for `state_query`."""
+        _check_factory(factory, f"new_static_state({name!r})")
+        node = _Node(self, "static_state", [], (), {"factory": factory, "state": name})
+        return TridentState(node, factory)
+
+    def merge(self, *streams: Stream, output_fields: Any = None) -> Stream:
+        """All tuples of the streams' batches in one stream (the fields of the first, or
+        `output_fields`); the streams must have as many fields."""
+        if len(streams) < 2:
+            raise InvalidTopologyError("merge needs at least two streams")
+        width = len(streams[0].fields)
+        for s in streams:
+            if len(s.fields) != width:
+                raise InvalidTopologyError(f"merge: {s!r} has {len(s.fields)} fields, "
+                                           f"{streams[0]!r} has {width}")
+        out = streams[0].fields if output_fields is None else _names(
+            output_fields, "output fields", "merge")
+        return streams[0]._add("merge", out, parents=[s._node for s in streams])
+
+    def join(self, left: Stream, left_fields: Any, right: Stream, right_fields: Any,
+             output_fields: Any, join_type: str = "inner") -> Stream:
+        """Joins the tuples of the same batch of two streams on equal key fields (Storm joins
+        per batch). Output: the keys, then the left's other fields, then the right's, named
+        by `output_fields`. `join_type`: "inner", "left" or "outer" (missing side: None)."""
+        lk, rk = left._inputs(left_fields, "join"), right._inputs(right_fields, "join")
+        if len(lk) != len(rk):
+            raise InvalidTopologyError(f"join: {list(lk)} and {list(rk)} must have as many fields")
+        if join_type not in ("inner", "left", "outer"):
+            raise InvalidTopologyError(f"join: join_type must be 'inner', 'left' or 'outer', "
+                                       f"got {join_type!r}")
+        width = len(lk) + len(left.fields) - len(lk) + len(right.fields) - len(rk)
+        out = _names(output_fields, "output fields", "join")
+        if len(out) != width:
+            raise InvalidTopologyError(f"join: the output has {width} fields (keys, the left's "
+                                       f"others, the right's others); got {list(out)}")
+        return left._add("join", out, parents=[left._node, right._node], keys=(lk, rk),
+                         join_type=join_type)
+
+    def build(self) -> Topology:
+        """The topology: one component per operation (named by `.name()` or `b-<n>-<kind>`)."""
+        if not any(n.kind == "spout" for n in self._nodes):
+            raise InvalidTopologyError("a Trident topology needs at least one new_stream")
+        ids: dict[_Node, str] = {}
+        used: set[str] = set()
+        for n in self._nodes:
+            if n.kind == "static_state":
+                continue
+            base = n.name or f"b-{n.order}-{n.kind}"
+            cid, i = base, 1
+            while cid in used:
+                i += 1
+                cid = f"{base}-{i}"
+            used.add(cid)
+            ids[n] = cid
+        parallelism = _partitions(self._nodes)
+        specs: dict[str, ComponentSpec] = {}
+        for n in self._nodes:
+            if n.kind == "static_state":
+                continue
+            cid = ids[n]
+            args = dict(n.args, order=n.order)
+            if "factory" in args and "state" not in args:
+                args["state"] = f"state-{n.order}"
+            if "after" in args:  # a state_query of a state this topology writes
+                after = args.pop("after")
+                if after in ids:
+                    args["writer"] = ids[after]
+            node = PlanNode(cid, n.kind, tuple(ids[p] for p in n.parents), n.fields,
+                            parallelism[n], args)
+            inputs = tuple(Subscription(ids[p], DEFAULT_STREAM, _grouping(n, p))
+                           for p in n.parents)
+            specs[cid] = ComponentSpec(
+                id=cid, kind="spout" if n.kind == "spout" else "bolt",
+                role=roles.TRIDENT_SPOUT if n.kind == "spout" else roles.TRIDENT,
+                class_name=type(n.args["op"]).__qualname__ if "op" in n.args else n.kind,
+                payload=_pickle(cid, node), parallelism=parallelism[n],
+                num_tasks=parallelism[n], conf={}, inputs=inputs,
+                streams={DEFAULT_STREAM: StreamSpec(Fields(list(n.fields)))})
+        return Topology(specs)
+
+
+def _partitions(nodes: list[_Node]) -> dict[_Node, int]:
+    """Each node's partition count: a hint where given; a row operation keeps its parent's;
+    global aggregations have one; everything else defaults to 1 (Storm's default)."""
+    out: dict[_Node, int] = {}
+    for n in nodes:
+        if n.kind in ("aggregate", "global", "batch_global"):
+            out[n] = 1
+        elif n.parallelism is not None:
+            out[n] = n.parallelism
+        elif n.kind in ("each", "map", "flat_map", "filter", "peek", "project",
+                        "state_query") and n.parents:
+            out[n] = out[n.parents[0]]
+        else:
+            out[n] = 1
+    return out
+
+
+def _grouping(node: _Node, parent: _Node) -> Grouping:
+    """How the operation's input is shared, for pictures of the topology."""
+    if node.kind in ("partition_by",):
+        return FieldsGrouping(tuple(node.args["keys"]))
+    if node.kind in ("group_aggregate", "persistent_aggregate") and node.args.get("keys"):
+        return FieldsGrouping(tuple(node.args["keys"]))
+    if node.kind in ("aggregate", "global", "batch_global"):
+        return GlobalGrouping()
+    if node.kind == "broadcast":
+        return AllGrouping()
+    if node.kind == "partition":
+        return CustomGrouping(node.args["grouping"])
+    return ShuffleGrouping()
+
+
+def _pickle(cid: str, node: PlanNode) -> bytes:
+    try:
+        return cloudpickle.dumps(node)
+    except Exception as exc:
+        raise NotPicklableError(
+            f"an operation of {cid!r} cannot be pickled ({type(exc).__name__}: {exc}); Trident "
+            "operations travel to Spark executors: open connections in prepare()",
+            component=cid) from exc
