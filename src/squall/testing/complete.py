@@ -1,4 +1,25 @@
-"""`complete_topology`: run a topology until all its input is processed, and return its output."""
+"""`complete_topology`: run a topology until all its input is processed, and return its output.
+
+A Trident topology (`squall.trident`) runs batch by batch until every spout is exhausted;
+`tuples(operation)` gives each operation's output rows in batch order, and a mocked Trident
+spout is one batch of the given rows:
+
+>>> from squall.trident import TridentTopology, Count, FixedBatchSpout, Function
+>>> class Split(Function):
+...     def execute(self, tup, collector):
+...         for w in tup["sentence"].split():
+...             collector.emit([w])
+>>> t = TridentTopology()
+>>> words = t.new_stream("sentences", FixedBatchSpout(["sentence"], 1, ["x"]))
+>>> _ = (words.each(["sentence"], Split(), ["word"]).group_by(["word"])
+...      .aggregate(Count(), ["n"]).name("count"))
+>>> result = complete_topology(
+...     t.build(), mocked_sources=MockedSources({"sentences": [["a b"], ["b c"]]}))
+>>> sorted(result.tuples("count"))
+[['a', 1], ['b', 2], ['c', 1]]
+>>> result.extra["committed"]
+[1]
+"""
 
 from __future__ import annotations
 
@@ -17,6 +38,7 @@ from squall.testing.fixed import FixedTupleSpout
 from squall.testing.time import current_clock
 from squall.topology.config import Config, configured_message_timeout_ms
 from squall.topology.description import Topology
+from squall.trident.plan import is_trident
 
 
 class MockedSources:
@@ -55,6 +77,8 @@ class CompleteTopologyResult:
     # Per spout task, the message ids the framework acked and failed on the spout, in order.
     settled_ids: dict[int, dict[str, list[Any]]]
     elapsed_ms: int
+    # The run's `RunResult.extra` (Trident: "batches", "committed", "failed_attempts", "outputs").
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def tuples_by_task(self, component: str, stream: str = "default") -> dict[int, list[list]]:
         return {
@@ -106,6 +130,30 @@ def with_mocked_sources(topology: Topology, mocked: MockedSources) -> Topology:
     return Topology(specs)
 
 
+def with_mocked_trident_sources(topology: Topology, mocked: MockedSources) -> Topology:
+    """A copy of Trident `topology` whose mocked spouts emit their rows as one batch (a
+    `FixedBatchSpout` with the spout's fields)."""
+    from squall.trident.spouts import FixedBatchSpout  # noqa: PLC0415
+
+    specs = dict(topology.components)
+    for spout_id, streams in mocked.data.items():
+        spec = specs.get(spout_id)
+        if spec is None or spec.kind != "spout":
+            raise KeyError(f"mocked source {spout_id!r} is not a spout of the topology "
+                           f"(spouts: {sorted(topology.spouts)})")
+        unknown = sorted(set(streams) - {"default"})
+        if unknown:
+            raise KeyError(f"Trident spout {spout_id!r} has only the default stream, "
+                           f"not {unknown[0]!r}")
+        node = spec.new_instance()
+        rows = streams.get("default", [])
+        fixed = FixedBatchSpout(node.fields, len(rows) or 1, *rows)
+        node = dataclasses.replace(node, args=dict(node.args, op=fixed))
+        specs[spout_id] = dataclasses.replace(
+            spec, payload=cloudpickle.dumps(node), class_name="FixedBatchSpout")
+    return Topology(specs)
+
+
 def complete_topology(
     topology: Topology,
     conf: Mapping[str, Any] | None = None,
@@ -120,8 +168,18 @@ def complete_topology(
     clock from 0, so timeouts take no real time and runs repeat exactly. Gives up with
     `CompleteTopologyTimeout` after `max_time_ms` of simulated time (default: ten message
     timeouts), naming the spouts that are not exhausted.
+
+    A Trident topology runs until its spouts are exhausted (on simulated time on the local
+    runner: each batch takes Storm's batch emit interval); `tuples(operation)` lists the
+    operation's output rows in batch order, `extra` has the committed transactions. A batch that
+    keeps failing fails the run after ten attempts (`squall.trident.max.attempts` when set)
+    instead of being replayed for ever.
     """
     check_runner(runner)
+    if is_trident(topology):
+        if mocked_sources is not None:
+            topology = with_mocked_trident_sources(topology, mocked_sources)
+        return _complete_trident(topology, conf, runner, max_time_ms)
     if mocked_sources is not None:
         topology = with_mocked_sources(topology, mocked_sources)
     if runner == "spark":
@@ -184,3 +242,75 @@ def _complete_on_spark(
         topology=topology, captures=captures, stats=result.stats, errors=result.errors,
         spout_instances={}, settled_ids=settled, elapsed_ms=result.elapsed_ms,
     )
+
+
+TRIDENT_MAX_ATTEMPTS = "squall.trident.max.attempts"
+TRIDENT_TEST_ATTEMPTS = 10
+
+
+def _complete_trident(topology: Topology, conf: Mapping[str, Any] | None, runner: str,
+                      max_time_ms: int | None) -> CompleteTopologyResult:
+    """`complete_topology` of a Trident topology: every operation's output captured.
+
+    A failed batch is replayed, but not for ever as in a real run: after
+    `TRIDENT_TEST_ATTEMPTS` attempts (unless the configuration sets
+    `squall.trident.max.attempts`) the run fails with the batch's error."""
+    conf = dict(conf or {})
+    conf.setdefault(TRIDENT_MAX_ATTEMPTS, TRIDENT_TEST_ATTEMPTS)
+    if runner == "spark":
+        # Loaded here so that `squall.testing` does not load pyspark for local-runner tests.
+        from pyspark.sql import SparkSession  # noqa: PLC0415
+
+        from squall.runtime.spark.trident import TridentSparkRunner  # noqa: PLC0415
+
+        chosen: Any = TridentSparkRunner(topology, conf, session=SparkSession.getActiveSession(),
+                                         capture=True)
+        wait = max_time_ms if max_time_ms is not None else 300_000
+        result = chosen.run(until_complete=True, max_wait_ms=wait)
+        if not chosen.exhausted:
+            raise CompleteTopologyTimeout(
+                f"Trident topology did not complete on Spark within {wait} ms "
+                f"({len(result.extra['committed'])} batches committed)")
+    else:
+        result = _complete_trident_locally(topology, conf, max_time_ms)
+    first_task = {cid: topology.component_tasks(cid)[0] for cid in topology.components}
+    captures = {first_task[cid]: [("default", list(row)) for row in rows]
+                for cid, rows in result.extra["outputs"].items() if cid in first_task}
+    return CompleteTopologyResult(
+        topology=topology, captures=captures, stats=result.stats, errors=result.errors,
+        spout_instances={}, settled_ids={}, elapsed_ms=result.elapsed_ms,
+        extra=dict(result.extra))
+
+
+def _complete_trident_locally(topology: Topology, conf: Mapping[str, Any] | None,
+                              max_time_ms: int | None) -> Any:
+    from squall.runtime.local.trident import BATCH_INTERVAL, LocalTridentRunner  # noqa: PLC0415
+
+    effective = Config.effective_of(conf)
+    if max_time_ms is None:
+        max_time_ms = 10 * configured_message_timeout_ms(effective) + 60_000
+    clock = current_clock() or SimulatedClock()
+    chosen = LocalTridentRunner(topology, conf, clock=clock, capture=True)
+    interval = int(effective.get(BATCH_INTERVAL) or 500)
+    step = chosen.step
+
+    def timed_step() -> bool:
+        # A batch takes Storm's emit interval of simulated time (an empty one already sleeps
+        # it), so a spout that never ends runs into max_time_ms instead of looping for ever.
+        emitted = step()
+        if emitted:
+            clock.sleep_ms(interval)
+        return emitted
+
+    chosen.step = timed_step  # type: ignore[method-assign]
+    result = chosen.run(until_complete=True, duration_ms=max_time_ms)
+    coordinator = chosen.coordinator
+    last = coordinator.next_txid - 1
+    stuck = sorted(cid for cid, e in coordinator.emitters.items() if not e.exhausted_after(last))
+    if stuck:
+        raise CompleteTopologyTimeout(
+            f"Trident topology did not complete within {max_time_ms} ms of simulated time "
+            f"({len(chosen.committed)} batches): spouts not exhausted: {stuck}. A BatchSpout "
+            "must say when it is done (is_exhausted; FixedBatchSpout: cycle=False) or be "
+            "replaced with MockedSources")
+    return result
