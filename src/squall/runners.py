@@ -19,8 +19,10 @@ from squall.protocols import Progress, Runner
 from squall.results import RunResult
 from squall.runtime.clock import Clock, current_clock
 from squall.runtime.local.engine import LocalEngine
+from squall.runtime.local.trident import LocalTridentRunner
 from squall.topology.description import Topology
 from squall.transactional.builder import is_transactional
+from squall.trident.plan import is_trident
 
 RUNNERS = ("spark", "local")
 DEFAULT_RUNNER = "spark"
@@ -76,7 +78,8 @@ def make_runner(
     """The runner named `runner` for `topology`, ready to `run` (see `run` for the arguments).
 
     A transactional topology on Spark gets the transactional runner: a transaction is a
-    micro-batch (`squall.transactional`).
+    micro-batch (`squall.transactional`); a Trident topology gets a Trident runner on either
+    (`squall.trident`).
     """
     check_runner(runner)
     if runner == "spark":
@@ -84,6 +87,9 @@ def make_runner(
             raise ValueError("the spark runner takes its time from the micro-batches; "
                              "a clock can only be given to the local runner")
         return _spark_runner(topology, conf, master, checkpoint_location)
+    if is_trident(topology):
+        return LocalTridentRunner(topology, conf, clock=clock or current_clock(),
+                                  checkpoint_location=checkpoint_location)
     if checkpoint_location is not None and is_transactional(topology):
         # Its coordinator keeps its own transactions in its store, which is what resumes
         # it (exactly-once already); restoring its bolts from the runner's snapshots as well
@@ -99,7 +105,11 @@ def _spark_runner(topology: Topology, conf: Mapping[str, Any] | None, master: st
     # load, and `import squall` (and the local runner) must not need it.
     from squall.runtime.spark.driver import SparkRunner  # noqa: PLC0415
     from squall.runtime.spark.transactional import TransactionalSparkRunner  # noqa: PLC0415
+    from squall.runtime.spark.trident import TridentSparkRunner  # noqa: PLC0415
 
+    if is_trident(topology):
+        return TridentSparkRunner(topology, conf, master=master,
+                                  checkpoint_location=checkpoint_location)
     if is_transactional(topology):
         return TransactionalSparkRunner(topology, conf, master=master,
                                         checkpoint_location=checkpoint_location)

@@ -174,10 +174,31 @@ class BatchExecutor:
             state.close()
 
     # ---- one batch ---------------------------------------------------------------------------
-    def run(self, txid: int, spout_batches: Mapping[str, Parts]) -> dict[str, Parts]:
-        """Every operation's output for batch `txid`, given each spout's partitions."""
+    def run(self, txid: int, spout_batches: Mapping[str, Parts], *,
+            given: Mapping[str, Parts] | None = None,
+            partials: Mapping[str, Mapping[tuple[Any, ...], Any]] | None = None,
+            skip: frozenset[str] = frozenset()) -> dict[str, Parts]:
+        """Every operation's output for batch `txid`, given each spout's partitions.
+
+        A runner that computed some operations elsewhere (the Spark runner, in Spark) passes
+        their outputs as `given`, the per-key aggregates of a `persistent_aggregate` as
+        `partials` (applied to the state at the operation's turn), and the operations nothing
+        else here needs as `skip`."""
         out: dict[str, Parts] = {}
         for node in self.plan.nodes:
+            if given is not None and node.cid in given:
+                out[node.cid] = given[node.cid]
+                continue
+            if partials is not None and node.cid in partials:
+                groups = dict(partials[node.cid])
+                if not node.args["keys"] and not groups:
+                    groups[()] = self.ops[node.cid][0].zero()
+                rows = self.apply_partials(node, self.ops[node.cid][0], groups, txid,
+                                           partials=True)
+                out[node.cid] = _split_by_key(rows, node.parallelism, node)
+                continue
+            if node.cid in skip:
+                continue
             if node.kind == "spout":
                 out[node.cid] = [list(p) for p in spout_batches.get(node.cid, [[]])]
                 continue

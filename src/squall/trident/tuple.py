@@ -26,7 +26,7 @@ class TridentTuple(tuple):
     fields: ClassVar[tuple[str, ...]] = ()
     _index: ClassVar[dict[str, int]] = {}
 
-    def __getitem__(self, key: Any) -> Any:  # type: ignore[override]
+    def __getitem__(self, key: Any) -> Any:
         if key.__class__ is str:
             try:
                 key = self._index[key]

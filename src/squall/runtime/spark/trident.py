@@ -1,0 +1,667 @@
+"""Trident on Spark: a transaction is a micro-batch, its heavy part planned as DataFrame work.
+
+The transaction id is the micro-batch id + 1, as for transactional topologies. Per micro-batch
+the driver asks every spout for the transaction's batch (`BatchCoordinator.emit`; a replayed
+txid gives the same batch, or for an opaque spout one starting where the previous ended), then:
+
+1. **In Spark**, for each spout whose operations are all Spark-able, the path from the spout to
+   each aggregation that ends it (`persistent_aggregate`, `group_by().aggregate`, `aggregate`
+   with a `CombinerAggregator`): the spout's rows become a DataFrame, consecutive row operations
+   (`each`, `filter`, `map`, `flat_map`, `peek`, `project`) run fused in one `mapInArrow`
+   (a Python loop per Arrow batch for per-tuple functions, one call per Arrow batch for a
+   `BatchFunction`), repartitions map to `repartition`, and the aggregation's combiner runs in
+   the same worker over each partition (Storm's partial aggregation before the transfer). The
+   partials meet in Spark's JVM for the built-ins (`Count`, `Sum`, `Min`, `Max`: a SQL
+   aggregation), or on the driver for a user's combiner. One Spark action (`toArrow`) per
+   aggregation brings the batch's per-key aggregates to the driver.
+2. **On the driver**, everything else runs through the same executor as the local runner
+   (`squall.trident.execution.BatchExecutor`), given the aggregates of step 1: map state
+   updates (in plan order, so in txid order: Spark runs one micro-batch at a time), state
+   queries, joins, merges and whatever follows a state.
+3. The next txid is recorded (the commit). A batch that failed is run again at once as a new
+   attempt of the same txid (`squall.trident.max.attempts`; unset: for ever, with a growing
+   pause), its states applying it once if transactional or opaque.
+
+Column encoding of the untyped fields: `squall.runtime.spark.trident_columns`. Decisions and
+measurements: docs/design/trident.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import cloudpickle
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import functions as F
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+from squall.atomic_files import write_atomic
+from squall.errors import SquallError
+from squall.protocols import Progress
+from squall.results import ComponentStats, ErrorRecord, RunResult
+from squall.runtime.local.trident import MAX_ATTEMPTS, TridentStats
+from squall.runtime.spark import trident_columns as cols
+from squall.runtime.spark.fingerprint import check_fingerprint
+from squall.runtime.spark.query import drive_query
+from squall.runtime.spark.session import get_session
+from squall.runtime.spark.shipping import ship_by_value
+from squall.topology.config import Config
+from squall.topology.description import Topology
+from squall.transactional.progress_store import STORE, open_store
+from squall.trident.coordinator import BatchCoordinator
+from squall.trident.execution import (
+    BatchExecutor,
+    Parts,
+    TridentOperationContext,
+    TridentOperationError,
+)
+from squall.trident.operations import (
+    ROW,
+    BatchFunction,
+    BuiltinCombiner,
+    CombinerAggregator,
+)
+from squall.trident.plan import Plan, PlanNode, trident_plan
+from squall.trident.spouts import SpoutEmitter
+from squall.trident.tuple import tuple_type
+
+log = logging.getLogger("squall")
+
+# Combine in the Python worker before the shuffle (default true); false sends every row to the
+# aggregation (for measuring what the partial aggregation gives).
+PARTIAL = "squall.trident.spark.partial.aggregation"
+ROW_OPS = frozenset({"each", "filter", "map", "flat_map", "peek", "project"})
+REPARTITIONS = frozenset({"shuffle", "partition_by", "global", "batch_global"})
+TERMINALS = frozenset({"persistent_aggregate", "group_aggregate", "aggregate"})
+
+
+def _plan_path(run_dir: str) -> str:
+    return os.path.join(run_dir, "trident-plan.pkl")
+
+
+# ---- the micro-batch source: one offset per transaction -----------------------------------
+
+class _TridentReader(DataSourceStreamReader):
+    """Offsets are transaction counts: one more per trigger while a spout has input left."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.run_dir = options["dir"]
+        with open(_plan_path(self.run_dir), "rb") as f:
+            plan = cloudpickle.load(f)
+        store = open_store(plan["conf"], plan["store_id"])
+        self.emitters = [SpoutEmitter(cid, spout, store) for cid, spout in plan["spouts"].items()]
+        for e in self.emitters:
+            e.open(plan["conf"])
+
+    def initialOffset(self) -> dict:
+        return {"tx": 0}
+
+    def latestOffset(self, start: dict, limit: Any = None) -> dict:
+        done = int(start["tx"])
+        if all(e.exhausted_after(done) for e in self.emitters):
+            return start  # bounded input ended: no more micro-batches
+        return {"tx": done + 1}
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        return [InputPartition(0)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple]:
+        return iter(())
+
+    def commit(self, end: dict) -> None:
+        pass
+
+
+class TridentSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "squall_trident"
+
+    def schema(self) -> str:
+        return "tx bigint"
+
+    def streamReader(self, schema: Any) -> _TridentReader:
+        return _TridentReader(self.options)
+
+
+# ---- which operations run in Spark ----------------------------------------------------------
+
+def spark_segments(plan: Plan) -> tuple[dict[str, list[PlanNode]], frozenset[str]]:
+    """Each aggregation computed in Spark -> its path from its spout (spout first, the
+    aggregation last), and the operations inside those paths (the driver skips them).
+
+    An operation runs in Spark only if every operation reading its output does too (its rows
+    never reach the driver), so the paths are pruned until that holds."""
+    inside: set[str] = set()
+    terminals: set[str] = set()
+    for node in plan.nodes:
+        if node.kind == "spout":
+            inside.add(node.cid)
+            continue
+        if len(node.parents) != 1 or node.parents[0] not in inside:
+            continue
+        if node.kind in ROW_OPS or node.kind in REPARTITIONS:
+            inside.add(node.cid)
+        elif node.kind in TERMINALS and isinstance(node.args.get("op"), CombinerAggregator):
+            terminals.add(node.cid)
+    changed = True
+    while changed:
+        changed = False
+        for cid in list(inside):
+            kids = plan.children(cid)
+            if not kids or any(k.cid not in inside and k.cid not in terminals for k in kids):
+                inside.discard(cid)
+                for k in kids:
+                    terminals.discard(k.cid)
+                changed = True
+        for cid in list(terminals):
+            if plan.node(cid).parents[0] not in inside:
+                terminals.discard(cid)
+                changed = True
+    paths: dict[str, list[PlanNode]] = {}
+    for cid in sorted(terminals):
+        path = [plan.node(cid)]
+        while path[0].kind != "spout":
+            path.insert(0, plan.node(path[0].parents[0]))
+        paths[cid] = path
+    return paths, frozenset(inside)
+
+
+# ---- worker side: fused row operations, partial aggregation ---------------------------------
+
+class _Chain:
+    """Row operations fused into one `mapInArrow` (shipped to the workers), optionally ending
+    with the partial aggregation of a combiner."""
+
+    def __init__(self, nodes: list[PlanNode], in_fields: tuple[str, ...],
+                 out_fields: tuple[str, ...], conf: Mapping[str, Any], txid: int,
+                 partial: PlanNode | None = None) -> None:
+        self.nodes, self.in_fields, self.out_fields = nodes, in_fields, out_fields
+        self.conf, self.txid, self.partial = dict(conf), txid, partial
+        self.key = cloudpickle.dumps((nodes, partial))  # identifies the prepared operations
+
+    def output_schema(self) -> str:
+        if self.partial is None:
+            return cols.spark_schema(self.out_fields)
+        keys = tuple(self.partial.args["keys"])
+        if isinstance(self.partial.args["op"], BuiltinCombiner):
+            return cols.spark_schema((*keys, "$partial"))  # partials Spark aggregates further
+        return ", ".join(filter(None, [cols.spark_schema(keys), "`$partial` binary"]))
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext  # noqa: PLC0415 -- runs in the Python worker only
+
+        ctx = TaskContext.get()
+        index = ctx.partitionId() if ctx is not None else 0
+        ops = _prepared(self, index)
+        combined: dict[tuple[Any, ...], Any] = {}
+        for rb in batches:
+            columns, rows, fields = self._run(rb, ops)
+            if self.partial is None:
+                yield self._encode(columns, rows, fields, self.out_fields)
+            else:
+                self._combine(columns, rows, fields, ops, combined)
+        if self.partial is not None:
+            yield self._partials(combined, ops)
+
+    # Values travel either as Arrow columns (after batch functions) or as Python rows (after
+    # per-tuple functions); each operation takes what suits it.
+    def _run(self, rb: pa.RecordBatch, ops: dict[str, Any]
+             ) -> tuple[dict[str, Any] | None, list[tuple] | None, tuple[str, ...]]:
+        fields = self.in_fields
+        columns: dict[str, Any] | None = {f: cols.decode_arrow(rb, f) for f in fields} \
+            if any(_columnar(n, ops) for n in self.nodes[:1]) else None
+        rows: list[tuple] | None = None
+        if columns is None:
+            rows = list(zip(*(cols.decode(rb, f) for f in fields), strict=True)) \
+                if fields else [()] * rb.num_rows
+        for node in self.nodes:
+            op = ops.get(node.cid)
+            if _columnar(node, ops):
+                if columns is None:
+                    assert rows is not None
+                    columns = {f: pa.array([r[i] for r in rows]) for i, f in enumerate(fields)}
+                    rows = None
+                columns = _batch_each(node, ops[node.cid], columns, fields)
+            else:
+                if rows is None:
+                    assert columns is not None
+                    lists = [_pylist(columns[f]) for f in fields]
+                    rows = list(zip(*lists, strict=True)) if lists else []
+                    columns = None
+                rows = _ROW_EXECUTOR._row_op(node, fields, rows, op, self.txid)
+            fields = node.fields
+        return columns, rows, fields
+
+    @staticmethod
+    def _encode(columns: dict[str, Any] | None, rows: list[tuple] | None,
+                fields: tuple[str, ...], out: tuple[str, ...]) -> pa.RecordBatch:
+        if columns is not None:
+            data = [columns[f] for f in out]
+        else:
+            assert rows is not None
+            pos = {f: i for i, f in enumerate(fields)}
+            data = [[r[pos[f]] for r in rows] for f in out]
+        return pa.RecordBatch.from_pydict(cols.encode_columns(out, data), schema=cols.schema(out))
+
+    def _combine(self, columns: dict[str, Any] | None, rows: list[tuple] | None,
+                 fields: tuple[str, ...], ops: dict[str, Any],
+                 combined: dict[tuple[Any, ...], Any]) -> None:
+        node = self.partial
+        assert node is not None
+        op, keys, inputs = ops[node.cid], node.args["keys"], node.args["input"]
+        builtin = isinstance(op, BuiltinCombiner)
+        if columns is not None and builtin and all(_native(columns[k]) for k in keys) and \
+                (op.sql == "count" or _native(columns[inputs[0]])):
+            # Arrow's group_by does the partial aggregation without a Python loop.
+            table = pa.table({**{f"k{i}": columns[k] for i, k in enumerate(keys)},
+                              "v": pa.nulls(len(next(iter(columns.values()), [])))
+                              if op.sql == "count" else columns[inputs[0]]})
+            names = [f"k{i}" for i in range(len(keys))]
+            if op.sql == "count":
+                grouped = table.group_by(names).aggregate([([], "count_all")]) if keys else \
+                    pa.table({"count_all": [len(table)]})
+                value = "count_all"
+            else:
+                value = f"v_{op.sql}"
+                grouped = table.group_by(names).aggregate([("v", op.sql)]) if keys else \
+                    pa.table({value: [pc.call_function(op.sql, [table["v"]]).as_py()]})
+            vcol = grouped.column(value).to_pylist()
+            kcols = [grouped.column(f"k{i}").to_pylist() for i in range(len(keys))]
+            combine = op.combine
+            for j, v in enumerate(vcol):
+                k = tuple(c[j] for c in kcols)
+                old = combined.get(k, _MISSING)
+                combined[k] = v if old is _MISSING else combine(old, v)
+            return
+        if rows is None:
+            assert columns is not None
+            lists = [_pylist(columns[f]) for f in fields]
+            rows = list(zip(*lists, strict=True)) if lists else []
+        pos = {f: i for i, f in enumerate(fields)}
+        kidx, idx = [pos[k] for k in keys], [pos[f] for f in inputs]
+        make = tuple_type(tuple(inputs))
+        init, combine = op.init, op.combine
+        if isinstance(op, BuiltinCombiner) and op.sql == "count":
+            for r in rows:  # Count: no tuple needed
+                k = tuple(r[i] for i in kidx)
+                combined[k] = combined.get(k, 0) + 1
+            return
+        for r in rows:
+            k = tuple(r[i] for i in kidx)
+            v = init(make(tuple(r[i] for i in idx)))
+            old = combined.get(k, _MISSING)
+            combined[k] = v if old is _MISSING else combine(old, v)
+
+    def _partials(self, combined: dict[tuple[Any, ...], Any], ops: dict[str, Any]
+                  ) -> pa.RecordBatch:
+        node = self.partial
+        assert node is not None
+        keys = tuple(node.args["keys"])
+        kcols = [[k[i] for k in combined] for i in range(len(keys))]
+        if isinstance(ops[node.cid], BuiltinCombiner):
+            out = (*keys, "$partial")
+            return pa.RecordBatch.from_pydict(
+                cols.encode_columns(out, [*kcols, list(combined.values())]),
+                schema=cols.schema(out))
+        data = cols.encode_columns(keys, kcols)
+        data["$partial"] = pa.array([cloudpickle.dumps(v) for v in combined.values()],
+                                    type=pa.binary())
+        schema = pa.schema([*cols.schema(keys), ("$partial", pa.binary())])
+        return pa.RecordBatch.from_pydict(data, schema=schema)
+
+
+_MISSING = object()
+# The row operations of the executor, without states (Spark runs no state query).
+_ROW_EXECUTOR = BatchExecutor(Plan(()), {}, location=None)
+_PREPARED: dict[tuple[bytes, int], dict[str, Any]] = {}
+
+
+def _prepared(chain: _Chain, index: int) -> dict[str, Any]:
+    """The chain's operations for partition `index`, prepared once per Python worker."""
+    key = (chain.key, index)
+    ops = _PREPARED.get(key)
+    if ops is None:
+        ops = {}
+        nodes = [*chain.nodes, *([chain.partial] if chain.partial is not None else [])]
+        for node in nodes:
+            if "op" in node.args:
+                op = cloudpickle.loads(cloudpickle.dumps(node.args["op"]))
+                op.prepare(chain.conf, TridentOperationContext(node.cid, index, node.parallelism))
+                ops[node.cid] = op
+        _PREPARED[key] = ops
+    return ops
+
+
+def _columnar(node: PlanNode, ops: dict[str, Any]) -> bool:
+    return node.kind == "each" and isinstance(ops.get(node.cid), BatchFunction)
+
+
+def _native(arr: Any) -> bool:
+    return isinstance(arr, (pa.Array, pa.ChunkedArray)) and arr.type in (
+        pa.string(), pa.large_string(), pa.int64(), pa.float64())
+
+
+def _pylist(values: Any) -> list[Any]:
+    return values.to_pylist() if hasattr(values, "to_pylist") else list(values)
+
+
+def _batch_each(node: PlanNode, op: BatchFunction, columns: dict[str, Any],
+                fields: tuple[str, ...]) -> dict[str, Any]:
+    inputs, outputs = node.args["input"], node.args["output"]
+    table = pa.table({f: columns[f] for f in inputs})
+    result = op.execute_batch(table.to_pandas() if op.format == "pandas" else table)
+    if hasattr(result, "to_pydict") and not isinstance(result, (pa.Table, pa.RecordBatch)):
+        result = result.to_pydict()
+    if not isinstance(result, (pa.Table, pa.RecordBatch, dict)):
+        result = pa.Table.from_pandas(result, preserve_index=False)
+    get = (lambda f: result[f]) if isinstance(result, dict) else result.column
+    names = list(result.keys()) if isinstance(result, dict) else result.schema.names
+    for f in outputs:
+        if f not in names:
+            raise TridentOperationError(f"{type(op).__name__}.execute_batch returned no column "
+                                        f"{f!r} (needs {list(outputs)})", component=node.cid)
+    out: dict[str, Any] = {}
+    if ROW in names:
+        rows_of = get(ROW)
+        if not isinstance(rows_of, (pa.Array, pa.ChunkedArray)):
+            rows_of = pa.array(rows_of)
+        for f in fields:
+            c = columns[f]
+            out[f] = c.take(rows_of) if hasattr(c, "take") else [c[i] for i in rows_of.to_pylist()]
+    else:
+        n = table.num_rows
+        first = get(outputs[0]) if outputs else None
+        if first is not None and len(first) != n:
+            raise TridentOperationError(
+                f"{type(op).__name__}.execute_batch returned {len(first)} rows for {n} input "
+                f"rows; add a {ROW!r} column naming each output row's input row",
+                component=node.cid)
+        out.update({f: columns[f] for f in fields})
+    for f in outputs:
+        v = get(f)
+        out[f] = v if isinstance(v, (pa.Array, pa.ChunkedArray, list)) else list(v)
+    return out
+
+
+# ---- the runner ------------------------------------------------------------------------------
+
+class TridentSparkRunner:
+    """Runs a Trident topology on Spark (see the module documentation)."""
+
+    def __init__(self, topology: Topology, conf: Mapping[str, Any] | None = None, *,
+                 master: str | None = None, checkpoint_location: str | None = None,
+                 session: Any = None, capture: bool = False) -> None:
+        self.topology = topology
+        self.plan = trident_plan(topology)
+        self.dir = os.path.abspath(checkpoint_location or
+                                   tempfile.mkdtemp(prefix="squall-trident-"))
+        os.makedirs(self.dir, exist_ok=True)
+        check_fingerprint(self.dir, topology)
+        self.user_conf = dict(conf or {})
+        self.user_conf.setdefault(STORE, {"dir": os.path.join(self.dir, "trident")})
+        self.conf = Config.effective_of(self.user_conf)
+        for node in self.plan.nodes:  # user classes from scripts travel by value
+            for value in node.args.values():
+                ship_by_value(value)
+            for part in node.args.get("parts", ()):
+                ship_by_value(part[1])
+        self.coordinator = BatchCoordinator(self.plan, self.user_conf, "spark")
+        self.spark = session or get_session(master, self.user_conf)
+        self.spark.dataSource.register(TridentSource)
+        self.paths, self.inside = spark_segments(self.plan)
+        self.partial = str(self.conf.get(PARTIAL, True)).lower() not in ("false", "0")
+        self.executor: BatchExecutor | None = None
+        self.stats = TridentStats(self.plan)
+        self._stats_lock = threading.Lock()
+        self.errors: list[ErrorRecord] = []
+        self.capture = capture
+        self.outputs: dict[str, list[tuple[Any, ...]]] = {n.cid: [] for n in self.plan.nodes}
+        self.committed: list[int] = []
+        self.failed_attempts = 0
+        self.batch_seconds: list[float] = []
+        self.query: Any = None
+        self.stopping = False
+        self.failure: SquallError | None = None
+        self.elapsed_ms = 0
+        self.exhausted = False
+        write_atomic(_plan_path(self.dir), cloudpickle.dumps({
+            "spouts": {n.cid: n.args["op"] for n in self.plan.spouts},
+            "conf": self.user_conf, "store_id": "trident-spark"}))
+
+    # ---- one micro-batch = one transaction ------------------------------------------------------
+    def _batch(self, df: Any, batch_id: int) -> None:
+        txid = batch_id + 1
+        if txid < self.coordinator.next_txid:
+            return  # committed before a crash kept Spark from logging the batch
+        started = time.perf_counter()
+        max_attempts = self.conf.get(MAX_ATTEMPTS)
+        attempt = 0
+        while True:
+            attempt += 1
+            batches = self.coordinator.emit(txid)
+            try:
+                out = self._evaluate(txid, batches)
+                break
+            except Exception as exc:
+                self.failed_attempts += 1
+                component = getattr(exc, "component", None) or self.plan.nodes[-1].cid
+                with self._stats_lock:
+                    self.errors.append(ErrorRecord(component, 0, exc))
+                    self.stats.error(component)
+                    self.stats.add_batch({c: sum(map(len, p)) for c, p in batches.items()},
+                                         False)
+                log.error("squall: Trident batch %d attempt %d failed: %s", txid, attempt, exc)
+                if (max_attempts is not None and attempt >= int(max_attempts)) or self.stopping:
+                    self.failure = SquallError(
+                        f"Trident transaction {txid} failed {attempt} attempts "
+                        f"({MAX_ATTEMPTS}); last error: {exc}", component=component)
+                    raise self.failure from exc
+                time.sleep(min(10.0, 0.1 * 2 ** min(attempt - 1, 7)))
+        self.coordinator.commit(txid)
+        self.committed.append(txid)
+        sizes = {cid: sum(map(len, parts)) for cid, parts in out.items()}
+        with self._stats_lock:
+            self.stats.add_batch(sizes, True)
+        if self.capture:
+            for cid, parts in out.items():
+                self.outputs[cid].extend(r for p in parts for r in p)
+        self.batch_seconds.append(time.perf_counter() - started)
+        self.exhausted = self.coordinator.exhausted()
+
+    def _evaluate(self, txid: int, batches: Mapping[str, Parts]) -> dict[str, Parts]:
+        assert self.executor is not None
+        given: dict[str, Parts] = {}
+        partials: dict[str, dict[tuple[Any, ...], Any]] = {}
+        for cid, path in self.paths.items():
+            rows = batches[path[0].cid]
+            # An empty batch needs no Spark job (a global aggregate still gets its zero).
+            groups = self._spark_path(txid, path, rows) if any(rows) else {}
+            if path[-1].kind == "persistent_aggregate":
+                partials[cid] = groups  # applied to the state in plan order
+            else:
+                given[cid] = self._result(path[-1], groups)
+        out = self.executor.run(txid, batches, given=given, partials=partials, skip=self.inside)
+        for cid, parts in batches.items():
+            out.setdefault(cid, parts)  # spouts run in Spark: their batch, for the counters
+        return out
+
+    def _spark_path(self, txid: int, path: list[PlanNode], parts: Parts
+                    ) -> dict[tuple[Any, ...], Any]:
+        """The per-key aggregates of the aggregation ending `path` for this batch, computed
+        in Spark."""
+        assert self.executor is not None
+        spout, terminal = path[0], path[-1]
+        op = terminal.args["op"]
+        keys, inputs = terminal.args["keys"], terminal.args["input"]
+        rows = [r for p in parts for r in p]
+        fields = spout.fields
+        table = pa.Table.from_pydict(
+            cols.encode_columns(fields, [[r[i] for r in rows] for i in range(len(fields))]),
+            schema=cols.schema(fields))
+        df = self.spark.createDataFrame(table)
+        chain: list[PlanNode] = []
+        builtin = isinstance(op, BuiltinCombiner)
+        for node in path[1:]:
+            if node.kind in ROW_OPS:
+                chain.append(node)
+                continue
+            needed = _needed(path, node)
+            if chain:
+                df = df.mapInArrow(_Chain(chain, fields, needed, self.user_conf, txid),
+                                   cols.spark_schema(needed))
+                fields, chain = needed, []
+            if node.kind in REPARTITIONS:
+                df = _repartition(df, node)
+        needed = tuple(dict.fromkeys((*keys, *(() if builtin and op.sql == "count" else inputs))))
+        if self.partial:
+            c = _Chain(chain, fields, needed, self.user_conf, txid, partial=terminal)
+            df = df.mapInArrow(c, c.output_schema())
+            value_fields = ("$partial",)
+        else:
+            if chain or fields != needed:
+                df = df.mapInArrow(_Chain(chain, fields, needed, self.user_conf, txid),
+                                   cols.spark_schema(needed))
+            value_fields = inputs[:1]
+        return self._finish(terminal, df, keys, value_fields)
+
+    def _finish(self, terminal: PlanNode, df: Any, keys: tuple[str, ...],
+                value_fields: tuple[str, ...]) -> dict[tuple[Any, ...], Any]:
+        op = terminal.args["op"]
+        key_cols = [c for k in keys for c in cols.names(k)]
+        if isinstance(op, BuiltinCombiner):
+            sql = op.sql
+            if value_fields == ("$partial",):
+                sql = "sum" if sql == "count" else sql  # partial counts add up
+            aggs = []
+            if sql == "count":
+                aggs.append(F.count(F.lit(1)).alias("v#i"))
+            else:
+                v = value_fields[0]
+                fn = {"sum": F.sum, "min": F.min, "max": F.max}[sql]
+                for variant in ("s", "i", "d"):
+                    if sql == "sum" and variant == "s":
+                        aggs.append(F.count(F.col(f"`{v}#s`")).alias("v#s"))
+                        continue
+                    aggs.append(fn(F.col(f"`{v}#{variant}`")).alias(f"v#{variant}"))
+                aggs.append(F.count(F.col(f"`{v}#x`")).alias("v#xn"))
+            quoted = [F.col(f"`{c}`") for c in key_cols]
+            result = (df.groupBy(*quoted).agg(*aggs) if keys else df.agg(*aggs)).toArrow()
+            groups = _builtin_groups(result, keys, op, sql, terminal)
+        else:
+            result = df.toArrow()
+            groups = {}
+            combine = op.combine
+            kvals = [cols.decode(result, k) for k in keys]
+            for j, blob in enumerate(result.column("$partial").to_pylist()):
+                k = tuple(c[j] for c in kvals)
+                v = cloudpickle.loads(blob)
+                groups[k] = v if k not in groups else combine(groups[k], v)
+        return groups
+
+    @staticmethod
+    def _result(terminal: PlanNode, groups: dict[tuple[Any, ...], Any]) -> Parts:
+        """An aggregation's output rows from its per-key aggregates."""
+        if not terminal.args["keys"] and not groups:
+            groups[()] = terminal.args["op"].zero()
+        return [[(*k, v) for k, v in groups.items()]]
+
+    # ---- running --------------------------------------------------------------------------------
+    def run(self, *, duration_ms: int | None = None, until_complete: bool = True,
+            on_progress: Progress | None = None, progress_every_ms: int = 1000,
+            max_wait_ms: int | None = None) -> RunResult:
+        started = time.monotonic()
+        self.coordinator.open()
+        self.executor = BatchExecutor(self.plan, self.user_conf, location=self.dir)
+        self.exhausted = self.coordinator.exhausted()
+        try:
+            if not (until_complete and self.exhausted):
+                drive_query(self, TridentSource.name(), self._batch,
+                            done=lambda: until_complete and self.exhausted, started=started,
+                            duration_ms=duration_ms, max_wait_ms=max_wait_ms,
+                            on_progress=on_progress, progress_every_ms=progress_every_ms)
+        finally:
+            self.executor.close()
+            self.coordinator.close()
+            self.elapsed_ms = int((time.monotonic() - started) * 1000)
+        if on_progress is not None:
+            on_progress(self)
+        return self.result()
+
+    def component_stats(self) -> dict[str, ComponentStats]:
+        with self._stats_lock:
+            return self.stats.component_stats()
+
+    def result(self) -> RunResult:
+        extra: dict[str, Any] = {"batches": len(self.committed),
+                                 "committed": list(self.committed),
+                                 "failed_attempts": self.failed_attempts,
+                                 "batch_seconds": list(self.batch_seconds),
+                                 "spark_operations": sorted(self.inside | set(self.paths))}
+        if self.capture:
+            extra["outputs"] = {c: list(rows) for c, rows in self.outputs.items()}
+        return RunResult(self.component_stats(), list(self.errors), self.elapsed_ms, extra)
+
+
+def _needed(path: list[PlanNode], at: PlanNode) -> tuple[str, ...]:
+    """The fields the operations from `at` on read (the rest need not leave the worker)."""
+    i = path.index(at)
+    need: list[str] = []
+    for node in path[i:]:
+        for key in ("input", "keys"):
+            for f in node.args.get(key, ()):
+                if f not in need:
+                    need.append(f)
+    parent_fields = path[i - 1].fields if at.kind not in ROW_OPS else at.fields
+    later_rows = any(n.kind in ROW_OPS for n in path[i:])
+    if later_rows:
+        return parent_fields  # row operations after this one may read any field
+    return tuple(f for f in parent_fields if f in need)
+
+
+def _repartition(df: Any, node: PlanNode) -> Any:
+    n = node.parallelism
+    if node.kind == "partition_by":
+        return df.repartition(n, *[F.col(f"`{c}`") for k in node.args["keys"]
+                                   for c in cols.names(k)])
+    if node.kind in ("global", "batch_global"):
+        return df.repartition(1)
+    return df.repartition(n)
+
+
+def _builtin_groups(result: pa.Table, keys: tuple[str, ...], op: Any, sql: str,
+                    node: PlanNode) -> dict[tuple[Any, ...], Any]:
+    kvals = [cols.decode(result, k) for k in keys]
+    n = result.num_rows
+    if sql == "count":
+        values = result.column("v#i").to_pylist()
+    else:
+        bad = result.column("v#xn").to_pylist()
+        if sql == "sum":
+            strings = result.column("v#s").to_pylist()
+            bad = [(b or 0) + (s or 0) for b, s in zip(bad, strings, strict=True)]
+        if any(bad):
+            raise TridentOperationError(
+                f"{type(op).__name__} over field {node.args['input'][0]!r}: the Spark runner "
+                f"aggregates int, float{'' if sql == 'sum' else ' and str'} values in Spark; "
+                "this batch has others (use a CombinerAggregator of your own for them)",
+                component=node.cid)
+        parts = [result.column(f"v#{v}").to_pylist() for v in (("i", "d") if sql == "sum"
+                                                                 else ("s", "i", "d"))]
+        values = []
+        for j in range(n):
+            present = [p[j] for p in parts if p[j] is not None]
+            if not present:
+                values.append(op.zero())
+            elif sql == "sum":
+                values.append(present[0] if len(present) == 1 else present[0] + present[1])
+            else:
+                values.append(min(present) if sql == "min" else max(present))
+    return {tuple(c[j] for c in kvals): values[j] for j in range(n)}
