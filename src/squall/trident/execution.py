@@ -290,12 +290,16 @@ class BatchExecutor:
             return self._batch_each(node, op, part, idx, inputs)
         if kind == "each":
             coll = _Emitted()
-            execute = op.execute
+            execute, emitted, append = op.execute, coll.out, out.append
             for r in part:
                 execute(view(r), coll)
-                for values in coll.out:
-                    out.append(r + _checked(values, width, node))
-                coll.out.clear()
+                if emitted:
+                    for values in emitted:
+                        t = tuple(values)
+                        if len(t) != width:
+                            _checked(t, width, node)  # raises, naming the operation
+                        append(r + t)
+                    emitted.clear()
             self._raise_reported(node, coll)
             return out
         if kind == "map":

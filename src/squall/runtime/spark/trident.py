@@ -33,7 +33,9 @@ import os
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping
+from operator import itemgetter
 from typing import Any
 
 import cloudpickle
@@ -201,15 +203,15 @@ class _Chain:
         ctx = TaskContext.get()
         index = ctx.partitionId() if ctx is not None else 0
         ops = _prepared(self, index)
-        combined: dict[tuple[Any, ...], Any] = {}
+        acc = _Partials(self.partial, ops) if self.partial is not None else None
         for rb in batches:
             columns, rows, fields = self._run(rb, ops)
-            if self.partial is None:
+            if acc is None:
                 yield self._encode(columns, rows, fields, self.out_fields)
             else:
-                self._combine(columns, rows, fields, ops, combined)
-        if self.partial is not None:
-            yield self._partials(combined, ops)
+                acc.add(columns, rows, fields)
+        if acc is not None:
+            yield acc.result()
 
     # Values travel either as Arrow columns (after batch functions) or as Python rows (after
     # per-tuple functions); each operation takes what suits it.
@@ -251,67 +253,98 @@ class _Chain:
             data = [[r[pos[f]] for r in rows] for f in out]
         return pa.RecordBatch.from_pydict(cols.encode_columns(out, data), schema=cols.schema(out))
 
-    def _combine(self, columns: dict[str, Any] | None, rows: list[tuple] | None,
-                 fields: tuple[str, ...], ops: dict[str, Any],
-                 combined: dict[tuple[Any, ...], Any]) -> None:
-        node = self.partial
-        assert node is not None
-        op, keys, inputs = ops[node.cid], node.args["keys"], node.args["input"]
-        builtin = isinstance(op, BuiltinCombiner)
-        if columns is not None and builtin and all(_native(columns[k]) for k in keys) and \
-                (op.sql == "count" or _native(columns[inputs[0]])):
-            # Arrow's group_by does the partial aggregation without a Python loop.
-            table = pa.table({**{f"k{i}": columns[k] for i, k in enumerate(keys)},
-                              "v": pa.nulls(len(next(iter(columns.values()), [])))
-                              if op.sql == "count" else columns[inputs[0]]})
-            names = [f"k{i}" for i in range(len(keys))]
-            if op.sql == "count":
-                grouped = table.group_by(names).aggregate([([], "count_all")]) if keys else \
-                    pa.table({"count_all": [len(table)]})
-                value = "count_all"
-            else:
-                value = f"v_{op.sql}"
-                grouped = table.group_by(names).aggregate([("v", op.sql)]) if keys else \
-                    pa.table({value: [pc.call_function(op.sql, [table["v"]]).as_py()]})
-            vcol = grouped.column(value).to_pylist()
-            kcols = [grouped.column(f"k{i}").to_pylist() for i in range(len(keys))]
-            combine = op.combine
-            for j, v in enumerate(vcol):
-                k = tuple(c[j] for c in kcols)
-                old = combined.get(k, _MISSING)
-                combined[k] = v if old is _MISSING else combine(old, v)
+
+class _Partials:
+    """A combiner's partial aggregation over one partition, in the worker (Storm's partial
+    aggregation before the transfer). Arrow columns of native types are grouped by Arrow
+    (no Python loop) for the built-ins; anything else by a dict in Python."""
+
+    def __init__(self, node: PlanNode, ops: dict[str, Any]) -> None:
+        self.node, self.op = node, ops[node.cid]
+        self.keys, self.inputs = tuple(node.args["keys"]), tuple(node.args["input"])
+        self.builtin = isinstance(self.op, BuiltinCombiner)
+        self.sql = self.op.sql if self.builtin else ""
+        self.tables: list[pa.Table] = []  # Arrow partials, combined at the end
+        self.combined: dict[Any, Any] = {}  # Python partials (a key tuple -> value)
+
+    def add(self, columns: dict[str, Any] | None, rows: list[tuple] | None,
+            fields: tuple[str, ...]) -> None:
+        keys, sql = self.keys, self.sql
+        if columns is not None and self.builtin and all(_native(columns[k]) for k in keys) \
+                and (sql == "count" or _native(columns[self.inputs[0]])):
+            self.tables.append(self._arrow(columns, "count_all" if sql == "count" else sql))
             return
         if rows is None:
             assert columns is not None
             lists = [_pylist(columns[f]) for f in fields]
             rows = list(zip(*lists, strict=True)) if lists else []
         pos = {f: i for i, f in enumerate(fields)}
-        kidx, idx = [pos[k] for k in keys], [pos[f] for f in inputs]
-        make = tuple_type(tuple(inputs))
-        init, combine = op.init, op.combine
-        if isinstance(op, BuiltinCombiner) and op.sql == "count":
-            for r in rows:  # Count: no tuple needed
-                k = tuple(r[i] for i in kidx)
-                combined[k] = combined.get(k, 0) + 1
+        kidx = [pos[k] for k in keys]
+        combined = self.combined
+        if sql == "count":
+            # Counting needs no tuple: C's Counter over the keys.
+            counts = Counter(map(itemgetter(*kidx), rows)) if kidx else {(): len(rows)}
+            single = len(kidx) == 1
+            for k, n in counts.items():
+                k = (k,) if single else k
+                combined[k] = combined.get(k, 0) + n
             return
+        idx = [pos[f] for f in self.inputs]
+        make = tuple_type(self.inputs)
+        init, combine = self.op.init, self.op.combine
         for r in rows:
-            k = tuple(r[i] for i in kidx)
-            v = init(make(tuple(r[i] for i in idx)))
+            k = tuple([r[i] for i in kidx])
+            v = init(make(tuple([r[i] for i in idx])))
             old = combined.get(k, _MISSING)
             combined[k] = v if old is _MISSING else combine(old, v)
 
-    def _partials(self, combined: dict[tuple[Any, ...], Any], ops: dict[str, Any]
-                  ) -> pa.RecordBatch:
-        node = self.partial
-        assert node is not None
-        keys = tuple(node.args["keys"])
-        kcols = [[k[i] for k in combined] for i in range(len(keys))]
-        if isinstance(ops[node.cid], BuiltinCombiner):
+    def _arrow(self, columns: dict[str, Any], agg: str) -> pa.Table:
+        names = [f"k{i}" for i in range(len(self.keys))]
+        data = {n: columns[k] for n, k in zip(names, self.keys, strict=True)}
+        if agg == "count_all":
+            n = len(next(iter(columns.values()))) if columns else 0
+            if not names:
+                return pa.table({"v": pa.array([n], pa.int64())})
+            t = pa.table(data).group_by(names).aggregate([([], "count_all")])
+            return t.rename_columns([*(c if c in names else "v" for c in t.column_names)])
+        v = columns[self.inputs[0]]
+        if not names:
+            return pa.table({"v": pa.array([pc.call_function(agg, [v]).as_py()])})
+        t = pa.table({**data, "v": v}).group_by(names).aggregate([("v", agg)])
+        return t.rename_columns([c if c in names else "v" for c in t.column_names])
+
+    def result(self) -> pa.RecordBatch:
+        keys = self.keys
+        if self.tables:
+            # The Arrow partials of every Arrow batch, combined once more by Arrow.
+            names = [f"k{i}" for i in range(len(keys))]
+            final = {"count_all": "sum", "count": "sum"}.get(self.sql, self.sql)
+            t = pa.concat_tables(self.tables)
+            if names:
+                t = t.group_by(names).aggregate([("v", final)])
+                t = t.rename_columns([c if c in names else "v" for c in t.column_names])
+                kcols: list[Any] = [t.column(n) for n in names]
+                values: Any = t.column("v")
+            else:
+                kcols, values = [], pa.array([pc.call_function(final, [t["v"]]).as_py()])
+            if self.combined:  # some Arrow batches took the Python path: merge them in
+                ks = list(zip(*[c.to_pylist() for c in kcols], strict=True)) if names \
+                    else [()]
+                for k, v in zip(ks, values.to_pylist(), strict=True):
+                    old = self.combined.get(k, _MISSING)
+                    self.combined[k] = v if old is _MISSING else self.op.combine(old, v)
+            else:
+                out = (*keys, "$partial")
+                return pa.RecordBatch.from_pydict(
+                    cols.encode_columns(out, [*kcols, values]), schema=cols.schema(out))
+        combined = self.combined
+        klists = [[k[i] for k in combined] for i in range(len(keys))]
+        if self.builtin:
             out = (*keys, "$partial")
             return pa.RecordBatch.from_pydict(
-                cols.encode_columns(out, [*kcols, list(combined.values())]),
+                cols.encode_columns(out, [*klists, list(combined.values())]),
                 schema=cols.schema(out))
-        data = cols.encode_columns(keys, kcols)
+        data = cols.encode_columns(keys, klists)
         data["$partial"] = pa.array([cloudpickle.dumps(v) for v in combined.values()],
                                     type=pa.binary())
         schema = pa.schema([*cols.schema(keys), ("$partial", pa.binary())])
@@ -427,6 +460,10 @@ class TridentSparkRunner:
         self.committed: list[int] = []
         self.failed_attempts = 0
         self.batch_seconds: list[float] = []
+        # Where the transactions' time went on the driver (seconds, summed over batches): the
+        # spouts' batches, the Spark jobs (input DataFrame included), the driver's share of
+        # the plan (state updates included), the commit record.
+        self.timing = dict.fromkeys(("emit", "spark", "driver", "commit"), 0.0)
         self.query: Any = None
         self.stopping = False
         self.failure: SquallError | None = None
@@ -446,7 +483,9 @@ class TridentSparkRunner:
         attempt = 0
         while True:
             attempt += 1
+            t_emit = time.perf_counter()
             batches = self.coordinator.emit(txid)
+            self.timing["emit"] += time.perf_counter() - t_emit
             try:
                 out = self._evaluate(txid, batches)
                 break
@@ -465,7 +504,9 @@ class TridentSparkRunner:
                         f"({MAX_ATTEMPTS}); last error: {exc}", component=component)
                     raise self.failure from exc
                 time.sleep(min(10.0, 0.1 * 2 ** min(attempt - 1, 7)))
+        t_commit = time.perf_counter()
         self.coordinator.commit(txid)
+        self.timing["commit"] += time.perf_counter() - t_commit
         self.committed.append(txid)
         sizes = {cid: sum(map(len, parts)) for cid, parts in out.items()}
         with self._stats_lock:
@@ -482,13 +523,17 @@ class TridentSparkRunner:
         partials: dict[str, dict[tuple[Any, ...], Any]] = {}
         for cid, path in self.paths.items():
             rows = batches[path[0].cid]
+            t_spark = time.perf_counter()
             # An empty batch needs no Spark job (a global aggregate still gets its zero).
             groups = self._spark_path(txid, path, rows) if any(rows) else {}
+            self.timing["spark"] += time.perf_counter() - t_spark
             if path[-1].kind == "persistent_aggregate":
                 partials[cid] = groups  # applied to the state in plan order
             else:
                 given[cid] = self._result(path[-1], groups)
+        t_driver = time.perf_counter()
         out = self.executor.run(txid, batches, given=given, partials=partials, skip=self.inside)
+        self.timing["driver"] += time.perf_counter() - t_driver
         for cid, parts in batches.items():
             out.setdefault(cid, parts)  # spouts run in Spark: their batch, for the counters
         return out
@@ -509,7 +554,7 @@ class TridentSparkRunner:
         df = self.spark.createDataFrame(table)
         chain: list[PlanNode] = []
         builtin = isinstance(op, BuiltinCombiner)
-        for node in path[1:]:
+        for node in path[1:-1]:  # the row operations and repartitions before the aggregation
             if node.kind in ROW_OPS:
                 chain.append(node)
                 continue
@@ -604,6 +649,7 @@ class TridentSparkRunner:
                                  "committed": list(self.committed),
                                  "failed_attempts": self.failed_attempts,
                                  "batch_seconds": list(self.batch_seconds),
+                                 "timing": dict(self.timing),
                                  "spark_operations": sorted(self.inside | set(self.paths))}
         if self.capture:
             extra["outputs"] = {c: list(rows) for c, rows in self.outputs.items()}

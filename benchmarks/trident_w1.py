@@ -1,0 +1,132 @@
+"""Trident W1 on Spark, interleaved in one session with the hand-written PySpark job.
+
+W1 as `each(Split) -> group_by(word) -> persistent_aggregate(durable transactional map state,
+Count)`, run by squall's Trident Spark runner (`squall.runtime.spark.trident`), in four forms:
+
+- A: a per-tuple `Split` Function, no partial aggregation in the worker (every word to Spark's
+  JVM count): `squall.trident.spark.partial.aggregation=false`;
+- A+: the same Function with the worker's partial aggregation (the default);
+- B: a vectorised `BatchFunction` split (pyarrow), no partial aggregation;
+- C: the vectorised split with the worker's partial aggregation (the default).
+
+The hand-written job (../shared/docs/benchmarks.md: Python split in mapInArrow, repartition by
+word, dict count per partition in mapInArrow, toArrow) starts from the same Python list of
+sentences (`createDataFrame` timed in both). A Trident figure is the driver's time for the
+transactions (`RunResult.extra["batch_seconds"]`: spout batch, Spark job, state update and
+commit), so query start-up is excluded; it is reported apart with the whole run's wall time.
+Every run's final map state is checked against a plain dict count.
+
+    .venv/bin/python benchmarks/trident_w1.py [--sentences 200000] [--per-batch 200000]
+        [--rounds 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "trident_design"))
+import common  # noqa: E402  (the design scripts' session settings and hand-written job)
+from workloads import reference_counts, w1_sentences  # noqa: E402
+
+from squall.runtime.spark.trident import PARTIAL, TridentSparkRunner  # noqa: E402
+from squall.trident import ROW, BatchFunction, Count, FixedBatchSpout, Function  # noqa: E402
+from squall.trident import TridentTopology  # noqa: E402
+from squall.trident.state import DurableMapState, StateType  # noqa: E402
+
+
+class Split(Function):
+    def execute(self, tup, collector):
+        for word in tup[0].split(" "):
+            collector.emit((word,))
+
+
+class SplitColumns(BatchFunction):
+    def execute_batch(self, table):
+        words = pc.split_pattern(table["sentence"], " ")
+        return {"word": pc.list_flatten(words), ROW: pc.list_parent_indices(words)}
+
+
+def topology(sentences, per_batch, function):
+    t = TridentTopology()
+    spout = FixedBatchSpout(["sentence"], per_batch, *[(s,) for s in sentences])
+    (t.new_stream("sentences", spout).each(["sentence"], function, ["word"])
+     .group_by(["word"])
+     .persistent_aggregate(DurableMapState.factory(StateType.TRANSACTIONAL), Count(), ["count"])
+     .name("counts"))
+    return t.build()
+
+
+def hand_written(spark, sentences):
+    df = spark.createDataFrame(pa.table({"sentence": sentences}))
+    return common.table_counts(common.baseline_plan(df).toArrow())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sentences", type=int, default=200_000)
+    ap.add_argument("--per-batch", type=int, default=0, help="0: the whole input as one batch")
+    ap.add_argument("--rounds", type=int, default=4, help="the first is a warm-up")
+    args = ap.parse_args()
+    sentences = w1_sentences(args.sentences)
+    ref = reference_counts(sentences)
+    n_words = sum(ref.values())
+    per_batch = args.per_batch or len(sentences)
+    t0 = time.perf_counter()
+    spark = common.session("squall-trident-w1")
+    print(f"# Trident W1: {len(sentences):,} sentences, {n_words:,} words, {per_batch:,} "
+          f"sentences per batch; Spark session {time.perf_counter() - t0:.1f} s", flush=True)
+    variants = {
+        "A per-tuple Split, no partial": (Split(), False),
+        "A+ per-tuple Split, partial (default)": (Split(), True),
+        "B BatchFunction split, no partial": (SplitColumns(), False),
+        "C BatchFunction split, partial (default)": (SplitColumns(), True),
+    }
+    ratios: dict[str, list[float]] = {name: [] for name in variants}
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for rnd in range(1, args.rounds + 1):
+        t1 = time.perf_counter()
+        counts = hand_written(spark, sentences)
+        base = time.perf_counter() - t1
+        common.check("hand-written", counts, ref)
+        line = [f"hand-written {base:.2f}s"]
+        for name, (function, partial) in variants.items():
+            root = tempfile.mkdtemp(prefix="trident-w1-")
+            runner = TridentSparkRunner(topology(sentences, per_batch, function),
+                                        {PARTIAL: partial}, checkpoint_location=root,
+                                        session=spark)
+            t2 = time.perf_counter()
+            result = runner.run()
+            wall = time.perf_counter() - t2
+            state = DurableMapState.factory(StateType.TRANSACTIONAL).make_state("counts", root)
+            got = {k[0]: v for k, v in state.items()}
+            state.close()
+            common.check(name, got, ref)
+            dt = sum(result.extra["batch_seconds"])
+            if rnd > 1:
+                ratios[name].append(base / dt)
+                times[name].append(dt)
+            parts = " ".join(f"{k} {v:.2f}" for k, v in result.extra["timing"].items())
+            line.append(f"{name.split()[0]} {dt:.2f}s ({parts}; run {wall:.2f}s, "
+                        f"{len(result.extra['batch_seconds'])} batches) {base / dt:.0%}")
+            shutil.rmtree(root, ignore_errors=True)
+        print(f"round {rnd}: " + ", ".join(line), flush=True)
+    print("\n| variant | M words/s (median) | ratio to the hand-written job: median (range) |")
+    print("|---|---|---|")
+    for name in variants:
+        med = statistics.median(times[name])
+        r = ratios[name]
+        print(f"| {name} | {n_words / med / 1e6:.2f} | {statistics.median(r):.0%} "
+              f"({min(r):.0%}-{max(r):.0%}) |")
+
+
+if __name__ == "__main__":
+    main()
