@@ -10,9 +10,12 @@ Count)`, run by squall's Trident Spark runner (`squall.runtime.spark.trident`), 
 - C: the vectorised split with the worker's partial aggregation (the default).
 
 The hand-written job (../shared/docs/benchmarks.md: Python split in mapInArrow, repartition by
-word, dict count per partition in mapInArrow, toArrow) starts from the same Python list of
-sentences (`createDataFrame` timed in both). A Trident figure is the driver's time for the
-transactions (`RunResult.extra["batch_seconds"]`: spout batch, Spark job, state update and
+word, dict count per partition in mapInArrow, toArrow) reads the same input in the same session:
+with `--input parquet` (the default) W1's sentences in parquet files of `--per-batch` sentences
+(row groups of 25,000), read by Spark (`spark.read.parquet` for the hand-written job, a
+`FileBatchSpout` taking one file per transaction for Trident); with `--input driver` a Python
+list on the driver (`createDataFrame` for the hand-written job, a `FixedBatchSpout` for
+Trident). A Trident figure is the driver's time for the transactions (`RunResult.extra["batch_seconds"]`: spout batch, Spark job, state update and
 commit), so query start-up is excluded; it is reported apart with the whole run's wall time.
 Every run's final map state is checked against a plain dict count.
 
@@ -32,15 +35,23 @@ import time
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "trident_design"))
-import common  # noqa: E402  (the design scripts' session settings and hand-written job)
-from workloads import reference_counts, w1_sentences  # noqa: E402
+import common
+from workloads import reference_counts, w1_sentences
 
-from squall.runtime.spark.trident import PARTIAL, TridentSparkRunner  # noqa: E402
-from squall.trident import ROW, BatchFunction, Count, FixedBatchSpout, Function  # noqa: E402
-from squall.trident import TridentTopology  # noqa: E402
-from squall.trident.state import DurableMapState, StateType  # noqa: E402
+from squall.runtime.spark.trident import PARTIAL, TridentSparkRunner
+from squall.trident import (
+    ROW,
+    BatchFunction,
+    Count,
+    FileBatchSpout,
+    FixedBatchSpout,
+    Function,
+    TridentTopology,
+)
+from squall.trident.state import DurableMapState, StateType
 
 
 class Split(Function):
@@ -55,9 +66,10 @@ class SplitColumns(BatchFunction):
         return {"word": pc.list_flatten(words), ROW: pc.list_parent_indices(words)}
 
 
-def topology(sentences, per_batch, function):
+def topology(sentences, per_batch, function, files=None):
     t = TridentTopology()
-    spout = FixedBatchSpout(["sentence"], per_batch, *[(s,) for s in sentences])
+    spout = FileBatchSpout(files, ["sentence"]) if files else \
+        FixedBatchSpout(["sentence"], per_batch, *[(s,) for s in sentences])
     (t.new_stream("sentences", spout).each(["sentence"], function, ["word"])
      .group_by(["word"])
      .persistent_aggregate(DurableMapState.factory(StateType.TRANSACTIONAL), Count(), ["count"])
@@ -65,9 +77,19 @@ def topology(sentences, per_batch, function):
     return t.build()
 
 
-def hand_written(spark, sentences):
-    df = spark.createDataFrame(pa.table({"sentence": sentences}))
+def hand_written(spark, sentences, files=None):
+    df = spark.read.parquet(files) if files else \
+        spark.createDataFrame(pa.table({"sentence": sentences}))
     return common.table_counts(common.baseline_plan(df).toArrow())
+
+
+def write_files(sentences, per_batch):
+    root = tempfile.mkdtemp(prefix="trident-w1-input-")
+    for i in range(0, len(sentences), per_batch):
+        pq.write_table(pa.table({"sentence": sentences[i:i + per_batch]}),
+                       os.path.join(root, f"part-{i // per_batch:05d}.parquet"),
+                       row_group_size=25_000)
+    return root
 
 
 def main() -> None:
@@ -75,6 +97,7 @@ def main() -> None:
     ap.add_argument("--sentences", type=int, default=200_000)
     ap.add_argument("--per-batch", type=int, default=0, help="0: the whole input as one batch")
     ap.add_argument("--rounds", type=int, default=4, help="the first is a warm-up")
+    ap.add_argument("--input", choices=("parquet", "driver"), default="parquet")
     args = ap.parse_args()
     sentences = w1_sentences(args.sentences)
     ref = reference_counts(sentences)
@@ -82,8 +105,12 @@ def main() -> None:
     per_batch = args.per_batch or len(sentences)
     t0 = time.perf_counter()
     spark = common.session("squall-trident-w1")
+    # Input files split into about 1 MB partitions (2 or more per file) for both jobs.
+    spark.conf.set("spark.sql.files.maxPartitionBytes", str(1 << 20))
+    files = write_files(sentences, per_batch) if args.input == "parquet" else None
     print(f"# Trident W1: {len(sentences):,} sentences, {n_words:,} words, {per_batch:,} "
-          f"sentences per batch; Spark session {time.perf_counter() - t0:.1f} s", flush=True)
+          f"sentences per batch, input {args.input}; Spark session "
+          f"{time.perf_counter() - t0:.1f} s", flush=True)
     variants = {
         "A per-tuple Split, no partial": (Split(), False),
         "A+ per-tuple Split, partial (default)": (Split(), True),
@@ -94,13 +121,13 @@ def main() -> None:
     times: dict[str, list[float]] = {name: [] for name in variants}
     for rnd in range(1, args.rounds + 1):
         t1 = time.perf_counter()
-        counts = hand_written(spark, sentences)
+        counts = hand_written(spark, sentences, files)
         base = time.perf_counter() - t1
         common.check("hand-written", counts, ref)
         line = [f"hand-written {base:.2f}s"]
         for name, (function, partial) in variants.items():
             root = tempfile.mkdtemp(prefix="trident-w1-")
-            runner = TridentSparkRunner(topology(sentences, per_batch, function),
+            runner = TridentSparkRunner(topology(sentences, per_batch, function, files),
                                         {PARTIAL: partial}, checkpoint_location=root,
                                         session=spark)
             t2 = time.perf_counter()

@@ -29,14 +29,14 @@ from squall.trident.operations import (
     Sum,
     TridentCollector,
 )
-from squall.trident.spouts import BatchSpout, FixedBatchSpout
+from squall.trident.spouts import BatchSpout, FileBatchSpout, FixedBatchSpout
 from squall.trident.stream import GroupedStream, Stream, TridentState, TridentTopology
 from squall.trident.tuple import TridentTuple
 
 __all__ = [
     "ROW", "Aggregator", "BatchFunction", "BatchSpout", "CombinerAggregator", "Consumer", "Count",
-    "Filter", "FilterNull", "First", "FixedBatchSpout", "FlatMapFunction", "Function",
-    "GroupedStream", "MapFunction", "MapGet", "MapPut", "Max", "Min", "Operation",
+    "FileBatchSpout", "Filter", "FilterNull", "First", "FixedBatchSpout", "FlatMapFunction",
+    "Function", "GroupedStream", "MapFunction", "MapGet", "MapPut", "Max", "Min", "Operation",
     "QueryFunction", "ReducerAggregator", "StateUpdater", "Stream", "Sum", "TridentCollector",
     "TridentState", "TridentTopology", "TridentTuple",
 ]

@@ -88,11 +88,13 @@ class BatchCoordinator:
         for e in self.emitters.values():
             e.open(self.conf)
 
-    def emit(self, txid: int) -> dict[str, list[list[tuple[Any, ...]]]]:
+    def emit(self, txid: int, lazy: bool = False) -> dict[str, Any]:
+        """Every spout's batch for `txid` as partitions of rows (`lazy`: a file spout's batch
+        as its `FileBatch`, for a runner that reads the files itself)."""
         if txid != self.next_txid:
             raise SquallError(f"transaction {txid} asked for, but {self.next_txid} is the next "
                               "to commit: the checkpoint's progress and the run disagree")
-        return {cid: e.emit(txid) for cid, e in self.emitters.items()}
+        return {cid: e.emit(txid, lazy) for cid, e in self.emitters.items()}
 
     def commit(self, txid: int) -> None:
         """Transaction `txid` is complete: the next one is `txid + 1`."""

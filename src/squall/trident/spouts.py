@@ -19,10 +19,17 @@ Supported spouts and what they guarantee (Storm's table of spout types and state
 
 from __future__ import annotations
 
+import csv
+import glob
+import json
+import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from squall.errors import InvalidTopologyError
+import pyarrow.parquet as pq
+
+from squall.errors import InvalidTopologyError, SquallError
 from squall.topology.declarer import OutputFieldsDeclarer
 from squall.transactional.attempt import TransactionAttempt
 from squall.transactional.progress_store import meta_key
@@ -104,6 +111,82 @@ class FixedBatchSpout(BatchSpout):
         return not self.cycle and (batch_id - 1) * self.max_batch_size >= len(self.rows)
 
 
+class FileBatchSpout(BatchSpout):
+    """Files as batches: each transaction takes the next `files_per_batch` files of `path` (a
+    directory, read in file-name order, or a glob), in `format` "parquet", "jsonl" or "csv"
+    (CSV values are strings; the first line is a header).
+
+    Transactional: which files a txid took is recorded with the transaction's metadata
+    (`SpoutEmitter`), so a replay reads the same files. New files must sort after the files
+    already read (timestamped or numbered names). With `bounded=True` a run ends once every
+    file present has been read; otherwise the directory is watched for new files.
+
+    On Spark the files are read by Spark itself (no row passes through the driver) when the
+    stream's first operations run in Spark; elsewhere they are read here with pyarrow.
+    """
+
+    transactional = True
+
+    def __init__(self, path: str, fields: Sequence[str], *, format: str = "parquet",
+                 files_per_batch: int = 1, bounded: bool = True) -> None:
+        if format not in ("parquet", "jsonl", "csv"):
+            raise ValueError(f"FileBatchSpout: format must be 'parquet', 'jsonl' or 'csv', "
+                             f"got {format!r}")
+        if not isinstance(files_per_batch, int) or files_per_batch < 1:
+            raise ValueError(f"FileBatchSpout: files_per_batch must be a positive int, got "
+                             f"{files_per_batch!r}")
+        self.path, self.fields, self.format = str(path), tuple(fields), format
+        self.files_per_batch, self.bounded = files_per_batch, bounded
+
+    def get_output_fields(self) -> Sequence[str]:
+        return self.fields
+
+    def list_files(self) -> list[str]:
+        if os.path.isdir(self.path):
+            names = [os.path.join(self.path, n) for n in os.listdir(self.path)
+                     if not n.startswith((".", "_"))]
+            return sorted(n for n in names if os.path.isfile(n))
+        return sorted(glob.glob(self.path))
+
+    def read_rows(self, files: Sequence[str]) -> list[tuple[Any, ...]]:
+        rows: list[tuple[Any, ...]] = []
+        for f in files:
+            if self.format == "parquet":
+                table = pq.read_table(f, columns=list(self.fields))
+                rows.extend(zip(*(table.column(c).to_pylist() for c in self.fields),
+                                strict=True))
+            elif self.format == "jsonl":
+                with open(f, encoding="utf-8") as fh:
+                    for line in fh:
+                        if line.strip():
+                            obj = json.loads(line)
+                            rows.append(tuple(obj.get(c) for c in self.fields))
+            else:
+                with open(f, encoding="utf-8", newline="") as fh:
+                    rows.extend(tuple(r.get(c) for c in self.fields) for r in csv.DictReader(fh))
+        return rows
+
+    def count_rows(self, files: Sequence[str]) -> int:
+        if self.format == "parquet":
+            return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+        return len(self.read_rows(files))
+
+    def emit_batch(self, batch_id: int, collector: Any) -> None:
+        raise SquallError("FileBatchSpout is driven by its SpoutEmitter (files per txid are "
+                          "recorded there); run it in a Trident topology")
+
+
+@dataclass(frozen=True)
+class FileBatch:
+    """A file spout's batch before it is read: its files (the Spark runner reads them)."""
+
+    spout: FileBatchSpout
+    files: tuple[str, ...]
+
+    def rows(self) -> list[tuple[Any, ...]]:
+        return self.spout.read_rows(self.files)
+
+
 def check_spout(txid: str, spout: Any) -> None:
     if not isinstance(spout, (BatchSpout, PartitionedTransactionalSpout,
                               OpaquePartitionedTransactionalSpout)):
@@ -159,7 +242,22 @@ class SpoutEmitter:
     def open(self, conf: Mapping[str, Any]) -> None:
         self.spout.open(conf, None)
 
-    def emit(self, txid: int) -> list[list[tuple[Any, ...]]]:
+    def files(self, txid: int) -> FileBatch:
+        """A file spout's batch for `txid`: the files recorded for it, or the next ones."""
+        assert isinstance(self.spout, FileBatchSpout)
+        meta = self.store.get(meta_key(0, txid))
+        if meta is None:
+            last = None if txid <= 1 else self.store.get(meta_key(0, txid - 1))
+            start = 0 if last is None else last[0] + len(last[1])
+            meta = (start, self.spout.list_files()[start:start + self.spout.files_per_batch])
+            self.store.put(meta_key(0, txid), meta)
+        return FileBatch(self.spout, tuple(meta[1]))
+
+    def emit(self, txid: int, lazy: bool = False) -> Any:
+        """The batch of `txid` as partitions of rows (`lazy`: a file spout's `FileBatch`)."""
+        if isinstance(self.spout, FileBatchSpout):
+            batch = self.files(txid)
+            return batch if lazy else [batch.rows()]
         if not self.partitioned:
             out = _Rows(False)
             self.spout.emit_batch(txid, out)
@@ -185,6 +283,14 @@ class SpoutEmitter:
 
     def exhausted_after(self, txid: int) -> bool:
         """Nothing will come after transaction `txid`'s batch (bounded input has ended)."""
+        if isinstance(self.spout, FileBatchSpout):
+            if not self.spout.bounded:
+                return False
+            last = None if txid < 1 else self.store.get(meta_key(0, txid))
+            if txid >= 1 and last is None:
+                return False
+            read = 0 if last is None else last[0] + len(last[1])
+            return read >= len(self.spout.list_files())
         if not self.partitioned:
             return bool(self.spout.is_exhausted(txid + 1))
         return partitions_exhausted(self.spout, self.store, txid)

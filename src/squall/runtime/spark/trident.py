@@ -71,7 +71,7 @@ from squall.trident.operations import (
     CombinerAggregator,
 )
 from squall.trident.plan import Plan, PlanNode, trident_plan
-from squall.trident.spouts import SpoutEmitter
+from squall.trident.spouts import FileBatch, SpoutEmitter
 from squall.trident.tuple import tuple_type
 
 log = logging.getLogger("squall")
@@ -484,7 +484,7 @@ class TridentSparkRunner:
         while True:
             attempt += 1
             t_emit = time.perf_counter()
-            batches = self.coordinator.emit(txid)
+            batches = self.coordinator.emit(txid, lazy=True)
             self.timing["emit"] += time.perf_counter() - t_emit
             try:
                 out = self._evaluate(txid, batches)
@@ -495,8 +495,7 @@ class TridentSparkRunner:
                 with self._stats_lock:
                     self.errors.append(ErrorRecord(component, 0, exc))
                     self.stats.error(component)
-                    self.stats.add_batch({c: sum(map(len, p)) for c, p in batches.items()},
-                                         False)
+                    self.stats.add_batch({c: _size(b) for c, b in batches.items()}, False)
                 log.error("squall: Trident batch %d attempt %d failed: %s", txid, attempt, exc)
                 if (max_attempts is not None and attempt >= int(max_attempts)) or self.stopping:
                     self.failure = SquallError(
@@ -517,28 +516,36 @@ class TridentSparkRunner:
         self.batch_seconds.append(time.perf_counter() - started)
         self.exhausted = self.coordinator.exhausted()
 
-    def _evaluate(self, txid: int, batches: Mapping[str, Parts]) -> dict[str, Parts]:
+    def _evaluate(self, txid: int, batches: Mapping[str, Any]) -> dict[str, Parts]:
+        """The transaction's outputs; `batches` holds each spout's partitions of rows, or a
+        file spout's `FileBatch`, read by Spark where the spout's operations run in Spark and
+        here otherwise."""
         assert self.executor is not None
         given: dict[str, Parts] = {}
         partials: dict[str, dict[tuple[Any, ...], Any]] = {}
         for cid, path in self.paths.items():
-            rows = batches[path[0].cid]
+            batch = batches[path[0].cid]
             t_spark = time.perf_counter()
             # An empty batch needs no Spark job (a global aggregate still gets its zero).
-            groups = self._spark_path(txid, path, rows) if any(rows) else {}
+            empty = not batch.files if isinstance(batch, FileBatch) else not any(batch)
+            groups = {} if empty else self._spark_path(txid, path, batch)
             self.timing["spark"] += time.perf_counter() - t_spark
             if path[-1].kind == "persistent_aggregate":
                 partials[cid] = groups  # applied to the state in plan order
             else:
                 given[cid] = self._result(path[-1], groups)
         t_driver = time.perf_counter()
-        out = self.executor.run(txid, batches, given=given, partials=partials, skip=self.inside)
+        rows = {cid: [b.rows()] if isinstance(b, FileBatch) else b
+                for cid, b in batches.items() if cid not in self.inside}
+        out = self.executor.run(txid, rows, given=given, partials=partials, skip=self.inside)
         self.timing["driver"] += time.perf_counter() - t_driver
-        for cid, parts in batches.items():
-            out.setdefault(cid, parts)  # spouts run in Spark: their batch, for the counters
+        for cid, batch in batches.items():
+            if cid not in out:  # a spout read in Spark: its size, for the counters
+                out[cid] = [[()] * batch.spout.count_rows(batch.files)] \
+                    if isinstance(batch, FileBatch) else batch
         return out
 
-    def _spark_path(self, txid: int, path: list[PlanNode], parts: Parts
+    def _spark_path(self, txid: int, path: list[PlanNode], batch: Any
                     ) -> dict[tuple[Any, ...], Any]:
         """The per-key aggregates of the aggregation ending `path` for this batch, computed
         in Spark."""
@@ -546,12 +553,8 @@ class TridentSparkRunner:
         spout, terminal = path[0], path[-1]
         op = terminal.args["op"]
         keys, inputs = terminal.args["keys"], terminal.args["input"]
-        rows = [r for p in parts for r in p]
         fields = spout.fields
-        table = pa.Table.from_pydict(
-            cols.encode_columns(fields, [[r[i] for r in rows] for i in range(len(fields))]),
-            schema=cols.schema(fields))
-        df = self.spark.createDataFrame(table)
+        df = self._input(batch, fields)
         chain: list[PlanNode] = []
         builtin = isinstance(op, BuiltinCombiner)
         for node in path[1:-1]:  # the row operations and repartitions before the aggregation
@@ -576,6 +579,20 @@ class TridentSparkRunner:
                                    cols.spark_schema(needed))
             value_fields = inputs[:1]
         return self._finish(terminal, df, keys, value_fields)
+
+    def _input(self, batch: Any, fields: tuple[str, ...]) -> Any:
+        """The spout's batch as a DataFrame of encoded fields: files read by Spark (the
+        columns Spark reads as string, long or double), anything else from the driver."""
+        if isinstance(batch, FileBatch):
+            df = _read_files(self.spark, batch, fields)
+            if df is not None:
+                return df
+            batch = [batch.rows()]
+        rows = [r for p in batch for r in p]
+        table = pa.Table.from_pydict(
+            cols.encode_columns(fields, [[r[i] for r in rows] for i in range(len(fields))]),
+            schema=cols.schema(fields))
+        return self.spark.createDataFrame(table)
 
     def _finish(self, terminal: PlanNode, df: Any, keys: tuple[str, ...],
                 value_fields: tuple[str, ...]) -> dict[tuple[Any, ...], Any]:
@@ -654,6 +671,40 @@ class TridentSparkRunner:
         if self.capture:
             extra["outputs"] = {c: list(rows) for c, rows in self.outputs.items()}
         return RunResult(self.component_stats(), list(self.errors), self.elapsed_ms, extra)
+
+
+_SPARK_VARIANT = {"string": "s", "bigint": "i", "int": "i", "smallint": "i", "tinyint": "i",
+                  "double": "d", "float": "d"}
+_SQL_TYPE = {"s": "string", "i": "bigint", "d": "double", "x": "binary"}
+
+
+def _read_files(spark: Any, batch: FileBatch, fields: tuple[str, ...]) -> Any:
+    """The files as a DataFrame of encoded fields, or None when a field's type has no typed
+    column here (the driver then reads them, with the same values as the local runner)."""
+    spout = batch.spout
+    if spout.format == "parquet":
+        df = spark.read.parquet(*batch.files)
+    elif spout.format == "csv":
+        df = spark.read.option("header", True).csv(list(batch.files))
+    else:
+        df = spark.read.json(list(batch.files))
+    types = dict(df.dtypes)
+    selected = []
+    for f in fields:
+        variant = _SPARK_VARIANT.get(types.get(f, ""))
+        if variant is None:
+            return None
+        for v, _ in cols.VARIANTS:
+            c = F.col(f"`{f}`").cast(_SQL_TYPE[v]) if v == variant else \
+                F.lit(None).cast(_SQL_TYPE[v])
+            selected.append(c.alias(f"{f}#{v}"))
+    return df.select(*selected)
+
+
+def _size(batch: Any) -> int:
+    if isinstance(batch, FileBatch):
+        return batch.spout.count_rows(batch.files)
+    return sum(map(len, batch))
 
 
 def _needed(path: list[PlanNode], at: PlanNode) -> tuple[str, ...]:
