@@ -259,12 +259,10 @@ def _complete_trident(topology: Topology, conf: Mapping[str, Any] | None, runner
     conf.setdefault(TRIDENT_MAX_ATTEMPTS, TRIDENT_TEST_ATTEMPTS)
     if runner == "spark":
         # Loaded here so that `squall.testing` does not load pyspark for local-runner tests.
-        from pyspark.sql import SparkSession  # noqa: PLC0415
-
         from squall.runtime.spark.trident import TridentSparkRunner  # noqa: PLC0415
 
-        chosen: Any = TridentSparkRunner(topology, conf, session=SparkSession.getActiveSession(),
-                                         capture=True)
+        # No session given: the runner takes the active one (a test module's), as SparkRunner.
+        chosen: Any = TridentSparkRunner(topology, conf, capture=True)
         wait = max_time_ms if max_time_ms is not None else 300_000
         result = chosen.run(until_complete=True, max_wait_ms=wait)
         if not chosen.exhausted:
