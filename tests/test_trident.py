@@ -192,9 +192,6 @@ def test_word_count_state_new_values_and_query_equal_a_dict_count(runner, tmp_pa
     assert rows(result, "query-sum") == [(sum(c[w] for w in query.split(" ")),) for c in seen]
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError,
-                   reason="bug: GroupedStream has no state_query (Storm's "
-                          "GroupedStream.stateQuery; api.md's TridentWordCount uses it)")
 def test_storm_drpc_query_is_written_as_in_storm(runner):
     t = TridentTopology()
     counts = (t.new_stream("spout1", FixedBatchSpout(["sentence"], 5, *[[s] for s in SENTENCES]))
@@ -204,7 +201,8 @@ def test_storm_drpc_query_is_written_as_in_storm(runner):
      .each(["args"], Split(), ["word"]).group_by(["word"])
      .state_query(counts, ["word"], MapGet(), ["count"])
      .each(["count"], FilterNull()).aggregate(["count"], Sum(), ["sum"]).name("sum"))
-    assert rows(run(t, runner), "sum") == [(0,), (4,)]
+    # Batch 1's query sees no counts yet (0); batch 2's sees all five sentences: "the" x5.
+    assert rows(run(t, runner), "sum") == [(0,), (5,)]
 
 
 # ---- row operations ---------------------------------------------------------------------------
@@ -471,11 +469,6 @@ def test_partition_persist_with_map_put_and_its_new_values(runner, tmp_path):
     assert read_state(factory, "latest", tmp_path) == {("a",): 3, ("b",): 5, ("c",): 4}
 
 
-@pytest.mark.xfail(strict=True, raises=SquallError,
-                   reason="bug: MapPut (operations.py) passes a batch's keys to multi_put as "
-                          "they come, so a key twice in one batch fails with MapStateError "
-                          "'the keys of one update must be distinct' instead of the last "
-                          "value winning")
 def test_map_put_of_a_key_twice_in_a_batch_keeps_the_last(runner, tmp_path):
     factory = DurableMapState.factory(TX, directory=str(tmp_path))
     t = TridentTopology()
@@ -712,11 +705,6 @@ def test_the_allowed_spout_and_state_combinations_count_exactly(runner):
     assert _final(result, "op") == _final(result, "op-nt") == dict(flat)
 
 
-@pytest.mark.xfail(strict=True, raises=(TypeError, SquallError),
-                   reason="bug: SpoutEmitter (trident/spouts.py) stores every partitioned "
-                          "spout's batch metadata under meta_key(partition, txid), without the "
-                          "stream's name, so two partitioned spouts of one topology overwrite "
-                          "each other's")
 def test_two_partitioned_spouts_in_one_topology(runner):
     t = TridentTopology()
     (t.new_stream("tx", MemoryTransactionalSpout(PARTS, Fields("word"), max_batch=2))

@@ -35,6 +35,11 @@ _ALLOWED = {
 }
 
 
+def spout_store(conf: Mapping[str, Any], topology_id: str, spout: str) -> Any:
+    """The store of one spout's batch metadata (shared by the runner and its Spark reader)."""
+    return open_store(conf, f"trident-{topology_id}/spout={spout}")
+
+
 def check_guarantees(plan: Plan) -> None:
     """Refuses a state type its spouts cannot give exactly-once (Storm's table)."""
     for node in plan.nodes:
@@ -80,7 +85,9 @@ class BatchCoordinator:
         check_guarantees(plan)
         self.conf = dict(conf)
         self.store = open_store(self.conf, f"trident-{topology_id}")
-        self.emitters = {n.cid: SpoutEmitter(n.cid, n.args["op"], self.store)
+        # Each spout keeps its batch metadata per txid in its own namespace.
+        self.emitters = {n.cid: SpoutEmitter(n.cid, n.args["op"],
+                                             spout_store(self.conf, topology_id, n.cid))
                          for n in plan.spouts}
         self.next_txid = int(self.store.get(CURR, 1))
 

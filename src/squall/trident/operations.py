@@ -324,11 +324,16 @@ class StateUpdater(Operation):
 
 
 class MapPut(StateUpdater):
-    """Puts each tuple's last input field under its other input fields as the key."""
+    """Puts each tuple's last input field under its other input fields as the key (the last
+    tuple of a batch wins for a key it has twice); emits the `(key..., value)` put."""
 
     def update_state(self, state: Any, tuples: Sequence[Any], collector: TridentCollector) -> None:
-        keys = [tuple(t)[:-1] for t in tuples]
-        values = [t[len(t) - 1] for t in tuples]
-        state.multi_put(keys, values)
-        for k, v in zip(keys, values, strict=True):
+        last: dict[tuple[Any, ...], Any] = {}
+        for t in tuples:  # a key put twice in one batch keeps its last value
+            values = tuple(t)
+            last.pop(values[:-1], None)
+            last[values[:-1]] = values[-1]
+        if last:
+            state.multi_put(list(last), list(last.values()))
+        for k, v in last.items():
             collector.emit([*k, v])

@@ -360,6 +360,13 @@ class GroupedStream:
     def chained_agg(self) -> ChainedAggregatorDeclarer:
         return ChainedAggregatorDeclarer(self.stream, self.keys)
 
+    def state_query(self, state: TridentState, input_fields: Any, function: QueryFunction,
+                    function_fields: Any) -> Stream:
+        """Storm's `GroupedStream.stateQuery`: the tuples partitioned by the group's keys, then
+        `state_query` (each key's lookups in one partition)."""
+        return self.stream.partition_by(self.keys).state_query(state, input_fields, function,
+                                                                function_fields)
+
     def to_stream(self) -> Stream:
         return self.stream
 
@@ -496,6 +503,10 @@ class TridentTopology:
             if n.kind == "static_state":
                 continue
             base = n.name or f"b-{n.order}-{n.kind}"
+            if n.name and n.name in used:
+                raise InvalidTopologyError(
+                    f"two operations (or an operation and a spout's txid) are named {n.name!r}; "
+                    "names are component ids and must differ", component=n.name)
             cid, i = base, 1
             while cid in used:
                 i += 1

@@ -114,7 +114,9 @@ class LocalTridentRunner:
                 log.error("squall: Trident batch %d attempt %d failed: %s", txid, attempt, exc)
                 if max_attempts is not None and attempt >= int(max_attempts):
                     raise SquallError(f"Trident transaction {txid} failed {attempt} attempts "
-                                      f"({MAX_ATTEMPTS}); last error: {exc}") from exc
+                                      f"({MAX_ATTEMPTS}); last error: "
+                                      f"{getattr(exc, 'message', exc)}",
+                                      component=component) from exc
                 # Replayed for ever by default, as Storm does, but not in a tight loop: a
                 # failure that persists (a bug, a store that is down) is retried after
                 # 0.1 s, 0.2 s, ... up to 10 s.

@@ -56,8 +56,8 @@ from squall.runtime.spark.session import get_session
 from squall.runtime.spark.shipping import ship_by_value
 from squall.topology.config import Config
 from squall.topology.description import Topology
-from squall.transactional.progress_store import STORE, open_store
-from squall.trident.coordinator import BatchCoordinator
+from squall.transactional.progress_store import STORE
+from squall.trident.coordinator import BatchCoordinator, spout_store
 from squall.trident.execution import (
     BatchExecutor,
     Parts,
@@ -97,8 +97,8 @@ class _TridentReader(DataSourceStreamReader):
         self.run_dir = options["dir"]
         with open(_plan_path(self.run_dir), "rb") as f:
             plan = cloudpickle.load(f)
-        store = open_store(plan["conf"], plan["store_id"])
-        self.emitters = [SpoutEmitter(cid, spout, store) for cid, spout in plan["spouts"].items()]
+        self.emitters = [SpoutEmitter(cid, spout, spout_store(plan["conf"], "spark", cid))
+                         for cid, spout in plan["spouts"].items()]
         for e in self.emitters:
             e.open(plan["conf"])
 
@@ -471,7 +471,7 @@ class TridentSparkRunner:
         self.exhausted = False
         write_atomic(_plan_path(self.dir), cloudpickle.dumps({
             "spouts": {n.cid: n.args["op"] for n in self.plan.spouts},
-            "conf": self.user_conf, "store_id": "trident-spark"}))
+            "conf": self.user_conf}))
 
     # ---- one micro-batch = one transaction ------------------------------------------------------
     def _batch(self, df: Any, batch_id: int) -> None:
@@ -500,7 +500,8 @@ class TridentSparkRunner:
                 if (max_attempts is not None and attempt >= int(max_attempts)) or self.stopping:
                     self.failure = SquallError(
                         f"Trident transaction {txid} failed {attempt} attempts "
-                        f"({MAX_ATTEMPTS}); last error: {exc}", component=component)
+                        f"({MAX_ATTEMPTS}); last error: {getattr(exc, 'message', exc)}",
+                        component=component)
                     raise self.failure from exc
                 time.sleep(min(10.0, 0.1 * 2 ** min(attempt - 1, 7)))
         t_commit = time.perf_counter()
