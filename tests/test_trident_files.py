@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from squall import run
+from squall.testing import complete_topology
 from squall.trident import Count, FileBatchSpout, Function, Sum, TridentTopology
 from squall.trident.state import DurableMapState, StateType
 
@@ -34,7 +35,8 @@ def write_parquet(root, per_file=20):
 
 def word_counts(spout):
     t = TridentTopology()
-    (t.new_stream("files", spout).each(["sentence"], Split(), ["word"]).group_by(["word"])
+    (t.new_stream("files", spout).each(["sentence"], Split(), ["word"]).name("split")
+     .group_by(["word"])
      .persistent_aggregate(DurableMapState.factory(StateType.TRANSACTIONAL), Count(), ["count"])
      .name("counts"))
     return t.build()
@@ -59,6 +61,12 @@ def test_parquet_word_count(runner, tmp_path):
                  runner=runner, checkpoint_location=str(ckpt))
     assert result.extra["committed"] == [1, 2, 3]  # one file per transaction
     assert result.stats["files"].emitted == len(SENTENCES)
+    # Counters agree on both runners, also for the operations that ran inside Spark.
+    n_words = sum(len(s.split()) for s in SENTENCES)
+    split, counts = result.stats["split"], result.stats["counts"]
+    assert (split.executed, split.emitted) == (len(SENTENCES), n_words)
+    assert (counts.executed, counts.emitted) == (n_words, 3 * len(set(
+        w for s in SENTENCES[:20] for w in s.split())))  # every word in every batch here
     assert read_counts(ckpt) == expected(SENTENCES)
     if runner == "spark":  # the files were read by Spark, not through the driver
         assert "files" in result.extra["spark_operations"]
@@ -97,6 +105,18 @@ def test_jsonl_and_a_sum_over_a_global_state(runner, tmp_path):
     for r in rows:
         want[r["user"]] = want.get(r["user"], 0) + r["amount"]
     assert got == want and all(type(v) is int for v in got.values())
+
+
+def test_complete_topology_says_which_rows_spark_does_not_collect(runner, tmp_path):
+    write_parquet(tmp_path / "in")
+    result = complete_topology(word_counts(FileBatchSpout(str(tmp_path / "in"), ["sentence"])),
+                               runner=runner)
+    assert len(result.tuples("counts")) == result.stats["counts"].emitted
+    if runner == "spark":
+        with pytest.raises(ValueError, match="ran inside Spark"):
+            result.tuples("split")
+    else:
+        assert len(result.tuples("split")) == sum(len(s.split()) for s in SENTENCES)
 
 
 def test_bad_format_is_refused():

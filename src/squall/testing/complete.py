@@ -91,6 +91,11 @@ class CompleteTopologyResult:
         if component not in self.topology.components:
             raise KeyError(f"no component {component!r}; components: "
                            f"{sorted(self.topology.components)}")
+        if component in self.extra.get("uncollected", ()):
+            raise ValueError(
+                f"{component!r} ran inside Spark: its rows never reach the driver, so they are "
+                "not captured (its counts are in stats). Read the aggregation it feeds, or run "
+                "complete_topology with runner='local' to see them")
         return [v for vs in self.tuples_by_task(component, stream).values() for v in vs]
 
     def _settled(self, spout: str, kind: str) -> list[Any]:

@@ -41,6 +41,7 @@ from typing import Any
 import cloudpickle
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.accumulators import AccumulatorParam
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
@@ -184,9 +185,10 @@ class _Chain:
 
     def __init__(self, nodes: list[PlanNode], in_fields: tuple[str, ...],
                  out_fields: tuple[str, ...], conf: Mapping[str, Any], txid: int,
-                 partial: PlanNode | None = None) -> None:
+                 partial: PlanNode | None = None, counts: Any = None) -> None:
         self.nodes, self.in_fields, self.out_fields = nodes, in_fields, out_fields
         self.conf, self.txid, self.partial = dict(conf), txid, partial
+        self.counts = counts  # an accumulator of each operation's tuples in and out
         self.key = cloudpickle.dumps((nodes, partial))  # identifies the prepared operations
 
     def output_schema(self) -> str:
@@ -204,18 +206,23 @@ class _Chain:
         index = ctx.partitionId() if ctx is not None else 0
         ops = _prepared(self, index)
         acc = _Partials(self.partial, ops) if self.partial is not None else None
+        counts: dict[str, list[int]] = {}
         for rb in batches:
-            columns, rows, fields = self._run(rb, ops)
+            columns, rows, fields = self._run(rb, ops, counts)
             if acc is None:
                 yield self._encode(columns, rows, fields, self.out_fields)
             else:
+                c = counts.setdefault(acc.node.cid, [0, 0])
+                c[0] += len(rows) if rows is not None else _length(columns)
                 acc.add(columns, rows, fields)
         if acc is not None:
             yield acc.result()
+        if self.counts is not None:
+            self.counts.add(counts)
 
     # Values travel either as Arrow columns (after batch functions) or as Python rows (after
     # per-tuple functions); each operation takes what suits it.
-    def _run(self, rb: pa.RecordBatch, ops: dict[str, Any]
+    def _run(self, rb: pa.RecordBatch, ops: dict[str, Any], counts: dict[str, list[int]]
              ) -> tuple[dict[str, Any] | None, list[tuple] | None, tuple[str, ...]]:
         fields = self.in_fields
         columns: dict[str, Any] | None = {f: cols.decode_arrow(rb, f) for f in fields} \
@@ -226,6 +233,8 @@ class _Chain:
                 if fields else [()] * rb.num_rows
         for node in self.nodes:
             op = ops.get(node.cid)
+            c = counts.setdefault(node.cid, [0, 0])
+            c[0] += len(rows) if rows is not None else _length(columns)
             if _columnar(node, ops):
                 if columns is None:
                     assert rows is not None
@@ -239,6 +248,7 @@ class _Chain:
                     rows = list(zip(*lists, strict=True)) if lists else []
                     columns = None
                 rows = _ROW_EXECUTOR._row_op(node, fields, rows, op, self.txid)
+            c[1] += len(rows) if rows is not None else _length(columns)
             fields = node.fields
         return columns, rows, fields
 
@@ -351,6 +361,21 @@ class _Partials:
         return pa.RecordBatch.from_pydict(data, schema=schema)
 
 
+class _CountsParam(AccumulatorParam):
+    """Adds `{operation: [tuples in, tuples out]}` counts from the workers."""
+
+    def zero(self, value: dict[str, list[int]]) -> dict[str, list[int]]:
+        return {}
+
+    def addInPlace(self, a: dict[str, list[int]], b: dict[str, list[int]]
+                   ) -> dict[str, list[int]]:
+        for cid, (n_in, n_out) in b.items():
+            c = a.setdefault(cid, [0, 0])
+            c[0] += n_in
+            c[1] += n_out
+        return a
+
+
 _MISSING = object()
 # The row operations of the executor, without states (Spark runs no state query).
 _ROW_EXECUTOR = BatchExecutor(Plan(()), {}, location=None)
@@ -371,6 +396,10 @@ def _prepared(chain: _Chain, index: int) -> dict[str, Any]:
                 ops[node.cid] = op
         _PREPARED[key] = ops
     return ops
+
+
+def _length(columns: dict[str, Any] | None) -> int:
+    return len(next(iter(columns.values()))) if columns else 0
 
 
 def _columnar(node: PlanNode, ops: dict[str, Any]) -> bool:
@@ -460,6 +489,8 @@ class TridentSparkRunner:
         self.committed: list[int] = []
         self.failed_attempts = 0
         self.batch_seconds: list[float] = []
+        self._counts: list[Any] = []  # this transaction's accumulators, one per Spark path
+        self.spark_sizes: dict[str, int] = {}
         # Where the transactions' time went on the driver (seconds, summed over batches): the
         # spouts' batches, the Spark jobs (input DataFrame included), the driver's share of
         # the plan (state updates included), the commit record.
@@ -509,6 +540,7 @@ class TridentSparkRunner:
         self.timing["commit"] += time.perf_counter() - t_commit
         self.committed.append(txid)
         sizes = {cid: sum(map(len, parts)) for cid, parts in out.items()}
+        sizes.update(self.spark_sizes)
         with self._stats_lock:
             self.stats.add_batch(sizes, True)
         if self.capture:
@@ -535,6 +567,13 @@ class TridentSparkRunner:
                 partials[cid] = groups  # applied to the state in plan order
             else:
                 given[cid] = self._result(path[-1], groups)
+        # Tuples in and out of the operations that ran in Spark, from the workers.
+        self.spark_sizes = {}
+        for acc in self._counts:
+            for cid, (_, n_out) in acc.value.items():
+                if cid in self.inside:  # an aggregation's output is counted on the driver
+                    self.spark_sizes[cid] = self.spark_sizes.get(cid, 0) + n_out
+        self._counts.clear()
         t_driver = time.perf_counter()
         rows = {cid: [b.rows()] if isinstance(b, FileBatch) else b
                 for cid, b in batches.items() if cid not in self.inside}
@@ -556,6 +595,8 @@ class TridentSparkRunner:
         keys, inputs = terminal.args["keys"], terminal.args["input"]
         fields = spout.fields
         df = self._input(batch, fields)
+        counts = self.spark.sparkContext.accumulator({}, _CountsParam())
+        self._counts.append(counts)
         chain: list[PlanNode] = []
         builtin = isinstance(op, BuiltinCombiner)
         for node in path[1:-1]:  # the row operations and repartitions before the aggregation
@@ -564,20 +605,21 @@ class TridentSparkRunner:
                 continue
             needed = _needed(path, node)
             if chain:
-                df = df.mapInArrow(_Chain(chain, fields, needed, self.user_conf, txid),
-                                   cols.spark_schema(needed))
+                df = df.mapInArrow(_Chain(chain, fields, needed, self.user_conf, txid,
+                                          counts=counts), cols.spark_schema(needed))
                 fields, chain = needed, []
             if node.kind in REPARTITIONS:
                 df = _repartition(df, node)
         needed = tuple(dict.fromkeys((*keys, *(() if builtin and op.sql == "count" else inputs))))
         if self.partial:
-            c = _Chain(chain, fields, needed, self.user_conf, txid, partial=terminal)
+            c = _Chain(chain, fields, needed, self.user_conf, txid, partial=terminal,
+                       counts=counts)
             df = df.mapInArrow(c, c.output_schema())
             value_fields = ("$partial",)
         else:
             if chain or fields != needed:
-                df = df.mapInArrow(_Chain(chain, fields, needed, self.user_conf, txid),
-                                   cols.spark_schema(needed))
+                df = df.mapInArrow(_Chain(chain, fields, needed, self.user_conf, txid,
+                                          counts=counts), cols.spark_schema(needed))
             value_fields = inputs[:1]
         return self._finish(terminal, df, keys, value_fields)
 
@@ -668,7 +710,8 @@ class TridentSparkRunner:
                                  "failed_attempts": self.failed_attempts,
                                  "batch_seconds": list(self.batch_seconds),
                                  "timing": dict(self.timing),
-                                 "spark_operations": sorted(self.inside | set(self.paths))}
+                                 "spark_operations": sorted(self.inside | set(self.paths)),
+                                 "uncollected": sorted(self.inside)}
         if self.capture:
             extra["outputs"] = {c: list(rows) for c, rows in self.outputs.items()}
         return RunResult(self.component_stats(), list(self.errors), self.elapsed_ms, extra)
