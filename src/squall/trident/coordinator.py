@@ -27,6 +27,9 @@ from squall.transactional.progress_store import CURR, open_store
 from squall.trident.plan import Plan
 from squall.trident.spouts import NON_TRANSACTIONAL, OPAQUE, TRANSACTIONAL, SpoutEmitter
 
+# How many attempts a failing transaction gets (unset: replayed for ever, as Storm does).
+MAX_ATTEMPTS = "squall.trident.max.attempts"
+
 # What each state type needs from every spout feeding it (Storm's spout x state table).
 _ALLOWED = {
     "NON_TRANSACTIONAL": {NON_TRANSACTIONAL, TRANSACTIONAL, OPAQUE},

@@ -223,7 +223,7 @@ class BatchExecutor:
         if kind in ("each", "filter", "map", "flat_map", "peek", "project", "state_query"):
             fields = self._fields_of(node.parents[0])
             ops = self.ops.get(node.cid)
-            return [self._row_op(node, fields, part, ops[i % len(ops)] if ops else None, txid)
+            return [self.row_op(node, fields, part, ops[i % len(ops)] if ops else None, txid)
                     for i, part in enumerate(parents[0])]
         rows = [r for part in parents[0] for r in part] if len(parents) == 1 else []
         n = node.parallelism
@@ -265,7 +265,7 @@ class BatchExecutor:
         raise SquallError(f"unknown Trident operation kind {kind!r} ({node.cid})")
 
     # ---- operations ----------------------------------------------------------------------------
-    def _row_op(self, node: PlanNode, fields: tuple[str, ...], part: Rows, op: Any,
+    def row_op(self, node: PlanNode, fields: tuple[str, ...], part: Rows, op: Any,
                 txid: int) -> Rows:
         kind, inputs = node.kind, node.args["input"]
         idx = _indexes(fields, inputs)

@@ -27,46 +27,14 @@ from squall.runtime.clock import Clock, RealClock
 from squall.topology.config import Config
 from squall.topology.description import Topology
 from squall.transactional.progress_store import STORE
-from squall.trident.coordinator import BatchCoordinator
+from squall.trident.coordinator import MAX_ATTEMPTS, BatchCoordinator
 from squall.trident.execution import BatchExecutor
 from squall.trident.plan import Plan, trident_plan
+from squall.trident.stats import TridentStats
 
 log = logging.getLogger("squall")
 
-MAX_ATTEMPTS = "squall.trident.max.attempts"
 BATCH_INTERVAL = "topology.trident.batch.emit.interval.millis"  # Storm's throttle, default 500
-
-
-class TridentStats:
-    """Per operation: tuples in and out; per spout: tuples emitted, acked (in committed
-    batches) and failed (in failed attempts). Shared by both Trident runners."""
-
-    def __init__(self, plan: Plan) -> None:
-        self.plan = plan
-        self.counts: dict[str, dict[str, int]] = {
-            n.cid: dict.fromkeys(("emitted", "executed", "acked", "failed", "errors"), 0)
-            for n in plan.nodes}
-
-    def add_batch(self, sizes: Mapping[str, int], ok: bool) -> None:
-        for node in self.plan.nodes:
-            c = self.counts[node.cid]
-            out = sizes.get(node.cid, 0)
-            if node.kind == "spout":
-                c["emitted"] += out
-                c["acked" if ok else "failed"] += out
-            else:
-                c["executed"] += sum(sizes.get(p, 0) for p in node.parents)
-                c["emitted"] += out
-
-    def error(self, component: str) -> None:
-        if component in self.counts:
-            self.counts[component]["errors"] += 1
-
-    def component_stats(self) -> dict[str, ComponentStats]:
-        return {n.cid: ComponentStats(n.cid, "spout" if n.kind == "spout" else "bolt",
-                                      n.parallelism, transferred=self.counts[n.cid]["emitted"],
-                                      **self.counts[n.cid])
-                for n in self.plan.nodes}
 
 
 class LocalTridentRunner:

@@ -49,7 +49,6 @@ from squall.atomic_files import write_atomic
 from squall.errors import SquallError
 from squall.protocols import Progress
 from squall.results import ComponentStats, ErrorRecord, RunResult
-from squall.runtime.local.trident import MAX_ATTEMPTS, TridentStats
 from squall.runtime.spark import trident_columns as cols
 from squall.runtime.spark.fingerprint import check_fingerprint
 from squall.runtime.spark.query import drive_query
@@ -58,7 +57,7 @@ from squall.runtime.spark.shipping import ship_by_value
 from squall.topology.config import Config
 from squall.topology.description import Topology
 from squall.transactional.progress_store import STORE
-from squall.trident.coordinator import BatchCoordinator, spout_store
+from squall.trident.coordinator import MAX_ATTEMPTS, BatchCoordinator, spout_store
 from squall.trident.execution import (
     BatchExecutor,
     Parts,
@@ -73,6 +72,7 @@ from squall.trident.operations import (
 )
 from squall.trident.plan import Plan, PlanNode, trident_plan
 from squall.trident.spouts import FileBatch, SpoutEmitter
+from squall.trident.stats import TridentStats
 from squall.trident.tuple import tuple_type
 
 log = logging.getLogger("squall")
@@ -247,7 +247,7 @@ class _Chain:
                     lists = [_pylist(columns[f]) for f in fields]
                     rows = list(zip(*lists, strict=True)) if lists else []
                     columns = None
-                rows = _ROW_EXECUTOR._row_op(node, fields, rows, op, self.txid)
+                rows = _ROW_EXECUTOR.row_op(node, fields, rows, op, self.txid)
             c[1] += len(rows) if rows is not None else _length(columns)
             fields = node.fields
         return columns, rows, fields

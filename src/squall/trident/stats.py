@@ -1,0 +1,51 @@
+"""`TridentStats`: a Trident run's counters per operation, with Storm's names (shared by both
+Trident runners).
+
+>>> from squall.trident import TridentTopology, FixedBatchSpout, Count
+>>> from squall.trident.plan import trident_plan
+>>> t = TridentTopology()
+>>> _ = t.new_stream("s", FixedBatchSpout(["x"], 2, [1], [2])).aggregate(Count(), ["n"]).name("n")
+>>> stats = TridentStats(trident_plan(t.build()))
+>>> stats.add_batch({"s": 2, "n": 1}, ok=True)
+>>> stats.component_stats()["n"].line()
+'n                bolt  x1  emitted=1  executed=2  acked=0  failed=0'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from squall.results import ComponentStats
+from squall.trident.plan import Plan
+
+
+class TridentStats:
+    """Per operation: tuples in and out; per spout: tuples emitted, acked (in committed
+    batches) and failed (in failed attempts). Shared by both Trident runners."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.counts: dict[str, dict[str, int]] = {
+            n.cid: dict.fromkeys(("emitted", "executed", "acked", "failed", "errors"), 0)
+            for n in plan.nodes}
+
+    def add_batch(self, sizes: Mapping[str, int], ok: bool) -> None:
+        for node in self.plan.nodes:
+            c = self.counts[node.cid]
+            out = sizes.get(node.cid, 0)
+            if node.kind == "spout":
+                c["emitted"] += out
+                c["acked" if ok else "failed"] += out
+            else:
+                c["executed"] += sum(sizes.get(p, 0) for p in node.parents)
+                c["emitted"] += out
+
+    def error(self, component: str) -> None:
+        if component in self.counts:
+            self.counts[component]["errors"] += 1
+
+    def component_stats(self) -> dict[str, ComponentStats]:
+        return {n.cid: ComponentStats(n.cid, "spout" if n.kind == "spout" else "bolt",
+                                      n.parallelism, transferred=self.counts[n.cid]["emitted"],
+                                      **self.counts[n.cid])
+                for n in self.plan.nodes}
