@@ -30,6 +30,19 @@ from squall.trident.spouts import NON_TRANSACTIONAL, OPAQUE, TRANSACTIONAL, Spou
 # How many attempts a failing transaction gets (unset: replayed for ever, as Storm does).
 MAX_ATTEMPTS = "squall.trident.max.attempts"
 
+
+
+def retry_pause_ms(attempt: int) -> int:
+    """The pause before attempt `attempt + 1` of a failed transaction: replayed for ever by
+    default, as Storm does, but not in a tight loop (0.1 s, 0.2 s, ... up to 10 s), so a failure
+    that persists (a bug, a store that is down) does not spin.
+
+    >>> [retry_pause_ms(a) for a in (1, 2, 3, 8, 20)]
+    [100, 200, 400, 10000, 10000]
+    """
+    return min(10_000, 100 * 2 ** min(attempt - 1, 7))
+
+
 # What each state type needs from every spout feeding it (Storm's spout x state table).
 _ALLOWED = {
     "NON_TRANSACTIONAL": {NON_TRANSACTIONAL, TRANSACTIONAL, OPAQUE},

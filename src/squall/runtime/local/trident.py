@@ -27,7 +27,7 @@ from squall.runtime.clock import Clock, RealClock
 from squall.topology.config import Config
 from squall.topology.description import Topology
 from squall.transactional.progress_store import STORE
-from squall.trident.coordinator import MAX_ATTEMPTS, BatchCoordinator
+from squall.trident.coordinator import MAX_ATTEMPTS, BatchCoordinator, retry_pause_ms
 from squall.trident.execution import BatchExecutor
 from squall.trident.plan import Plan, trident_plan
 from squall.trident.stats import TridentStats
@@ -85,10 +85,7 @@ class LocalTridentRunner:
                                       f"({MAX_ATTEMPTS}); last error: "
                                       f"{getattr(exc, 'message', exc)}",
                                       component=component) from exc
-                # Replayed for ever by default, as Storm does, but not in a tight loop: a
-                # failure that persists (a bug, a store that is down) is retried after
-                # 0.1 s, 0.2 s, ... up to 10 s.
-                self.clock.sleep_ms(min(10_000, 100 * 2 ** min(attempt - 1, 7)))
+                self.clock.sleep_ms(retry_pause_ms(attempt))
                 continue
             break
         self.coordinator.commit(txid)

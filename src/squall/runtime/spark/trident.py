@@ -57,7 +57,12 @@ from squall.runtime.spark.shipping import ship_by_value
 from squall.topology.config import Config
 from squall.topology.description import Topology
 from squall.transactional.progress_store import STORE
-from squall.trident.coordinator import MAX_ATTEMPTS, BatchCoordinator, spout_store
+from squall.trident.coordinator import (
+    MAX_ATTEMPTS,
+    BatchCoordinator,
+    retry_pause_ms,
+    spout_store,
+)
 from squall.trident.execution import (
     BatchExecutor,
     Parts,
@@ -534,7 +539,7 @@ class TridentSparkRunner:
                         f"({MAX_ATTEMPTS}); last error: {getattr(exc, 'message', exc)}",
                         component=component)
                     raise self.failure from exc
-                time.sleep(min(10.0, 0.1 * 2 ** min(attempt - 1, 7)))
+                time.sleep(retry_pause_ms(attempt) / 1000)
         t_commit = time.perf_counter()
         self.coordinator.commit(txid)
         self.timing["commit"] += time.perf_counter() - t_commit
