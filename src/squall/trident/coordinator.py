@@ -59,7 +59,7 @@ def spout_store(conf: Mapping[str, Any], topology_id: str, spout: str) -> Any:
 def check_guarantees(plan: Plan) -> None:
     """Refuses a state type its spouts cannot give exactly-once (Storm's table)."""
     for node in plan.nodes:
-        if node.kind not in ("persistent_aggregate", "partition_persist"):
+        if node.kind not in ("persistent_aggregate", "partition_persist", "window"):
             continue
         state_type = getattr(node.args["factory"], "state_type", None)
         kind = getattr(state_type, "name", str(state_type))
@@ -125,6 +125,11 @@ class BatchCoordinator:
         self.next_txid = txid + 1
         for e in self.emitters.values():
             e.ack(txid)
+
+    def exhausted_after(self, txid: int) -> bool:
+        """Every spout's input ends with transaction `txid`'s batch (asked once it is emitted:
+        the answer is the same on a replay)."""
+        return all(e.exhausted_after(txid) for e in self.emitters.values())
 
     def exhausted(self) -> bool:
         """Every spout's input ended with the last committed transaction."""

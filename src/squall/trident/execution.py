@@ -30,6 +30,7 @@ batch evaluated again after a crash applies its updates exactly once.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
@@ -51,6 +52,9 @@ from squall.trident.operations import (
 )
 from squall.trident.plan import Plan, PlanNode
 from squall.trident.tuple import tuple_type
+from squall.trident.windows import Window, WindowStep, assign
+
+log = logging.getLogger("squall")
 
 Rows = list[tuple[Any, ...]]
 Parts = list[Rows]
@@ -159,6 +163,8 @@ class BatchExecutor:
                 op.prepare(self.conf, TridentOperationContext(node.cid, i, node.parallelism))
                 copies.append(op)
             self.ops[node.cid] = copies
+        self.late: dict[str, int] = {}  # late tuples (window assignments) per window operation
+        self.final = False
         self.parts_ops: dict[str, list[list[Any]]] = {}
         for node in plan.nodes:
             if node.kind == "chained_agg":
@@ -177,15 +183,23 @@ class BatchExecutor:
     def run(self, txid: int, spout_batches: Mapping[str, Parts], *,
             given: Mapping[str, Parts] | None = None,
             partials: Mapping[str, Mapping[tuple[Any, ...], Any]] | None = None,
-            skip: frozenset[str] = frozenset()) -> dict[str, Parts]:
+            windows: Mapping[str, Any] | None = None,
+            skip: frozenset[str] = frozenset(), final: bool = False) -> dict[str, Parts]:
         """Every operation's output for batch `txid`, given each spout's partitions.
 
         A runner that computed some operations elsewhere (the Spark runner, in Spark) passes
         their outputs as `given`, the per-key aggregates of a `persistent_aggregate` as
-        `partials` (applied to the state at the operation's turn), and the operations nothing
-        else here needs as `skip`."""
+        `partials` (applied to the state at the operation's turn), a window operation's
+        `(partials by window, tuples per window, largest timestamp)` as `windows`, and the
+        operations nothing else here needs as `skip`. `final`: every spout's input ends with
+        this batch (windows' watermarks go to the end of time)."""
         out: dict[str, Parts] = {}
+        self.final = final
         for node in self.plan.nodes:
+            if windows is not None and node.cid in windows:
+                rows = self.window_step(node, txid, *windows[node.cid])
+                out[node.cid] = _split_by_key(rows, node.parallelism, node)
+                continue
             if given is not None and node.cid in given:
                 out[node.cid] = given[node.cid]
                 continue
@@ -259,6 +273,8 @@ class BatchExecutor:
             return _split_by_key(self._chained(node, fields, rows, txid), n, node)
         if kind == "persistent_aggregate":
             return _split_by_key(self._persist(node, fields, rows, txid), n, node)
+        if kind == "window":
+            return _split_by_key(self._window(node, fields, rows, txid), n, node)
         if kind == "partition_persist":
             return [self._partition_persist(node, fields, part, txid, self.ops[node.cid][i % n])
                     for i, part in enumerate(parents[0])]
@@ -426,6 +442,46 @@ class BatchExecutor:
         new = state.multi_update(keys, updaters) if keys else []
         return [(*k, v) for k, v in zip(keys, new, strict=True)]
 
+    def _window(self, node: PlanNode, fields: tuple[str, ...], rows: Rows, txid: int) -> Rows:
+        a = node.args
+        op = self.ops[node.cid][0]
+        kidx, idx = _indexes(fields, a["keys"]), _indexes(fields, a["input"])
+        tsi = fields.index(a["timestamp_field"])
+        make = tuple_type(tuple(a["input"]))
+        size, slide = a["size"], a["slide"]
+        init, combine = op.init, op.combine
+        partials: dict[Window, dict[tuple[Any, ...], Any]] = {}
+        assigned: dict[Window, int] = {}
+        max_ts: int | None = None
+        for r in rows:
+            ts = r[tsi]
+            if ts.__class__ is not int:
+                ts = _timestamp(ts, node)
+            if max_ts is None or ts > max_ts:
+                max_ts = ts
+            k = tuple([r[i] for i in kidx])
+            v = init(make(tuple([r[i] for i in idx])))
+            for w in assign(ts, size, slide):
+                d = partials.get(w)
+                if d is None:
+                    d = partials[w] = {}
+                d[k] = v if k not in d else combine(d[k], v)
+                assigned[w] = assigned.get(w, 0) + 1
+        return self.window_step(node, txid, partials, assigned, max_ts)
+
+    def window_step(self, node: PlanNode, txid: int,
+                    partials: Mapping[Window, Mapping[tuple[Any, ...], Any]],
+                    assigned: Mapping[Window, int], max_ts: int | None) -> Rows:
+        """Applies a window operation's partials for `txid` to its state; the fired rows."""
+        op = self.ops[node.cid][0]
+        step = WindowStep(self.states[node.args["state"]], op.combine, node.args["lag"])
+        rows, late = step.apply(txid, partials, assigned, max_ts, self.final)
+        if late:
+            self.late[node.cid] = self.late.get(node.cid, 0) + late
+            log.warning("squall: %s dropped %d late tuple(s) in batch %d (their windows had "
+                        "ended: watermark past them)", node.cid, late, txid)
+        return rows
+
     def _partition_persist(self, node: PlanNode, fields: tuple[str, ...], part: Rows, txid: int,
                            op: Any) -> Rows:
         idx = _indexes(fields, node.args["input"])
@@ -485,6 +541,15 @@ class BatchExecutor:
             err = coll.errors[0]
             raise TridentOperationError(f"{node.cid!r} reported {type(err).__name__}: {err}") \
                 from err
+
+
+def _timestamp(ts: Any, node: PlanNode) -> int:
+    if isinstance(ts, float) and ts == ts:
+        return int(ts)
+    raise TridentOperationError(
+        f"timestamp field {node.args['timestamp_field']!r} holds {ts!r} "
+        f"({type(ts).__name__}); window operations need milliseconds as an int",
+        component=node.cid, field=node.args["timestamp_field"])
 
 
 def _indexes(fields: Sequence[str], names: Sequence[str]) -> list[int]:

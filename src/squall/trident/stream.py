@@ -22,6 +22,7 @@ from typing import Any
 
 import cloudpickle
 
+from squall.duration import to_millis
 from squall.errors import InvalidTopologyError, NotPicklableError
 from squall.topology import roles
 from squall.topology.declarer import DEFAULT_STREAM, StreamSpec
@@ -53,6 +54,7 @@ from squall.trident.operations import (
 )
 from squall.trident.plan import PlanNode
 from squall.trident.spouts import check_spout, spout_fields
+from squall.trident.state import DurableMapState, StateType
 
 AGGREGATORS = (CombinerAggregator, ReducerAggregator, Aggregator)
 
@@ -267,6 +269,26 @@ class Stream:
         return self._add("aggregate", self.fields, input=self.fields, op=max_by(field),
                          output=self.fields, keys=())
 
+    def tumbling_window(self, size: Any, input_fields: Any, aggregator: CombinerAggregator,
+                        function_fields: Any, *, timestamp_field: str, lag: Any = 0,
+                        state: Any = None) -> Stream:
+        """Event-time tumbling windows of `size` (a `Duration` or milliseconds) over
+        `timestamp_field` (milliseconds): emits `(window_start, window_end, value)` per window
+        once the watermark (largest timestamp seen minus `lag`) passes its end (see
+        `squall.trident.windows`). `state`: the window state's factory (default: durable,
+        opaque)."""
+        return GroupedStream(self, ()).tumbling_window(
+            size, input_fields, aggregator, function_fields, timestamp_field=timestamp_field,
+            lag=lag, state=state)
+
+    def sliding_window(self, size: Any, slide: Any, input_fields: Any,
+                       aggregator: CombinerAggregator, function_fields: Any, *,
+                       timestamp_field: str, lag: Any = 0, state: Any = None) -> Stream:
+        """Event-time windows of `size` starting every `slide` (see `tumbling_window`)."""
+        return GroupedStream(self, ()).sliding_window(
+            size, slide, input_fields, aggregator, function_fields,
+            timestamp_field=timestamp_field, lag=lag, state=state)
+
     def group_by(self, fields: Any) -> GroupedStream:
         """Groups each batch by `fields` for the aggregation that follows."""
         return GroupedStream(self, self._inputs(fields, "group_by"))
@@ -366,6 +388,48 @@ class GroupedStream:
         `state_query` (each key's lookups in one partition)."""
         return self.stream.partition_by(self.keys).state_query(state, input_fields, function,
                                                                 function_fields)
+
+    def tumbling_window(self, size: Any, input_fields: Any, aggregator: CombinerAggregator,
+                        function_fields: Any, *, timestamp_field: str, lag: Any = 0,
+                        state: Any = None) -> Stream:
+        """Per group: `(keys..., window_start, window_end, value)` (see
+        `Stream.tumbling_window`)."""
+        return self.sliding_window(size, size, input_fields, aggregator, function_fields,
+                                   timestamp_field=timestamp_field, lag=lag, state=state)
+
+    def sliding_window(self, size: Any, slide: Any, input_fields: Any,
+                       aggregator: CombinerAggregator, function_fields: Any, *,
+                       timestamp_field: str, lag: Any = 0, state: Any = None) -> Stream:
+        """Per group: `(keys..., window_start, window_end, value)` for windows of `size`
+        starting every `slide` (see `Stream.tumbling_window`)."""
+        s = self.stream
+        where = s._where("window")
+        try:
+            size_ms, slide_ms, lag_ms = to_millis(size), to_millis(slide), to_millis(lag)
+        except TypeError as exc:
+            raise InvalidTopologyError(f"{where}: {exc}") from None
+        if size_ms < 1 or slide_ms < 1 or slide_ms > size_ms or lag_ms < 0:
+            raise InvalidTopologyError(f"{where}: need 0 < slide <= size and lag >= 0, got "
+                                       f"size {size_ms} ms, slide {slide_ms} ms, lag {lag_ms} ms")
+        s._inputs([timestamp_field], "window")
+        inputs = s._inputs(input_fields, "window")
+        if not isinstance(aggregator, CombinerAggregator):
+            raise InvalidTopologyError(f"{where}: windows combine their tuples with a "
+                                       f"CombinerAggregator, got {type(aggregator).__name__}")
+        out = s._new_fields(function_fields, "window",
+                            (*self.keys, "window_start", "window_end"))
+        factory = state if state is not None else DurableMapState.factory(StateType.OPAQUE)
+        _check_factory(factory, where)
+        kind = getattr(getattr(factory, "state_type", None), "name", "")
+        if kind == "TRANSACTIONAL":
+            raise InvalidTopologyError(
+                f"{where}: a window state must be OPAQUE (or NON_TRANSACTIONAL): firing a "
+                "window on a replayed batch needs the state as it was before the batch, which a "
+                "transactional map does not keep")
+        return s._add("window", (*self.keys, "window_start", "window_end", *out),
+                      input=inputs, op=aggregator, output=out, keys=self.keys, size=size_ms,
+                      slide=slide_ms, lag=lag_ms, timestamp_field=timestamp_field,
+                      factory=factory)
 
     def to_stream(self) -> Stream:
         return self.stream
@@ -561,7 +625,8 @@ def _grouping(node: _Node, parent: _Node) -> Grouping:
     """How the operation's input is shared, for pictures of the topology."""
     if node.kind in ("partition_by",):
         return FieldsGrouping(tuple(node.args["keys"]))
-    if node.kind in ("group_aggregate", "persistent_aggregate") and node.args.get("keys"):
+    if node.kind in ("group_aggregate", "persistent_aggregate", "window") and \
+            node.args.get("keys"):
         return FieldsGrouping(tuple(node.args["keys"]))
     if node.kind in ("aggregate", "global", "batch_global"):
         return GlobalGrouping()

@@ -72,7 +72,8 @@ class LocalTridentRunner:
             attempt += 1
             batches = self.coordinator.emit(txid)
             try:
-                out = self.executor.run(txid, batches)
+                out = self.executor.run(txid, batches,
+                                        final=self.coordinator.exhausted_after(txid))
             except Exception as exc:
                 self.failed_attempts += 1
                 component = getattr(exc, "component", None) or self.plan.nodes[-1].cid
@@ -132,6 +133,8 @@ class LocalTridentRunner:
     def result(self) -> RunResult:
         extra: dict[str, Any] = {"batches": len(self.committed), "committed": list(self.committed),
                                  "failed_attempts": self.failed_attempts}
+        if self.executor is not None and self.executor.late:
+            extra["late"] = dict(self.executor.late)
         if self.capture:
             extra["outputs"] = {c: list(rows) for c, rows in self.outputs.items()}
         return RunResult(self.component_stats(), list(self.errors), self.elapsed_ms, extra)

@@ -582,7 +582,8 @@ class TridentSparkRunner:
         t_driver = time.perf_counter()
         rows = {cid: [b.rows()] if isinstance(b, FileBatch) else b
                 for cid, b in batches.items() if cid not in self.inside}
-        out = self.executor.run(txid, rows, given=given, partials=partials, skip=self.inside)
+        out = self.executor.run(txid, rows, given=given, partials=partials, skip=self.inside,
+                                final=self.coordinator.exhausted_after(txid))
         self.timing["driver"] += time.perf_counter() - t_driver
         for cid, batch in batches.items():
             if cid not in out:  # a spout read in Spark: its size, for the counters
@@ -717,6 +718,8 @@ class TridentSparkRunner:
                                  "timing": dict(self.timing),
                                  "spark_operations": sorted(self.inside | set(self.paths)),
                                  "uncollected": sorted(self.inside)}
+        if self.executor is not None and self.executor.late:
+            extra["late"] = dict(self.executor.late)
         if self.capture:
             extra["outputs"] = {c: list(rows) for c, rows in self.outputs.items()}
         return RunResult(self.component_stats(), list(self.errors), self.elapsed_ms, extra)
