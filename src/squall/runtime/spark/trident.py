@@ -34,7 +34,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from operator import itemgetter
 from typing import Any
 
@@ -157,7 +157,7 @@ def spark_segments(plan: Plan) -> tuple[dict[str, list[PlanNode]], frozenset[str
             continue
         if node.kind in ROW_OPS or node.kind in REPARTITIONS:
             inside.add(node.cid)
-        elif node.kind in TERMINALS and isinstance(node.args.get("op"), CombinerAggregator):
+        elif _spark_terminal(node):
             terminals.add(node.cid)
     changed = True
     while changed:
@@ -180,6 +180,15 @@ def spark_segments(plan: Plan) -> tuple[dict[str, list[PlanNode]], frozenset[str
             path.insert(0, plan.node(path[0].parents[0]))
         paths[cid] = path
     return paths, frozenset(inside)
+
+
+def _spark_terminal(node: PlanNode) -> bool:
+    """An aggregation Spark can end a path with: a combiner (built-in: finished in the JVM;
+    a user's: on the driver), or a window with a built-in combiner (windows computed in SQL)."""
+    op = node.args.get("op")
+    if node.kind == "window":
+        return isinstance(op, BuiltinCombiner)
+    return node.kind in TERMINALS and isinstance(op, CombinerAggregator)
 
 
 # ---- worker side: fused row operations, partial aggregation ---------------------------------
@@ -561,11 +570,16 @@ class TridentSparkRunner:
         assert self.executor is not None
         given: dict[str, Parts] = {}
         partials: dict[str, dict[tuple[Any, ...], Any]] = {}
+        windows: dict[str, Any] = {}
         for cid, path in self.paths.items():
             batch = batches[path[0].cid]
             t_spark = time.perf_counter()
             # An empty batch needs no Spark job (a global aggregate still gets its zero).
             empty = not batch.files if isinstance(batch, FileBatch) else not any(batch)
+            if path[-1].kind == "window":
+                windows[cid] = ({}, {}, None) if empty else self._spark_path(txid, path, batch)
+                self.timing["spark"] += time.perf_counter() - t_spark
+                continue
             groups = {} if empty else self._spark_path(txid, path, batch)
             self.timing["spark"] += time.perf_counter() - t_spark
             if path[-1].kind == "persistent_aggregate":
@@ -582,8 +596,8 @@ class TridentSparkRunner:
         t_driver = time.perf_counter()
         rows = {cid: [b.rows()] if isinstance(b, FileBatch) else b
                 for cid, b in batches.items() if cid not in self.inside}
-        out = self.executor.run(txid, rows, given=given, partials=partials, skip=self.inside,
-                                final=self.coordinator.exhausted_after(txid))
+        out = self.executor.run(txid, rows, given=given, partials=partials, windows=windows,
+                                skip=self.inside, final=self.coordinator.exhausted_after(txid))
         self.timing["driver"] += time.perf_counter() - t_driver
         for cid, batch in batches.items():
             if cid not in out:  # a spout read in Spark: its size, for the counters
@@ -617,6 +631,12 @@ class TridentSparkRunner:
             if node.kind in REPARTITIONS:
                 df = _repartition(df, node)
         needed = tuple(dict.fromkeys((*keys, *(() if builtin and op.sql == "count" else inputs))))
+        if terminal.kind == "window":
+            needed = tuple(dict.fromkeys((*needed, terminal.args["timestamp_field"])))
+            if chain or fields != needed:
+                df = df.mapInArrow(_Chain(chain, fields, needed, self.user_conf, txid,
+                                          counts=counts), cols.spark_schema(needed))
+            return self._window_finish(terminal, df)
         if self.partial:
             c = _Chain(chain, fields, needed, self.user_conf, txid, partial=terminal,
                        counts=counts)
@@ -628,6 +648,45 @@ class TridentSparkRunner:
                                           counts=counts), cols.spark_schema(needed))
             value_fields = inputs[:1]
         return self._finish(terminal, df, keys, value_fields)
+
+    def _window_finish(self, terminal: PlanNode, df: Any) -> Any:
+        """A window operation's per-(window, key) aggregates computed by Spark's JVM: each
+        tuple's windows from its timestamp in SQL, then the built-in aggregation; returns
+        `(partials by window, tuples per window, largest timestamp)` for the window step."""
+        a = terminal.args
+        size, slide, tsf = a["size"], a["slide"], a["timestamp_field"]
+        ts = F.col(f"`{tsf}#i`")
+        last = ts - F.pmod(ts, F.lit(slide))
+        if size == slide:
+            start = last
+        else:
+            first = last - F.lit(((size - 1) // slide) * slide)
+            start = F.explode(F.filter(F.sequence(first, last, F.lit(slide)),
+                                       lambda st: st + F.lit(size) > ts))
+        others = [F.count(F.col(f"`{tsf}#{v}`")) for v in ("s", "d", "x")]
+        windowed = df.withColumn("$ws#i", start)
+        for v, t in (("s", "string"), ("d", "double"), ("x", "binary")):
+            windowed = windowed.withColumn(f"$ws#{v}", F.lit(None).cast(t))
+        keys = ("$ws", *a["keys"])
+        op = a["op"]
+        extra = [F.count(F.lit(1)).alias("$n"), F.max(ts).alias("$max"),
+                 (others[0] + others[1] + others[2]).alias("$bad")]
+        result = self._aggregate(terminal, windowed, keys, a["input"][:1], extra)
+        if any(result.column("$bad").to_pylist()):
+            raise TridentOperationError(
+                f"timestamp field {tsf!r} holds values other than int milliseconds (the Spark "
+                "runner computes windows in Spark from int timestamps)",
+                component=terminal.cid, field=tsf)
+        groups = _builtin_groups(result, keys, op, op.sql, terminal)
+        partials: dict[tuple[int, int], dict[tuple[Any, ...], Any]] = {}
+        for k, v in groups.items():
+            partials.setdefault((k[0], k[0] + size), {})[k[1:]] = v
+        assigned: dict[tuple[int, int], int] = {}
+        starts = result.column("$ws#i").to_pylist()
+        for st, n in zip(starts, result.column("$n").to_pylist(), strict=True):
+            assigned[(st, st + size)] = assigned.get((st, st + size), 0) + n
+        maxes = [m for m in result.column("$max").to_pylist() if m is not None]
+        return partials, assigned, max(maxes) if maxes else None
 
     def _input(self, batch: Any, fields: tuple[str, ...]) -> Any:
         """The spout's batch as a DataFrame of encoded fields: files read by Spark (the
@@ -646,36 +705,44 @@ class TridentSparkRunner:
     def _finish(self, terminal: PlanNode, df: Any, keys: tuple[str, ...],
                 value_fields: tuple[str, ...]) -> dict[tuple[Any, ...], Any]:
         op = terminal.args["op"]
-        key_cols = [c for k in keys for c in cols.names(k)]
         if isinstance(op, BuiltinCombiner):
-            sql = op.sql
-            if value_fields == ("$partial",):
-                sql = "sum" if sql == "count" else sql  # partial counts add up
-            aggs = []
-            if sql == "count":
-                aggs.append(F.count(F.lit(1)).alias("v#i"))
-            else:
-                v = value_fields[0]
-                fn = {"sum": F.sum, "min": F.min, "max": F.max}[sql]
-                for variant in ("s", "i", "d"):
-                    if sql == "sum" and variant == "s":
-                        aggs.append(F.count(F.col(f"`{v}#s`")).alias("v#s"))
-                        continue
-                    aggs.append(fn(F.col(f"`{v}#{variant}`")).alias(f"v#{variant}"))
-                aggs.append(F.count(F.col(f"`{v}#x`")).alias("v#xn"))
-            quoted = [F.col(f"`{c}`") for c in key_cols]
-            result = (df.groupBy(*quoted).agg(*aggs) if keys else df.agg(*aggs)).toArrow()
-            groups = _builtin_groups(result, keys, op, sql, terminal)
-        else:
-            result = df.toArrow()
-            groups = {}
-            combine = op.combine
-            kvals = [cols.decode(result, k) for k in keys]
-            for j, blob in enumerate(result.column("$partial").to_pylist()):
-                k = tuple(c[j] for c in kvals)
-                v = cloudpickle.loads(blob)
-                groups[k] = v if k not in groups else combine(groups[k], v)
+            result = self._aggregate(terminal, df, keys, value_fields)
+            sql = "sum" if value_fields == ("$partial",) and op.sql == "count" else op.sql
+            return _builtin_groups(result, keys, op, sql, terminal)
+        result = df.toArrow()
+        groups: dict[tuple[Any, ...], Any] = {}
+        combine = op.combine
+        kvals = [cols.decode(result, k) for k in keys]
+        for j, blob in enumerate(result.column("$partial").to_pylist()):
+            k = tuple(c[j] for c in kvals)
+            v = cloudpickle.loads(blob)
+            groups[k] = v if k not in groups else combine(groups[k], v)
         return groups
+
+    @staticmethod
+    def _aggregate(terminal: PlanNode, df: Any, keys: tuple[str, ...],
+                   value_fields: tuple[str, ...], extra: Sequence[Any] = ()) -> pa.Table:
+        """A built-in combiner as a Spark SQL aggregation by `keys` (encoded fields), one
+        column per value type (`v#s`, `v#i`, `v#d`, and `v#xn` counting other values), plus
+        `extra` aggregate columns; the result as Arrow on the driver."""
+        op = terminal.args["op"]
+        sql = op.sql
+        if value_fields == ("$partial",):
+            sql = "sum" if sql == "count" else sql  # partial counts add up
+        aggs = list(extra)
+        if sql == "count":
+            aggs.append(F.count(F.lit(1)).alias("v#i"))
+        else:
+            v = value_fields[0]
+            fn = {"sum": F.sum, "min": F.min, "max": F.max}[sql]
+            for variant in ("s", "i", "d"):
+                if sql == "sum" and variant == "s":
+                    aggs.append(F.count(F.col(f"`{v}#s`")).alias("v#s"))
+                    continue
+                aggs.append(fn(F.col(f"`{v}#{variant}`")).alias(f"v#{variant}"))
+            aggs.append(F.count(F.col(f"`{v}#x`")).alias("v#xn"))
+        quoted = [F.col(f"`{c}`") for k in keys for c in cols.names(k)]
+        return (df.groupBy(*quoted).agg(*aggs) if keys else df.agg(*aggs)).toArrow()
 
     @staticmethod
     def _result(terminal: PlanNode, groups: dict[tuple[Any, ...], Any]) -> Parts:
