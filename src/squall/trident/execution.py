@@ -52,7 +52,7 @@ from squall.trident.operations import (
 )
 from squall.trident.plan import Plan, PlanNode
 from squall.trident.tuple import tuple_type
-from squall.trident.windows import Window, WindowStep, assign
+from squall.trident.windows import Segment, Window, WindowStep, assign
 
 log = logging.getLogger("squall")
 
@@ -467,15 +467,16 @@ class BatchExecutor:
                     d = partials[w] = {}
                 d[k] = v if k not in d else combine(d[k], v)
                 assigned[w] = assigned.get(w, 0) + 1
-        return self.window_step(node, txid, partials, assigned, max_ts)
+        segments = [(w, list(partials[w]), list(partials[w].values()))
+                    for w in sorted(partials)]
+        return self.window_step(node, txid, segments, assigned, max_ts)
 
-    def window_step(self, node: PlanNode, txid: int,
-                    partials: Mapping[Window, Mapping[tuple[Any, ...], Any]],
+    def window_step(self, node: PlanNode, txid: int, segments: Sequence[Segment],
                     assigned: Mapping[Window, int], max_ts: int | None) -> Rows:
         """Applies a window operation's partials for `txid` to its state; the fired rows."""
         op = self.ops[node.cid][0]
         step = WindowStep(self.states[node.args["state"]], op.combine, node.args["lag"])
-        rows, late = step.apply(txid, partials, assigned, max_ts, self.final)
+        rows, late = step.apply(txid, segments, assigned, max_ts, self.final)
         if late:
             self.late[node.cid] = self.late.get(node.cid, 0) + late
             log.warning("squall: %s dropped %d late tuple(s) in batch %d (their windows had "

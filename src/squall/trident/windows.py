@@ -18,7 +18,7 @@ watermark already passed is late: dropped, counted in the run's `late` counts an
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 META = ("$window-meta",)  # the state's key of (watermark, open windows)
@@ -40,6 +40,10 @@ def assign(ts: int, size: int, slide: int) -> list[Window]:
     return out
 
 
+# One window's partial aggregates in a batch: the window, its keys and their values.
+Segment = tuple[Window, Sequence[tuple[Any, ...]], Sequence[Any]]
+
+
 class WindowStep:
     """One batch of one window operation: the partials by window and key in, the fired rows
     out, the state updated once for the batch's txid (see the module documentation)."""
@@ -47,53 +51,55 @@ class WindowStep:
     def __init__(self, state: Any, combine: Callable[[Any, Any], Any], lag: int) -> None:
         self.state, self.combine, self.lag = state, combine, lag
 
-    def apply(self, txid: int, partials: Mapping[Window, Mapping[tuple[Any, ...], Any]],
-              assigned: Mapping[Window, int], max_ts: int | None, final: bool
-              ) -> tuple[list[tuple[Any, ...]], int]:
-        """The fired `(key..., start, end, value)` rows and the number of late assignments.
-
-        `assigned` counts the tuples assigned to each window (to count the late ones)."""
+    def apply(self, txid: int, segments: Sequence[Segment], assigned: Mapping[Window, int],
+              max_ts: int | None, final: bool) -> tuple[list[tuple[Any, ...]], int]:
+        """The fired `(key..., start, end, value)` rows, window by window in event-time order,
+        and the number of late assignments. `segments` hold each window's partials (one
+        segment per window); `assigned` counts the tuples assigned to each window."""
         before: dict[str, Any] = {}
+        touched = {seg[0] for seg in segments}
 
         def meta(old: Any) -> Any:
             wm, open_windows = old if old is not None else (NEVER, ())
-            before["wm"], before["open"] = wm, open_windows
             new_wm = wm if max_ts is None else max(wm, max_ts - self.lag)
             if final:
                 new_wm = END_OF_TIME
-            live = {w for w in partials if w[1] > wm}
-            still_open = tuple(sorted(w for w in set(open_windows) | live if w[1] > new_wm))
-            before["new_wm"] = new_wm
-            return (new_wm, still_open)
+            before.update(wm=wm, open=open_windows, new_wm=new_wm)
+            live = {w for w in touched if w[1] > wm}
+            return (new_wm, tuple(sorted(w for w in set(open_windows) | live if w[1] > new_wm)))
 
         # Opaque state: on a replay of txid the updater sees the value before the txid.
         self.state.multi_update(txid, [META], [meta])
         wm, open_before, new_wm = before["wm"], set(before["open"]), before["new_wm"]
         late = sum(n for w, n in assigned.items() if w[1] <= wm)
-        live = {w: p for w, p in partials.items() if w[1] > wm}
-        fired: dict[Window, dict[tuple[Any, ...], Any]] = {}
-        # Windows the state holds (open before this batch) and that this batch touches or
-        # fires; windows opened and fired within this batch never touch the state.
-        stored = sorted(w for w in open_before if w in live or w[1] <= new_wm)
+        fired: dict[Window, list[tuple[Any, ...]]] = {}
+        kept: dict[Window, dict[tuple[Any, ...], Any]] = {}
+        for w, keys, values in segments:
+            if w[1] <= wm:
+                continue  # late
+            if w in open_before or w[1] > new_wm:
+                kept[w] = dict(zip(keys, values, strict=True))
+            else:  # opened and fired in this batch: straight out, the state never sees it
+                start, end = w
+                fired[w] = [(*k, start, end, v) for k, v in zip(keys, values, strict=True)]
         combine = self.combine
 
         def window_updater(w: Window) -> Callable[[Any], Any]:
             def update(old: Any) -> Any:
                 merged = dict(old or {})
-                for k, v in live.get(w, {}).items():
+                for k, v in kept.get(w, {}).items():
                     merged[k] = v if k not in merged else combine(merged[k], v)
                 if w[1] <= new_wm:
-                    fired[w] = merged
+                    fired[w] = [(*k, w[0], w[1], v) for k, v in merged.items()]
                     return None  # fired: closed
                 return merged
             return update
 
-        new_windows = [w for w in live if w not in open_before and w[1] > new_wm]
-        keys = [*stored, *new_windows]
+        # Windows the state holds that this batch touches or fires, and new ones kept open.
+        keys = sorted({w for w in open_before if w in kept or w[1] <= new_wm} | set(kept))
         if keys:
             self.state.multi_update(txid, keys, [window_updater(w) for w in keys])
-        for w, p in live.items():
-            if w not in open_before and w[1] <= new_wm:
-                fired[w] = dict(p)
-        rows = [(*k, w[0], w[1], v) for w in sorted(fired) for k, v in fired[w].items()]
+        rows: list[tuple[Any, ...]] = []
+        for w in sorted(fired):
+            rows.extend(fired[w])
         return rows, late

@@ -671,22 +671,32 @@ class TridentSparkRunner:
         op = a["op"]
         extra = [F.count(F.lit(1)).alias("$n"), F.max(ts).alias("$max"),
                  (others[0] + others[1] + others[2]).alias("$bad")]
-        result = self._aggregate(terminal, windowed, keys, a["input"][:1], extra)
+        result = self._aggregate(terminal, windowed, keys, a["input"][:1], extra, order=True)
         if any(result.column("$bad").to_pylist()):
             raise TridentOperationError(
                 f"timestamp field {tsf!r} holds values other than int milliseconds (the Spark "
                 "runner computes windows in Spark from int timestamps)",
                 component=terminal.cid, field=tsf)
-        groups = _builtin_groups(result, keys, op, op.sql, terminal)
-        partials: dict[tuple[int, int], dict[tuple[Any, ...], Any]] = {}
-        for k, v in groups.items():
-            partials.setdefault((k[0], k[0] + size), {})[k[1:]] = v
-        assigned: dict[tuple[int, int], int] = {}
+        # Ordered by window in the JVM: each window's rows are one contiguous segment.
         starts = result.column("$ws#i").to_pylist()
-        for st, n in zip(starts, result.column("$n").to_pylist(), strict=True):
-            assigned[(st, st + size)] = assigned.get((st, st + size), 0) + n
+        kvals = [cols.decode(result, k) for k in a["keys"]]
+        keys_of = list(zip(*kvals, strict=True)) if kvals else [()] * len(starts)
+        values = _builtin_values(result, op, op.sql, terminal)
+        segments = []
+        assigned: dict[tuple[int, int], int] = {}
+        counts = result.column("$n").to_pylist()
+        i = 0
+        while i < len(starts):
+            j, st = i, starts[i]
+            n = 0
+            while j < len(starts) and starts[j] == st:
+                n += counts[j]
+                j += 1
+            segments.append(((st, st + size), keys_of[i:j], values[i:j]))
+            assigned[(st, st + size)] = n
+            i = j
         maxes = [m for m in result.column("$max").to_pylist() if m is not None]
-        return partials, assigned, max(maxes) if maxes else None
+        return segments, assigned, max(maxes) if maxes else None
 
     def _input(self, batch: Any, fields: tuple[str, ...]) -> Any:
         """The spout's batch as a DataFrame of encoded fields: files read by Spark (the
@@ -721,7 +731,8 @@ class TridentSparkRunner:
 
     @staticmethod
     def _aggregate(terminal: PlanNode, df: Any, keys: tuple[str, ...],
-                   value_fields: tuple[str, ...], extra: Sequence[Any] = ()) -> pa.Table:
+                   value_fields: tuple[str, ...], extra: Sequence[Any] = (),
+                   order: bool = False) -> pa.Table:
         """A built-in combiner as a Spark SQL aggregation by `keys` (encoded fields), one
         column per value type (`v#s`, `v#i`, `v#d`, and `v#xn` counting other values), plus
         `extra` aggregate columns; the result as Arrow on the driver."""
@@ -742,7 +753,10 @@ class TridentSparkRunner:
                 aggs.append(fn(F.col(f"`{v}#{variant}`")).alias(f"v#{variant}"))
             aggs.append(F.count(F.col(f"`{v}#x`")).alias("v#xn"))
         quoted = [F.col(f"`{c}`") for k in keys for c in cols.names(k)]
-        return (df.groupBy(*quoted).agg(*aggs) if keys else df.agg(*aggs)).toArrow()
+        result = df.groupBy(*quoted).agg(*aggs) if keys else df.agg(*aggs)
+        if order:  # by the first key (a window's start), sorted in the JVM
+            result = result.orderBy(quoted[:len(cols.VARIANTS)])
+        return result.toArrow()
 
     @staticmethod
     def _result(terminal: PlanNode, groups: dict[tuple[Any, ...], Any]) -> Parts:
@@ -855,29 +869,33 @@ def _repartition(df: Any, node: PlanNode) -> Any:
 def _builtin_groups(result: pa.Table, keys: tuple[str, ...], op: Any, sql: str,
                     node: PlanNode) -> dict[tuple[Any, ...], Any]:
     kvals = [cols.decode(result, k) for k in keys]
-    n = result.num_rows
+    values = _builtin_values(result, op, sql, node)
+    return {tuple(c[j] for c in kvals): values[j] for j in range(result.num_rows)}
+
+
+def _builtin_values(result: pa.Table, op: Any, sql: str, node: PlanNode) -> list[Any]:
+    """A built-in combiner's value per result row, from its per-type columns."""
     if sql == "count":
-        values = result.column("v#i").to_pylist()
-    else:
-        bad = result.column("v#xn").to_pylist()
-        if sql == "sum":
-            strings = result.column("v#s").to_pylist()
-            bad = [(b or 0) + (s or 0) for b, s in zip(bad, strings, strict=True)]
-        if any(bad):
-            raise TridentOperationError(
-                f"{type(op).__name__} over field {node.args['input'][0]!r}: the Spark runner "
-                f"aggregates int, float{'' if sql == 'sum' else ' and str'} values in Spark; "
-                "this batch has others (use a CombinerAggregator of your own for them)",
-                component=node.cid)
-        parts = [result.column(f"v#{v}").to_pylist() for v in (("i", "d") if sql == "sum"
-                                                                 else ("s", "i", "d"))]
-        values = []
-        for j in range(n):
-            present = [p[j] for p in parts if p[j] is not None]
-            if not present:
-                values.append(op.zero())
-            elif sql == "sum":
-                values.append(present[0] if len(present) == 1 else present[0] + present[1])
-            else:
-                values.append(min(present) if sql == "min" else max(present))
-    return {tuple(c[j] for c in kvals): values[j] for j in range(n)}
+        return list(result.column("v#i").to_pylist())
+    bad = result.column("v#xn").to_pylist()
+    if sql == "sum":
+        strings = result.column("v#s").to_pylist()
+        bad = [(b or 0) + (s or 0) for b, s in zip(bad, strings, strict=True)]
+    if any(bad):
+        raise TridentOperationError(
+            f"{type(op).__name__} over field {node.args['input'][0]!r}: the Spark runner "
+            f"aggregates int, float{'' if sql == 'sum' else ' and str'} values in Spark; "
+            "this batch has others (use a CombinerAggregator of your own for them)",
+            component=node.cid)
+    parts = [result.column(f"v#{v}").to_pylist() for v in (("i", "d") if sql == "sum"
+                                                             else ("s", "i", "d"))]
+    values = []
+    for j in range(result.num_rows):
+        present = [p[j] for p in parts if p[j] is not None]
+        if not present:
+            values.append(op.zero())
+        elif sql == "sum":
+            values.append(present[0] if len(present) == 1 else present[0] + present[1])
+        else:
+            values.append(min(present) if sql == "min" else max(present))
+    return values
