@@ -10,7 +10,8 @@ Count)`, run by squall's Trident Spark runner (`squall.runtime.spark.trident`), 
 - C: the vectorised split with the worker's partial aggregation (the default).
 
 The hand-written job (../shared/docs/benchmarks.md: Python split in mapInArrow, repartition by
-word, dict count per partition in mapInArrow, toArrow) reads the same input in the same session:
+word, dict count per partition in mapInArrow, toArrow) reads the same input in the same session, batch by batch as Trident does (one job per batch,
+its counts merged in a driver dict):
 with `--input parquet` (the default) W1's sentences in parquet files of `--per-batch` sentences
 (row groups of 25,000), read by Spark (`spark.read.parquet` for the hand-written job, a
 `FileBatchSpout` taking one file per transaction for Trident); with `--input driver` a Python
@@ -77,10 +78,20 @@ def topology(sentences, per_batch, function, files=None):
     return t.build()
 
 
-def hand_written(spark, sentences, files=None):
-    df = spark.read.parquet(files) if files else \
-        spark.createDataFrame(pa.table({"sentence": sentences}))
-    return common.table_counts(common.baseline_plan(df).toArrow())
+def hand_written(spark, sentences, files=None, per_batch=None):
+    """The hand-written job, run the same way as Trident: once per batch (a file, or a slice of
+    the sentences), its counts merged in a driver dict."""
+    if files:
+        inputs = [spark.read.parquet(os.path.join(files, f)) for f in sorted(os.listdir(files))]
+    else:
+        step = per_batch or len(sentences)
+        inputs = [spark.createDataFrame(pa.table({"sentence": sentences[i:i + step]}))
+                  for i in range(0, len(sentences), step)]
+    counts: dict = {}
+    for df in inputs:
+        for w, n in common.table_counts(common.baseline_plan(df).toArrow()).items():
+            counts[w] = counts.get(w, 0) + n
+    return counts
 
 
 def write_files(sentences, per_batch):
@@ -121,7 +132,7 @@ def main() -> None:
     times: dict[str, list[float]] = {name: [] for name in variants}
     for rnd in range(1, args.rounds + 1):
         t1 = time.perf_counter()
-        counts = hand_written(spark, sentences, files)
+        counts = hand_written(spark, sentences, files, per_batch)
         base = time.perf_counter() - t1
         common.check("hand-written", counts, ref)
         line = [f"hand-written {base:.2f}s"]
