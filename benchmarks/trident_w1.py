@@ -10,14 +10,15 @@ Count)`, run by squall's Trident Spark runner (`squall.runtime.spark.trident`), 
 - C: the vectorised split with the worker's partial aggregation (the default).
 
 The hand-written job (../shared/docs/benchmarks.md: Python split in mapInArrow, repartition by
-word, dict count per partition in mapInArrow, toArrow) reads the same input in the same session, batch by batch as Trident does (one job per batch,
-its counts merged in a driver dict):
-with `--input parquet` (the default) W1's sentences in parquet files of `--per-batch` sentences
-(row groups of 25,000), read by Spark (`spark.read.parquet` for the hand-written job, a
+word, dict count per partition in mapInArrow, toArrow) reads the same input in the same session,
+batch by batch as Trident does (one job per batch, its counts merged in a driver dict): with
+`--input parquet` (the default) W1's sentences in parquet files of `--per-batch` sentences (row
+groups of 25,000), read by Spark (`spark.read.parquet` for the hand-written job, a
 `FileBatchSpout` taking one file per transaction for Trident); with `--input driver` a Python
 list on the driver (`createDataFrame` for the hand-written job, a `FixedBatchSpout` for
-Trident). A Trident figure is the driver's time for the transactions (`RunResult.extra["batch_seconds"]`: spout batch, Spark job, state update and
-commit), so query start-up is excluded; it is reported apart with the whole run's wall time.
+Trident). A Trident figure is the driver's time for the transactions
+(`RunResult.extra["batch_seconds"]`: spout batch, Spark job, state update and commit), so query
+start-up is excluded; it is reported apart with the whole run's wall time.
 Every run's final map state is checked against a plain dict count.
 
     .venv/bin/python benchmarks/trident_w1.py [--sentences 200000] [--per-batch 200000]
