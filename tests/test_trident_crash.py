@@ -32,8 +32,9 @@ ended, so every row is in exactly one committed batch). Every sentence ends with
 own, so a replay that leaves a row out leaves a word out. The opaque spout logs its emissions;
 the test checks that replays did differ and that the committed batches tile the input.
 
-OPAQUE state fed by the opaque spout is a strict xfail: a key written by a killed first attempt
-of a txid and missing from its replay keeps the first attempt's value (`OPAQUE_REPLAY_BUG`).
+An OPAQUE state fed by the opaque spout is the hard case: a key written by a killed first
+attempt of a txid and missing from its replay must not keep that attempt's value (the opaque
+map rolls back what an earlier attempt of the txid wrote; `OpaqueMap.begin_commit`).
 
 Kill plans and the opaque batch sizes come from a seed printed in every assertion message;
 `SQUALL_TRIDENT_CRASH_SEED=<seed>` reruns a case with it. `SQUALL_CHAOS=<anything>` adds a longer
@@ -426,18 +427,8 @@ SPARK_SECOND_KILL = {"transactional": "timer", "opaque": "timer", "non_transacti
 SPOUTS_OF = {"transactional": ("fixed", "memory"), "opaque": ("fixed", "memory", "opaque"),
              "non_transactional": ("fixed", "memory", "opaque")}
 
-OPAQUE_REPLAY_BUG = (
-    "squall bug: OpaqueMap.multi_update (src/squall/trident/state/map_state.py) recomputes only "
-    "the keys of the replayed batch. A key written by a first attempt of txid T that died before "
-    "the commit record, and absent from the opaque spout's different replay of T, keeps that "
-    "attempt's value under txid T; its tuples come again in a later txid and are counted twice")
-
-
 def _param(runner: str, state_type: str, spout: str) -> object:
     marks = [pytest.mark.spark] if runner == "spark" else []
-    if state_type == "opaque" and spout == "opaque":
-        marks.append(pytest.mark.xfail(strict=True, raises=ExactlyOnceViolation,
-                                       reason=OPAQUE_REPLAY_BUG))
     return pytest.param(runner, state_type, spout, marks=marks,
                         id=f"{runner}-{state_type}-{spout}")
 

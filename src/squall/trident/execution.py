@@ -195,6 +195,10 @@ class BatchExecutor:
         this batch (windows' watermarks go to the end of time)."""
         out: dict[str, Parts] = {}
         self.final = final
+        # Storm's State protocol around the batch; an opaque map rolls back here what an
+        # earlier attempt of this txid wrote, since its replay may touch other keys.
+        for state in self.states.values():
+            state.begin_commit(txid)
         for node in self.plan.nodes:
             if windows is not None and node.cid in windows:
                 rows = self.window_step(node, txid, *windows[node.cid])
@@ -227,6 +231,8 @@ class BatchExecutor:
                 raise TridentOperationError(
                     f"Trident operation {node.kind} failed on batch {txid}: "
                     f"{type(exc).__name__}: {exc}", component=node.cid) from exc
+        for state in self.states.values():
+            state.commit(txid)
         return out
 
     def _fields_of(self, cid: str) -> tuple[str, ...]:

@@ -309,17 +309,58 @@ class TransactionalMap(MapState):
         return entry.value
 
 
+# The opaque map's record of the keys the batch being applied has written: (txid, keys).
+BATCH_KEYS = ("$squall:opaque-batch-keys",)
+
+
 class OpaqueMap(MapState):
     """Storm's `OpaqueMap`: entries are `OpaqueValue`s; a key already written by the batch's
     txid is recomputed from its value before that batch (exactly-once with an opaque spout,
-    whose replay of a batch may differ)."""
+    whose replay of a batch may differ).
+
+    One thing Storm's does not do: a replay of a batch may leave out keys an earlier attempt of
+    the same txid wrote (the opaque spout emitted other tuples), and their values must not keep
+    that attempt's update. So every write also records, in the same atomic `multi_put`, which
+    keys the txid has written (`BATCH_KEYS`), and `begin_commit` of a txid that already has
+    such a record (a replay) first rolls those keys back to their values before the txid.
+
+    >>> from squall.trident.state.memory import MemoryMapState
+    >>> m = OpaqueMap(MemoryMapState())
+    >>> add = lambda n: lambda old: (old or 0) + n
+    >>> m.begin_commit(1); _ = m.multi_update(1, [("a",), ("b",)], [add(1), add(1)])
+    >>> m.begin_commit(1); _ = m.multi_update(1, [("a",)], [add(5)])  # replay: no "b" now
+    >>> sorted(m.items())
+    [(('a',), 5), (('b',), None)]
+    """
 
     state_type = StateType.OPAQUE
+
+    def begin_commit(self, txid: int) -> None:
+        super().begin_commit(txid)
+        (record,) = self.backing.multi_get([BATCH_KEYS])
+        if record is None or record[0] != txid or not record[1]:
+            return
+        # A replay of txid: undo what the earlier attempt wrote; this attempt writes again.
+        keys = list(record[1])
+        undone = []
+        for key, entry in zip(keys, self.backing.multi_get(keys), strict=True):
+            if type(entry) is OpaqueValue and entry.txid == txid:
+                undone.append(OpaqueValue(txid, entry.previous, entry.previous))
+            else:
+                undone.append(entry)
+        self.backing.multi_put([*keys, BATCH_KEYS], [*undone, (txid, ())])
+
+    def items(self) -> Iterator[tuple[tuple[Any, ...], Any]]:
+        for key, entry in self.backing.items():
+            if key != BATCH_KEYS:
+                yield key, self._user_value(key, entry)
 
     def multi_update(self, txid: int, keys: Sequence[tuple[Any, ...]],
                      updaters: Sequence[Updater]) -> list[Any]:
         txid, keys = self._check_update(txid, keys, updaters)
-        stored = self.backing.multi_get(keys)
+        stored = self.backing.multi_get([*keys, BATCH_KEYS])
+        record = stored.pop()
+        written = tuple(record[1]) if record is not None and record[0] == txid else ()
         out: list[Any] = []
         new_values: list[OpaqueValue] = []
         for key, entry, fn in zip(keys, stored, updaters, strict=True):
@@ -334,7 +375,9 @@ class OpaqueMap(MapState):
             out.append(new.current)
             new_values.append(new)
         if keys:
-            self.backing.multi_put(keys, new_values)
+            seen = set(written)
+            record_keys = written + tuple(k for k in keys if k not in seen)
+            self.backing.multi_put([*keys, BATCH_KEYS], [*new_values, (txid, record_keys)])
         return out
 
     def _user_value(self, key: tuple[Any, ...], entry: Any) -> Any:
