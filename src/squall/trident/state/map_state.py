@@ -343,7 +343,7 @@ class OpaqueMap(MapState):
         # A replay of txid: undo what the earlier attempt wrote; this attempt writes again.
         keys = list(record[1])
         undone: list[Any] = []
-        for key, entry in zip(keys, self.backing.multi_get(keys), strict=True):
+        for entry in self.backing.multi_get(keys):
             if type(entry) is OpaqueValue and entry.txid == txid:
                 undone.append(OpaqueValue(txid, entry.previous, entry.previous))
             else:
