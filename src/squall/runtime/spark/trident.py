@@ -76,7 +76,7 @@ from squall.trident.operations import (
     CombinerAggregator,
 )
 from squall.trident.plan import Plan, PlanNode, trident_plan
-from squall.trident.spouts import FileBatch, SpoutEmitter
+from squall.trident.spouts import FileBatch, FileBatchSpout, SpoutEmitter
 from squall.trident.stats import TridentStats
 from squall.trident.tuple import tuple_type
 
@@ -601,6 +601,7 @@ class TridentSparkRunner:
         self.timing["driver"] += time.perf_counter() - t_driver
         for cid, batch in batches.items():
             if cid not in out:  # a spout read in Spark: its size, for the counters
+                # (a file spout read by Spark: only its size is known here; not captured)
                 out[cid] = [[()] * batch.spout.count_rows(batch.files)] \
                     if isinstance(batch, FileBatch) else batch
         return out
@@ -787,6 +788,13 @@ class TridentSparkRunner:
             on_progress(self)
         return self.result()
 
+    def _uncollected(self) -> set[str]:
+        """Operations whose rows stay in Spark: those inside the Spark paths, spouts included
+        when Spark reads their files (other spouts' batches come from the driver)."""
+        return {cid for cid in self.inside
+                if self.plan.node(cid).kind != "spout"
+                or isinstance(self.plan.node(cid).args["op"], FileBatchSpout)}
+
     def component_stats(self) -> dict[str, ComponentStats]:
         with self._stats_lock:
             return self.stats.component_stats()
@@ -798,7 +806,7 @@ class TridentSparkRunner:
                                  "batch_seconds": list(self.batch_seconds),
                                  "timing": dict(self.timing),
                                  "spark_operations": sorted(self.inside | set(self.paths)),
-                                 "uncollected": sorted(self.inside)}
+                                 "uncollected": sorted(self._uncollected())}
         if self.executor is not None and self.executor.late:
             extra["late"] = dict(self.executor.late)
         if self.capture:

@@ -329,8 +329,8 @@ class OpaqueMap(MapState):
     >>> add = lambda n: lambda old: (old or 0) + n
     >>> m.begin_commit(1); _ = m.multi_update(1, [("a",), ("b",)], [add(1), add(1)])
     >>> m.begin_commit(1); _ = m.multi_update(1, [("a",)], [add(5)])  # replay: no "b" now
-    >>> sorted(m.items())
-    [(('a',), 5), (('b',), None)]
+    >>> sorted(m.items()), m.multi_get([("b",)])
+    ([(('a',), 5)], [None])
     """
 
     state_type = StateType.OPAQUE
@@ -353,7 +353,9 @@ class OpaqueMap(MapState):
     def items(self) -> Iterator[tuple[tuple[Any, ...], Any]]:
         for key, entry in self.backing.items():
             if key != BATCH_KEYS:
-                yield key, self._user_value(key, entry)
+                value = self._user_value(key, entry)
+                if value is not None:  # None: a key only a rolled-back attempt had written
+                    yield key, value
 
     def multi_update(self, txid: int, keys: Sequence[tuple[Any, ...]],
                      updaters: Sequence[Updater]) -> list[Any]:
