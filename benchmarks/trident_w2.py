@@ -26,36 +26,21 @@ import time
 from collections import Counter
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "trident_design"))
 import common
+from trident_w1 import Split, SplitColumns  # the same two splits as W1
 from workloads import w1_sentences
 
 from squall.runtime.spark.trident import TridentSparkRunner
 from squall.trident import (
-    ROW,
-    BatchFunction,
     Count,
     FileBatchSpout,
-    Function,
     TridentTopology,
 )
 
 SIZE = 10_000
-
-
-class Split(Function):
-    def execute(self, tup, collector):
-        for word in tup[0].split(" "):
-            collector.emit((word,))
-
-
-class SplitColumns(BatchFunction):
-    def execute_batch(self, table):
-        words = pc.split_pattern(table["sentence"], " ")
-        return {"word": pc.list_flatten(words), ROW: pc.list_parent_indices(words)}
 
 
 def topology(files, function):

@@ -50,7 +50,7 @@ from squall.trident.operations import (
     ReducerAggregator,
     TridentCollector,
 )
-from squall.trident.plan import Plan, PlanNode
+from squall.trident.plan import ROW_KINDS, Plan, PlanNode
 from squall.trident.tuple import tuple_type
 from squall.trident.windows import Segment, Window, WindowStep, assign
 
@@ -240,7 +240,7 @@ class BatchExecutor:
 
     def _eval(self, node: PlanNode, parents: list[Parts], txid: int) -> Parts:
         kind = node.kind
-        if kind in ("each", "filter", "map", "flat_map", "peek", "project", "state_query"):
+        if kind in ROW_KINDS:
             fields = self._fields_of(node.parents[0])
             ops = self.ops.get(node.cid)
             return [self.row_op(node, fields, part, ops[i % len(ops)] if ops else None, txid)
@@ -268,13 +268,13 @@ class BatchExecutor:
             return self._join(node, parents)
         fields = self._fields_of(node.parents[0])
         if kind == "partition_aggregate":
-            return [self._grouped(node, fields, part, txid, self.ops[node.cid][i % n], 1)
+            return [self._grouped(node, fields, part, txid, self.ops[node.cid][i % n])
                     for i, part in enumerate(parents[0])]
         if kind == "aggregate":
-            return [self._grouped(node, fields, rows, txid, self.ops[node.cid][0], 1)]
+            return [self._grouped(node, fields, rows, txid, self.ops[node.cid][0])]
         if kind == "group_aggregate":
             return _split_by_key(self._grouped(node, fields, rows, txid,
-                                               self.ops[node.cid][0], 1), n, node)
+                                               self.ops[node.cid][0]), n, node)
         if kind == "chained_agg":
             return _split_by_key(self._chained(node, fields, rows, txid), n, node)
         if kind == "persistent_aggregate":
@@ -368,8 +368,8 @@ class BatchExecutor:
             rows_of = list(range(len(part)))
         return [part[j] + tuple(c[k] for c in cols) for k, j in enumerate(rows_of)]
 
-    def _grouped(self, node: PlanNode, fields: tuple[str, ...], rows: Rows, txid: int, op: Any,
-                 _: int) -> Rows:
+    def _grouped(self, node: PlanNode, fields: tuple[str, ...], rows: Rows, txid: int,
+                 op: Any) -> Rows:
         keys = node.args.get("keys", ())
         idx = _indexes(fields, node.args["input"])
         make = tuple_type(tuple(node.args["input"]))

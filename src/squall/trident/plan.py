@@ -6,8 +6,8 @@ payload is its `PlanNode`. `trident_plan(topology)` reads the plan back, so a Tr
 travels and is fingerprinted like any other, and `squall visualize` draws its operations.
 
 >>> n = PlanNode("split", "each", ("spout",), ("sentence", "word"), 2, {"input": ("sentence",)})
->>> n.kind, n.partitioned, n.parents
-('each', False, ('spout',))
+>>> n.kind in ROW_KINDS, n.parents
+(True, ('spout',))
 """
 
 from __future__ import annotations
@@ -20,11 +20,6 @@ from squall.topology.description import Topology
 
 # Operations that keep their input's partitioning (run per partition, row by row or per batch).
 ROW_KINDS = frozenset({"each", "map", "flat_map", "filter", "peek", "project", "state_query"})
-# Operations that redistribute a batch's tuples over the next operation's partitions.
-REPARTITION_KINDS = frozenset({"shuffle", "partition_by", "broadcast", "global", "batch_global",
-                               "partition"})
-AGGREGATE_KINDS = frozenset({"partition_aggregate", "aggregate", "group_aggregate",
-                             "persistent_aggregate"})
 
 
 @dataclass(frozen=True)
@@ -38,12 +33,6 @@ class PlanNode:
     fields: tuple[str, ...]
     parallelism: int
     args: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def partitioned(self) -> bool:
-        """Whether this node chooses the partitioning of its output (it does not simply keep
-        its parent's)."""
-        return self.kind not in ROW_KINDS
 
 
 @dataclass(frozen=True)

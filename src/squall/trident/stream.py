@@ -52,7 +52,7 @@ from squall.trident.operations import (
     max_by,
     min_by,
 )
-from squall.trident.plan import PlanNode
+from squall.trident.plan import ROW_KINDS, PlanNode
 from squall.trident.spouts import check_spout, spout_fields
 from squall.trident.state import DurableMapState, StateType
 
@@ -148,8 +148,7 @@ class Stream:
         node: _Node | None = self._node
         while node is not None:
             node.parallelism = n
-            if node.kind not in ("each", "map", "flat_map", "filter", "peek", "project",
-                                 "state_query") or len(node.parents) != 1:
+            if node.kind not in ROW_KINDS or len(node.parents) != 1:
                 break
             node = node.parents[0]
         return self
@@ -613,8 +612,7 @@ def _partitions(nodes: list[_Node]) -> dict[_Node, int]:
             out[n] = 1
         elif n.parallelism is not None:
             out[n] = n.parallelism
-        elif n.kind in ("each", "map", "flat_map", "filter", "peek", "project",
-                        "state_query") and n.parents:
+        elif n.kind in ROW_KINDS and n.parents:
             out[n] = out[n.parents[0]]
         else:
             out[n] = 1
