@@ -13,6 +13,7 @@ from squall.components.partitioned_source import (
     Range,
     SourceError,
 )
+from squall.connectors.kafka import KafkaSink, KafkaSource
 from squall.connectors.sinks import JsonLinesSink, ParquetSink, RedisSink, read_jsonl, read_parquet
 from squall.connectors.sources import CsvSource, JsonLinesSource, MemorySource, RedisStreamSource
 
@@ -21,6 +22,8 @@ __all__ = [
     "CsvSource",
     "JsonLinesSink",
     "JsonLinesSource",
+    "KafkaSink",
+    "KafkaSource",
     "MalformedRecord",
     "MemorySource",
     "ParquetSink",

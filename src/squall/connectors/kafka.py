@@ -1,0 +1,705 @@
+"""Kafka: a partitioned source and a sink, built on confluent-kafka (librdkafka).
+
+`KafkaSource` is a `PartitionedSource` (squall.components.partitioned_source) with one source
+partition per Kafka partition, named `"<topic>:<partition>"`; offsets are Kafka offsets, owned by
+squall: the planner assigns partitions and reads explicit offsets (no consumer group is needed
+for correctness), and the offsets live in squall's checkpoints (Spark's, through the planned
+ranges and spout snapshots, and the local runner's commit record), so a run resumed after a crash
+reads exactly the ranges it had planned. On Spark each planned range is read on an executor.
+
+`KafkaSink` is a `BatchSink`: the idempotent producer (at-least-once) by default, or, with
+`transactional=True`, one Kafka transaction per (batch, task) that also commits a marker (the
+batch id as a consumer-group offset, sent in the same transaction), so a replayed batch whose
+transaction committed is skipped and one that did not is fenced and written again: exactly-once
+per micro-batch.
+
+Every librdkafka setting (`security.protocol`, `sasl.*`, `ssl.*`, ...) passes through `config`
+unchanged; squall sets only what it needs (offsets, idempotence, transactions).
+
+>>> source = KafkaSource(["events"], ["key", "value", "offset"], bootstrap_servers="k:9092")
+>>> source.fields.to_list(), source.mine(["events:0", "events:1"])
+(['key', 'value', 'offset'], ['events:0', 'events:1'])
+>>> split_partition("my.topic:12")
+('my.topic', 12)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import uuid
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+
+from squall.components.batch_sink import BatchSink, SinkError, SinkWriteError
+from squall.components.partitioned_source import (
+    PartitionedSource,
+    Range,
+    SourceError,
+)
+from squall.topology.fields import Fields
+from squall.topology.tuple import Tuple
+
+log = logging.getLogger("squall")
+
+# The record's own parts, available as fields; any other field name is looked up in the
+# deserialised value (a JSON object).
+RECORD_FIELDS = ("topic", "partition", "offset", "timestamp", "key", "value", "headers")
+DESERIALISERS = ("bytes", "utf-8", "json")
+Deserialiser = str | Callable[[bytes], Any]
+Serialiser = str | Callable[[Any], bytes | None]
+
+
+def split_partition(name: str) -> tuple[str, int]:
+    """`"topic:3"` -> `("topic", 3)` (topic names cannot contain `:`)."""
+    topic, _, partition = name.rpartition(":")
+    return topic, int(partition)
+
+
+def _check_codec(what: str, codec: Any, names: Sequence[str], component: str) -> None:
+    if not callable(codec) and codec not in names:
+        raise SourceError(f"{component}: {what} must be one of {list(names)} or a function, "
+                          f"got {codec!r}", component=component)
+
+
+def _deserialise(codec: Deserialiser, raw: bytes | None) -> Any:
+    if raw is None or codec == "bytes":
+        return raw
+    if codec == "utf-8":
+        return raw.decode("utf-8")
+    if codec == "json":
+        return json.loads(raw)
+    assert callable(codec)
+    return codec(raw)
+
+
+def _raw_text(raw: bytes | None) -> str:
+    return "" if raw is None else raw.decode("utf-8", "backslashreplace")
+
+
+def _kafka_reason(exc: BaseException) -> tuple[str, str]:
+    """What went wrong, and what to do, from a librdkafka error."""
+    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    code = err.code() if isinstance(err, KafkaError) else None
+    if code in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED,
+                KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
+                KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+                KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
+        return (f"the broker refused the credentials or the permission ({err}); check "
+                "security.protocol, sasl.* and ssl.* in config, and the ACLs", "auth")
+    if code in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
+                KafkaError._RESOLVE, KafkaError._MSG_TIMED_OUT):
+        return (f"cannot reach the brokers ({err}); start Kafka or fix bootstrap_servers",
+                "down")
+    return (f"{type(exc).__name__}: {exc}", "other")
+
+
+# ---- the source -----------------------------------------------------------------------------
+
+_READERS: dict[str, Any] = {}  # per process: one reading consumer per (brokers, config)
+
+
+class KafkaSource(PartitionedSource):
+    """Kafka topics (`topics`, or every topic matching the regular expression `pattern`), one
+    source partition `"<topic>:<partition>"` per Kafka partition; offsets are Kafka offsets.
+
+    Fields: any of `topic`, `partition`, `offset`, `timestamp` (ms), `key`, `value` and
+    `headers` (a list of `(name, bytes)` pairs); other names are taken from the value, which
+    must then deserialise to a JSON object (`value_deserialiser="json"`). Keys and values are
+    deserialised by `"bytes"`, `"utf-8"`, `"json"` or a function of the bytes; a record that does
+    not deserialise (or lacks a field) is reported naming topic, partition and offset, counted,
+    and emitted on the `malformed` stream (its partition, offset, raw value and the error).
+
+    Where reading starts in a partition the run has no offset for: `start="earliest"` or
+    `"latest"`, or `start_timestamp_ms` (the first record at or after that time), or
+    `start_offsets` (`{"topic:partition": offset}`, which wins for the partitions it names).
+    Partitions that appear after the first plan (a new topic matching `pattern`, partitions
+    added to a topic) start at their earliest offset, so nothing written to them is missed.
+
+    `max_records_per_partition` caps the records of one partition in one plan (a Spark
+    micro-batch reads at most that many per partition). Partitions are listed on every plan;
+    a listed topic that does not exist is a `SourceError` (reported once; reading starts when it
+    appears). With `commit_group`, the offsets up to which every record's tree completed are
+    committed to that consumer group after the batches that read them commit (only so lag shows
+    in Kafka's tools: squall never reads them back). `bounded=True` reads what exists at the
+    first plan, then lets the topology finish.
+
+    `config` is passed to librdkafka as it is (`security.protocol`, `sasl.mechanism`, ...).
+    """
+
+    def __init__(
+        self, topics: Sequence[str] | None, fields: Fields | Iterable[str] = ("key", "value"), *,
+        bootstrap_servers: str, pattern: str | None = None, config: Mapping[str, Any] | None = None,
+        start: str = "earliest", start_offsets: Mapping[str, int] | None = None,
+        start_timestamp_ms: int | None = None, key_deserialiser: Deserialiser = "bytes",
+        value_deserialiser: Deserialiser = "utf-8", max_records_per_partition: int | None = None,
+        commit_group: str | None = None, timeout: float = 10.0, stream: str = "default",
+        bounded: bool = False, records_per_call: int = 1000,
+    ) -> None:
+        super().__init__(fields, stream=stream, bounded=bounded,
+                         records_per_call=records_per_call)
+        name = type(self).__name__
+        if (topics is None) == (pattern is None):
+            raise SourceError(f"{name}: give either topics or pattern", component=name)
+        if topics is not None and (isinstance(topics, str) or not topics):
+            raise SourceError(f"{name}: topics must be a non-empty list of topic names",
+                              component=name)
+        if start not in ("earliest", "latest"):
+            raise SourceError(f"{name}: start must be 'earliest' or 'latest' (or give "
+                              f"start_offsets / start_timestamp_ms), got {start!r}",
+                              component=name)
+        if max_records_per_partition is not None and max_records_per_partition < 1:
+            raise SourceError(f"{name}: max_records_per_partition must be >= 1",
+                              component=name)
+        _check_codec("key_deserialiser", key_deserialiser, DESERIALISERS, name)
+        _check_codec("value_deserialiser", value_deserialiser, DESERIALISERS, name)
+        self.topics = None if topics is None else list(topics)
+        self.pattern = pattern
+        self.bootstrap_servers = bootstrap_servers
+        self.config = dict(config or {})
+        self.start = start
+        self.start_offsets = {str(k): int(v) for k, v in (start_offsets or {}).items()}
+        self.start_timestamp_ms = start_timestamp_ms
+        self.key_deserialiser = key_deserialiser
+        self.value_deserialiser = value_deserialiser
+        self.max_records_per_partition = max_records_per_partition
+        self.commit_group = commit_group
+        self.timeout = float(timeout)
+        self._from_value = [f for f in self.fields if f not in RECORD_FIELDS]
+        if self._from_value and value_deserialiser != "json" and not callable(value_deserialiser):
+            raise SourceError(
+                f"{name}: fields {self._from_value} are not parts of a record "
+                f"({list(RECORD_FIELDS)}), so they come from the value, which needs "
+                "value_deserialiser='json' (or a function returning a dict)", component=name)
+        self._planned_once = False
+        # Not yet acked: ranges (Spark's unit, by start) and records (the local runner's).
+        self._ranges_inflight: dict[str, set[int]] = {}
+        self._records_inflight: dict[str, set[int]] = {}
+        self._group_committed: dict[str, int] = {}
+        self._consumer: Any = None
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_consumer"] = None  # connections do not travel; each process opens its own
+        return state
+
+    # ---- clients ----------------------------------------------------------------------------
+    def _consumer_config(self, group: str | None) -> dict[str, Any]:
+        conf: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap_servers,
+            # Offsets are squall's: nothing is committed behind its back, and a missing offset
+            # (deleted by retention) is an error instead of a silent jump.
+            "group.id": group or f"squall-{self.component}",
+            "enable.auto.commit": False, "enable.auto.offset.store": False,
+            "auto.offset.reset": "error", "enable.partition.eof": True,
+            "socket.timeout.ms": int(self.timeout * 1000),
+        }
+        conf.update(self.config)
+        return conf
+
+    def consumer(self) -> Any:
+        """The planner's consumer (metadata, end offsets, group commits)."""
+        if self._consumer is None:
+            self._consumer = Consumer(self._consumer_config(self.commit_group))
+        return self._consumer
+
+    def _reader(self) -> Any:
+        key = json.dumps([self.bootstrap_servers, sorted(self.config.items(), key=str),
+                          self.component], default=str)
+        reader = _READERS.get(key)
+        if reader is None:
+            reader = _READERS[key] = Consumer(self._consumer_config(None))
+        return reader
+
+    def _where(self) -> str:
+        what = f"topics {self.topics}" if self.topics is not None else \
+            f"topics matching {self.pattern!r}"
+        return f"{what} on {self.bootstrap_servers}"
+
+    def _fail(self, exc: BaseException, doing: str, *, drop: bool = True) -> SourceError:
+        reason, _kind = _kafka_reason(exc)
+        if drop:
+            self._consumer = None
+        return SourceError(
+            f"source {self.component!r}: could not {doing} ({self._where()}): {reason}. "
+            "Nothing is lost: the offsets not yet read are read when it works again",
+            component=self.component)
+
+    # ---- PartitionedSource ------------------------------------------------------------------
+    def discover(self) -> list[str]:
+        # All topics, not the listed ones: a metadata request naming a topic may create it.
+        try:
+            md = self.consumer().list_topics(timeout=self.timeout)
+        except KafkaException as exc:
+            raise self._fail(exc, "list the topics") from None
+        if self.topics is not None:
+            missing = [t for t in self.topics if t not in md.topics]
+            if missing:
+                raise SourceError(
+                    f"source {self.component!r}: topic(s) {missing} do not exist on "
+                    f"{self.bootstrap_servers}; create them (reading starts when they "
+                    "exist) or fix the topic names", component=self.component)
+            names = list(self.topics)
+        else:
+            assert self.pattern is not None
+            regex = re.compile(self.pattern)
+            names = sorted(t for t in md.topics if regex.fullmatch(t)
+                           and not t.startswith("__"))
+        out: list[str] = []
+        for topic in names:
+            meta = md.topics[topic]
+            if meta.error is not None and meta.error.code() != KafkaError.NO_ERROR:
+                raise SourceError(
+                    f"source {self.component!r}: topic {topic!r} on {self.bootstrap_servers}: "
+                    f"{meta.error}; check the topic and its permissions",
+                    component=self.component)
+            out.extend(f"{topic}:{p}" for p in sorted(meta.partitions))
+        return out
+
+    def mine(self, partitions: Iterable[str]) -> list[str]:
+        # Partition p of a topic goes to task (hash(topic) + p) % tasks: even over a topic's
+        # partitions, and stable when partitions or topics are added (each keeps its task).
+        if self._tasks == 1:
+            return list(partitions)
+        out: list[str] = []
+        for name in partitions:
+            topic, p = split_partition(name)
+            if (zlib.crc32(topic.encode()) + p) % self._tasks == self._task_index:
+                out.append(name)
+        return out
+
+    def plan(self, budget: int, max_ranges: int | None = None) -> list[Range]:
+        out = super().plan(budget, max_ranges)
+        self._planned_once = True
+        for r in out:
+            self._ranges_inflight.setdefault(r.partition, set()).add(int(r.start))
+        if self.commit_group is not None:
+            self._commit_group()
+        return out
+
+    def _watermarks(self, partition: str) -> tuple[int, int]:
+        topic, p = split_partition(partition)
+        try:
+            low, high = self.consumer().get_watermark_offsets(
+                TopicPartition(topic, p), timeout=self.timeout, cached=False)
+        except KafkaException as exc:
+            raise self._fail(exc, f"list the offsets of {partition}") from None
+        return int(low), int(high)
+
+    def initial_offset(self, partition: str) -> int:
+        if partition in self.start_offsets:
+            return self.start_offsets[partition]
+        low, high = self._watermarks(partition)
+        if not self._planned_once and self.start_timestamp_ms is not None:
+            topic, p = split_partition(partition)
+            try:
+                (tp,) = self.consumer().offsets_for_times(
+                    [TopicPartition(topic, p, int(self.start_timestamp_ms))],
+                    timeout=self.timeout)
+            except KafkaException as exc:
+                raise self._fail(exc, f"look up offsets by time in {partition}") from None
+            return high if tp.offset < 0 else int(tp.offset)  # -1: nothing at or after it
+        if not self._planned_once and self.start == "latest":
+            return high
+        return low
+
+    def end_offset(self, partition: str, start: Any) -> int:
+        return max(int(start), self._watermarks(partition)[1])
+
+    def cut(self, partition: str, start: Any, end: Any, budget: int) -> int:
+        size = max(1, budget)
+        if self.max_records_per_partition is not None:
+            size = min(size, self.max_records_per_partition)
+        return min(int(end), int(start) + size)
+
+    def estimate(self, r: Range) -> int:
+        return int(r.end) - int(r.start)
+
+    def read(self, partition: str, start: Any, end: Any) -> Iterator[tuple[Any, Any]]:
+        topic, p = split_partition(partition)
+        reader = self._reader()
+        tp = TopicPartition(topic, p, int(start))
+        try:
+            reader.assign([tp])
+        except KafkaException as exc:
+            raise self._fail(exc, f"read {partition}") from None
+        expected, end = int(start), int(end)
+        idle_polls = 0
+        max_idle = max(1, int(self.timeout / 0.2))
+        while expected < end:
+            try:
+                batch = reader.consume(min(10_000, end - expected), 0.2)
+            except KafkaException as exc:
+                raise self._fail(exc, f"read {partition} [{expected}, {end})") from None
+            if not batch:
+                idle_polls += 1
+                if idle_polls > max_idle:
+                    raise SourceError(
+                        f"source {self.component!r}: offsets [{expected}, {end}) of {partition} "
+                        f"on {self.bootstrap_servers} could not be read within {self.timeout} s "
+                        "(broker down or the partition's leader unavailable); the range is "
+                        "read again later, nothing is lost", component=self.component)
+                continue
+            idle_polls = 0
+            for m in batch:
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        if m.offset() >= end:  # offsets up to `end` hold no more records
+                            expected = end
+                        continue
+                    if err.code() in (KafkaError.OFFSET_OUT_OF_RANGE,
+                                      KafkaError._AUTO_OFFSET_RESET):
+                        raise SourceError(
+                            f"source {self.component!r}: offset {expected} of {partition} on "
+                            f"{self.bootstrap_servers} no longer exists ({err}): records were "
+                            "deleted (retention) before squall read them. Restart with "
+                            "start_offsets past the gap, or keep the log longer",
+                            component=self.component)
+                    raise self._fail(KafkaException(err), f"read {partition}", drop=False)
+                off = m.offset()
+                if off >= end:
+                    expected = end
+                    break
+                expected = off + 1
+                yield off, self._values(partition, m)
+
+    def _values(self, partition: str, m: Any) -> Any:
+        values: list[Any] = []
+        value: Any = None
+        decoded = False
+        for name in self.fields:
+            if name == "key":
+                try:
+                    values.append(_deserialise(self.key_deserialiser, m.key()))
+                except Exception as exc:
+                    return self._bad(partition, m, m.key(), "key", exc)
+            elif name in ("value",) or (name not in RECORD_FIELDS):
+                if not decoded:
+                    try:
+                        value = _deserialise(self.value_deserialiser, m.value())
+                    except Exception as exc:
+                        return self._bad(partition, m, m.value(), "value", exc)
+                    decoded = True
+                if name == "value":
+                    values.append(value)
+                elif not isinstance(value, dict) or name not in value:
+                    return self.malformed(
+                        _raw_text(m.value()), f"{partition} offset {m.offset()}: the value has "
+                        f"no field {name!r}", field=name)
+                else:
+                    values.append(value[name])
+            elif name == "offset":
+                values.append(m.offset())
+            elif name == "partition":
+                values.append(m.partition())
+            elif name == "topic":
+                values.append(m.topic())
+            elif name == "timestamp":
+                kind, ts = m.timestamp()
+                values.append(ts if kind != 0 else None)  # 0: TIMESTAMP_NOT_AVAILABLE
+            else:  # headers
+                values.append(list(m.headers() or ()))
+        return values
+
+    def _bad(self, partition: str, m: Any, raw: bytes | None, what: str,
+             exc: Exception) -> Any:
+        return self.malformed(_raw_text(raw), f"{partition} offset {m.offset()}: the {what} does "
+                              f"not deserialise ({type(exc).__name__}: {exc})", field=what)
+
+    # ---- completions and the optional group commits -----------------------------------------
+    def _emit(self, partition: str, offset: Any, values: Any) -> None:
+        # The local runner reads its ranges at once and emits record by record: from here on
+        # the records are in flight, each until acked, instead of the ranges they came from.
+        self._records_inflight.setdefault(partition, set()).add(int(offset))
+        ranges = self._ranges_inflight.get(partition)
+        if ranges:
+            ranges.difference_update([s for s in ranges if s <= offset])
+        super()._emit(partition, offset, values)
+
+    def ack(self, msg_id: Any) -> None:
+        if isinstance(msg_id, Range):
+            self._ranges_inflight.get(msg_id.partition, set()).discard(int(msg_id.start))
+        else:
+            partition, offset = msg_id
+            self._records_inflight.get(partition, set()).discard(int(offset))
+
+    def committable(self) -> dict[str, int]:
+        """Per partition, the offset before which every record's tree has completed."""
+        out = {}
+        for partition, offset in self.position()["offsets"].items():
+            pending = self._ranges_inflight.get(partition, set()) | \
+                self._records_inflight.get(partition, set())
+            out[partition] = min(pending) if pending else int(offset)
+        return out
+
+    def _commit_group(self) -> None:
+        todo = [(p, o) for p, o in self.committable().items()
+                if self._group_committed.get(p) != o]
+        if not todo:
+            return
+        tps = [TopicPartition(*split_partition(p), o) for p, o in todo]
+        try:
+            self.consumer().commit(offsets=tps, asynchronous=False)
+        except KafkaException as exc:
+            # Only lag reporting depends on it; reading goes on from squall's own offsets.
+            log.warning("source %r: could not commit offsets to consumer group %r: %s",
+                        self.component, self.commit_group, _kafka_reason(exc)[0])
+            return
+        self._group_committed.update(todo)
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+
+def close_readers() -> None:
+    """Close this process's reading consumers (they are kept between ranges otherwise)."""
+    while _READERS:
+        _READERS.popitem()[1].close()
+
+
+# ---- the sink -------------------------------------------------------------------------------
+
+SERIALISERS = ("bytes", "utf-8", "json")
+
+
+def _serialise(codec: Serialiser, value: Any) -> bytes | None:
+    if value is None:
+        return None
+    if callable(codec):
+        return codec(value)
+    if codec == "json":
+        return json.dumps(value, default=str).encode("utf-8")
+    if isinstance(value, bytes):
+        return value
+    if codec == "utf-8" or isinstance(value, str):
+        return str(value).encode("utf-8")
+    raise TypeError(f"serialiser 'bytes' needs bytes, got {type(value).__name__}")
+
+
+class KafkaSink(BatchSink):
+    """Writes each tuple as a Kafka record to `topic`: the value from `value_field` (or the
+    whole tuple as a JSON object when `value_field` is None), the key from `key_field`, the
+    partition from `partition_field` (otherwise librdkafka's partitioner on the key).
+
+    - Default (at-least-once): the idempotent producer; a batch is acked once every record is
+      delivered. A delivery error fails the batch with a `SinkWriteError` naming the component,
+      topic and partition, so it is replayed (records delivered before the error may then be
+      written twice).
+    - `transactional=True` (exactly-once per micro-batch): each (batch, task) is one Kafka
+      transaction with the transactional id `<prefix>-<run>-t<task>-b<batch>`. The transaction
+      also commits the batch id as the offset of consumer group `<prefix>-t<task>` (with the
+      run in its metadata); a replayed batch whose transaction committed is skipped, and one
+      whose transaction did not is fenced by the new producer (its records aborted) and written
+      again. Readers must use `isolation.level=read_committed` (librdkafka's default). On the
+      local runner with a checkpoint location the batch's records are kept with the commit
+      record and the transaction runs once the runner's commit names the batch.
+
+    `prefix` defaults to `squall-<component id>`. `config` goes to librdkafka unchanged.
+    """
+
+    def __init__(
+        self, topic: str, *, bootstrap_servers: str, value_field: str | None = "value",
+        key_field: str | None = None, partition_field: str | None = None,
+        value_serialiser: Serialiser = "utf-8", key_serialiser: Serialiser = "utf-8",
+        transactional: bool = False, config: Mapping[str, Any] | None = None,
+        prefix: str | None = None, timeout: float = 30.0,
+    ) -> None:
+        super().__init__(None)
+        name = type(self).__name__
+        for what, codec in (("value_serialiser", value_serialiser),
+                            ("key_serialiser", key_serialiser)):
+            if not callable(codec) and codec not in SERIALISERS:
+                raise SinkError(f"{name}: {what} must be one of {list(SERIALISERS)} or a "
+                                f"function, got {codec!r}")
+        self.topic = topic
+        self.bootstrap_servers = bootstrap_servers
+        self.value_field, self.key_field = value_field, key_field
+        self.partition_field = partition_field
+        self.value_serialiser, self.key_serialiser = value_serialiser, key_serialiser
+        self.transactional = transactional
+        self.config = dict(config or {})
+        self.prefix = prefix
+        self.timeout = float(timeout)
+        self._producer: Any = None
+        self._marker: Any = None
+        self._pending: dict[int, list[tuple[Any, Any, Any]]] = {}  # staged batches (local)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_producer"] = None  # connections do not pickle; snapshots reconnect on demand
+        state["_marker"] = None
+        return state
+
+    def prepare(self, conf, context, collector) -> None:
+        super().prepare(conf, context, collector)
+        if self.prefix is None:
+            self.prefix = f"squall-{context.this_component_id}"
+        # A fresh run numbers its batches from 0 again: the run keeps its markers apart.
+        self.run_token = uuid.uuid4().hex[:12]
+        self.batches_skipped = 0
+        self._pending = {}
+
+    def required_fields(self) -> tuple[str, ...]:
+        return tuple(f for f in (self.value_field, self.key_field, self.partition_field) if f)
+
+    def target(self) -> str:
+        return f"Kafka topic {self.topic!r} on {self.bootstrap_servers}"
+
+    # ---- records ----------------------------------------------------------------------------
+    def _records(self, tuples: list[Tuple]) -> list[tuple[Any, Any, Any]]:
+        out = []
+        for tup in tuples:
+            value = (self.record(tup) if self.value_field is None else tup[self.value_field])
+            codec = "json" if self.value_field is None else self.value_serialiser
+            key = None if self.key_field is None else tup[self.key_field]
+            part = None if self.partition_field is None else tup[self.partition_field]
+            out.append((_serialise(self.key_serialiser, key), _serialise(codec, value), part))
+        return out
+
+    def _producer_config(self, transactional_id: str | None) -> dict[str, Any]:
+        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers,
+                                "enable.idempotence": True, "linger.ms": 5,
+                                "message.timeout.ms": int(self.timeout * 1000)}
+        if transactional_id is not None:
+            conf["transactional.id"] = transactional_id
+            conf["transaction.timeout.ms"] = max(60_000, int(self.timeout * 2000))
+        conf.update(self.config)
+        return conf
+
+    def _produce_all(self, producer: Any, records: list[tuple[Any, Any, Any]],
+                     batch_id: int) -> None:
+        errors: list[str] = []
+
+        def delivered(err: Any, msg: Any) -> None:
+            if err is not None and len(errors) < 5:
+                errors.append(f"partition {msg.partition()}: {err.str()}")
+
+        for key, value, part in records:
+            kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": delivered}
+            if part is not None:
+                kwargs["partition"] = int(part)
+            while True:
+                try:
+                    producer.produce(self.topic, **kwargs)
+                    break
+                except BufferError:  # the local queue is full: let deliveries drain it
+                    producer.poll(0.05)
+        left = producer.flush(self.timeout)
+        if left:
+            errors.append(f"{left} records not delivered within {self.timeout} s")
+        if errors:
+            raise SinkWriteError(
+                f"KafkaSink could not deliver batch {batch_id} of task "
+                f"{self.context.this_task_id} to topic {self.topic!r} on "
+                f"{self.bootstrap_servers}: {'; '.join(errors)}; the batch is not committed "
+                "and is written again", component=self.context.this_component_id)
+
+    # ---- at-least-once ------------------------------------------------------------------------
+    def write_batch(self, batch_id: int, tuples: list[Tuple]) -> None:
+        records = self._records(tuples)
+        if self.transactional:
+            self._write_transaction(batch_id, records)
+            return
+        if self._producer is None:
+            self._producer = Producer(self._producer_config(None))
+        self._produce_all(self._producer, records, batch_id)
+
+    # ---- exactly-once -----------------------------------------------------------------------
+    def _marker_consumer(self) -> Any:
+        if self._marker is None:
+            conf = {"bootstrap.servers": self.bootstrap_servers,
+                    "group.id": f"{self.prefix}-t{self.context.this_task_id}",
+                    "enable.auto.commit": False}
+            conf.update(self.config)
+            self._marker = Consumer(conf)
+        return self._marker
+
+    def written(self, batch_id: int) -> bool:
+        """Whether this task's transaction for `batch_id` (of this run) committed."""
+        (tp,) = self._marker_consumer().committed([TopicPartition(self.topic, 0)],
+                                                  timeout=self.timeout)
+        if tp.error is not None:
+            raise KafkaException(tp.error)
+        return tp.offset >= batch_id + 1 and (tp.metadata or "") == self.run_token
+
+    def _write_transaction(self, batch_id: int, records: list[tuple[Any, Any, Any]]) -> None:
+        if self.written(batch_id):
+            self.batches_skipped += 1
+            log.info("%s task %s: batch %s was already committed to Kafka; skipped",
+                     self.context.this_component_id, self.context.this_task_id, batch_id)
+            return
+        tid = f"{self.prefix}-{self.run_token}-t{self.context.this_task_id}-b{batch_id}"
+        # A new producer per (batch, task): init_transactions fences an earlier attempt of the
+        # same batch (a killed process, a replay) and aborts what it left open.
+        producer = Producer(self._producer_config(tid))
+        producer.init_transactions(self.timeout)
+        producer.begin_transaction()
+        try:
+            self._produce_all(producer, records, batch_id)
+            marker = TopicPartition(self.topic, 0, batch_id + 1, self.run_token)
+            producer.send_offsets_to_transaction(
+                [marker], self._marker_consumer().consumer_group_metadata(), self.timeout)
+            producer.commit_transaction(self.timeout)
+        except BaseException:
+            try:
+                producer.abort_transaction(self.timeout)
+            except KafkaException as exc:  # a new attempt's producer fences it anyway
+                log.warning("KafkaSink: abort of %s failed: %s", tid, exc)
+            raise
+
+    # ---- the local runner with a checkpoint location: stage, then publish ------------------
+    def stage_batch(self, batch_id: int, tuples: list[Tuple]) -> None:
+        if not self.transactional:
+            self.write_batch(batch_id, tuples)
+            return
+        # Kept in this instance, which the runner's commit record holds: a restart publishes
+        # the committed batches from there (a Kafka transaction cannot outlive its producer).
+        self._pending[batch_id] = self._records(tuples)
+
+    def publish_batch(self, batch_id: int) -> None:
+        records = self._pending.get(batch_id)
+        if records is not None:
+            self._write_transaction(batch_id, records)
+            del self._pending[batch_id]
+
+    def recover(self, committed: int, run_id: str) -> None:
+        # The checkpoint's lineage: markers written by its earlier processes are recognised.
+        self.run_token = run_id[:12]
+        for batch_id in sorted(self._pending):
+            if batch_id <= committed:
+                self.publish_batch(batch_id)
+            else:
+                del self._pending[batch_id]
+
+    def describe_failure(self, exc: Exception, batch_id: int, n: int) -> SinkError:
+        if isinstance(exc, SinkWriteError):
+            return exc
+        reason, _kind = _kafka_reason(exc)
+        return SinkWriteError(
+            f"KafkaSink could not write batch {batch_id} of task {self.context.this_task_id} to "
+            f"topic {self.topic!r} on {self.bootstrap_servers}: {reason}; its {n} tuples are "
+            "not committed and are written again", component=self.context.this_component_id)
+
+    def cleanup(self) -> None:
+        for client in (self._producer,):
+            if client is not None:
+                client.flush(self.timeout)
+        if self._marker is not None:
+            self._marker.close()
+        self._producer = self._marker = None
+
+
+__all__ = ["KafkaSink", "KafkaSource", "close_readers", "split_partition"]
