@@ -328,3 +328,72 @@ def test_sink_writes_every_tuple(runner, broker, transactional):
     got = sorted((m.key().decode(), json.loads(m.value())["n"])
                  for m in broker.read_all(topic))
     assert got == sorted((f"w{i}", i) for i in range(40))
+
+
+class FailEachBatchOnce(Bolt):
+    """Makes every batch fail once, after the sink (an earlier stage) wrote it: on Spark the
+    batch is run again with the same tuples. Which batches failed is kept in files, as the
+    bolt's own state is rolled back with the batch."""
+
+    def __init__(self, directory):
+        self.directory = directory
+
+    def execute(self, tup):
+        self.collector.ack(tup)
+
+    def on_batch_end(self, batch_id):
+        import os
+
+        from squall.errors import BatchRetryError
+
+        path = os.path.join(self.directory, f"failed-{batch_id}")
+        if not os.path.exists(path):
+            open(path, "w").close()
+            raise BatchRetryError(f"batch {batch_id} fails once on purpose")
+
+    def declare_output_fields(self, declarer):
+        pass
+
+
+@pytest.mark.spark
+def test_transactional_sink_skips_a_replayed_batch_it_committed(broker, tmp_path,
+                                                               spark_session):
+    topic = new_topic(broker, 2)
+    b = TopologyBuilder()
+    b.set_spout("words", MemorySource(WORDS, Fields("word", "n"), records_per_range=7), 2)
+    b.set_bolt("out", KafkaSink(topic, bootstrap_servers=broker.bootstrap, key_field="word",
+                                value_field="n", transactional=True), 2).shuffle_grouping("words")
+    b.set_bolt("zz_fail", FailEachBatchOnce(str(tmp_path)), 1).shuffle_grouping("words")
+    result = complete_topology(b.create_topology(), {
+        MAX_TUPLES: 9, "squall.spark.batch.retry.backoff.ms": 10}, runner="spark")
+    assert len(list(tmp_path.glob("failed-*"))) >= 3, "batches were run again"
+    assert sorted(result.acked("words"))
+    got = sorted((m.key().decode(), int(m.value())) for m in broker.read_all(topic))
+    assert got == sorted((f"w{i}", i) for i in range(40)), "each record once, no replay twice"
+
+
+def test_sink_delivery_error_names_topic_and_partition(runner, broker):
+    from squall.errors import SquallError
+
+    topic = new_topic(broker, 1)
+    b = TopologyBuilder()
+    b.set_spout("words", MemorySource({"p0": [["a", 7]]}, Fields("word", "p")))
+    b.set_bolt("out", KafkaSink(topic, bootstrap_servers=broker.bootstrap, key_field="word",
+                                value_field="word", partition_field="p", timeout=5),
+               ).shuffle_grouping("words")
+    if runner == "local":
+        # Not a transaction: the batch's tuples fail and are replayed (every time it fails).
+        result = run(b.create_topology(), runner=runner, duration=3)
+        errors = [str(e.error) for e in result.errors]
+        assert result.stats["out"].failed >= 1 and result.stats["words"].acked == 0
+    else:
+        with pytest.raises(SquallError) as info:
+            complete_topology(b.create_topology(), {"squall.spark.batch.max.attempts": 1},
+                              runner=runner)
+        errors = [str(info.value)]
+    import re
+
+    assert errors and all(re.search(
+        rf"KafkaSink could not deliver batch \d+ of task \d+ to topic '{topic}' on "
+        rf"{broker.bootstrap}: partition 7: .*Unknown partition.*\[component 'out'\]", m)
+        for m in errors), errors

@@ -597,6 +597,12 @@ class KafkaSink(BatchSink):
                     break
                 except BufferError:  # the local queue is full: let deliveries drain it
                     producer.poll(0.05)
+                except KafkaException as exc:  # refused at once (no such partition, ...)
+                    where = "" if part is None else f"partition {part}: "
+                    errors.append(f"{where}{_kafka_reason(exc)[0]}")
+                    break
+            if errors:
+                break
         left = producer.flush(self.timeout)
         if left:
             errors.append(f"{left} records not delivered within {self.timeout} s")
