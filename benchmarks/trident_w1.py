@@ -34,6 +34,7 @@ import statistics
 import sys
 import tempfile
 import time
+from typing import ClassVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -63,6 +64,8 @@ class Split(Function):
 
 
 class SplitColumns(BatchFunction):
+    output_types: ClassVar = {"word": str}  # one typed column on Spark
+
     def execute_batch(self, table):
         words = pc.split_pattern(table["sentence"], " ")
         return {"word": pc.list_flatten(words), ROW: pc.list_parent_indices(words)}
@@ -110,6 +113,9 @@ def main() -> None:
     ap.add_argument("--per-batch", type=int, default=0, help="0: the whole input as one batch")
     ap.add_argument("--rounds", type=int, default=4, help="the first is a warm-up")
     ap.add_argument("--input", choices=("parquet", "driver"), default="parquet")
+    ap.add_argument("--max-partition-bytes", type=int, default=0,
+                    help="spark.sql.files.maxPartitionBytes for both jobs; 0: Spark's default "
+                         "(a file split in one partition per core)")
     args = ap.parse_args()
     sentences = w1_sentences(args.sentences)
     ref = reference_counts(sentences)
@@ -117,11 +123,12 @@ def main() -> None:
     per_batch = args.per_batch or len(sentences)
     t0 = time.perf_counter()
     spark = common.session("squall-trident-w1")
-    # Input files split into about 1 MB partitions (2 or more per file) for both jobs.
-    spark.conf.set("spark.sql.files.maxPartitionBytes", str(1 << 20))
+    if args.max_partition_bytes:  # both jobs read the files with the same split size
+        spark.conf.set("spark.sql.files.maxPartitionBytes", str(args.max_partition_bytes))
     files = write_files(sentences, per_batch) if args.input == "parquet" else None
     print(f"# Trident W1: {len(sentences):,} sentences, {n_words:,} words, {per_batch:,} "
-          f"sentences per batch, input {args.input}; Spark session "
+          f"sentences per batch, input {args.input}, maxPartitionBytes "
+          f"{args.max_partition_bytes or 'default'}; Spark session "
           f"{time.perf_counter() - t0:.1f} s", flush=True)
     variants = {
         "A per-tuple Split, no partial": (Split(), False),

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 import pyarrow as pa
@@ -790,6 +790,55 @@ def test_batch_functions_on_arrow_and_pandas_with_and_without_row(runner):
     assert rows(result, "mixed") == [(s, w, len(w), w[:1]) for s, w in all_words]
 
 
+class TypedSplit(BatchFunction):
+    """Declares its outputs' types: on Spark each travels as one typed column."""
+
+    output_types: ClassVar = {"word": str, "length": int}
+
+    def execute_batch(self, table):
+        words = pc.split_pattern(table["sentence"], " ")
+        flat = pc.list_flatten(words)
+        return {"word": flat, "length": pc.utf8_length(flat), ROW: pc.list_parent_indices(words)}
+
+
+class MisTyped(BatchFunction):
+    """Declares an int but returns strings."""
+
+    output_types: ClassVar = {"word": int}
+
+    def execute_batch(self, table):
+        words = pc.split_pattern(table["sentence"], " ")
+        return {"word": pc.list_flatten(words), ROW: pc.list_parent_indices(words)}
+
+
+def test_declared_output_types_give_the_same_values_and_are_checked(runner):
+    """A BatchFunction's `output_types`: grouped and summed (on Spark, as typed columns in the
+    worker's partial aggregation and the JVM's), the values are those of the local runner; a
+    value of another type fails the batch naming the operation and the field on both runners."""
+    sentences = [[("the cow jumped",), ("over the moon",)], [("the end",)]]
+    t = TridentTopology()
+    words = (t.new_stream("s", Batches(["sentence"], *sentences))
+             .each(["sentence"], TypedSplit(), ["word", "length"]))
+    words.group_by(["word"]).aggregate(["length"], Sum(), ["letters"]).name("letters")
+    words.group_by(["length"]).aggregate(Count(), ["n"]).name("by-length")
+    result = run(t, runner)
+    per_batch = [Counter(w for (s,) in batch for w in s.split(" ")) for batch in sentences]
+    assert sorted(rows(result, "letters")) == sorted(
+        (w, len(w) * n) for c in per_batch for w, n in c.items())
+    assert sorted(rows(result, "by-length")) == sorted(
+        (k, n) for c in per_batch for k, n in Counter(len(w) for w in c.elements()).items())
+    assert all(type(k) is int and type(n) is int for k, n in rows(result, "by-length"))
+
+    t = TridentTopology()
+    (t.new_stream("s", Batches(["sentence"], *sentences))
+     .each(["sentence"], MisTyped(), ["word"]).group_by(["word"]).aggregate(Count(), ["n"])
+     .name("counts"))
+    with pytest.raises(SquallError) as err:
+        run(t, runner, {MAX_ATTEMPTS: 1})
+    assert "MisTyped.execute_batch: field 'word' is declared int but holds a str value" \
+        in str(err.value)
+
+
 # ---- validation ----------------------------------------------------------------------------------
 
 def _stream():
@@ -807,6 +856,23 @@ def test_unknown_input_fields_are_refused_naming_the_stream_fields():
         s.project(["sentence", "x"])
     with pytest.raises(InvalidTopologyError, match="no field 'x'"):
         s.aggregate(["x"], Sum(), ["sum"])
+
+
+def test_declared_output_types_are_checked_when_the_topology_is_built():
+    _, s = _stream()
+
+    class Undeclared(TypedSplit):
+        output_types: ClassVar = {"words": str}
+
+    class Bytes(TypedSplit):
+        output_types: ClassVar = {"word": bytes}
+
+    with pytest.raises(InvalidTopologyError, match=r"names 'words', which is not one of its "
+                                                   r"output fields \['word', 'length'\]"):
+        s.each(["sentence"], Undeclared(), ["word", "length"])
+    with pytest.raises(InvalidTopologyError, match=r"output_types\['word'\] is <class 'bytes'>; "
+                                                   "declare str, int or float"):
+        s.each(["sentence"], Bytes(), ["word", "length"])
 
 
 def test_output_fields_that_clash_are_refused():

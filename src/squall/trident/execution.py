@@ -49,6 +49,7 @@ from squall.trident.operations import (
     ListCollector,
     ReducerAggregator,
     TridentCollector,
+    check_type,
 )
 from squall.trident.plan import ROW_KINDS, Plan, PlanNode
 from squall.trident.tuple import tuple_type
@@ -288,7 +289,10 @@ class BatchExecutor:
 
     # ---- operations ----------------------------------------------------------------------------
     def row_op(self, node: PlanNode, fields: tuple[str, ...], part: Rows, op: Any,
-                txid: int) -> Rows:
+                txid: int, keep_inputs: bool = True) -> Rows:
+        """One row operation over a partition's rows. `keep_inputs=False` (an `each` whose
+        input tuple's fields nothing reads later, on Spark) leaves them out of its output rows:
+        the rows are the emitted values alone."""
         kind, inputs = node.kind, node.args["input"]
         idx = _indexes(fields, inputs)
         if kind == "project":
@@ -310,6 +314,18 @@ class BatchExecutor:
         width = len(node.args.get("output", ()))
         if kind == "each" and isinstance(op, BatchFunction):
             return self._batch_each(node, op, part, idx, inputs)
+        if kind == "each" and not keep_inputs:
+            # No input row to pair the values with: the emitted values of the whole part, in
+            # order, are the output.
+            coll = _Emitted()
+            execute = op.execute
+            for r in part:
+                execute(view(r), coll)
+            self._raise_reported(node, coll)
+            out = list(map(tuple, coll.out))
+            if out and set(map(len, out)) != {width}:
+                _checked(next(r for r in out if len(r) != width), width, node)
+            return out
         if kind == "each":
             coll = _Emitted()
             execute, emitted, append = op.execute, coll.out, out.append
@@ -357,6 +373,12 @@ class BatchExecutor:
             raise TridentOperationError(
                 f"{node.cid!r}: {type(op).__name__}.execute_batch returned no column "
                 f"{missing[0]!r} (needs {list(outputs)})")
+        for f, want in op.output_types.items():
+            try:
+                check_type(f, result[f], want)
+            except TypeError as exc:
+                raise TridentOperationError(f"{type(op).__name__}.execute_batch: {exc}",
+                                            component=node.cid, field=f) from None
         cols = [result[f] for f in outputs]
         rows_of = result.get(ROW)
         if rows_of is None:

@@ -17,7 +17,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import cloudpickle
@@ -37,6 +37,7 @@ from squall.topology.groupings import (
     ShuffleGrouping,
 )
 from squall.trident.operations import (
+    DECLARABLE,
     Aggregator,
     BatchFunction,
     CombinerAggregator,
@@ -172,6 +173,8 @@ class Stream:
             raise InvalidTopologyError(f"{where}: {type(op).__name__} needs its output fields: "
                                        "each(input_fields, function, function_fields)")
         out = self._new_fields(function_fields, "each", self.fields)
+        if isinstance(op, BatchFunction):
+            _check_declared(op, out, where)
         return self._add("each", self.fields + out, input=inputs, op=op, output=out)
 
     def filter(self, input_fields: Any, op: Any = None) -> Stream:
@@ -643,3 +646,21 @@ def _pickle(cid: str, node: PlanNode) -> bytes:
             f"an operation of {cid!r} cannot be pickled ({type(exc).__name__}: {exc}); Trident "
             "operations travel to Spark executors: open connections in prepare()",
             component=cid) from exc
+
+
+def _check_declared(op: BatchFunction, outputs: tuple[str, ...], where: str) -> None:
+    """A BatchFunction's `output_types` name its output fields and the types Spark columns
+    hold."""
+    declared = op.output_types
+    if not isinstance(declared, Mapping):
+        raise InvalidTopologyError(f"{where}: {type(op).__name__}.output_types must map output "
+                                   f"fields to str, int or float, got {declared!r}")
+    for field, kind in declared.items():
+        if field not in outputs:
+            raise InvalidTopologyError(
+                f"{where}: {type(op).__name__}.output_types names {field!r}, which is not one "
+                f"of its output fields {list(outputs)}")
+        if kind not in DECLARABLE:
+            raise InvalidTopologyError(
+                f"{where}: {type(op).__name__}.output_types[{field!r}] is {kind!r}; declare "
+                "str, int or float, or leave the field out (then it may hold any value)")

@@ -85,7 +85,8 @@ class LocalTridentRunner:
                     raise SquallError(f"Trident transaction {txid} failed {attempt} attempts "
                                       f"({MAX_ATTEMPTS}); last error: "
                                       f"{getattr(exc, 'message', exc)}",
-                                      component=component) from exc
+                                      component=component,
+                                      field=getattr(exc, "field", None)) from exc
                 self.clock.sleep_ms(retry_pause_ms(attempt))
                 continue
             break

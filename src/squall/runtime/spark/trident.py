@@ -199,19 +199,28 @@ class _Chain:
 
     def __init__(self, nodes: list[PlanNode], in_fields: tuple[str, ...],
                  out_fields: tuple[str, ...], conf: Mapping[str, Any], txid: int,
-                 partial: PlanNode | None = None, counts: Any = None) -> None:
+                 partial: PlanNode | None = None, counts: Any = None,
+                 types: cols.Types | None = None) -> None:
         self.nodes, self.in_fields, self.out_fields = nodes, in_fields, out_fields
         self.conf, self.txid, self.partial = dict(conf), txid, partial
         self.counts = counts  # an accumulator of each operation's tuples in and out
         self.key = cloudpickle.dumps((nodes, partial))  # identifies the prepared operations
+        # The output's typed fields (the rest travel as four columns).
+        self.types = dict(types or {})
+        kind = _partial_kind(partial, self.types) if partial is not None else None
+        if kind is not None:
+            self.types["$partial"] = kind
+        self.live = _live(nodes, (*out_fields, *_partial_reads(partial)))
 
     def output_schema(self) -> str:
         if self.partial is None:
-            return cols.spark_schema(self.out_fields)
+            return cols.spark_schema(self.out_fields, self.types)
         keys = tuple(self.partial.args["keys"])
         if isinstance(self.partial.args["op"], BuiltinCombiner):
-            return cols.spark_schema((*keys, "$partial"))  # partials Spark aggregates further
-        return ", ".join(filter(None, [cols.spark_schema(keys), "`$partial` binary"]))
+            # partials Spark aggregates further
+            return cols.spark_schema((*keys, "$partial"), self.types)
+        return ", ".join(filter(None, [cols.spark_schema(keys, self.types),
+                                       "`$partial` binary"]))
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext  # noqa: PLC0415 -- runs in the Python worker only
@@ -219,12 +228,12 @@ class _Chain:
         ctx = TaskContext.get()
         index = ctx.partitionId() if ctx is not None else 0
         ops = _prepared(self, index)
-        acc = _Partials(self.partial, ops) if self.partial is not None else None
+        acc = _Partials(self.partial, ops, self.types) if self.partial is not None else None
         counts: dict[str, list[int]] = {}
         for rb in batches:
             columns, rows, fields = self._run(rb, ops, counts)
             if acc is None:
-                yield self._encode(columns, rows, fields, self.out_fields)
+                yield self._encode(columns, rows, fields, self.out_fields, self.types)
             else:
                 c = counts.setdefault(acc.node.cid, [0, 0])
                 c[0] += len(rows) if rows is not None else _length(columns)
@@ -245,7 +254,7 @@ class _Chain:
         if columns is None:
             rows = list(zip(*(cols.decode(rb, f) for f in fields), strict=True)) \
                 if fields else [()] * rb.num_rows
-        for node in self.nodes:
+        for i, node in enumerate(self.nodes):
             op = ops.get(node.cid)
             c = counts.setdefault(node.cid, [0, 0])
             c[0] += len(rows) if rows is not None else _length(columns)
@@ -254,28 +263,39 @@ class _Chain:
                     assert rows is not None
                     columns = {f: pa.array([r[i] for r in rows]) for i, f in enumerate(fields)}
                     rows = None
-                columns = _batch_each(node, ops[node.cid], columns, fields)
+                # Fields no later operation reads are dropped here (not repeated per output row).
+                columns = _batch_each(node, ops[node.cid], columns, fields, self.live[i])
+                fields = tuple(f for f in (*fields, *node.args["output"]) if f in columns)
             else:
                 if rows is None:
                     assert columns is not None
                     lists = [_pylist(columns[f]) for f in fields]
                     rows = list(zip(*lists, strict=True)) if lists else []
                     columns = None
-                rows = _ROW_EXECUTOR.row_op(node, fields, rows, op, self.txid)
+                if node.kind == "each" and not self.live[i] & set(fields):
+                    # Nothing later reads the input tuple: the rows are the emitted values.
+                    rows = _ROW_EXECUTOR.row_op(node, fields, rows, op, self.txid,
+                                                keep_inputs=False)
+                    fields = tuple(node.args["output"])
+                else:
+                    rows = _ROW_EXECUTOR.row_op(node, fields, rows, op, self.txid)
+                    fields = (*fields, *node.args["output"]) if node.kind == "each" else \
+                        fields if node.kind in ("filter", "peek") else node.fields
             c[1] += len(rows) if rows is not None else _length(columns)
-            fields = node.fields
         return columns, rows, fields
 
     @staticmethod
     def _encode(columns: dict[str, Any] | None, rows: list[tuple] | None,
-                fields: tuple[str, ...], out: tuple[str, ...]) -> pa.RecordBatch:
+                fields: tuple[str, ...], out: tuple[str, ...], types: cols.Types
+                ) -> pa.RecordBatch:
         if columns is not None:
             data = [columns[f] for f in out]
         else:
             assert rows is not None
             pos = {f: i for i, f in enumerate(fields)}
             data = [[r[pos[f]] for r in rows] for f in out]
-        return pa.RecordBatch.from_pydict(cols.encode_columns(out, data), schema=cols.schema(out))
+        return pa.RecordBatch.from_pydict(cols.encode_columns(out, data, types),
+                                          schema=cols.schema(out, types))
 
 
 class _Partials:
@@ -283,12 +303,17 @@ class _Partials:
     aggregation before the transfer). Arrow columns of native types are grouped by Arrow
     (no Python loop) for the built-ins; anything else by a dict in Python."""
 
-    def __init__(self, node: PlanNode, ops: dict[str, Any]) -> None:
-        self.node, self.op = node, ops[node.cid]
+    def __init__(self, node: PlanNode, ops: dict[str, Any], types: cols.Types) -> None:
+        self.node, self.op, self.types = node, ops[node.cid], types
         self.keys, self.inputs = tuple(node.args["keys"]), tuple(node.args["input"])
         self.builtin = isinstance(self.op, BuiltinCombiner)
         self.sql = self.op.sql if self.builtin else ""
+        self.names = [f"k{i}" for i in range(len(self.keys))]
         self.tables: list[pa.Table] = []  # Arrow partials, combined at the end
+        # Arrow rows not grouped yet: grouped together, in one Arrow call per million rows
+        # (a group_by per Arrow batch and another over their partials cost a third more).
+        self.pending: list[pa.Table] = []
+        self.pending_rows = 0
         self.combined: dict[Any, Any] = {}  # Python partials (a key tuple -> value)
 
     def add(self, columns: dict[str, Any] | None, rows: list[tuple] | None,
@@ -296,7 +321,7 @@ class _Partials:
         keys, sql = self.keys, self.sql
         if columns is not None and self.builtin and all(_native(columns[k]) for k in keys) \
                 and (sql == "count" or _native(columns[self.inputs[0]])):
-            self.tables.append(self._arrow(columns, "count_all" if sql == "count" else sql))
+            self._arrow(columns, "count_all" if sql == "count" else sql)
             return
         if rows is None:
             assert columns is not None
@@ -306,11 +331,19 @@ class _Partials:
         kidx = [pos[k] for k in keys]
         combined = self.combined
         if sql == "count":
-            # Counting needs no tuple: C's Counter over the keys.
-            counts = Counter(map(itemgetter(*kidx), rows)) if kidx else {(): len(rows)}
-            single = len(kidx) == 1
+            # Counting needs no tuple: C's Counter over the keys (the rows themselves when
+            # they are the keys).
+            counts: Mapping[tuple[Any, ...], int]
+            if kidx == list(range(len(fields))):
+                counts = Counter(rows)
+            elif len(kidx) == 1:
+                counts = {(k,): n for k, n in Counter(map(itemgetter(*kidx), rows)).items()}
+            else:
+                counts = Counter(map(itemgetter(*kidx), rows)) if kidx else {(): len(rows)}
+            if not combined:
+                combined.update(counts)
+                return
             for k, n in counts.items():
-                k = (k,) if single else k
                 combined[k] = combined.get(k, 0) + n
             return
         idx = [pos[f] for f in self.inputs]
@@ -322,31 +355,47 @@ class _Partials:
             old = combined.get(k, _MISSING)
             combined[k] = v if old is _MISSING else combine(old, v)
 
-    def _arrow(self, columns: dict[str, Any], agg: str) -> pa.Table:
-        names = [f"k{i}" for i in range(len(self.keys))]
+    def _arrow(self, columns: dict[str, Any], agg: str) -> None:
+        names = self.names
+        if not names:  # a global aggregate: one value per Arrow batch
+            if agg == "count_all":
+                value = pa.array([_length(columns)], pa.int64())
+            else:
+                value = pa.array([pc.call_function(agg, [columns[self.inputs[0]]]).as_py()])
+            self.tables.append(pa.table({"v": value}))
+            return
         data = {n: columns[k] for n, k in zip(names, self.keys, strict=True)}
-        if agg == "count_all":
-            n = len(next(iter(columns.values()))) if columns else 0
-            if not names:
-                return pa.table({"v": pa.array([n], pa.int64())})
-            t = pa.table(data).group_by(names).aggregate([([], "count_all")])
-            return t.rename_columns([*(c if c in names else "v" for c in t.column_names)])
-        v = columns[self.inputs[0]]
-        if not names:
-            return pa.table({"v": pa.array([pc.call_function(agg, [v]).as_py()])})
-        t = pa.table({**data, "v": v}).group_by(names).aggregate([("v", agg)])
-        return t.rename_columns([c if c in names else "v" for c in t.column_names])
+        if agg != "count_all":
+            data["v"] = columns[self.inputs[0]]
+        table = pa.table(data)
+        self.pending.append(table)
+        self.pending_rows += table.num_rows
+        if self.pending_rows >= 1_000_000:
+            self._group_pending()
+
+    def _group_pending(self) -> None:
+        if not self.pending:
+            return
+        names, raw = self.names, pa.concat_tables(self.pending)
+        self.pending, self.pending_rows = [], 0
+        if self.sql == "count":
+            t = raw.group_by(names).aggregate([([], "count_all")])
+        else:
+            t = raw.group_by(names).aggregate([("v", self.sql)])
+        self.tables.append(t.rename_columns([c if c in names else "v" for c in t.column_names]))
 
     def result(self) -> pa.RecordBatch:
         keys = self.keys
+        self._group_pending()
         if self.tables:
-            # The Arrow partials of every Arrow batch, combined once more by Arrow.
-            names = [f"k{i}" for i in range(len(keys))]
+            # The Arrow partials, combined once more by Arrow when there are several.
+            names = self.names
             final = {"count_all": "sum", "count": "sum"}.get(self.sql, self.sql)
             t = pa.concat_tables(self.tables)
             if names:
-                t = t.group_by(names).aggregate([("v", final)])
-                t = t.rename_columns([c if c in names else "v" for c in t.column_names])
+                if len(self.tables) > 1:
+                    t = t.group_by(names).aggregate([("v", final)])
+                    t = t.rename_columns([c if c in names else "v" for c in t.column_names])
                 kcols: list[Any] = [t.column(n) for n in names]
                 values: Any = t.column("v")
             else:
@@ -360,18 +409,19 @@ class _Partials:
             else:
                 out = (*keys, "$partial")
                 return pa.RecordBatch.from_pydict(
-                    cols.encode_columns(out, [*kcols, values]), schema=cols.schema(out))
+                    cols.encode_columns(out, [*kcols, values], self.types),
+                    schema=cols.schema(out, self.types))
         combined = self.combined
         klists = [[k[i] for k in combined] for i in range(len(keys))]
         if self.builtin:
             out = (*keys, "$partial")
             return pa.RecordBatch.from_pydict(
-                cols.encode_columns(out, [*klists, list(combined.values())]),
-                schema=cols.schema(out))
-        data = cols.encode_columns(keys, klists)
+                cols.encode_columns(out, [*klists, list(combined.values())], self.types),
+                schema=cols.schema(out, self.types))
+        data = cols.encode_columns(keys, klists, self.types)
         data["$partial"] = pa.array([cloudpickle.dumps(v) for v in combined.values()],
                                     type=pa.binary())
-        schema = pa.schema([*cols.schema(keys), ("$partial", pa.binary())])
+        schema = pa.schema([*cols.schema(keys, self.types), ("$partial", pa.binary())])
         return pa.RecordBatch.from_pydict(data, schema=schema)
 
 
@@ -412,6 +462,77 @@ def _prepared(chain: _Chain, index: int) -> dict[str, Any]:
     return ops
 
 
+def _live(nodes: Sequence[PlanNode], out: Sequence[str]) -> list[frozenset[str]]:
+    """For each row operation of a chain, the fields read after it (by a later operation, or
+    as the chain's output `out`)."""
+    live = set(out)
+    after: list[frozenset[str]] = []
+    for node in reversed(nodes):
+        after.append(frozenset(live))
+        reads = set(node.args.get("input", ()))
+        if node.kind == "each":
+            live = reads | (live - set(node.args["output"]))
+        elif node.kind in ("filter", "peek"):
+            live = reads | live
+        else:  # project, map, flat_map: a new set of fields
+            live = reads
+    return after[::-1]
+
+
+def _types_after(node: PlanNode, types: cols.Types) -> dict[str, str]:
+    """The typed fields after a row operation or repartition, from those before it: a field
+    keeps its column type through the operations that pass it on unchanged; a batch
+    function's declared outputs are typed; other new values are not."""
+    if node.kind == "each":
+        declared = getattr(node.args["op"], "output_types", {})
+        out = dict(types)
+        for f in node.args["output"]:
+            out.pop(f, None)
+            if f in declared:
+                out[f] = cols.KIND[declared[f]]
+        return out
+    if node.kind == "project":
+        return {f: k for f, k in types.items() if f in node.fields}
+    if node.kind in ("map", "flat_map"):
+        return {}
+    return dict(types)
+
+
+def _partial_reads(terminal: PlanNode | None) -> tuple[str, ...]:
+    """The fields a combiner's partial aggregation reads: its keys, and its input unless it
+    counts (a count reads no value)."""
+    if terminal is None:
+        return ()
+    op = terminal.args["op"]
+    counts = isinstance(op, BuiltinCombiner) and op.sql == "count"
+    return (*terminal.args["keys"], *(() if counts else terminal.args["input"]))
+
+
+def _partial_kind(terminal: PlanNode, types: cols.Types) -> str | None:
+    """The column type of a combiner's partials: a count is an int; a built-in sum, min or
+    max has its input's type (when typed); a user's combiner is pickled."""
+    op = terminal.args["op"]
+    if not isinstance(op, BuiltinCombiner):
+        return None
+    if op.sql == "count":
+        return "i"
+    kind = types.get(terminal.args["input"][0])
+    return kind if kind in ("i", "d") or (kind == "s" and op.sql != "sum") else None
+
+
+def _col(df_columns: Sequence[str], name: str) -> Any:
+    """A column of the DataFrame, or a typed null when the field's layout lacks it (a typed
+    field has one of its four columns)."""
+    if name in df_columns:
+        return F.col(f"`{name}`")
+    return F.lit(None).cast(cols.SQL[name[-1]])
+
+
+def _present(df_columns: Sequence[str], field: str) -> list[Any]:
+    """The columns a field has in the DataFrame (one when typed, else four)."""
+    return [F.col(f"`{n}`") for n in cols.names(field) if n in df_columns]
+
+
 def _length(columns: dict[str, Any] | None) -> int:
     return len(next(iter(columns.values()))) if columns else 0
 
@@ -430,7 +551,9 @@ def _pylist(values: Any) -> list[Any]:
 
 
 def _batch_each(node: PlanNode, op: BatchFunction, columns: dict[str, Any],
-                fields: tuple[str, ...]) -> dict[str, Any]:
+                fields: tuple[str, ...], keep: frozenset[str]) -> dict[str, Any]:
+    """One `BatchFunction` over Arrow columns: the fields in `keep` after it (those later
+    operations read), its declared output types checked as on the local runner."""
     inputs, outputs = node.args["input"], node.args["output"]
     table = pa.table({f: columns[f] for f in inputs})
     result = op.execute_batch(table.to_pandas() if op.format == "pandas" else table)
@@ -450,6 +573,8 @@ def _batch_each(node: PlanNode, op: BatchFunction, columns: dict[str, Any],
         if not isinstance(rows_of, (pa.Array, pa.ChunkedArray)):
             rows_of = pa.array(rows_of)
         for f in fields:
+            if f not in keep:
+                continue
             c = columns[f]
             out[f] = c.take(rows_of) if hasattr(c, "take") else [c[i] for i in rows_of.to_pylist()]
     else:
@@ -460,10 +585,19 @@ def _batch_each(node: PlanNode, op: BatchFunction, columns: dict[str, Any],
                 f"{type(op).__name__}.execute_batch returned {len(first)} rows for {n} input "
                 f"rows; add a {ROW!r} column naming each output row's input row",
                 component=node.cid)
-        out.update({f: columns[f] for f in fields})
+        out.update({f: columns[f] for f in fields if f in keep})
     for f in outputs:
         v = get(f)
-        out[f] = v if isinstance(v, (pa.Array, pa.ChunkedArray, list)) else list(v)
+        v = v if isinstance(v, (pa.Array, pa.ChunkedArray, list)) else list(v)
+        want = op.output_types.get(f)
+        if want is not None:
+            try:
+                v = cols.encode_typed(f, v, cols.KIND[want])
+            except TypeError as exc:
+                raise TridentOperationError(f"{type(op).__name__}.execute_batch: {exc}",
+                                            component=node.cid, field=f) from None
+        if f in keep:
+            out[f] = v
     return out
 
 
@@ -546,7 +680,7 @@ class TridentSparkRunner:
                     self.failure = SquallError(
                         f"Trident transaction {txid} failed {attempt} attempts "
                         f"({MAX_ATTEMPTS}); last error: {getattr(exc, 'message', exc)}",
-                        component=component)
+                        component=component, field=getattr(exc, "field", None))
                     raise self.failure from exc
                 time.sleep(retry_pause_ms(attempt) / 1000)
         t_commit = time.perf_counter()
@@ -612,41 +746,43 @@ class TridentSparkRunner:
         in Spark."""
         assert self.executor is not None
         spout, terminal = path[0], path[-1]
-        op = terminal.args["op"]
         keys, inputs = terminal.args["keys"], terminal.args["input"]
         fields = spout.fields
-        df = self._input(batch, fields)
+        df, types = self._input(batch, fields)
         counts = self.spark.sparkContext.accumulator({}, _CountsParam())
         self._counts.append(counts)
         chain: list[PlanNode] = []
-        builtin = isinstance(op, BuiltinCombiner)
+
+        def chain_df(df: Any, needed: tuple[str, ...], partial: PlanNode | None = None) -> Any:
+            out_types = {f: k for f, k in types.items() if f in needed}
+            c = _Chain(chain, fields, needed, self.user_conf, txid, partial=partial,
+                       counts=counts, types=out_types)
+            return df.mapInArrow(c, c.output_schema())
+
         for node in path[1:-1]:  # the row operations and repartitions before the aggregation
             if node.kind in ROW_OPS:
                 chain.append(node)
+                types = _types_after(node, types)
                 continue
             needed = _needed(path, node)
             if chain:
-                df = df.mapInArrow(_Chain(chain, fields, needed, self.user_conf, txid,
-                                          counts=counts), cols.spark_schema(needed))
+                df = chain_df(df, needed)
                 fields, chain = needed, []
+                types = {f: k for f, k in types.items() if f in needed}
             if node.kind in REPARTITIONS:
                 df = _repartition(df, node)
-        needed = tuple(dict.fromkeys((*keys, *(() if builtin and op.sql == "count" else inputs))))
+        needed = tuple(dict.fromkeys(_partial_reads(terminal)))
         if terminal.kind == "window":
             needed = tuple(dict.fromkeys((*needed, terminal.args["timestamp_field"])))
             if chain or fields != needed:
-                df = df.mapInArrow(_Chain(chain, fields, needed, self.user_conf, txid,
-                                          counts=counts), cols.spark_schema(needed))
+                df = chain_df(df, needed)
             return self._window_finish(terminal, df)
         if self.partial:
-            c = _Chain(chain, fields, needed, self.user_conf, txid, partial=terminal,
-                       counts=counts)
-            df = df.mapInArrow(c, c.output_schema())
+            df = chain_df(df, needed, terminal)
             value_fields = ("$partial",)
         else:
             if chain or fields != needed:
-                df = df.mapInArrow(_Chain(chain, fields, needed, self.user_conf, txid,
-                                          counts=counts), cols.spark_schema(needed))
+                df = chain_df(df, needed)
             value_fields = inputs[:1]
         return self._finish(terminal, df, keys, value_fields)
 
@@ -656,7 +792,8 @@ class TridentSparkRunner:
         `(partials by window, tuples per window, largest timestamp)` for the window step."""
         a = terminal.args
         size, slide, tsf = a["size"], a["slide"], a["timestamp_field"]
-        ts = F.col(f"`{tsf}#i`")
+        names = df.columns
+        ts = _col(names, f"{tsf}#i")
         last = ts - F.pmod(ts, F.lit(slide))
         if size == slide:
             start = last
@@ -664,10 +801,8 @@ class TridentSparkRunner:
             first = last - F.lit(((size - 1) // slide) * slide)
             start = F.explode(F.filter(F.sequence(first, last, F.lit(slide)),
                                        lambda st: st + F.lit(size) > ts))
-        others = [F.count(F.col(f"`{tsf}#{v}`")) for v in ("s", "d", "x")]
-        windowed = df.withColumn("$ws#i", start)
-        for v, t in (("s", "string"), ("d", "double"), ("x", "binary")):
-            windowed = windowed.withColumn(f"$ws#{v}", F.lit(None).cast(t))
+        others = [F.count(_col(names, f"{tsf}#{v}")) for v in ("s", "d", "x")]
+        windowed = df.withColumn("$ws#i", start)  # one typed column: a window's start
         keys = ("$ws", *a["keys"])
         op = a["op"]
         extra = [F.count(F.lit(1)).alias("$n"), F.max(ts).alias("$max"),
@@ -699,19 +834,22 @@ class TridentSparkRunner:
         maxes = [m for m in result.column("$max").to_pylist() if m is not None]
         return segments, assigned, max(maxes) if maxes else None
 
-    def _input(self, batch: Any, fields: tuple[str, ...]) -> Any:
-        """The spout's batch as a DataFrame of encoded fields: files read by Spark (the
-        columns Spark reads as string, long or double), anything else from the driver."""
+    def _input(self, batch: Any, fields: tuple[str, ...]) -> tuple[Any, dict[str, str]]:
+        """The spout's batch as a DataFrame of encoded fields and its typed fields: files read
+        by Spark (the columns Spark reads as string, long or double), anything else from the
+        driver (a field whose values share one type travels as that one column)."""
         if isinstance(batch, FileBatch):
-            df = _read_files(self.spark, batch, fields)
-            if df is not None:
-                return df
+            read = _read_files(self.spark, batch, fields)
+            if read is not None:
+                return read
             batch = [batch.rows()]
         rows = [r for p in batch for r in p]
-        table = pa.Table.from_pydict(
-            cols.encode_columns(fields, [[r[i] for r in rows] for i in range(len(fields))]),
-            schema=cols.schema(fields))
-        return self.spark.createDataFrame(table)
+        columns = [[r[i] for r in rows] for i in range(len(fields))]
+        types = {f: k for f, c in zip(fields, columns, strict=True)
+                 if (k := cols.infer(c)) is not None}
+        table = pa.Table.from_pydict(cols.encode_columns(fields, columns, types),
+                                     schema=cols.schema(fields, types))
+        return self.spark.createDataFrame(table), types
 
     def _finish(self, terminal: PlanNode, df: Any, keys: tuple[str, ...],
                 value_fields: tuple[str, ...]) -> dict[tuple[Any, ...], Any]:
@@ -747,16 +885,17 @@ class TridentSparkRunner:
         else:
             v = value_fields[0]
             fn = {"sum": F.sum, "min": F.min, "max": F.max}[sql]
+            names = df.columns
             for variant in ("s", "i", "d"):
                 if sql == "sum" and variant == "s":
-                    aggs.append(F.count(F.col(f"`{v}#s`")).alias("v#s"))
+                    aggs.append(F.count(_col(names, f"{v}#s")).alias("v#s"))
                     continue
-                aggs.append(fn(F.col(f"`{v}#{variant}`")).alias(f"v#{variant}"))
-            aggs.append(F.count(F.col(f"`{v}#x`")).alias("v#xn"))
-        quoted = [F.col(f"`{c}`") for k in keys for c in cols.names(k)]
-        result = df.groupBy(*quoted).agg(*aggs) if keys else df.agg(*aggs)
+                aggs.append(fn(_col(names, f"{v}#{variant}")).alias(f"v#{variant}"))
+            aggs.append(F.count(_col(names, f"{v}#x")).alias("v#xn"))
+        grouped = [c for k in keys for c in _present(df.columns, k)]
+        result = df.groupBy(*grouped).agg(*aggs) if keys else df.agg(*aggs)
         if order:  # by the first key (a window's start), sorted in the JVM
-            result = result.orderBy(quoted[:len(cols.VARIANTS)])
+            result = result.orderBy(*_present(df.columns, keys[0]))
         return result.toArrow()
 
     @staticmethod
@@ -816,12 +955,13 @@ class TridentSparkRunner:
 
 _SPARK_VARIANT = {"string": "s", "bigint": "i", "int": "i", "smallint": "i", "tinyint": "i",
                   "double": "d", "float": "d"}
-_SQL_TYPE = {"s": "string", "i": "bigint", "d": "double", "x": "binary"}
 
 
-def _read_files(spark: Any, batch: FileBatch, fields: tuple[str, ...]) -> Any:
-    """The files as a DataFrame of encoded fields, or None when a field's type has no typed
-    column here (the driver then reads them, with the same values as the local runner)."""
+def _read_files(spark: Any, batch: FileBatch, fields: tuple[str, ...]
+                ) -> tuple[Any, dict[str, str]] | None:
+    """The files as a DataFrame of typed fields (each field the one column of its type), or
+    None when a field's type has no typed column here (the driver then reads them, with the
+    same values as the local runner)."""
     spout = batch.spout
     if spout.format == "parquet":
         df = spark.read.parquet(*batch.files)
@@ -829,17 +969,15 @@ def _read_files(spark: Any, batch: FileBatch, fields: tuple[str, ...]) -> Any:
         df = spark.read.option("header", True).csv(list(batch.files))
     else:
         df = spark.read.json(list(batch.files))
-    types = dict(df.dtypes)
-    selected = []
+    dtypes = dict(df.dtypes)
+    selected, types = [], {}
     for f in fields:
-        variant = _SPARK_VARIANT.get(types.get(f, ""))
+        variant = _SPARK_VARIANT.get(dtypes.get(f, ""))
         if variant is None:
             return None
-        for v, _ in cols.VARIANTS:
-            c = F.col(f"`{f}`").cast(_SQL_TYPE[v]) if v == variant else \
-                F.lit(None).cast(_SQL_TYPE[v])
-            selected.append(c.alias(f"{f}#{v}"))
-    return df.select(*selected)
+        selected.append(F.col(f"`{f}`").cast(cols.SQL[variant]).alias(f"{f}#{variant}"))
+        types[f] = variant
+    return df.select(*selected), types
 
 
 def _size(batch: Any) -> int:
@@ -867,8 +1005,7 @@ def _needed(path: list[PlanNode], at: PlanNode) -> tuple[str, ...]:
 def _repartition(df: Any, node: PlanNode) -> Any:
     n = node.parallelism
     if node.kind == "partition_by":
-        return df.repartition(n, *[F.col(f"`{c}`") for k in node.args["keys"]
-                                   for c in cols.names(k)])
+        return df.repartition(n, *[c for k in node.args["keys"] for c in _present(df.columns, k)])
     if node.kind in ("global", "batch_global"):
         return df.repartition(1)
     return df.repartition(n)

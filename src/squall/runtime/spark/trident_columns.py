@@ -7,6 +7,12 @@ can group and aggregate the typed columns; values come back as exactly the Pytho
 went in (an int stays an int, bytes stay bytes), so both runners give identical results. Equal
 keys of different types (1 and 1.0) are different keys here, as in the durable map states.
 
+A field whose type is known when the job is planned (a column Spark reads from a file, a
+`BatchFunction`'s declared `output_types`, a batch built on the driver) travels as its one
+column instead (`types` maps it to `"s"`, `"i"` or `"d"`): four columns cost a fifth more Spark
+time than one on W1 (docs/design/trident.md). Decoding looks at the columns a batch has, so it
+reads either layout.
+
 >>> import pyarrow as pa
 >>> b = pa.RecordBatch.from_pydict(encode_columns(["n"], [[1, "a", None, 2.5, (1, 2)]]),
 ...                                schema=schema(["n"]))
@@ -15,32 +21,82 @@ keys of different types (1 and 1.0) are different keys here, as in the durable m
 >>> words = encode_columns(["w"], [["x", "y"]])
 >>> decode(pa.RecordBatch.from_pydict(words, schema=schema(["w"])), "w")
 ['x', 'y']
+>>> typed = encode_columns(["w"], [["x", None]], {"w": "s"})
+>>> list(typed), decode(pa.RecordBatch.from_pydict(typed), "w")
+(['w#s'], ['x', None])
+>>> encode_columns(["w"], [["x", 1]], {"w": "s"})
+Traceback (most recent call last):
+...
+TypeError: field 'w' is declared str but holds a int value (1)
 """
 
 from __future__ import annotations
 
 import pickle
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 
+from squall.trident.operations import check_type
+
 VARIANTS = (("s", pa.string()), ("i", pa.int64()), ("d", pa.float64()), ("x", pa.binary()))
+ARROW = dict(VARIANTS)
+SQL = {"s": "string", "i": "bigint", "d": "double", "x": "binary"}
+# The Python type of each typed column (a declared type), and back.
+PYTHON = {"s": str, "i": int, "d": float}
+KIND = {str: "s", int: "i", float: "d"}
 _NONE = type(None)
+Types = Mapping[str, str]  # field -> "s" | "i" | "d" for the fields that travel as one column
 
 
-def names(field: str) -> list[str]:
+def names(field: str, types: Types | None = None) -> list[str]:
+    kind = types.get(field) if types else None
+    if kind is not None:
+        return [f"{field}#{kind}"]
     return [f"{field}#{v}" for v, _ in VARIANTS]
 
 
-def schema(fields: Sequence[str]) -> pa.Schema:
-    return pa.schema([(f"{f}#{v}", t) for f in fields for v, t in VARIANTS])
+def schema(fields: Sequence[str], types: Types | None = None) -> pa.Schema:
+    return pa.schema([(n, ARROW[n[-1]]) for f in fields for n in names(f, types)])
 
 
-def spark_schema(fields: Sequence[str]) -> str:
+def spark_schema(fields: Sequence[str], types: Types | None = None) -> str:
     """The same schema as a Spark DDL string (for mapInArrow)."""
-    sql = {"s": "string", "i": "bigint", "d": "double", "x": "binary"}
-    return ", ".join(f"`{f}#{v}` {sql[v]}" for f in fields for v, _ in VARIANTS)
+    return ", ".join(f"`{n}` {SQL[n[-1]]}" for f in fields for n in names(f, types))
+
+
+def infer(values: Sequence[Any]) -> str | None:
+    """The one typed column all of `values` fit (None allowed), or None for four columns."""
+    kinds = set(map(type, values))
+    kinds.discard(_NONE)
+    if len(kinds) != 1:
+        return None
+    kind = KIND.get(kinds.pop())
+    if kind == "i" and not all(v is None or -(2 ** 63) <= v < 2 ** 63 for v in values):
+        return None
+    return kind
+
+
+def encode_typed(field: str, values: Any, kind: str) -> pa.Array:
+    """One field's values as its single typed column; a TypeError names a value of another
+    type (an int is not a float here, nor a bool an int: values come back as they went in)."""
+    target = ARROW[kind]
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+        t = arr.type
+        if t == target:
+            return arr
+        if (kind == "s" and (pa.types.is_string(t) or pa.types.is_large_string(t))) or \
+                (kind == "i" and pa.types.is_integer(t) and t != pa.uint64()) or \
+                (kind == "d" and pa.types.is_floating(t)) or pa.types.is_null(t):
+            return arr.cast(target)
+        values = arr.to_pylist()
+    check_type(field, values, PYTHON[kind])
+    try:
+        return pa.array(values, type=target)
+    except (OverflowError, pa.ArrowException) as exc:
+        raise TypeError(f"field {field!r}: {exc}") from exc
 
 
 def encode(values: Any) -> list[pa.Array]:
@@ -84,16 +140,24 @@ def encode(values: Any) -> list[pa.Array]:
     return [pa.array(c, type=t) for c, (_, t) in zip(cols, VARIANTS, strict=True)]
 
 
-def encode_columns(fields: Sequence[str], columns: Sequence[Any]) -> dict[str, pa.Array]:
+def encode_columns(fields: Sequence[str], columns: Sequence[Any], types: Types | None = None
+                   ) -> dict[str, pa.Array]:
     out: dict[str, pa.Array] = {}
     for f, values in zip(fields, columns, strict=True):
-        out.update(zip(names(f), encode(values), strict=True))
+        kind = types.get(f) if types else None
+        if kind is not None:
+            out[f"{f}#{kind}"] = encode_typed(f, values, kind)
+        else:
+            out.update(zip(names(f), encode(values), strict=True))
     return out
 
 
 def _present(batch: Any, field: str) -> list[tuple[int, Any]]:
-    cols = [batch.column(n) for n in names(field)]
-    return [(j, c) for j, c in enumerate(cols) if c.null_count < len(c)]
+    """The columns of `field` the batch has (either layout) that hold a value: (variant
+    index, column)."""
+    have = set(batch.schema.names)
+    cols = [(j, batch.column(n)) for j, n in enumerate(names(field)) if n in have]
+    return [(j, c) for j, c in cols if c.null_count < len(c)]
 
 
 def decode(batch: Any, field: str) -> list[Any]:
