@@ -97,7 +97,6 @@ def main() -> None:
                    os.path.join(root, "part-00000.parquet"), row_group_size=25_000)
     t0 = time.perf_counter()
     spark = common.session("squall-trident-w2")
-    spark.conf.set("spark.sql.files.maxPartitionBytes", str(1 << 20))
     print(f"# Trident W2: {len(sentences):,} sentences, {n_words:,} words, {len(ref):,} "
           f"(window, word) rows, one batch; Spark session {time.perf_counter() - t0:.1f} s",
           flush=True)

@@ -4,12 +4,24 @@ sliding, grouped and global, the watermark's lag, late tuples, and a replayed ba
 from __future__ import annotations
 
 from collections import Counter
+from typing import ClassVar
 
+import pyarrow.compute as pc
 import pytest
 
 from squall.errors import InvalidTopologyError
 from squall.testing import complete_topology
-from squall.trident import Count, FixedBatchSpout, Function, Sum, TridentTopology
+from squall.trident import (
+    ROW,
+    BatchFunction,
+    Count,
+    FixedBatchSpout,
+    Function,
+    Max,
+    Min,
+    Sum,
+    TridentTopology,
+)
 from squall.trident.execution import BatchExecutor
 from squall.trident.plan import trident_plan
 from squall.trident.state import DurableMapState, MemoryMapState, StateType
@@ -62,6 +74,51 @@ def test_windows_fire_as_the_watermark_passes_them_not_at_the_end(runner):
     starts = [r[1] for r in rows]
     assert starts == sorted(starts)  # emitted window by window, in event-time order
     assert rows and result.extra["batches"] == 15
+
+
+class SplitColumns(BatchFunction):
+    """The vectorised split, its word declared a str: on Spark the windows' partials are
+    computed by Arrow in the worker."""
+
+    output_types: ClassVar = {"word": str}
+
+    def execute_batch(self, table):
+        words = pc.split_pattern(table["sentence"], " ")
+        return {"word": pc.list_flatten(words), ROW: pc.list_parent_indices(words)}
+
+
+def test_sliding_windows_over_columns(runner):
+    t = TridentTopology()
+    (t.new_stream("s", FixedBatchSpout(["sentence", "ts"], 7, *ROWS))
+     .each(["sentence"], SplitColumns(), ["word"]).group_by(["word"])
+     .sliding_window(6_000, 2_000, [], Count(), ["count"], timestamp_field="ts", lag=1_500)
+     .name("windows"))
+    result = complete_topology(t.build(), runner=runner)
+    assert sorted(map(tuple, result.tuples("windows"))) == reference(ROWS, 6_000, 2_000)
+
+
+def test_windows_over_values_of_several_types(runner):
+    """Timestamps as ints and floats (whole milliseconds count), keys of several types, and
+    min / max over strings: the same windows on both runners."""
+    rows = [(k, f"v{i % 7}", float(i * 900) if i % 2 else i * 900)
+            for i, k in enumerate([1, "1", 2.5, None, 1] * 6)]
+    t = TridentTopology()
+    s = t.new_stream("s", FixedBatchSpout(["key", "value", "ts"], 4, *rows))
+    s.group_by(["key"]).tumbling_window(5_000, ["value"], Min(), ["min"],
+                                        timestamp_field="ts").name("min")
+    s.tumbling_window(5_000, ["value"], Max(), ["max"], timestamp_field="ts").name("max")
+    result = complete_topology(t.build(), runner=runner)
+    lo: dict = {}
+    hi: dict = {}
+    for k, v, ts in rows:
+        start = int(ts) - int(ts) % 5_000
+        lo[(k, start)] = min(lo.get((k, start), v), v)
+        hi[start] = max(hi.get(start, v), v)
+    got = [tuple(r) for r in result.tuples("min")]
+    assert sorted(got, key=repr) == sorted(
+        [(k, s, s + 5_000, v) for (k, s), v in lo.items()], key=repr)
+    assert sorted(map(tuple, result.tuples("max"))) == sorted(
+        (s, s + 5_000, v) for s, v in hi.items())
 
 
 def test_global_sum_in_tumbling_windows(runner):

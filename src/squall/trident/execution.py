@@ -484,7 +484,7 @@ class BatchExecutor:
         for r in rows:
             ts = r[tsi]
             if ts.__class__ is not int:
-                ts = _timestamp(ts, node)
+                ts = timestamp_of(ts, node)
             if max_ts is None or ts > max_ts:
                 max_ts = ts
             k = tuple([r[i] for i in kidx])
@@ -572,7 +572,9 @@ class BatchExecutor:
                 from err
 
 
-def _timestamp(ts: Any, node: PlanNode) -> int:
+def timestamp_of(ts: Any, node: PlanNode) -> int:
+    """A window operation's timestamp that is not an int: a float's whole milliseconds, or an
+    error naming the operation and the field."""
     if isinstance(ts, float) and ts == ts:
         return int(ts)
     raise TridentOperationError(

@@ -19,6 +19,7 @@ watermark already passed is late: dropped, counted in the run's `late` counts an
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from itertools import repeat
 from typing import Any
 
 META = ("$window-meta",)  # the state's key of (watermark, open windows)
@@ -42,6 +43,34 @@ def assign(ts: int, size: int, slide: int) -> list[Window]:
 
 # One window's partial aggregates in a batch: the window, its keys and their values.
 Segment = tuple[Window, Sequence[tuple[Any, ...]], Sequence[Any]]
+
+
+class KeyColumns(Sequence[tuple[Any, ...]]):
+    """A segment's keys held as one list per key field (how the Spark runner decodes them):
+    the fired rows are then built column-wise, without a key tuple per row.
+
+    >>> k = KeyColumns([["a", "b"], [1, 2]])
+    >>> len(k), k[1], list(k)
+    (2, ('b', 2), [('a', 1), ('b', 2)])
+    """
+
+    def __init__(self, columns: Sequence[Sequence[Any]], length: int | None = None) -> None:
+        self.columns = columns
+        self.length = len(columns[0]) if columns else (length or 0)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return KeyColumns([c[i] for c in self.columns], len(range(self.length)[i]))
+        return tuple(c[i] for c in self.columns)
+
+    def __iter__(self) -> Any:
+        return zip(*self.columns, strict=True) if self.columns else iter([()] * self.length)
+
+    def __repr__(self) -> str:
+        return f"KeyColumns({list(self)!r})"
 
 
 class WindowStep:
@@ -81,7 +110,12 @@ class WindowStep:
                 kept[w] = dict(zip(keys, values, strict=True))
             else:  # opened and fired in this batch: straight out, the state never sees it
                 start, end = w
-                fired[w] = [(*k, start, end, v) for k, v in zip(keys, values, strict=True)]
+                # key + (start, end, value), built in C (W2 fires 1.26 M rows in one batch)
+                if isinstance(keys, KeyColumns) and keys.columns:
+                    fired[w] = list(zip(*keys.columns, repeat(start), repeat(end), values))
+                else:
+                    fired[w] = list(map(tuple.__add__, keys,
+                                        zip(repeat(start), repeat(end), values)))
         combine = self.combine
 
         def window_updater(w: Window) -> Callable[[Any], Any]:

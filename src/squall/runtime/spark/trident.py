@@ -50,6 +50,7 @@ from squall.errors import SquallError
 from squall.protocols import Progress
 from squall.results import ComponentStats, ErrorRecord, RunResult
 from squall.runtime.spark import trident_columns as cols
+from squall.runtime.spark import trident_windows as tw
 from squall.runtime.spark.fingerprint import check_fingerprint
 from squall.runtime.spark.query import drive_query
 from squall.runtime.spark.session import get_session
@@ -208,13 +209,17 @@ class _Chain:
         # The output's typed fields (the rest travel as four columns).
         self.types = dict(types or {})
         kind = _partial_kind(partial, self.types) if partial is not None else None
-        if kind is not None:
+        if partial is not None and partial.kind == "window":
+            self.types = tw.partial_types(partial, self.types, kind)
+        elif kind is not None:
             self.types["$partial"] = kind
         self.live = _live(nodes, (*out_fields, *_partial_reads(partial)))
 
     def output_schema(self) -> str:
         if self.partial is None:
             return cols.spark_schema(self.out_fields, self.types)
+        if self.partial.kind == "window":
+            return cols.spark_schema(tw.partial_fields(self.partial), self.types)
         keys = tuple(self.partial.args["keys"])
         if isinstance(self.partial.args["op"], BuiltinCombiner):
             # partials Spark aggregates further
@@ -228,14 +233,19 @@ class _Chain:
         ctx = TaskContext.get()
         index = ctx.partitionId() if ctx is not None else 0
         ops = _prepared(self, index)
-        acc = _Partials(self.partial, ops, self.types) if self.partial is not None else None
+        acc: _Partials | tw.WindowPartials | None = None
+        if self.partial is not None and self.partial.kind == "window":
+            acc = tw.WindowPartials(self.partial, ops[self.partial.cid], self.types, index)
+        elif self.partial is not None:
+            acc = _Partials(self.partial, ops, self.types)
         counts: dict[str, list[int]] = {}
         for rb in batches:
             columns, rows, fields = self._run(rb, ops, counts)
             if acc is None:
                 yield self._encode(columns, rows, fields, self.out_fields, self.types)
             else:
-                c = counts.setdefault(acc.node.cid, [0, 0])
+                assert self.partial is not None
+                c = counts.setdefault(self.partial.cid, [0, 0])
                 c[0] += len(rows) if rows is not None else _length(columns)
                 acc.add(columns, rows, fields)
         if acc is not None:
@@ -248,8 +258,12 @@ class _Chain:
     def _run(self, rb: pa.RecordBatch, ops: dict[str, Any], counts: dict[str, list[int]]
              ) -> tuple[dict[str, Any] | None, list[tuple] | None, tuple[str, ...]]:
         fields = self.in_fields
+        # Arrow columns for a batch function first, or for an aggregation straight from
+        # typed columns; Python rows otherwise.
+        arrow = _columnar(self.nodes[0], ops) if self.nodes else \
+            all(len(cols.present(rb, f)) == 1 and cols.present(rb, f)[0][0] < 3 for f in fields)
         columns: dict[str, Any] | None = {f: cols.decode_arrow(rb, f) for f in fields} \
-            if any(_columnar(n, ops) for n in self.nodes[:1]) else None
+            if arrow else None
         rows: list[tuple] | None = None
         if columns is None:
             rows = list(zip(*(cols.decode(rb, f) for f in fields), strict=True)) \
@@ -505,7 +519,8 @@ def _partial_reads(terminal: PlanNode | None) -> tuple[str, ...]:
         return ()
     op = terminal.args["op"]
     counts = isinstance(op, BuiltinCombiner) and op.sql == "count"
-    return (*terminal.args["keys"], *(() if counts else terminal.args["input"]))
+    window = (terminal.args["timestamp_field"],) if terminal.kind == "window" else ()
+    return (*terminal.args["keys"], *(() if counts else terminal.args["input"]), *window)
 
 
 def _partial_kind(terminal: PlanNode, types: cols.Types) -> str | None:
@@ -741,7 +756,7 @@ class TridentSparkRunner:
         return out
 
     def _spark_path(self, txid: int, path: list[PlanNode], batch: Any
-                    ) -> dict[tuple[Any, ...], Any]:
+                    ) -> Any:
         """The per-key aggregates of the aggregation ending `path` for this batch, computed
         in Spark."""
         assert self.executor is not None
@@ -772,11 +787,8 @@ class TridentSparkRunner:
             if node.kind in REPARTITIONS:
                 df = _repartition(df, node)
         needed = tuple(dict.fromkeys(_partial_reads(terminal)))
-        if terminal.kind == "window":
-            needed = tuple(dict.fromkeys((*needed, terminal.args["timestamp_field"])))
-            if chain or fields != needed:
-                df = chain_df(df, needed)
-            return self._window_finish(terminal, df)
+        if terminal.kind == "window":  # partials per (window, key) in the workers, then here
+            return tw.finish(chain_df(df, needed, terminal).toArrow(), terminal)
         if self.partial:
             df = chain_df(df, needed, terminal)
             value_fields = ("$partial",)
@@ -785,54 +797,6 @@ class TridentSparkRunner:
                 df = chain_df(df, needed)
             value_fields = inputs[:1]
         return self._finish(terminal, df, keys, value_fields)
-
-    def _window_finish(self, terminal: PlanNode, df: Any) -> Any:
-        """A window operation's per-(window, key) aggregates computed by Spark's JVM: each
-        tuple's windows from its timestamp in SQL, then the built-in aggregation; returns
-        `(partials by window, tuples per window, largest timestamp)` for the window step."""
-        a = terminal.args
-        size, slide, tsf = a["size"], a["slide"], a["timestamp_field"]
-        names = df.columns
-        ts = _col(names, f"{tsf}#i")
-        last = ts - F.pmod(ts, F.lit(slide))
-        if size == slide:
-            start = last
-        else:
-            first = last - F.lit(((size - 1) // slide) * slide)
-            start = F.explode(F.filter(F.sequence(first, last, F.lit(slide)),
-                                       lambda st: st + F.lit(size) > ts))
-        others = [F.count(_col(names, f"{tsf}#{v}")) for v in ("s", "d", "x")]
-        windowed = df.withColumn("$ws#i", start)  # one typed column: a window's start
-        keys = ("$ws", *a["keys"])
-        op = a["op"]
-        extra = [F.count(F.lit(1)).alias("$n"), F.max(ts).alias("$max"),
-                 (others[0] + others[1] + others[2]).alias("$bad")]
-        result = self._aggregate(terminal, windowed, keys, a["input"][:1], extra, order=True)
-        if any(result.column("$bad").to_pylist()):
-            raise TridentOperationError(
-                f"timestamp field {tsf!r} holds values other than int milliseconds (the Spark "
-                "runner computes windows in Spark from int timestamps)",
-                component=terminal.cid, field=tsf)
-        # Ordered by window in the JVM: each window's rows are one contiguous segment.
-        starts = result.column("$ws#i").to_pylist()
-        kvals = [cols.decode(result, k) for k in a["keys"]]
-        keys_of = list(zip(*kvals, strict=True)) if kvals else [()] * len(starts)
-        values = _builtin_values(result, op, op.sql, terminal)
-        segments = []
-        assigned: dict[tuple[int, int], int] = {}
-        counts = result.column("$n").to_pylist()
-        i = 0
-        while i < len(starts):
-            j, st = i, starts[i]
-            n = 0
-            while j < len(starts) and starts[j] == st:
-                n += counts[j]
-                j += 1
-            segments.append(((st, st + size), keys_of[i:j], values[i:j]))
-            assigned[(st, st + size)] = n
-            i = j
-        maxes = [m for m in result.column("$max").to_pylist() if m is not None]
-        return segments, assigned, max(maxes) if maxes else None
 
     def _input(self, batch: Any, fields: tuple[str, ...]) -> tuple[Any, dict[str, str]]:
         """The spout's batch as a DataFrame of encoded fields and its typed fields: files read

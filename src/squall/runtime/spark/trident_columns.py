@@ -152,7 +152,7 @@ def encode_columns(fields: Sequence[str], columns: Sequence[Any], types: Types |
     return out
 
 
-def _present(batch: Any, field: str) -> list[tuple[int, Any]]:
+def present(batch: Any, field: str) -> list[tuple[int, Any]]:
     """The columns of `field` the batch has (either layout) that hold a value: (variant
     index, column)."""
     have = set(batch.schema.names)
@@ -162,17 +162,17 @@ def _present(batch: Any, field: str) -> list[tuple[int, Any]]:
 
 def decode(batch: Any, field: str) -> list[Any]:
     """One field's values as Python values."""
-    present = _present(batch, field)
+    have = present(batch, field)
     n = batch.num_rows
-    if not present:
+    if not have:
         return [None] * n
-    if len(present) == 1:
-        j, col = present[0]
+    if len(have) == 1:
+        j, col = have[0]
         if j < 3:
             return list(col.to_pylist())
         loads = pickle.loads
         return [None if b is None else loads(b) for b in col.to_pylist()]
-    lists = [(j, c.to_pylist()) for j, c in present]
+    lists = [(j, c.to_pylist()) for j, c in have]
     out: list[Any] = [None] * n
     for j, values in lists:
         for r, v in enumerate(values):
@@ -183,8 +183,8 @@ def decode(batch: Any, field: str) -> list[Any]:
 
 def decode_arrow(batch: Any, field: str) -> pa.Array:
     """One field as an Arrow array: the native column itself when every value has its type."""
-    present = _present(batch, field)
-    if len(present) == 1 and present[0][0] < 3:
-        col = present[0][1]
+    have = present(batch, field)
+    if len(have) == 1 and have[0][0] < 3:
+        col = have[0][1]
         return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     return pa.array(decode(batch, field))
