@@ -26,6 +26,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -214,3 +215,27 @@ def moto_s3(workdir: Path, bucket: str = "tansu") -> Iterator[dict[str, str]]:
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGTERM)
             proc.wait(10)
+
+
+def committed_once(messages: Iterable[Any], header: str) -> tuple[Counter, list[str]]:
+    """What committed, from a transactional `KafkaSink`'s `attempt_header` on each record: for
+    every transactional id the attempt holding the most records (a replay writes the batch's
+    same records, so an attempt that was interrupted holds a subset of them; checked).
+
+    Returns the keys of the committed records, counted, and the transactional ids written by
+    more than one attempt. Needed because this broker shows aborted records to
+    `read_committed` readers."""
+    attempts: dict[str, dict[str, list[bytes]]] = {}
+    for m in messages:
+        values = [v.decode() for k, v in (m.headers() or ()) if k == header]
+        assert len(values) == 1, f"record at offset {m.offset()} has no {header!r} header"
+        tid, attempt = values[0].rsplit("/", 1)
+        attempts.setdefault(tid, {}).setdefault(attempt, []).append(m.key())
+    committed: Counter = Counter()
+    for tid, by_attempt in attempts.items():
+        largest = max(by_attempt.values(), key=len)
+        for keys in by_attempt.values():
+            assert len(keys) == len(set(keys)) and set(keys) <= set(largest), \
+                f"{tid}: attempts that are not replays of one batch"
+        committed.update(largest)
+    return committed, [tid for tid, a in attempts.items() if len(a) > 1]

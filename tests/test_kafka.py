@@ -330,46 +330,34 @@ def test_sink_writes_every_tuple(runner, broker, transactional):
     assert got == sorted((f"w{i}", i) for i in range(40))
 
 
-class FailEachBatchOnce(Bolt):
-    """Makes every batch fail once, after the sink (an earlier stage) wrote it: on Spark the
-    batch is run again with the same tuples. Which batches failed is kept in files, as the
-    bolt's own state is rolled back with the batch."""
+def test_transactional_sink_skips_a_replayed_batch_it_committed(broker):
+    """The same batch id run again from the snapshot the batch started from (what Spark does
+    after a crash after the sink's transaction committed): skipped by its marker."""
+    from test_sinks import _execute, _replay, _sink_task
 
-    def __init__(self, directory):
-        self.directory = directory
-
-    def execute(self, tup):
-        self.collector.ack(tup)
-
-    def on_batch_end(self, batch_id):
-        import os
-
-        from squall.errors import BatchRetryError
-
-        path = os.path.join(self.directory, f"failed-{batch_id}")
-        if not os.path.exists(path):
-            open(path, "w").close()
-            raise BatchRetryError(f"batch {batch_id} fails once on purpose")
-
-    def declare_output_fields(self, declarer):
-        pass
-
-
-@pytest.mark.spark
-def test_transactional_sink_skips_a_replayed_batch_it_committed(broker, tmp_path,
-                                                               spark_session):
     topic = new_topic(broker, 2)
-    b = TopologyBuilder()
-    b.set_spout("words", MemorySource(WORDS, Fields("word", "n"), records_per_range=7), 2)
-    b.set_bolt("out", KafkaSink(topic, bootstrap_servers=broker.bootstrap, key_field="word",
-                                value_field="n", transactional=True), 2).shuffle_grouping("words")
-    b.set_bolt("zz_fail", FailEachBatchOnce(str(tmp_path)), 1).shuffle_grouping("words")
-    result = complete_topology(b.create_topology(), {
-        MAX_TUPLES: 9, "squall.spark.batch.retry.backoff.ms": 10}, runner="spark")
-    assert len(list(tmp_path.glob("failed-*"))) >= 3, "batches were run again"
-    assert sorted(result.acked("words"))
-    got = sorted((m.key().decode(), int(m.value())) for m in broker.read_all(topic))
-    assert got == sorted((f"w{i}", i) for i in range(40)), "each record once, no replay twice"
+    rows = [[1, "a", 10], [2, "b", 20], [3, "c", 30]]
+
+    def sink():
+        return KafkaSink(topic, bootstrap_servers=broker.bootstrap, key_field="word",
+                         value_field="n", value_serialiser="json", transactional=True,
+                         prefix=f"replay-{topic}")
+
+    engine, task = _sink_task(sink())
+    _replay(engine, task, rows, 4)
+    assert task.instance.batches_skipped == 1
+    assert task.stats.acked == 6 and task.stats.failed == 0 and engine.errors == []
+    _execute(engine, task, [[4, "d", 40]])
+    task.end_batch(5)  # a new batch id is written
+    # A fresh run (batch ids from 0 again, same prefix) is not mistaken for a replay.
+    engine2, task2 = _sink_task(sink())
+    _execute(engine2, task2, [[5, "e", 50]])
+    task2.end_batch(4)
+    assert task2.instance.batches_skipped == 0
+    for t in (task, task2):
+        t.cleanup()
+    got = sorted((m.key().decode(), json.loads(m.value())) for m in broker.read_all(topic))
+    assert got == [("a", 10), ("b", 20), ("c", 30), ("d", 40), ("e", 50)]
 
 
 def test_sink_delivery_error_names_topic_and_partition(runner, broker):

@@ -49,14 +49,19 @@ from squall.components.partitioned_source import (
 )
 from squall.topology.fields import Fields
 from squall.topology.tuple import Tuple
+from squall.transactional.kafka_spout import (
+    DESERIALISERS,
+    RECORD_FIELDS,
+    Deserialiser,
+    KafkaReadError,
+    MalformedKafkaRecord,
+    consume_range,
+    reader_config,
+    record_values,
+)
 
 log = logging.getLogger("squall")
 
-# The record's own parts, available as fields; any other field name is looked up in the
-# deserialised value (a JSON object).
-RECORD_FIELDS = ("topic", "partition", "offset", "timestamp", "key", "value", "headers")
-DESERIALISERS = ("bytes", "utf-8", "json")
-Deserialiser = str | Callable[[bytes], Any]
 Serialiser = str | Callable[[Any], bytes | None]
 
 
@@ -70,17 +75,6 @@ def _check_codec(what: str, codec: Any, names: Sequence[str], component: str) ->
     if not callable(codec) and codec not in names:
         raise SourceError(f"{component}: {what} must be one of {list(names)} or a function, "
                           f"got {codec!r}", component=component)
-
-
-def _deserialise(codec: Deserialiser, raw: bytes | None) -> Any:
-    if raw is None or codec == "bytes":
-        return raw
-    if codec == "utf-8":
-        return raw.decode("utf-8")
-    if codec == "json":
-        return json.loads(raw)
-    assert callable(codec)
-    return codec(raw)
 
 
 def _raw_text(raw: bytes | None) -> str:
@@ -195,17 +189,8 @@ class KafkaSource(PartitionedSource):
 
     # ---- clients ----------------------------------------------------------------------------
     def _consumer_config(self, group: str | None) -> dict[str, Any]:
-        conf: dict[str, Any] = {
-            "bootstrap.servers": self.bootstrap_servers,
-            # Offsets are squall's: nothing is committed behind its back, and a missing offset
-            # (deleted by retention) is an error instead of a silent jump.
-            "group.id": group or f"squall-{self.component}",
-            "enable.auto.commit": False, "enable.auto.offset.store": False,
-            "auto.offset.reset": "error", "enable.partition.eof": True,
-            "socket.timeout.ms": int(self.timeout * 1000),
-        }
-        conf.update(self.config)
-        return conf
+        return reader_config(self.bootstrap_servers, group or f"squall-{self.component}",
+                             self.timeout, self.config)
 
     def consumer(self) -> Any:
         """The planner's consumer (metadata, end offsets, group commits)."""
@@ -327,95 +312,22 @@ class KafkaSource(PartitionedSource):
 
     def read(self, partition: str, start: Any, end: Any) -> Iterator[tuple[Any, Any]]:
         topic, p = split_partition(partition)
-        reader = self._reader()
-        tp = TopicPartition(topic, p, int(start))
+        fields = list(self.fields)
         try:
-            reader.assign([tp])
-        except KafkaException as exc:
-            raise self._fail(exc, f"read {partition}") from None
-        expected, end = int(start), int(end)
-        idle_polls = 0
-        max_idle = max(1, int(self.timeout / 0.2))
-        while expected < end:
-            try:
-                batch = reader.consume(min(10_000, end - expected), 0.2)
-            except KafkaException as exc:
-                raise self._fail(exc, f"read {partition} [{expected}, {end})") from None
-            if not batch:
-                idle_polls += 1
-                if idle_polls > max_idle:
-                    raise SourceError(
-                        f"source {self.component!r}: offsets [{expected}, {end}) of {partition} "
-                        f"on {self.bootstrap_servers} could not be read within {self.timeout} s "
-                        "(broker down or the partition's leader unavailable); the range is "
-                        "read again later, nothing is lost", component=self.component)
-                continue
-            idle_polls = 0
-            for m in batch:
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        if m.offset() >= end:  # offsets up to `end` hold no more records
-                            expected = end
-                        continue
-                    if err.code() in (KafkaError.OFFSET_OUT_OF_RANGE,
-                                      KafkaError._AUTO_OFFSET_RESET):
-                        raise SourceError(
-                            f"source {self.component!r}: offset {expected} of {partition} on "
-                            f"{self.bootstrap_servers} no longer exists ({err}): records were "
-                            "deleted (retention) before squall read them. Restart with "
-                            "start_offsets past the gap, or keep the log longer",
-                            component=self.component)
-                    raise self._fail(KafkaException(err), f"read {partition}", drop=False)
-                off = m.offset()
-                if off >= end:
-                    expected = end
-                    break
-                expected = off + 1
-                yield off, self._values(partition, m)
-
-    def _values(self, partition: str, m: Any) -> Any:
-        values: list[Any] = []
-        value: Any = None
-        decoded = False
-        for name in self.fields:
-            if name == "key":
+            for m in consume_range(self._reader(), topic, p, int(start), int(end),
+                                   self.timeout):
                 try:
-                    values.append(_deserialise(self.key_deserialiser, m.key()))
-                except Exception as exc:
-                    return self._bad(partition, m, m.key(), "key", exc)
-            elif name in ("value",) or (name not in RECORD_FIELDS):
-                if not decoded:
-                    try:
-                        value = _deserialise(self.value_deserialiser, m.value())
-                    except Exception as exc:
-                        return self._bad(partition, m, m.value(), "value", exc)
-                    decoded = True
-                if name == "value":
-                    values.append(value)
-                elif not isinstance(value, dict) or name not in value:
-                    return self.malformed(
-                        _raw_text(m.value()), f"{partition} offset {m.offset()}: the value has "
-                        f"no field {name!r}", field=name)
-                else:
-                    values.append(value[name])
-            elif name == "offset":
-                values.append(m.offset())
-            elif name == "partition":
-                values.append(m.partition())
-            elif name == "topic":
-                values.append(m.topic())
-            elif name == "timestamp":
-                kind, ts = m.timestamp()
-                values.append(ts if kind != 0 else None)  # 0: TIMESTAMP_NOT_AVAILABLE
-            else:  # headers
-                values.append(list(m.headers() or ()))
-        return values
-
-    def _bad(self, partition: str, m: Any, raw: bytes | None, what: str,
-             exc: Exception) -> Any:
-        return self.malformed(_raw_text(raw), f"{partition} offset {m.offset()}: the {what} does "
-                              f"not deserialise ({type(exc).__name__}: {exc})", field=what)
+                    values = record_values(m, fields, self.key_deserialiser,
+                                           self.value_deserialiser, partition)
+                except MalformedKafkaRecord as exc:
+                    yield m.offset(), self.malformed(_raw_text(m.value()), str(exc),
+                                                     field=exc.field)
+                    continue
+                yield m.offset(), values
+        except KafkaReadError as exc:
+            raise SourceError(
+                f"source {self.component!r}: {exc} (on {self.bootstrap_servers}); the range is "
+                "read again later, nothing is lost", component=self.component) from None
 
     # ---- completions and the optional group commits -----------------------------------------
     def _emit(self, partition: str, offset: Any, values: Any) -> None:
@@ -500,22 +412,28 @@ class KafkaSink(BatchSink):
       written twice).
     - `transactional=True` (exactly-once per micro-batch): each (batch, task) is one Kafka
       transaction with the transactional id `<prefix>-<run>-t<task>-b<batch>`. The transaction
-      also commits the batch id as the offset of consumer group `<prefix>-t<task>` (with the
-      run in its metadata); a replayed batch whose transaction committed is skipped, and one
+      also commits the batch id as an offset of consumer group `<prefix>-<run>-t<task>` (on
+      partition 0 of `topic`); a replayed batch whose transaction committed is skipped, and one
       whose transaction did not is fenced by the new producer (its records aborted) and written
       again. Readers must use `isolation.level=read_committed` (librdkafka's default). On the
       local runner with a checkpoint location the batch's records are kept with the commit
       record and the transaction runs once the runner's commit names the batch.
 
-    `prefix` defaults to `squall-<component id>`. `config` goes to librdkafka unchanged.
+    `prefix` defaults to `squall-<component id>`. `config` goes to librdkafka unchanged. With
+    `attempt_header`, every record of a transactional batch carries a header of that name,
+    `<transactional id>/<attempt>` (a random id per attempt): which batch, task and attempt
+    wrote it, for tracing, and for brokers that show aborted records to `read_committed`
+    readers.
     """
+
+    attempt_header: str | None = None  # class default: instances pickled before it existed
 
     def __init__(
         self, topic: str, *, bootstrap_servers: str, value_field: str | None = "value",
         key_field: str | None = None, partition_field: str | None = None,
         value_serialiser: Serialiser = "utf-8", key_serialiser: Serialiser = "utf-8",
         transactional: bool = False, config: Mapping[str, Any] | None = None,
-        prefix: str | None = None, timeout: float = 30.0,
+        prefix: str | None = None, timeout: float = 30.0, attempt_header: str | None = None,
     ) -> None:
         super().__init__(None)
         name = type(self).__name__
@@ -533,6 +451,7 @@ class KafkaSink(BatchSink):
         self.config = dict(config or {})
         self.prefix = prefix
         self.timeout = float(timeout)
+        self.attempt_header = attempt_header
         self._producer: Any = None
         self._marker: Any = None
         self._pending: dict[int, list[tuple[Any, Any, Any]]] = {}  # staged batches (local)
@@ -580,7 +499,7 @@ class KafkaSink(BatchSink):
         return conf
 
     def _produce_all(self, producer: Any, records: list[tuple[Any, Any, Any]],
-                     batch_id: int) -> None:
+                     batch_id: int, headers: list[tuple[str, bytes]] | None = None) -> None:
         errors: list[str] = []
 
         def delivered(err: Any, msg: Any) -> None:
@@ -589,6 +508,8 @@ class KafkaSink(BatchSink):
 
         for key, value, part in records:
             kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": delivered}
+            if headers:
+                kwargs["headers"] = headers
             if part is not None:
                 kwargs["partition"] = int(part)
             while True:
@@ -627,7 +548,9 @@ class KafkaSink(BatchSink):
     def _marker_consumer(self) -> Any:
         if self._marker is None:
             conf = {"bootstrap.servers": self.bootstrap_servers,
-                    "group.id": f"{self.prefix}-t{self.context.this_task_id}",
+                    # The run is in the group's name rather than in the offset's metadata,
+                    # which not every Kafka-protocol broker keeps.
+                    "group.id": f"{self.prefix}-{self.run_token}-t{self.context.this_task_id}",
                     "enable.auto.commit": False}
             conf.update(self.config)
             self._marker = Consumer(conf)
@@ -639,7 +562,7 @@ class KafkaSink(BatchSink):
                                                   timeout=self.timeout)
         if tp.error is not None:
             raise KafkaException(tp.error)
-        return tp.offset >= batch_id + 1 and (tp.metadata or "") == self.run_token
+        return tp.offset >= batch_id + 1
 
     def _write_transaction(self, batch_id: int, records: list[tuple[Any, Any, Any]]) -> None:
         if self.written(batch_id):
@@ -653,9 +576,12 @@ class KafkaSink(BatchSink):
         producer = Producer(self._producer_config(tid))
         producer.init_transactions(self.timeout)
         producer.begin_transaction()
+        headers = None
+        if self.attempt_header:
+            headers = [(self.attempt_header, f"{tid}/{uuid.uuid4().hex[:8]}".encode())]
         try:
-            self._produce_all(producer, records, batch_id)
-            marker = TopicPartition(self.topic, 0, batch_id + 1, self.run_token)
+            self._produce_all(producer, records, batch_id, headers)
+            marker = TopicPartition(self.topic, 0, batch_id + 1)
             producer.send_offsets_to_transaction(
                 [marker], self._marker_consumer().consumer_group_metadata(), self.timeout)
             producer.commit_transaction(self.timeout)
@@ -683,6 +609,9 @@ class KafkaSink(BatchSink):
 
     def recover(self, committed: int, run_id: str) -> None:
         # The checkpoint's lineage: markers written by its earlier processes are recognised.
+        if self.run_token != run_id[:12] and self._marker is not None:
+            self._marker.close()
+            self._marker = None
         self.run_token = run_id[:12]
         for batch_id in sorted(self._pending):
             if batch_id <= committed:

@@ -8,6 +8,7 @@ from squall.transactional.attempt import TransactionAttempt
 from squall.transactional.bolts import BatchBolt, BatchOutputCollector, Committer
 from squall.transactional.builder import TransactionalTopologyBuilder, is_transactional
 from squall.transactional.coordinator import Coordinator
+from squall.transactional.kafka_spout import KafkaOpaqueSpout, KafkaTransactionalSpout
 from squall.transactional.map_state import TransactionalMap, open_map
 from squall.transactional.progress_store import STORE, open_store
 from squall.transactional.redis_spout import RedisStreamOpaqueSpout, RedisStreamTransactionalSpout
@@ -25,6 +26,8 @@ __all__ = [
     "BatchOutputCollector",
     "Committer",
     "Coordinator",
+    "KafkaOpaqueSpout",
+    "KafkaTransactionalSpout",
     "MemoryTransactionalSpout",
     "OpaquePartitionedTransactionalSpout",
     "OpaqueValue",
