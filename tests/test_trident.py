@@ -303,6 +303,41 @@ def test_global_aggregate_builtins_and_empty_batch(runner):
     assert result.topology.components["count"].streams["default"].fields.to_list() == ["n"]
 
 
+@pytest.mark.parametrize("plan", ["driver-combine", "spark-combine", "no-partials"])
+def test_builtin_combiners_agree_whatever_the_spark_plan(runner, plan, monkeypatch):
+    """A built-in combiner's partials combined on the driver by Arrow (a few partitions, the
+    default), by Spark's JVM (more partitions), or every row aggregated by the JVM (partial
+    aggregation off): the same per-key values, of the same types, as the local runner; typed
+    and mixed-type keys and values."""
+    from squall.runtime.spark import trident as spark_trident
+
+    if plan == "spark-combine":
+        monkeypatch.setattr(spark_trident, "DRIVER_COMBINE", 0)
+    conf = {spark_trident.PARTIAL: False} if plan == "no-partials" else {}
+    typed = [(f"w{i % 5}", i, f"s{i % 7}") for i in range(40)]
+    mixed = [(k, v, f"s{i % 3}") for i, (k, v) in enumerate(
+        zip([1, "1", 2.5, None] * 5, [1, 2.5, 3, 4.0, 5] * 4, strict=True))]
+    t = TridentTopology()
+    for name, data in (("typed", typed), ("mixed", mixed)):
+        g = t.new_stream(name, Batches(["k", "v", "s"], data[:25], data[25:])).group_by(["k"])
+        g.aggregate(Count(), ["n"]).name(f"{name}-count")
+        g.aggregate(["v"], Sum(), ["sum"]).name(f"{name}-sum")
+        g.aggregate(["s"], Min(), ["min"]).name(f"{name}-min")
+        g.aggregate(["v"], Max(), ["max"]).name(f"{name}-max")
+    result = run(t, runner, conf)
+    for name, data in (("typed", typed), ("mixed", mixed)):
+        for agg, fold, col in (("count", lambda vs: len(vs), 1), ("sum", sum, 1),
+                               ("min", min, 2), ("max", max, 1)):
+            want = []
+            for batch in (data[:25], data[25:]):
+                groups: dict = {}
+                for r in batch:
+                    groups.setdefault(r[0], []).append(r[col])
+                want.extend((k, fold(vs)) for k, vs in groups.items())
+            got = rows(result, f"{name}-{agg}")
+            assert sorted(got, key=repr) == sorted(want, key=repr), (name, agg)
+
+
 class SumOfSquares(CombinerAggregator):
     def init(self, tup):
         return tup[0] * tup[0]

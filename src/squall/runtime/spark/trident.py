@@ -86,6 +86,9 @@ log = logging.getLogger("squall")
 # Combine in the Python worker before the shuffle (default true); false sends every row to the
 # aggregation (for measuring what the partial aggregation gives).
 PARTIAL = "squall.trident.spark.partial.aggregation"
+# Up to this many partitions' typed partials of a built-in combiner are combined on the driver
+# by Arrow (W1: 0.3 s less than Spark's shuffle and JVM aggregation); more go through Spark.
+DRIVER_COMBINE = 16
 ROW_OPS = frozenset({"each", "filter", "map", "flat_map", "peek", "project"})
 REPARTITIONS = frozenset({"shuffle", "partition_by", "global", "batch_global"})
 TERMINALS = frozenset({"persistent_aggregate", "group_aggregate", "aggregate"})
@@ -791,6 +794,11 @@ class TridentSparkRunner:
             return tw.finish(chain_df(df, needed, terminal).toArrow(), terminal)
         if self.partial:
             df = chain_df(df, needed, terminal)
+            op = terminal.args["op"]
+            if isinstance(op, BuiltinCombiner) and _partial_kind(terminal, types) is not None \
+                    and df.rdd.getNumPartitions() <= DRIVER_COMBINE:
+                # A few partitions' typed partials: combined here by Arrow, no Spark shuffle.
+                return _combine_here(df.toArrow(), keys, op.sql)
             value_fields = ("$partial",)
         else:
             if chain or fields != needed:
@@ -973,6 +981,23 @@ def _repartition(df: Any, node: PlanNode) -> Any:
     if node.kind in ("global", "batch_global"):
         return df.repartition(1)
     return df.repartition(n)
+
+
+def _combine_here(result: pa.Table, keys: tuple[str, ...], sql: str
+                  ) -> dict[tuple[Any, ...], Any]:
+    """A built-in combiner's typed partials from every partition, combined by Arrow: the
+    per-key aggregates."""
+    final = tw.FINAL[sql]
+    value = next(n for n in cols.names("$partial") if n in result.column_names)
+    by = [n for k in keys for n in cols.names(k) if n in result.column_names]
+    if not by:
+        if result.num_rows == 0:
+            return {}
+        return {(): pc.call_function(final, [result.column(value)]).as_py()}
+    t = result.group_by(by).aggregate([(value, final)])
+    values = t.column(f"{value}_{final}").to_pylist()
+    kvals = [cols.decode(t, k) for k in keys]
+    return dict(zip(zip(*kvals, strict=True), values, strict=True))
 
 
 def _builtin_groups(result: pa.Table, keys: tuple[str, ...], op: Any, sql: str,
