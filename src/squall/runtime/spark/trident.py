@@ -28,6 +28,8 @@ measurements: docs/design/trident.md.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import os
 import tempfile
@@ -92,6 +94,21 @@ DRIVER_COMBINE = 16
 ROW_OPS = frozenset({"each", "filter", "map", "flat_map", "peek", "project"})
 REPARTITIONS = frozenset({"shuffle", "partition_by", "global", "batch_global"})
 TERMINALS = frozenset({"persistent_aggregate", "group_aggregate", "aggregate"})
+
+
+@contextlib.contextmanager
+def _bulk() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while a transaction's results are decoded
+    into rows: building W2's 1.26 M rows set off repeated full collections over the driver's
+    heap (about 40 % of the time); the rows hold no cycles, and the collector runs again
+    right after."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _plan_path(run_dir: str) -> str:
@@ -684,7 +701,8 @@ class TridentSparkRunner:
             batches = self.coordinator.emit(txid, lazy=True)
             self.timing["emit"] += time.perf_counter() - t_emit
             try:
-                out = self._evaluate(txid, batches)
+                with _bulk():
+                    out = self._evaluate(txid, batches)
                 break
             except Exception as exc:
                 self.failed_attempts += 1
@@ -711,7 +729,8 @@ class TridentSparkRunner:
             self.stats.add_batch(sizes, True)
         if self.capture:
             for cid, parts in out.items():
-                self.outputs[cid].extend(r for p in parts for r in p)
+                for p in parts:
+                    self.outputs[cid].extend(p)
         self.batch_seconds.append(time.perf_counter() - started)
         self.exhausted = self.coordinator.exhausted()
 
