@@ -171,6 +171,22 @@ def test_source_start_from_timestamp(runner, broker):
     assert sorted(v[0] for _st, v in result.tuples("collect")) == ["v2", "v3"]
 
 
+def test_end_offsets_from_fetches(runner, broker):
+    """Records produced in batches of several (Tansu's ListOffsets then answers the last
+    batch's base offset + 1): `end_offsets="fetch"` still reads every one."""
+    from confluent_kafka import Producer
+
+    topic = new_topic(broker, 2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50})
+    for i in range(40):
+        producer.produce(topic, value=f"v{i}".encode(), partition=i % 2)
+    assert producer.flush(10) == 0
+    src = source(broker, [topic], ["value"], end_offsets="fetch")
+    result = complete_topology(collect_topology(src), runner=runner)
+    assert sorted(v[0] for _st, v in result.tuples("collect")) == sorted(
+        f"v{i}" for i in range(40))
+
+
 class FailOnce(Bolt):
     """Fails every record whose number ends in 3 the first time it sees it."""
 

@@ -56,6 +56,7 @@ from squall.transactional.kafka_spout import (
     KafkaReadError,
     MalformedKafkaRecord,
     consume_range,
+    fetch_high_watermark,
     reader_config,
     record_values,
 )
@@ -129,6 +130,9 @@ class KafkaSource(PartitionedSource):
     first plan, then lets the topology finish.
 
     `config` is passed to librdkafka as it is (`security.protocol`, `sasl.mechanism`, ...).
+    `end_offsets="fetch"` takes each partition's end from a fetch's high watermark instead of
+    ListOffsets (one small fetch per partition per plan), for brokers whose ListOffsets answer
+    is not the log's end (Tansu's).
     """
 
     def __init__(
@@ -137,7 +141,8 @@ class KafkaSource(PartitionedSource):
         start: str = "earliest", start_offsets: Mapping[str, int] | None = None,
         start_timestamp_ms: int | None = None, key_deserialiser: Deserialiser = "bytes",
         value_deserialiser: Deserialiser = "utf-8", max_records_per_partition: int | None = None,
-        commit_group: str | None = None, timeout: float = 10.0, stream: str = "default",
+        commit_group: str | None = None, end_offsets: str = "list", timeout: float = 10.0,
+        stream: str = "default",
         bounded: bool = False, records_per_call: int = 1000,
     ) -> None:
         super().__init__(fields, stream=stream, bounded=bounded,
@@ -152,6 +157,9 @@ class KafkaSource(PartitionedSource):
             raise SourceError(f"{name}: start must be 'earliest' or 'latest' (or give "
                               f"start_offsets / start_timestamp_ms), got {start!r}",
                               component=name)
+        if end_offsets not in ("list", "fetch"):
+            raise SourceError(f"{name}: end_offsets must be 'list' or 'fetch', got "
+                              f"{end_offsets!r}", component=name)
         if max_records_per_partition is not None and max_records_per_partition < 1:
             raise SourceError(f"{name}: max_records_per_partition must be >= 1",
                               component=name)
@@ -168,6 +176,7 @@ class KafkaSource(PartitionedSource):
         self.value_deserialiser = value_deserialiser
         self.max_records_per_partition = max_records_per_partition
         self.commit_group = commit_group
+        self.end_offsets = end_offsets
         self.timeout = float(timeout)
         self._from_value = [f for f in self.fields if f not in RECORD_FIELDS]
         if self._from_value and value_deserialiser != "json" and not callable(value_deserialiser):
@@ -299,6 +308,14 @@ class KafkaSource(PartitionedSource):
         return low
 
     def end_offset(self, partition: str, start: Any) -> int:
+        if self.end_offsets == "fetch":
+            topic, p = split_partition(partition)
+            try:
+                high = fetch_high_watermark(self.consumer(), topic, p, int(start),
+                                            self.timeout)
+            except KafkaException as exc:
+                raise self._fail(exc, f"fetch the end of {partition}") from None
+            return max(int(start), high)
         return max(int(start), self._watermarks(partition)[1])
 
     def cut(self, partition: str, start: Any, end: Any, budget: int) -> int:

@@ -200,6 +200,29 @@ def _consume(consumer: Any, where: str, start: int, end: int, timeout: float) ->
             yield m
 
 
+def fetch_high_watermark(consumer: Any, topic: str, partition: int, start: int,
+                         timeout: float) -> int:
+    """The partition's high watermark as a fetch from `start` reports it (one fetch, at most
+    one record taken), for brokers whose ListOffsets answer is not the log's end."""
+    tp = TopicPartition(topic, partition, int(start))
+    consumer.assign([tp])
+    try:
+        events = consumer.consume(1, timeout)
+        for event in events:
+            err = event.error()
+            if err is not None and err.code() != KafkaError._PARTITION_EOF:
+                raise KafkaException(err)
+        # Without an answer the cached watermark is an earlier fetch's: not the end now.
+        high = consumer.get_watermark_offsets(tp, cached=True)[1] if events else -1
+    finally:
+        consumer.unassign()
+    if high < 0:
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT,
+                                        f"no fetch answer from {topic}:{partition} within "
+                                        f"{timeout} s"))
+    return int(high)
+
+
 # ---- the transactional spouts ----------------------------------------------------------------
 
 
