@@ -131,11 +131,14 @@ class Broker:
         for key, value, partition in records:
             if partition in last:
                 k, v = last[partition]
-                producer.produce(topic, key=k, value=v, partition=partition, **kwargs)
+                while True:
+                    try:
+                        producer.produce(topic, key=k, value=v, partition=partition, **kwargs)
+                        break
+                    except BufferError:  # the local queue is full: let deliveries drain it
+                        producer.poll(0.05)
             last[partition] = (key, value)
             n += 1
-            if n % 10000 == 0:
-                producer.poll(0)
         producer.flush(30)
         for partition, (k, v) in last.items():
             producer.produce(topic, key=k, value=v, partition=partition, **kwargs)
