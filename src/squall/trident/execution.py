@@ -364,6 +364,10 @@ class BatchExecutor:
 
     def _batch_each(self, node: PlanNode, op: BatchFunction, part: Rows, idx: list[int],
                     inputs: Sequence[str]) -> Rows:
+        if not part:
+            # No rows, no call (as a Function is called per tuple): an empty table would also
+            # give the function columns of Arrow's null type.
+            return []
         import_table = _arrow_table(inputs, [[r[i] for r in part] for i in idx])
         table = import_table.to_pandas() if op.format == "pandas" else import_table
         result = _as_columns(op.execute_batch(table))
