@@ -57,11 +57,13 @@ class Broker:
     """One Tansu broker process. `start()` waits until AdminClient.list_topics answers."""
 
     def __init__(self, workdir: Path, *, port: int | None = None,
-                 storage: str = "memory://tansu/", env: dict[str, str] | None = None) -> None:
+                 storage: str = "memory://tansu/", env: dict[str, str] | None = None,
+                 args: Sequence[str] = ()) -> None:
         self.workdir = workdir
         self.port = port or free_port()
         self.storage = storage
         self.env = env or {}
+        self.args = list(args)
         self.proc: subprocess.Popen | None = None
         self.bootstrap = f"127.0.0.1:{self.port}"
 
@@ -70,9 +72,20 @@ class Broker:
         log = open(self.workdir / "tansu.log", "a")  # noqa: SIM115 - the process keeps it
         self.proc = subprocess.Popen(
             [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", self.storage],
+             "--storage-engine", self.storage, *self.args],
             stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **self.env})
         log.close()
+        if "--authentication" in self.args:  # no client here could pass: wait for the port
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", self.port), 1).close()
+                    return self
+                except OSError:
+                    if self.proc.poll() is not None or time.monotonic() > deadline:
+                        self.stop()
+                        raise RuntimeError("tansu did not start") from None
+                    time.sleep(0.05)
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
         deadline = time.monotonic() + timeout
         while True:

@@ -94,8 +94,9 @@ def _kafka_reason(exc: BaseException) -> tuple[str, str]:
                 "security.protocol, sasl.* and ssl.* in config, and the ACLs", "auth")
     if code in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
                 KafkaError._RESOLVE, KafkaError._MSG_TIMED_OUT):
-        return (f"cannot reach the brokers ({err}); start Kafka or fix bootstrap_servers",
-                "down")
+        return (f"cannot reach the brokers ({err}); start Kafka or fix bootstrap_servers (a "
+                "broker that closes connections over security settings looks the same: check "
+                "security.protocol and sasl.* in config)", "down")
     return (f"{type(exc).__name__}: {exc}", "other")
 
 
