@@ -82,7 +82,7 @@ def _raw_text(raw: bytes | None) -> str:
     return "" if raw is None else raw.decode("utf-8", "backslashreplace")
 
 
-def _kafka_reason(exc: BaseException) -> tuple[str, str]:
+def _kafka_reason(exc: BaseException) -> str:
     """What went wrong, and what to do, from a librdkafka error."""
     err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
     code = err.code() if isinstance(err, KafkaError) else None
@@ -91,13 +91,13 @@ def _kafka_reason(exc: BaseException) -> tuple[str, str]:
                 KafkaError.CLUSTER_AUTHORIZATION_FAILED,
                 KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
         return (f"the broker refused the credentials or the permission ({err}); check "
-                "security.protocol, sasl.* and ssl.* in config, and the ACLs", "auth")
+                "security.protocol, sasl.* and ssl.* in config, and the ACLs")
     if code in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
                 KafkaError._RESOLVE, KafkaError._MSG_TIMED_OUT):
         return (f"cannot reach the brokers ({err}); start Kafka or fix bootstrap_servers (a "
                 "broker that closes connections over security settings looks the same: check "
-                "security.protocol and sasl.* in config)", "down")
-    return (f"{type(exc).__name__}: {exc}", "other")
+                "security.protocol and sasl.* in config)")
+    return f"{type(exc).__name__}: {exc}"
 
 
 # ---- the source -----------------------------------------------------------------------------
@@ -221,12 +221,11 @@ class KafkaSource(PartitionedSource):
             f"topics matching {self.pattern!r}"
         return f"{what} on {self.bootstrap_servers}"
 
-    def _fail(self, exc: BaseException, doing: str, *, drop: bool = True) -> SourceError:
-        reason, _kind = _kafka_reason(exc)
-        if drop:
-            self._consumer = None
+    def _fail(self, exc: BaseException, doing: str) -> SourceError:
+        self._consumer = None  # a new client next time: this one may be stuck
         return SourceError(
-            f"source {self.component!r}: could not {doing} ({self._where()}): {reason}. "
+            f"source {self.component!r}: could not {doing} ({self._where()}): "
+            f"{_kafka_reason(exc)}. "
             "Nothing is lost: the offsets not yet read are read when it works again",
             component=self.component)
 
@@ -384,7 +383,7 @@ class KafkaSource(PartitionedSource):
         except KafkaException as exc:
             # Only lag reporting depends on it; reading goes on from squall's own offsets.
             log.warning("source %r: could not commit offsets to consumer group %r: %s",
-                        self.component, self.commit_group, _kafka_reason(exc)[0])
+                        self.component, self.commit_group, _kafka_reason(exc))
             return
         self._group_committed.update(todo)
 
@@ -538,7 +537,7 @@ class KafkaSink(BatchSink):
                     producer.poll(0.05)
                 except KafkaException as exc:  # refused at once (no such partition, ...)
                     where = "" if part is None else f"partition {part}: "
-                    errors.append(f"{where}{_kafka_reason(exc)[0]}")
+                    errors.append(f"{where}{_kafka_reason(exc)}")
                     break
             if errors:
                 break
@@ -640,16 +639,15 @@ class KafkaSink(BatchSink):
     def describe_failure(self, exc: Exception, batch_id: int, n: int) -> SinkError:
         if isinstance(exc, SinkWriteError):
             return exc
-        reason, _kind = _kafka_reason(exc)
+        reason = _kafka_reason(exc)
         return SinkWriteError(
             f"KafkaSink could not write batch {batch_id} of task {self.context.this_task_id} to "
             f"topic {self.topic!r} on {self.bootstrap_servers}: {reason}; its {n} tuples are "
             "not committed and are written again", component=self.context.this_component_id)
 
     def cleanup(self) -> None:
-        for client in (self._producer,):
-            if client is not None:
-                client.flush(self.timeout)
+        if self._producer is not None:
+            self._producer.flush(self.timeout)
         if self._marker is not None:
             self._marker.close()
         self._producer = self._marker = None

@@ -18,9 +18,9 @@ A batch takes at most `max_batch` records of a partition. `stop_when_empty=True`
 bounded (a partition is exhausted when nothing follows its last committed batch); otherwise no
 transaction starts while no partition has new records.
 
->>> split = KafkaTransactionalSpout(["t"], bootstrap_servers="k:9092").fields.to_list()
->>> split
-['value']
+>>> spout = KafkaTransactionalSpout(["t"], bootstrap_servers="k:9092", max_batch=500)
+>>> spout.fields.to_list(), spout.max_batch   # nothing connects until the first batch
+(['value'], 500)
 """
 
 from __future__ import annotations
