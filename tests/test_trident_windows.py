@@ -168,3 +168,100 @@ def test_a_window_state_must_not_be_transactional():
     with pytest.raises(InvalidTopologyError, match="no field 'time'"):
         s.tumbling_window(10, ["x"], Sum(), ["sum"], timestamp_field="time")
     assert DurableMapState.factory(StateType.OPAQUE)  # the default window state
+
+
+# ---- count windows and processing-time windows -------------------------------------------------
+
+def count_reference(words, size, slide):
+    """Per word, windows of `size` of its occurrences starting every `slide`, in stream order."""
+    seen: Counter = Counter()
+    out = []
+    for w in words:
+        seen[w] += 1
+        n = seen[w]
+        if n >= size and (n - size) % slide == 0:
+            out.append((w, n - size, n, size))
+    return sorted(out)
+
+
+@pytest.mark.parametrize(("size", "slide"), [(3, 3), (4, 2)])
+def test_count_windows_per_word(runner, size, slide):
+    t = TridentTopology()
+    (t.new_stream("s", FixedBatchSpout(["sentence", "ts"], 4, *ROWS))
+     .each(["sentence"], Split(), ["word"]).group_by(["word"])
+     .sliding_count_window(size, slide, [], Count(), ["count"]).name("windows"))
+    result = complete_topology(t.build(), runner=runner)
+    words = [w for s, _ in ROWS for w in s.split()]
+    assert sorted(map(tuple, result.tuples("windows"))) == count_reference(words, size, slide)
+
+
+def test_a_global_tumbling_count_window_sums_in_stream_order(runner):
+    rows = [(i, i * 10) for i in range(20)]
+    t = TridentTopology()
+    (t.new_stream("s", FixedBatchSpout(["amount", "ts"], 3, *rows))
+     .tumbling_count_window(4, ["amount"], Sum(), ["total"]).name("sums"))
+    result = complete_topology(t.build(), runner=runner)
+    assert [tuple(r) for r in result.tuples("sums")] == [
+        (k, k + 4, sum(range(k, k + 4))) for k in range(0, 20, 4)]
+
+
+def test_a_replayed_batch_fires_its_count_windows_once(tmp_path):
+    t = TridentTopology()
+    (t.new_stream("s", FixedBatchSpout(["sentence", "ts"], 3, *ROWS))
+     .each(["sentence"], Split(), ["word"]).group_by(["word"])
+     .tumbling_count_window(2, [], Count(), ["count"]).name("windows"))
+    plan = trident_plan(t.build())
+    ex = BatchExecutor(plan, {}, location=str(tmp_path))
+    fired = []
+    batches = [ROWS[i:i + 3] for i in range(0, 12, 3)]
+    for txid, rows in enumerate(batches, start=1):
+        out = ex.run(txid, {"s": [rows]})
+        if txid == 2:  # the state was written, the commit was not: the txid runs again
+            out = ex.run(txid, {"s": [rows]})
+        fired.extend(r for p in out["windows"] for r in p)
+    ex.close()
+    words = [w for s, _ in ROWS[:12] for w in s.split()]
+    assert sorted(fired) == count_reference(words, 2, 2)
+
+
+def test_processing_time_windows_take_the_transactions_time(runner):
+    """Without a timestamp field a window is in processing time: each transaction's tuples
+    have its time, windows fire once a later transaction's time passes their end (or when
+    the input ends). Every tuple lands in exactly one tumbling window, once."""
+    t = TridentTopology()
+    (t.new_stream("s", FixedBatchSpout(["sentence", "ts"], 3, *ROWS))
+     .each(["sentence"], Split(), ["word"]).group_by(["word"])
+     .tumbling_window(60_000, [], Count(), ["count"]).name("windows"))
+    result = complete_topology(t.build(), runner=runner)
+    rows = [tuple(r) for r in result.tuples("windows")]
+    totals: Counter = Counter()
+    for w, start, end, n in rows:
+        assert end - start == 60_000 and start % 60_000 == 0
+        totals[w] += n
+    assert totals == Counter(w for s, _ in ROWS for w in s.split())
+    assert len(set((w, s) for w, s, _, _ in rows)) == len(rows)  # each window fired once
+
+
+def test_processing_time_is_kept_for_a_replay(tmp_path):
+    from squall.trident.coordinator import BatchCoordinator
+
+    t = TridentTopology()
+    t.new_stream("s", FixedBatchSpout(["x"], 1, [1], [2]))
+    conf = {"squall.transactional.progress_store": {"dir": str(tmp_path)}}
+    first = BatchCoordinator(trident_plan(t.build()), conf, "doc")
+    assert first.batch_time(1, 5_000) == 5_000
+    again = BatchCoordinator(trident_plan(t.build()), conf, "doc")  # after a restart
+    assert again.batch_time(1, 9_000) == 5_000
+    again.commit(1)
+    assert again.batch_time(2, 9_000) == 9_000
+
+
+def test_window_arguments_are_checked():
+    t = TridentTopology()
+    s = t.new_stream("s", FixedBatchSpout(["x", "ts"], 1, [1, 0]))
+    with pytest.raises(InvalidTopologyError, match="has no lag"):
+        s.tumbling_window(10, ["x"], Sum(), ["sum"], lag=5)
+    with pytest.raises(InvalidTopologyError, match="whole numbers 0 < slide <= count"):
+        s.sliding_count_window(3, 4, ["x"], Sum(), ["sum"])
+    with pytest.raises(InvalidTopologyError, match="whole numbers"):
+        s.tumbling_count_window(2.5, ["x"], Sum(), ["sum"])

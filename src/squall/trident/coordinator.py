@@ -29,6 +29,7 @@ from squall.trident.spouts import NON_TRANSACTIONAL, OPAQUE, TRANSACTIONAL, Spou
 
 # How many attempts a failing transaction gets (unset: replayed for ever, as Storm does).
 MAX_ATTEMPTS = "squall.trident.max.attempts"
+TIME = "batch-time"  # the store's key of the last transaction's processing time
 
 
 
@@ -118,6 +119,16 @@ class BatchCoordinator:
             raise SquallError(f"transaction {txid} asked for, but {self.next_txid} is the next "
                               "to commit: the checkpoint's progress and the run disagree")
         return {cid: e.emit(txid, lazy) for cid, e in self.emitters.items()}
+
+    def batch_time(self, txid: int, now_ms: int) -> int:
+        """Transaction `txid`'s processing time: `now_ms` (the runner's clock) the first time
+        it is asked, the same on every later attempt of the txid, after a restart too, so a
+        replayed batch fills the same processing-time windows."""
+        kept = self.store.get(TIME)
+        if kept is not None and kept[0] == txid:
+            return int(kept[1])
+        self.store.put(TIME, (txid, now_ms))
+        return now_ms
 
     def commit(self, txid: int) -> None:
         """Transaction `txid` is complete: the next one is `txid + 1`."""

@@ -53,7 +53,7 @@ from squall.trident.operations import (
 )
 from squall.trident.plan import ROW_KINDS, Plan, PlanNode
 from squall.trident.tuple import tuple_type
-from squall.trident.windows import Segment, Window, WindowStep, assign
+from squall.trident.windows import CountWindowStep, Segment, Window, WindowStep, assign
 
 log = logging.getLogger("squall")
 
@@ -185,7 +185,8 @@ class BatchExecutor:
             given: Mapping[str, Parts] | None = None,
             partials: Mapping[str, Mapping[tuple[Any, ...], Any]] | None = None,
             windows: Mapping[str, Any] | None = None,
-            skip: frozenset[str] = frozenset(), final: bool = False) -> dict[str, Parts]:
+            skip: frozenset[str] = frozenset(), final: bool = False,
+            time_ms: int | None = None) -> dict[str, Parts]:
         """Every operation's output for batch `txid`, given each spout's partitions.
 
         A runner that computed some operations elsewhere (the Spark runner, in Spark) passes
@@ -193,9 +194,10 @@ class BatchExecutor:
         `partials` (applied to the state at the operation's turn), a window operation's
         `(partials by window, tuples per window, largest timestamp)` as `windows`, and the
         operations nothing else here needs as `skip`. `final`: every spout's input ends with
-        this batch (windows' watermarks go to the end of time)."""
+        this batch (windows' watermarks go to the end of time). `time_ms`: the transaction's
+        processing time (the same on every attempt), for processing-time windows."""
         out: dict[str, Parts] = {}
-        self.final = final
+        self.final, self.time_ms = final, time_ms
         # Storm's State protocol around the batch; an opaque map rolls back here what an
         # earlier attempt of this txid wrote, since its replay may touch other keys.
         for state in self.states.values():
@@ -478,8 +480,23 @@ class BatchExecutor:
         a = node.args
         op = self.ops[node.cid][0]
         kidx, idx = _indexes(fields, a["keys"]), _indexes(fields, a["input"])
-        tsi = fields.index(a["timestamp_field"])
         make = tuple_type(tuple(a["input"]))
+        by = a.get("by", "event")
+        if by == "count":
+            groups: dict[tuple[Any, ...], list[Any]] = {}
+            for r in rows:
+                groups.setdefault(tuple([r[i] for i in kidx]), []).append(
+                    op.init(make(tuple([r[i] for i in idx]))))
+            step = CountWindowStep(self.states[a["state"]], op.combine, a["size"], a["slide"])
+            return step.apply(txid, groups)
+        if by == "processing":
+            if self.time_ms is None:
+                raise SquallError(f"{node.cid!r}: a processing-time window needs the "
+                                  "transaction's time from the runner")
+            # Every tuple of the transaction has its time: an extra last field of each row.
+            tsi, rows = len(fields), [(*r, self.time_ms) for r in rows]
+        else:
+            tsi = fields.index(a["timestamp_field"])
         size, slide = a["size"], a["slide"]
         init, combine = op.init, op.combine
         partials: dict[Window, dict[tuple[Any, ...], Any]] = {}

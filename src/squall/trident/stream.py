@@ -272,12 +272,14 @@ class Stream:
                          output=self.fields, keys=())
 
     def tumbling_window(self, size: Any, input_fields: Any, aggregator: CombinerAggregator,
-                        function_fields: Any, *, timestamp_field: str, lag: Any = 0,
-                        state: Any = None) -> Stream:
-        """Event-time tumbling windows of `size` (a `Duration` or milliseconds) over
-        `timestamp_field` (milliseconds): emits `(window_start, window_end, value)` per window
-        once the watermark (largest timestamp seen minus `lag`) passes its end (see
-        `squall.trident.windows`). `state`: the window state's factory (default: durable,
+                        function_fields: Any, *, timestamp_field: str | None = None,
+                        lag: Any = 0, state: Any = None) -> Stream:
+        """Tumbling windows of `size` (a `Duration` or milliseconds): emits `(window_start,
+        window_end, value)` per window once the watermark passes its end (see
+        `squall.trident.windows`). In event time over `timestamp_field` (milliseconds; the
+        watermark is the largest timestamp seen minus `lag`), or without one in processing
+        time: every tuple of a transaction has the transaction's time (kept for its replays)
+        and the watermark is that time. `state`: the window state's factory (default: durable,
         opaque)."""
         return GroupedStream(self, ()).tumbling_window(
             size, input_fields, aggregator, function_fields, timestamp_field=timestamp_field,
@@ -285,11 +287,29 @@ class Stream:
 
     def sliding_window(self, size: Any, slide: Any, input_fields: Any,
                        aggregator: CombinerAggregator, function_fields: Any, *,
-                       timestamp_field: str, lag: Any = 0, state: Any = None) -> Stream:
-        """Event-time windows of `size` starting every `slide` (see `tumbling_window`)."""
+                       timestamp_field: str | None = None, lag: Any = 0,
+                       state: Any = None) -> Stream:
+        """Windows of `size` starting every `slide` (see `tumbling_window`)."""
         return GroupedStream(self, ()).sliding_window(
             size, slide, input_fields, aggregator, function_fields,
             timestamp_field=timestamp_field, lag=lag, state=state)
+
+    def tumbling_count_window(self, count: int, input_fields: Any,
+                              aggregator: CombinerAggregator, function_fields: Any, *,
+                              state: Any = None) -> Stream:
+        """Windows of `count` tuples in stream order: emits `(window_start, window_end,
+        value)`, the window's tuple positions `[start, end)`, as its last tuple arrives
+        (Storm's count windows; see `squall.trident.windows`)."""
+        return GroupedStream(self, ()).sliding_count_window(
+            count, count, input_fields, aggregator, function_fields, state=state)
+
+    def sliding_count_window(self, count: int, slide: int, input_fields: Any,
+                             aggregator: CombinerAggregator, function_fields: Any, *,
+                             state: Any = None) -> Stream:
+        """Windows of `count` tuples starting every `slide` tuples (see
+        `tumbling_count_window`)."""
+        return GroupedStream(self, ()).sliding_count_window(
+            count, slide, input_fields, aggregator, function_fields, state=state)
 
     def group_by(self, fields: Any) -> GroupedStream:
         """Groups each batch by `fields` for the aggregation that follows."""
@@ -392,8 +412,8 @@ class GroupedStream:
                                                                 function_fields)
 
     def tumbling_window(self, size: Any, input_fields: Any, aggregator: CombinerAggregator,
-                        function_fields: Any, *, timestamp_field: str, lag: Any = 0,
-                        state: Any = None) -> Stream:
+                        function_fields: Any, *, timestamp_field: str | None = None,
+                        lag: Any = 0, state: Any = None) -> Stream:
         """Per group: `(keys..., window_start, window_end, value)` (see
         `Stream.tumbling_window`)."""
         return self.sliding_window(size, size, input_fields, aggregator, function_fields,
@@ -401,11 +421,11 @@ class GroupedStream:
 
     def sliding_window(self, size: Any, slide: Any, input_fields: Any,
                        aggregator: CombinerAggregator, function_fields: Any, *,
-                       timestamp_field: str, lag: Any = 0, state: Any = None) -> Stream:
+                       timestamp_field: str | None = None, lag: Any = 0,
+                       state: Any = None) -> Stream:
         """Per group: `(keys..., window_start, window_end, value)` for windows of `size`
         starting every `slide` (see `Stream.tumbling_window`)."""
-        s = self.stream
-        where = s._where("window")
+        where = self.stream._where("window")
         try:
             size_ms, slide_ms, lag_ms = to_millis(size), to_millis(slide), to_millis(lag)
         except TypeError as exc:
@@ -413,7 +433,40 @@ class GroupedStream:
         if size_ms < 1 or slide_ms < 1 or slide_ms > size_ms or lag_ms < 0:
             raise InvalidTopologyError(f"{where}: need 0 < slide <= size and lag >= 0, got "
                                        f"size {size_ms} ms, slide {slide_ms} ms, lag {lag_ms} ms")
-        s._inputs([timestamp_field], "window")
+        if timestamp_field is None and lag_ms:
+            raise InvalidTopologyError(f"{where}: a processing-time window (no timestamp_field) "
+                                       f"has no lag, got {lag_ms} ms")
+        if timestamp_field is not None:
+            self.stream._inputs([timestamp_field], "window")
+        return self._window("event" if timestamp_field else "processing", size_ms, slide_ms,
+                            input_fields, aggregator, function_fields, state,
+                            lag=lag_ms, timestamp_field=timestamp_field)
+
+    def tumbling_count_window(self, count: int, input_fields: Any,
+                              aggregator: CombinerAggregator, function_fields: Any, *,
+                              state: Any = None) -> Stream:
+        """Per group: `(keys..., window_start, window_end, value)`, positions in the group's
+        tuples (see `Stream.tumbling_count_window`)."""
+        return self.sliding_count_window(count, count, input_fields, aggregator,
+                                         function_fields, state=state)
+
+    def sliding_count_window(self, count: int, slide: int, input_fields: Any,
+                             aggregator: CombinerAggregator, function_fields: Any, *,
+                             state: Any = None) -> Stream:
+        """Per group: windows of `count` tuples starting every `slide` tuples."""
+        where = self.stream._where("window")
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (count, slide)) \
+                or not 0 < slide <= count:
+            raise InvalidTopologyError(f"{where}: need whole numbers 0 < slide <= count, got "
+                                       f"count {count!r}, slide {slide!r}")
+        return self._window("count", count, slide, input_fields, aggregator, function_fields,
+                            state, lag=0, timestamp_field=None)
+
+    def _window(self, by: str, size: int, slide: int, input_fields: Any,
+                aggregator: CombinerAggregator, function_fields: Any, state: Any, *,
+                lag: int, timestamp_field: str | None) -> Stream:
+        s = self.stream
+        where = s._where("window")
         inputs = s._inputs(input_fields, "window")
         if not isinstance(aggregator, CombinerAggregator):
             raise InvalidTopologyError(f"{where}: windows combine their tuples with a "
@@ -429,8 +482,8 @@ class GroupedStream:
                 "window on a replayed batch needs the state as it was before the batch, which a "
                 "transactional map does not keep")
         return s._add("window", (*self.keys, "window_start", "window_end", *out),
-                      input=inputs, op=aggregator, output=out, keys=self.keys, size=size_ms,
-                      slide=slide_ms, lag=lag_ms, timestamp_field=timestamp_field,
+                      input=inputs, op=aggregator, output=out, keys=self.keys, size=size,
+                      slide=slide, lag=lag, timestamp_field=timestamp_field, by=by,
                       factory=factory)
 
     def to_stream(self) -> Stream:

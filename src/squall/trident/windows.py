@@ -137,3 +137,59 @@ class WindowStep:
         for w in sorted(fired):
             rows.extend(fired[w])
         return rows, late
+
+
+class CountWindowStep:
+    """One batch of a count-window operation: each group's tuples in stream order, windows of
+    `size` tuples starting every `slide` tuples (positions from 0), each fired as its last
+    tuple arrives. The state keeps, per group, how many tuples it has seen and the combiner
+    values of those a window still open needs, updated once per txid (an opaque state hands a
+    replay the value from before it, so the same windows fire again).
+
+    >>> from squall.trident.state import MemoryMapState, StateType
+    >>> state = MemoryMapState.factory(StateType.OPAQUE).make_state("doc", None)
+    >>> step = CountWindowStep(state, lambda a, b: a + b, size=3, slide=2)
+    >>> step.apply(1, {("a",): [1, 1, 1, 1]})
+    [('a', 0, 3, 3)]
+    >>> step.apply(2, {("a",): [1]})
+    [('a', 2, 5, 3)]
+    """
+
+    def __init__(self, state: Any, combine: Callable[[Any, Any], Any], size: int,
+                 slide: int) -> None:
+        self.state, self.combine, self.size, self.slide = state, combine, size, slide
+
+    def apply(self, txid: int, groups: Mapping[tuple[Any, ...], Sequence[Any]]
+              ) -> list[tuple[Any, ...]]:
+        """The fired `(key..., start, end, value)` rows, group by group (in `groups`' order),
+        window by window."""
+        size, slide, combine = self.size, self.slide, self.combine
+        fired: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+
+        def first_open(seen: int) -> int:
+            """The first window not complete after `seen` tuples."""
+            return 0 if seen < size else (seen - size) // slide + 1
+
+        def updater(key: tuple[Any, ...], values: Sequence[Any]) -> Callable[[Any], Any]:
+            def update(old: Any) -> Any:
+                seen, tail = old if old is not None else (0, ())
+                buf = [*tail, *values]
+                first = seen - len(tail)  # the position of buf[0]
+                end = seen + len(values)
+                rows = []
+                for k in range(first_open(seen), first_open(end)):
+                    start = k * slide
+                    window = buf[start - first:start - first + size]
+                    value = window[0]
+                    for v in window[1:]:
+                        value = combine(value, v)
+                    rows.append((*key, start, start + size, value))
+                fired[key] = rows
+                keep = first_open(end) * slide  # the values open windows still need
+                return (end, tuple(buf[max(keep - first, 0):]))
+            return update
+
+        keys = list(groups)
+        if keys:
+            self.state.multi_update(txid, keys, [updater(k, groups[k]) for k in keys])
+        return [r for k in keys for r in fired[k]]

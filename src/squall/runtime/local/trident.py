@@ -72,8 +72,9 @@ class LocalTridentRunner:
             attempt += 1
             batches = self.coordinator.emit(txid)
             try:
-                out = self.executor.run(txid, batches,
-                                        final=self.coordinator.exhausted_after(txid))
+                out = self.executor.run(
+                    txid, batches, final=self.coordinator.exhausted_after(txid),
+                    time_ms=self.coordinator.batch_time(txid, self.clock.now_ms()))
             except Exception as exc:
                 self.failed_attempts += 1
                 component = getattr(exc, "component", None) or self.plan.nodes[-1].cid

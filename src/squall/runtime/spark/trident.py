@@ -207,8 +207,8 @@ def _spark_terminal(node: PlanNode) -> bool:
     """An aggregation Spark can end a path with: a combiner (built-in: finished in the JVM;
     a user's: on the driver), or a window with a built-in combiner (windows computed in SQL)."""
     op = node.args.get("op")
-    if node.kind == "window":
-        return isinstance(op, BuiltinCombiner)
+    if node.kind == "window":  # event time; count and processing-time windows: the driver's
+        return isinstance(op, BuiltinCombiner) and node.args.get("by", "event") == "event"
     return node.kind in TERMINALS and isinstance(op, CombinerAggregator)
 
 
@@ -767,8 +767,11 @@ class TridentSparkRunner:
         t_driver = time.perf_counter()
         rows = {cid: [b.rows()] if isinstance(b, FileBatch) else b
                 for cid, b in batches.items() if cid not in self.inside}
+        # The transaction's processing time: the driver's clock when its micro-batch first ran.
+        now = self.coordinator.batch_time(txid, int(time.time() * 1000))
         out = self.executor.run(txid, rows, given=given, partials=partials, windows=windows,
-                                skip=self.inside, final=self.coordinator.exhausted_after(txid))
+                                skip=self.inside, final=self.coordinator.exhausted_after(txid),
+                                time_ms=now)
         self.timing["driver"] += time.perf_counter() - t_driver
         for cid, batch in batches.items():
             if cid not in out:  # a spout read in Spark: its size, for the counters
