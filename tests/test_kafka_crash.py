@@ -31,7 +31,7 @@ import pytest
 from conftest import kill_mid_batch
 from kafka_broker import committed_once, running_broker
 
-ITEMS = 400
+ITEMS = 240
 SINK_TASKS = 2
 
 DRIVER = textwrap.dedent('''
@@ -57,7 +57,7 @@ DRIVER = textwrap.dedent('''
                                 value_field="shout", transactional=MODE == "tx",
                                 attempt_header="attempt", timeout=10), SINK_TASKS).shuffle_grouping(
         "slow")
-    conf = Config({"squall.spark.batch.max.tuples": 60, "spark.sql.shuffle.partitions": 2,
+    conf = Config({"squall.spark.batch.max.tuples": 40, "spark.sql.shuffle.partitions": 2,
                    "squall.local.batch.ms": 150})
     result = run(b.create_topology(), conf, runner=RUNNER, master="local[2]",
                  checkpoint_location=os.path.join(DIR, "ckpt"))
