@@ -162,7 +162,6 @@ def test_source_start_latest_reads_only_what_comes_after(runner, broker, tmp_pat
 
 @pytest.mark.xfail(strict=True, reason="Tansu does not implement offsets_for_times (ListOffsets "
                    "by timestamp answers offset 0 whatever the time); see tests/kafka_broker.py")
-@pytest.mark.parametrize("runner", ["local"], indirect=True)
 def test_source_start_from_timestamp(runner, broker):
     topic = new_topic(broker, 1)
     for i in range(4):
