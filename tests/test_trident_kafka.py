@@ -10,16 +10,16 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from kafka_broker import running_broker
+from test_trident import FailOnce
 
 from squall import Fields
 from squall.connectors.kafka import close_readers
 from squall.testing import complete_topology
 from squall.transactional import KafkaOpaqueSpout, KafkaTransactionalSpout
-from squall.trident import Count, Function, TridentTopology
+from squall.trident import Count, TridentTopology
 from squall.trident.state import DurableMapState, StateType
 
 
@@ -28,19 +28,6 @@ def broker(tmp_path_factory):
     with running_broker(tmp_path_factory.mktemp("tansu")) as b:
         yield b
         close_readers()
-
-
-class FailOnce(Function):
-    """Raises the first time it sees `word` (a marker file remembers it), then passes on."""
-
-    def __init__(self, word: str, marker: str) -> None:
-        self.word, self.marker = word, marker
-
-    def execute(self, tup, collector):
-        if tup[0] == self.word and not Path(self.marker).exists():
-            Path(self.marker).touch()
-            raise RuntimeError(f"failing once on {self.word!r}")
-        collector.emit([True])
 
 
 @pytest.mark.parametrize("opaque", [False, True])

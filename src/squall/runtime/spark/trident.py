@@ -281,7 +281,7 @@ class _Chain:
         # Arrow columns for a batch function first, or for an aggregation straight from
         # typed columns; Python rows otherwise.
         arrow = _columnar(self.nodes[0], ops) if self.nodes else \
-            all(len(cols.present(rb, f)) == 1 and cols.present(rb, f)[0][0] < 3 for f in fields)
+            all(cols.single_typed(rb, f) for f in fields)
         columns: dict[str, Any] | None = {f: cols.decode_arrow(rb, f) for f in fields} \
             if arrow else None
         rows: list[tuple] | None = None
@@ -353,8 +353,8 @@ class _Partials:
     def add(self, columns: dict[str, Any] | None, rows: list[tuple] | None,
             fields: tuple[str, ...]) -> None:
         keys, sql = self.keys, self.sql
-        if columns is not None and self.builtin and all(_native(columns[k]) for k in keys) \
-                and (sql == "count" or _native(columns[self.inputs[0]])):
+        if columns is not None and self.builtin and all(cols.native(columns[k]) for k in keys) \
+                and (sql == "count" or cols.native(columns[self.inputs[0]])):
             self._arrow(columns, "count_all" if sql == "count" else sql)
             return
         if rows is None:
@@ -404,7 +404,7 @@ class _Partials:
         table = pa.table(data)
         self.pending.append(table)
         self.pending_rows += table.num_rows
-        if self.pending_rows >= 1_000_000:
+        if self.pending_rows >= tw.GROUP_EVERY:
             self._group_pending()
 
     def _group_pending(self) -> None:
@@ -424,7 +424,7 @@ class _Partials:
         if self.tables:
             # The Arrow partials, combined once more by Arrow when there are several.
             names = self.names
-            final = {"count_all": "sum", "count": "sum"}.get(self.sql, self.sql)
+            final = tw.FINAL[self.sql]
             t = pa.concat_tables(self.tables)
             if names:
                 if len(self.tables) > 1:
@@ -574,11 +574,6 @@ def _length(columns: dict[str, Any] | None) -> int:
 
 def _columnar(node: PlanNode, ops: dict[str, Any]) -> bool:
     return node.kind == "each" and isinstance(ops.get(node.cid), BatchFunction)
-
-
-def _native(arr: Any) -> bool:
-    return isinstance(arr, (pa.Array, pa.ChunkedArray)) and arr.type in (
-        pa.string(), pa.large_string(), pa.int64(), pa.float64())
 
 
 def _pylist(values: Any) -> list[Any]:

@@ -66,6 +66,12 @@ def spark_schema(fields: Sequence[str], types: Types | None = None) -> str:
     return ", ".join(f"`{n}` {SQL[n[-1]]}" for f in fields for n in names(f, types))
 
 
+def native(arr: Any) -> bool:
+    """An Arrow array of one of the typed columns' types (Arrow can group and aggregate it)."""
+    return isinstance(arr, (pa.Array, pa.ChunkedArray)) and arr.type in (
+        pa.string(), pa.large_string(), pa.int64(), pa.float64())
+
+
 def infer(values: Sequence[Any]) -> str | None:
     """The one typed column all of `values` fit (None allowed), or None for four columns."""
     kinds = set(map(type, values))
@@ -181,10 +187,15 @@ def decode(batch: Any, field: str) -> list[Any]:
     return out
 
 
+def single_typed(batch: Any, field: str) -> bool:
+    """Every value of the field in the batch is of one native type (string, int or float)."""
+    have = present(batch, field)
+    return len(have) == 1 and have[0][0] < 3
+
+
 def decode_arrow(batch: Any, field: str) -> pa.Array:
     """One field as an Arrow array: the native column itself when every value has its type."""
-    have = present(batch, field)
-    if len(have) == 1 and have[0][0] < 3:
-        col = have[0][1]
+    if single_typed(batch, field):
+        col = present(batch, field)[0][1]
         return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     return pa.array(decode(batch, field))

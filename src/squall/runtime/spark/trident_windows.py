@@ -64,11 +64,6 @@ def partial_fields(node: PlanNode) -> tuple[str, ...]:
     return ("$ws", *node.args["keys"], "$partial", "$n", "$max", "$part")
 
 
-def _native(arr: Any) -> bool:
-    return isinstance(arr, pa.Array) and arr.type in (
-        pa.string(), pa.large_string(), pa.int64(), pa.float64())
-
-
 class WindowPartials:
     """One partition's partial aggregates per (window start, key), in the worker."""
 
@@ -111,10 +106,8 @@ class WindowPartials:
         values of one native type (else None: the Python path keeps them exactly)."""
         pos = {f: i for i, f in enumerate(fields)}
         out: dict[str, Any] = {}
-        for f in dict.fromkeys((*self.keys, *self.inputs, self.tsf)):
-            if f in out or (f in self.inputs and self.sql == "count" and f not in self.keys
-                            and f != self.tsf):
-                continue
+        values_read = () if self.sql == "count" else self.inputs
+        for f in dict.fromkeys((*self.keys, *values_read, self.tsf)):
             i = pos[f]
             values = [r[i] for r in rows]
             kind = cols.infer(values)
@@ -126,8 +119,8 @@ class WindowPartials:
     def _arrow_ready(self, columns: dict[str, Any]) -> bool:
         ts = columns[self.tsf]
         return isinstance(ts, pa.Array) and ts.type == pa.int64() and ts.null_count == 0 \
-            and all(_native(columns[k]) for k in self.keys) \
-            and (self.sql == "count" or _native(columns[self.inputs[0]]))
+            and all(cols.native(columns[k]) for k in self.keys) \
+            and (self.sql == "count" or cols.native(columns[self.inputs[0]]))
 
     def _add_arrow(self, columns: dict[str, Any]) -> None:
         ts = columns[self.tsf]
