@@ -17,6 +17,7 @@ squall.errors.InvalidTopologyError: bolt 'sink' groups by field 'wrod', which st
 
 from __future__ import annotations
 
+import logging
 import pickle
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -26,6 +27,7 @@ import cloudpickle
 from squall.components.base import BasicBolt, Bolt, Component, Spout
 from squall.errors import InvalidTopologyError, NotPicklableError
 from squall.topology import roles
+from squall.topology.config_keys import check_config
 from squall.topology.declarer import DEFAULT_STREAM, StreamSpec
 from squall.topology.description import ComponentSpec, Subscription, Topology
 from squall.topology.fields import Fields
@@ -40,6 +42,8 @@ from squall.topology.groupings import (
     NoneGrouping,
     ShuffleGrouping,
 )
+
+_log = logging.getLogger("squall.config")
 
 
 class _ComponentDeclarer:
@@ -196,6 +200,8 @@ class TopologyBuilder:
                 record["inputs"], streams)
             component.check_inputs(cid, record["inputs"])
         for cid, record in self._records.items():
+            streams[cid].update(record["component"].derived_streams(cid, record["inputs"], streams))
+        for cid, record in self._records.items():
             for sub in record["inputs"]:
                 _check_subscription(cid, sub, streams)
         specs: dict[str, ComponentSpec] = {}
@@ -209,6 +215,8 @@ class TopologyBuilder:
                     f"of squall.topology.roles", component=cid)
             conf = dict(component.get_component_configuration() or {})
             conf.update(record["conf"])
+            for warning in check_config(conf, where=f"component {cid!r}"):
+                _log.warning("%s", warning)
             num_tasks = record["num_tasks"] or record["parallelism"]
             cap = conf.get("topology.max.task.parallelism")
             if cap:

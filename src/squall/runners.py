@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,12 +21,14 @@ from squall.results import RunResult
 from squall.runtime.clock import Clock, current_clock
 from squall.runtime.local.engine import LocalEngine
 from squall.runtime.local.trident import LocalTridentRunner
+from squall.topology.config_keys import check_config
 from squall.topology.description import Topology
 from squall.transactional.builder import is_transactional
 from squall.trident.plan import is_trident
 
 RUNNERS = ("spark", "local")
 DEFAULT_RUNNER = "spark"
+_log = logging.getLogger("squall.config")
 
 
 def check_runner(runner: str) -> None:
@@ -82,6 +85,8 @@ def make_runner(
     (`squall.trident`).
     """
     check_runner(runner)
+    for warning in check_config(conf):
+        _log.warning("%s", warning)
     if runner == "spark":
         if clock is not None:
             raise ValueError("the spark runner takes its time from the micro-batches; "

@@ -15,6 +15,8 @@ from typing import Any
 
 import cloudpickle
 
+from squall.errors import ConfigError
+from squall.topology.config_keys import check_config
 from squall.topology.description import Topology
 
 
@@ -83,6 +85,10 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
             out[key] = json.loads(raw)
         except json.JSONDecodeError:
             out[key] = raw
+    try:
+        check_config(out, where="-c")  # its warnings come once, when the runner starts
+    except ConfigError as exc:
+        raise TargetError(str(exc)) from None
     return out
 
 

@@ -1,0 +1,313 @@
+"""The configuration keys squall knows, what each allows, and the check of a whole config.
+
+Storm accepts any key and ignores what it does not know, so a typo such as
+`topology.mesage.timeout.secs` silently keeps the default. squall checks a config before a run
+starts (and a component's configuration when it is declared):
+
+- a key squall reads must hold a value it can use: one line names the key, the value and what
+  is allowed;
+- a key under `topology.` or `squall.` that squall does not know is an error with the closest
+  known key, unless it is one of Storm's own keys that squall has no use for (a topology ported
+  from Storm keeps them): those get a warning that they have no effect;
+- any other key is the user's own (Storm lets bolts read their own keys from the config), kept
+  as it is, unless it is one letter away from a known key (`topolgy.debug`);
+- `spark.*` keys go to Spark, which checks them.
+
+>>> check_config({"topology.message.timeout.secs": 10, "myapp.threshold": 3})
+[]
+>>> check_config({"topology.mesage.timeout.secs": 10})  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+squall.errors.ConfigError: unknown ... 'topology.mesage...': did you mean 'topology.message...'?
+>>> check_config({"topology.max.spout.pending": -5})  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+squall.errors.ConfigError: topology.max.spout.pending must be a positive integer (0 or ...), got -5
+>>> check_config({"topology.worker.childopts": "-Xmx2g"})
+['topology.worker.childopts is a Storm key that has no effect in squall (ignored)']
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from squall.errors import ConfigError
+
+# A check says whether a value is usable; `KeySpec.allowed` says in words what is.
+Check = Callable[[Any], bool]
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    """One key squall reads: what a value must be, in words and as a predicate."""
+
+    allowed: str
+    ok: Check
+
+
+def _is_int(v: Any) -> bool:
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, int):
+        return True
+    if isinstance(v, float):
+        return math.isfinite(v) and v == int(v)
+    if isinstance(v, str):
+        try:
+            int(v)
+        except ValueError:
+            return False
+        return True
+    return False
+
+
+def _is_number(v: Any) -> bool:
+    if isinstance(v, bool):
+        return False
+    try:
+        return math.isfinite(float(v))
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+def _unset(v: Any) -> bool:
+    return v is None
+
+
+def positive_number(unset_ok: bool = False, zero_ok: bool = False) -> Check:
+    def ok(v: Any) -> bool:
+        if unset_ok and _unset(v):
+            return True
+        return _is_number(v) and (float(v) > 0 or (zero_ok and float(v) == 0))
+    return ok
+
+
+def integer(minimum: int | None = None, unset_ok: bool = False) -> Check:
+    def ok(v: Any) -> bool:
+        if unset_ok and _unset(v):
+            return True
+        return _is_int(v) and (minimum is None or int(v) >= minimum)
+    return ok
+
+
+def boolean(v: Any) -> bool:
+    return isinstance(v, bool)
+
+
+def text(unset_ok: bool = False) -> Check:
+    def ok(v: Any) -> bool:
+        return (unset_ok and _unset(v)) or (isinstance(v, str) and v != "")
+    return ok
+
+
+def mapping_or_json(v: Any) -> bool:
+    if v is None or isinstance(v, Mapping):
+        return True
+    if isinstance(v, str):
+        try:
+            return isinstance(json.loads(v), Mapping)
+        except json.JSONDecodeError:
+            return False
+    return False
+
+
+def fraction(v: Any) -> bool:
+    return _is_number(v) and 0 < float(v) <= 1
+
+
+_SECS = "a positive number of seconds"
+_MS = "a positive integer number of milliseconds"
+_ATTEMPTS = "a positive integer (unset: retry for ever)"
+
+KEYS: dict[str, KeySpec] = {
+    # Storm's keys that squall reads.
+    "topology.message.timeout.secs": KeySpec(_SECS, positive_number()),
+    "topology.enable.message.timeouts": KeySpec("true or false", boolean),
+    "topology.acker.executors": KeySpec(
+        "an integer >= 0 (0: acking off; unset: one per worker)", integer(0, unset_ok=True)),
+    "topology.max.spout.pending": KeySpec(
+        "a positive integer (0 or unset: no bound)", integer(0, unset_ok=True)),
+    "topology.workers": KeySpec("a positive integer", integer(1)),
+    "topology.debug": KeySpec("true or false", boolean),
+    "topology.tick.tuple.freq.secs": KeySpec(
+        "a positive number of seconds (0 or unset: no ticks)",
+        positive_number(unset_ok=True, zero_ok=True)),
+    "topology.stats.sample.rate": KeySpec("a number in (0, 1]", fraction),
+    "topology.max.task.parallelism": KeySpec(
+        "a positive integer (unset: no cap)", integer(1, unset_ok=True)),
+    "topology.state.checkpoint.interval.ms": KeySpec(
+        "a positive number of milliseconds (0 or unset: 1000)", integer(0, unset_ok=True)),
+    "topology.state.provider": KeySpec(
+        "a provider name: memory, durable, redis (unset: memory)", text(unset_ok=True)),
+    "topology.state.provider.config": KeySpec(
+        "a mapping or a JSON object", mapping_or_json),
+    "topology.sleep.spout.wait.strategy.time.ms": KeySpec(
+        "a number of milliseconds >= 0", positive_number(zero_ok=True)),
+    "topology.trident.batch.emit.interval.millis": KeySpec(
+        "an integer number of milliseconds >= 0", integer(0, unset_ok=True)),
+    # Storm's windowed-bolt keys (set on a component by its with_window... calls).
+    "topology.bolts.window.length.count": KeySpec("a positive integer", integer(1, True)),
+    "topology.bolts.window.length.duration.ms": KeySpec(_MS, integer(1, True)),
+    "topology.bolts.window.sliding.interval.count": KeySpec("a positive integer",
+                                                             integer(1, True)),
+    "topology.bolts.window.sliding.interval.duration.ms": KeySpec(_MS, integer(1, True)),
+    "topology.bolts.tuple.timestamp.field.name": KeySpec("a field name", text(unset_ok=True)),
+    "topology.bolts.tuple.timestamp.max.lag.ms": KeySpec(
+        "an integer number of milliseconds >= 0", integer(0, unset_ok=True)),
+    "topology.bolts.watermark.event.interval.ms": KeySpec(
+        "an integer number of milliseconds >= 0 (0: with every tuple)", integer(0, True)),
+    "topology.bolts.late.tuple.stream": KeySpec("a stream name", text(unset_ok=True)),
+    "topology.bolts.message.id.field.name": KeySpec("a field name", text(unset_ok=True)),
+    # squall's own keys.
+    "squall.random.seed": KeySpec("an integer", integer(unset_ok=True)),
+    "squall.window.timestamp.errors.fatal": KeySpec("true or false", boolean),
+    "squall.window.persistent": KeySpec("true or false", boolean),
+    "squall.window.max.events.in.memory": KeySpec("a positive integer", integer(1, True)),
+    "squall.transactional.max.attempts": KeySpec(_ATTEMPTS, integer(1, unset_ok=True)),
+    "squall.transactional.progress_store": KeySpec(
+        "{'dir': path} or {'redis': {host, port, ...}}",
+        lambda v: v is None or (isinstance(v, Mapping) and bool({"dir", "redis"} & set(v)))),
+    "squall.transactional.inband": KeySpec("true or false (set by the Spark runner)", boolean),
+    "squall.trident.max.attempts": KeySpec(_ATTEMPTS, integer(1, unset_ok=True)),
+    "squall.trident.spark.partial.aggregation": KeySpec("true or false", boolean),
+    "squall.spark.trigger.ms": KeySpec(
+        "an integer number of milliseconds >= 0 (0: as fast as possible)",
+        integer(0, unset_ok=True)),
+    "squall.spark.batch.max.tuples": KeySpec("a positive integer", integer(1, unset_ok=True)),
+    "squall.spark.batch.max.attempts": KeySpec(_ATTEMPTS, integer(1, unset_ok=True)),
+    "squall.spark.batch.retry.backoff.ms": KeySpec(
+        "an integer number of milliseconds >= 0", integer(0, unset_ok=True)),
+    "squall.local.batch.ms": KeySpec(_MS, integer(1, unset_ok=True)),
+}
+
+# Storm's topology keys (storm-client's Config) that squall accepts and ignores, so a config
+# ported from Storm runs; each draws one warning.
+STORM_KEYS_WITHOUT_EFFECT = frozenset((
+    "topology.acker.cpu.pcore.percent", "topology.acker.resources.offheap.memory.mb",
+    "topology.acker.resources.onheap.memory.mb", "topology.auto.task.hooks",
+    "topology.backpressure.check.millis", "topology.backpressure.enable",
+    "topology.backpressure.wait.park.microsec",
+    "topology.backpressure.wait.progressive.level1.count",
+    "topology.backpressure.wait.progressive.level2.count",
+    "topology.backpressure.wait.progressive.level3.sleep.millis",
+    "topology.backpressure.wait.strategy", "topology.batch.flush.interval.millis",
+    "topology.blobstore.map", "topology.bolt.wait.park.microsec",
+    "topology.bolt.wait.progressive.level1.count", "topology.bolt.wait.progressive.level2.count",
+    "topology.bolt.wait.progressive.level3.sleep.millis", "topology.bolt.wait.strategy",
+    "topology.builtin.metrics.bucket.size.secs", "topology.classpath",
+    "topology.classpath.beginning", "topology.component.cpu.pcore.percent",
+    "topology.component.resources.map", "topology.component.resources.offheap.memory.mb",
+    "topology.component.resources.onheap.memory.mb", "topology.disable.loadaware.messaging",
+    "topology.enable.send.iconnection.metrics", "topology.enable.v2.metrics.tick",
+    "topology.environment", "topology.error.throttle.interval.secs",
+    "topology.event.logger.register", "topology.eventlogger.executors",
+    "topology.eventlogger.max.retained.files", "topology.eventlogger.rotation.size.mb",
+    "topology.executor.overflow.limit", "topology.executor.receive.buffer.size",
+    "topology.fall.back.on.java.serialization", "topology.groups", "topology.isolate.machines",
+    "topology.kryo.decorators", "topology.kryo.factory", "topology.kryo.register",
+    "topology.localityaware.higher.bound", "topology.localityaware.lower.bound",
+    "topology.logging.config", "topology.logging.sensitivity",
+    "topology.max.error.report.per.interval", "topology.max.replication.wait.time.sec",
+    "topology.metrics.consumer.cpu.pcore.percent", "topology.metrics.consumer.register",
+    "topology.metrics.consumer.resources.offheap.memory.mb",
+    "topology.metrics.consumer.resources.onheap.memory.mb", "topology.metrics.reporters",
+    "topology.min.replication.count", "topology.multilang.log.handler",
+    "topology.multilang.serializer", "topology.name", "topology.oci.image", "topology.priority",
+    "topology.producer.batch.dynamic", "topology.producer.batch.size",
+    "topology.ras.acker.executors.per.worker", "topology.ras.constraint.max.state.search",
+    "topology.ras.constraint.max.time.secs", "topology.ras.constraints",
+    "topology.ras.one.component.per.worker", "topology.ras.one.executor.per.worker",
+    "topology.ras.order.executors.by.proximity.needs", "topology.readonly.groups",
+    "topology.readonly.users", "topology.scheduler.favored.nodes", "topology.scheduler.strategy",
+    "topology.scheduler.unfavored.nodes", "topology.serialized.message.size.metrics",
+    "topology.shellbolt.max.pending", "topology.skip.missing.kryo.registrations",
+    "topology.spout.recvq.skips", "topology.spout.wait.park.microsec",
+    "topology.spout.wait.progressive.level1.count",
+    "topology.spout.wait.progressive.level2.count",
+    "topology.spout.wait.progressive.level3.sleep.millis", "topology.spout.wait.strategy",
+    "topology.spread.components", "topology.state.kryo.register",
+    "topology.state.synchronization.timeout.secs", "topology.stats.ewma.enable",
+    "topology.stats.ewma.smoothing.factor", "topology.submitter.principal",
+    "topology.submitter.user", "topology.subprocess.timeout.secs", "topology.tasks",
+    "topology.testing.always.try.serialize", "topology.transactional.id",
+    "topology.transfer.batch.size", "topology.transfer.buffer.size",
+    "topology.trident.windowing.cache.tuple.limit", "topology.tuple.compression.enable",
+    "topology.tuple.compression.max.decompressed.bytes", "topology.tuple.compression.threshold",
+    "topology.tuple.serializer", "topology.upstream.feedback.enable",
+    "topology.upstream.feedback.freq.secs", "topology.users",
+    "topology.v2.metrics.tick.interval.seconds", "topology.version", "topology.worker.childopts",
+    "topology.worker.gc.childopts", "topology.worker.logwriter.childopts",
+    "topology.worker.max.heap.size.mb", "topology.worker.metrics",
+    "topology.worker.nimbus.thrift.client.use.tls", "topology.worker.shared.thread.pool.size",
+    "topology.worker.timeout.secs",
+))
+
+# Namespaces whose keys squall owns: an unknown key there is a mistake, not the user's own.
+RESERVED = ("topology.", "squall.")
+# Keys handed to Spark as they are (the Spark runner sets them on its session).
+PASSED_THROUGH = ("spark.",)
+
+
+def check_key(key: Any) -> str | None:
+    """Raise `ConfigError` for an unknown key of squall's; a warning for a Storm key it ignores.
+
+    >>> check_key("myapp.window.size") is None
+    True
+    >>> check_key("topolgy.debug")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    squall.errors.ConfigError: unknown ... key 'topolgy.debug': did you mean 'topology.debug'?
+    """
+    if not isinstance(key, str):
+        raise ConfigError(f"configuration keys must be strings, got {key!r}")
+    if key in KEYS or key.startswith(PASSED_THROUGH):
+        return None
+    if key in STORM_KEYS_WITHOUT_EFFECT:
+        return f"{key} is a Storm key that has no effect in squall (ignored)"
+    close = difflib.get_close_matches(key, list(KEYS), n=1, cutoff=0.9)
+    if key.startswith(RESERVED) or close:
+        hint = (f": did you mean {close[0]!r}?" if close else
+                "; squall's keys are listed in squall.topology.config_keys.KEYS "
+                "(a key of your own belongs under your own prefix, e.g. 'myapp.')")
+        if not close:
+            near = difflib.get_close_matches(key, list(KEYS), n=1, cutoff=0.75)
+            if near:
+                hint = f": did you mean {near[0]!r}?"
+        raise ConfigError(f"unknown configuration key {key!r}{hint}")
+    return None
+
+
+def check_value(key: str, value: Any) -> None:
+    """Raise `ConfigError` naming the key, the value and what is allowed.
+
+    >>> check_value("topology.message.timeout.secs", "ten")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    squall.errors.ConfigError: topology.message.timeout.secs must be a positive ..., got 'ten'
+    """
+    spec = KEYS.get(key)
+    if spec is not None and not spec.ok(value):
+        raise ConfigError(f"{key} must be {spec.allowed}, got {value!r}")
+
+
+def check_config(conf: Mapping[str, Any] | None, *, where: str = "") -> list[str]:
+    """Check every key and value of `conf`; return the warnings, raise on the first error.
+
+    `where` says whose configuration it is ("component 'split'"), put before the message.
+    """
+    warnings: list[str] = []
+    for key, value in (conf or {}).items():
+        try:
+            warning = check_key(key)
+            check_value(key, value)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}" if where else str(exc)) from None
+        if warning:
+            warnings.append(f"{where}: {warning}" if where else warning)
+    return warnings
+
+
+def known_keys() -> Iterable[str]:
+    """Every key squall reads, sorted."""
+    return sorted(KEYS)
