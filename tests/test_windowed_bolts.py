@@ -130,11 +130,20 @@ def test_event_time_forms_late_and_error_streams(request, runner, runner_conf):
                      event_time_topology, runner_conf)
     for form, expected in EXPECTED_EVENT_TIME.items():
         assert rows(result, f"et_{form}") == expected, form
-    [[late]] = result.tuples("et_tumbling_duration", "late")
-    assert late.values == ["late", 3000] and late.source_component == "events"
+    # Side streams are records a sink writes as columns: the tuple's fields, its origin, its
+    # event time, the watermark it was judged against and why it left the window.
+    fields = ["v", "ts", "source_component", "source_stream", "source_task", "event_time",
+              "watermark", "reason"]
+    [late] = result.tuples("et_tumbling_duration", "late")
+    task = late[4]
+    assert late == ["late", 3000, "events", "default", task, 3000, 5000, "late"]
+    assert task in result.topology.component_tasks("events")
     for form in FORMS:
-        [[bad, message]] = result.tuples(f"et_{form}", ERROR_STREAM)
-        assert bad.values == ["bad", None] and "no valid timestamp" in message
+        [bad] = result.tuples(f"et_{form}", ERROR_STREAM)
+        assert bad[:5] == ["bad", None, "events", "default", task] and bad[5] is None
+        assert bad[7].startswith("no valid timestamp: ")
+        spec = result.topology.components[f"et_{form}"].streams[ERROR_STREAM]
+        assert spec.fields.to_list() == fields
     # Every input tuple (late and bad ones too) was acked; none failed.
     assert sorted(result.acked("events")) == list(range(len(EVENTS)))
     assert result.failed("events") == [] and result.errors == []

@@ -64,6 +64,14 @@ class Component:
         stream of each upstream operator); `streams` maps component ids to declared streams."""
         return []
 
+    def derived_streams(
+        self, component_id: str, inputs: list[Subscription],
+        streams: Mapping[str, Mapping[str, StreamSpec]],
+    ) -> dict[str, StreamSpec]:
+        """Streams whose fields follow from the component's inputs (a windowed bolt's late
+        stream carries its inputs' fields), declared once the inputs are known."""
+        return {}
+
     def check_inputs(self, component_id: str, inputs: list[Subscription]) -> None:
         """Raise `InvalidTopologyError` if the component cannot take these inputs."""
 

@@ -31,8 +31,8 @@ event time (largest timestamp seen minus the delay), and uses the larger of the 
 ['a', 0, 1000, 5, 'ON_TIME', 0, False]
 ['b', 0, 1000, 2, 'ON_TIME', 0, False]
 ['a', 1000, 2000, 3, 'ON_TIME', 0, False]
->>> [late.values for [late] in result.tuples("totals", "late")]   # 50 < watermark 1100 - 1000
-[['b', 9, 50]]
+>>> result.tuples("totals", "late")   # 50 < watermark 1100 - 1000: a late record
+[['b', 9, 50, 'events', 'default', 1, 50, 100, 'late']]
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from squall.components.base import Bolt
-from squall.components.windowed import ERROR_FIELDS, ERROR_STREAM, LATE_TUPLE_FIELD
+from squall.components.side_records import side_fields
+from squall.components.windowed import ERROR_STREAM
 from squall.duration import Duration, to_millis
 from squall.errors import InvalidTopologyError
 from squall.panes.triggers import TriggerOption
@@ -141,10 +142,15 @@ class WindowedOperatorBase(Bolt):
         streams.setdefault(DEFAULT_STREAM, StreamSpec(KEYED_FIELDS if self.keyed
                                                       else UNKEYED_FIELDS))
         streams[WATERMARK_STREAM] = StreamSpec(WATERMARK_FIELDS)
-        streams.setdefault(ERROR_STREAM, StreamSpec(ERROR_FIELDS))
-        if self.late_stream is not None:
-            streams[self.late_stream] = StreamSpec(Fields(LATE_TUPLE_FIELD))
         return streams
+
+    def derived_streams(self, component_id: str, inputs: list[Any],
+                        streams: Mapping[str, Mapping[str, Any]]) -> dict[str, StreamSpec]:
+        """`window_errors` and the late stream, as side records of the inputs' tuples
+        (squall.components.side_records)."""
+        side = [ERROR_STREAM] + ([self.late_stream] if self.late_stream is not None else [])
+        return {stream: StreamSpec(side_fields(component_id, stream, inputs, streams))
+                for stream in side}
 
     def implicit_inputs(self, inputs: list[Any], streams: Mapping[str, Mapping[str, Any]]
                         ) -> list[Any]:

@@ -21,8 +21,9 @@ task's role adapter (squall.task.roles.windowed).
 ([[6], [15]], [0, 1, 2, 3, 4, 5])
 
 Event time: windows are (end - length, end], their ends multiples of the sliding interval; a
-tuple whose timestamp is below the watermark is late and goes to the late-tuple stream, whose
-single field `late_tuple` holds a copy of it:
+tuple whose timestamp is below the watermark is late and goes to the late-tuple stream as a
+record (squall.components.side_records): its fields, then its origin, event time, the watermark
+and the reason:
 
 >>> from squall import Duration
 >>> class Events(WindowedBolt):
@@ -38,8 +39,8 @@ single field `late_tuple` holds a copy of it:
 >>> result = complete_topology(b.create_topology())
 >>> result.tuples("windows")
 [[10000, ['a', 'b']], [20000, ['c']], [30000, ['e']]]
->>> [late.values for [late] in result.tuples("windows", "late")]
-[['d', 3000]]
+>>> result.tuples("windows", "late")
+[['d', 3000, 'events', 'default', 1, 3000, 12000, 'late']]
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from squall.components.base import Bolt
+from squall.components.side_records import side_fields
 from squall.duration import Duration, to_millis
 from squall.errors import InvalidTopologyError, SquallError
 from squall.topology import roles
@@ -61,8 +63,7 @@ from squall.topology.config import (
     message_timeout_ms,
 )
 from squall.topology.declarer import StreamSpec
-from squall.topology.description import Topology
-from squall.topology.fields import Fields
+from squall.topology.description import Subscription, Topology
 from squall.topology.tuple import Tuple
 from squall.tuple_windows.spec import Count, WindowSpec
 from squall.tuple_windows.window import TupleWindow
@@ -79,10 +80,9 @@ LATE_TUPLE_STREAM = "topology.bolts.late.tuple.stream"
 # squall's own: a tuple without a valid timestamp stops being routed and raises instead.
 TIMESTAMP_ERRORS_FATAL = "squall.window.timestamp.errors.fatal"
 
-LATE_TUPLE_FIELD = "late_tuple"
 ERROR_STREAM = "window_errors"
-"""Stream of tuples whose timestamp is missing or invalid: fields `tuple` (a copy) and `error`."""
-ERROR_FIELDS = Fields("tuple", "error")
+"""Stream of tuples whose timestamp is missing or invalid, as side records
+(squall.components.side_records): the tuple's fields, origin and the error as `reason`."""
 _DEFAULT_WATERMARK_INTERVAL_MS = 1000
 
 WindowMeasure = Count | Duration | datetime.timedelta
@@ -233,20 +233,24 @@ class WindowedBolt(Bolt):
             conf[TOPOLOGY_TICK_TUPLE_FREQ_SECS] = tick_ms / 1000
         return conf
 
-    def declared_streams(self) -> dict[str, StreamSpec]:
-        """The user's streams, plus the late-tuple stream and `window_errors` in event time."""
-        streams = super().declared_streams()
-        conf = self._window_conf()
-        late = conf.get(LATE_TUPLE_STREAM)
-        if late is not None:
-            spec = streams.setdefault(late, StreamSpec(Fields(LATE_TUPLE_FIELD)))
-            if spec.fields.to_list() != [LATE_TUPLE_FIELD]:
+    def derived_streams(self, component_id: str, inputs: list[Subscription],
+                        streams: Mapping[str, Mapping[str, StreamSpec]]
+                        ) -> dict[str, StreamSpec]:
+        """The late-tuple stream and, in event time, `window_errors`: each record the input
+        tuple's fields and where and why it left the window (squall.components.side_records)."""
+        out: dict[str, StreamSpec] = {}
+        declared = streams.get(component_id, {})
+        late = self._window_conf().get(LATE_TUPLE_STREAM)
+        side = ([late] if late is not None else []) + ([ERROR_STREAM] if self.event_time else [])
+        for stream in side:
+            fields = side_fields(component_id, stream, inputs, streams)
+            mine = declared.get(stream)
+            if mine is not None and mine.fields.to_list() != fields.to_list():
                 raise InvalidTopologyError(
-                    f"late tuple stream {late!r} must have the single field "
-                    f"{LATE_TUPLE_FIELD!r}, not {spec.fields.to_list()} (it is declared for you)")
-        if self.event_time:
-            streams.setdefault(ERROR_STREAM, StreamSpec(ERROR_FIELDS))
-        return streams
+                    f"stream {stream!r} is declared for you (fields {fields.to_list()}); "
+                    f"do not declare it in declare_output_fields", component=component_id)
+            out[stream] = StreamSpec(fields)
+        return out
 
     def check_component(self, component_id: str) -> None:
         self.check_window(component_id)

@@ -25,7 +25,8 @@ from typing import Any
 
 from squall.components.context import TopologyContext
 from squall.components.operators import WATERMARK_STREAM, WindowedOperatorBase
-from squall.components.windowed import ERROR_STREAM, detached
+from squall.components.side_records import LATE, SideRecords, watermark_ms
+from squall.components.windowed import ERROR_STREAM
 from squall.panes.engine import (
     ACCEPTED,
     WATERMARK_DUE,
@@ -54,7 +55,7 @@ _MOVED = ACCEPTED | WATERMARK_MOVED
 # first tuple). The collectors among them pickle as references to the restoring task's.
 _SAVED = (
     "_out", "_bulk", "_inputs", "_n_inputs", "_sources", "_sends_wm", "_fast",
-    "_keyed",
+    "_keyed", "_late_records", "_error_records",
     "engine", "watermarks", "_pending_wm", "late_tuples", "window_errors",
     "_state", "_store", "_session_store", "_stale",
 )
@@ -89,6 +90,11 @@ class OperatorRole(WindowRole):
                 sources[i].update(context.component_tasks(cid))
         self._inputs = inputs
         self._sources = [frozenset(s) for s in sources]
+        self._late_records = (None if op.late_stream is None else
+                              SideRecords(op.late_stream,
+                                          context.get_this_output_fields(op.late_stream)))
+        self._error_records = SideRecords(ERROR_STREAM,
+                                          context.get_this_output_fields(ERROR_STREAM))
         self._sends_wm = bool(context.this_targets.get(WATERMARK_STREAM))
         self._keyed = op.keyed
         self._fresh()
@@ -354,8 +360,9 @@ class OperatorRole(WindowRole):
     def _late(self, tup: Tuple, ts: int) -> None:
         self.late_tuples += 1
         op = self.instance
-        if op.late_stream is not None:
-            self._out.emit([detached(tup)], anchors=tup, stream=op.late_stream)
+        if self._late_records is not None:
+            record = self._late_records.values(tup, ts, watermark_ms(self.engine.watermark), LATE)
+            self._out.emit(record, anchors=tup, stream=self._late_records.stream)
         else:
             log.info("windowed operator %s: late tuple %r dropped (ts %s < watermark %s - "
                      "allowed lateness %s)", type(op).__name__, tup, ts,
@@ -364,6 +371,7 @@ class OperatorRole(WindowRole):
     def _invalid(self, tup: Tuple, exc: Exception) -> None:
         self.window_errors += 1
         out = self._out
-        out.emit([detached(tup), f"{type(exc).__name__}: {exc}"], anchors=tup,
-                 stream=ERROR_STREAM)
+        record = self._error_records.values(tup, None, watermark_ms(self.engine.watermark),
+                                            f"no valid timestamp: {type(exc).__name__}: {exc}")
+        out.emit(record, anchors=tup, stream=ERROR_STREAM)
         out.ack(tup)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from squall.components.context import TopologyContext
+from squall.components.side_records import LATE, SideRecords, watermark_ms
 from squall.components.windowed import (
     ERROR_STREAM,
     LATE_TUPLE_STREAM,
@@ -24,7 +25,6 @@ from squall.components.windowed import (
     TIMESTAMP_FIELD,
     WindowedBolt,
     WindowTimestampError,
-    detached,
 )
 from squall.protocols import OutputCollectorLike
 from squall.task.collectors import WindowedOutputCollector
@@ -39,7 +39,8 @@ log = logging.getLogger("squall")
 
 # What a task snapshot carries (`saved`): everything `setup` built and the input changed. The
 # collectors among them pickle as references to the restoring task's (squall.task.snapshot).
-_SAVED = ("out", "collector", "manager", "late_stream", "fatal", "field", "window_errors")
+_SAVED = ("out", "collector", "manager", "late_stream", "late_records", "error_records", "fatal",
+          "field", "window_errors")
 
 
 class WindowedRole(WindowRole):
@@ -61,6 +62,12 @@ class WindowedRole(WindowRole):
         self.collector = WindowedOutputCollector(out)
         self.manager = self.new_manager(bolt.window_spec(conf), conf, context)
         self.late_stream: str | None = conf.get(LATE_TUPLE_STREAM)
+        self.late_records = (None if self.late_stream is None else
+                             SideRecords(self.late_stream,
+                                         context.get_this_output_fields(self.late_stream)))
+        self.error_records = (
+            SideRecords(ERROR_STREAM, context.get_this_output_fields(ERROR_STREAM))
+            if bolt.event_time else None)
         self.fatal = bool(conf.get(TIMESTAMP_ERRORS_FATAL))
         # Event time has a timestamp field or an extractor (WindowedBolt.check_window).
         self.field: str = conf.get(TIMESTAMP_FIELD) or ""
@@ -125,7 +132,10 @@ class WindowedRole(WindowRole):
         log.warning("windowed bolt %s: tuple %r routed to %r: %s",
                     type(self.instance).__name__, tup, ERROR_STREAM, error)
         out = self.out
-        out.emit([detached(tup), str(error)], anchors=tup, stream=ERROR_STREAM)
+        assert self.error_records is not None, "only event time reads timestamps"
+        watermark = self.manager.watermark
+        record = self.error_records.values(tup, None, watermark_ms(watermark), str(error))
+        out.emit(record, anchors=tup, stream=ERROR_STREAM)
         out.ack(tup)
 
     def apply(self, actions: list) -> None:
@@ -141,8 +151,10 @@ class WindowedRole(WindowRole):
                 self.activate(action.window)
             elif isinstance(action, Late):
                 tup = action.event
-                if self.late_stream is not None:
-                    out.emit([detached(tup)], anchors=tup, stream=self.late_stream)
+                if self.late_records is not None:
+                    record = self.late_records.values(
+                        tup, action.ts, watermark_ms(action.watermark), LATE)
+                    out.emit(record, anchors=tup, stream=self.late_records.stream)
                 else:
                     log.info("windowed bolt %s: late tuple %r (ts %s < watermark %s)",
                              type(self.instance).__name__, tup, action.ts, action.watermark)
