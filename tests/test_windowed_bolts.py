@@ -314,6 +314,32 @@ def test_processing_time_duration_forms_on_the_simulated_clock(form, expected):
     assert sorted(result.acked("timed")) == list(range(len(TIMED)))
 
 
+@pytest.mark.parametrize("window, length", [
+    (lambda b: b.with_tumbling_window(Duration.seconds(10)), 10_000),
+    (lambda b: b.with_window(Duration.seconds(10), Duration.seconds(4)), 10_000),
+])
+def test_late_timer_firings_leave_no_gap_between_processing_time_windows(window, length):
+    # Issue 18's scenario: tuples far apart, so the timer's firings are noticed late. Windows
+    # follow one fixed schedule from the timer's start (Storm's fixed-rate TimeTriggerPolicy):
+    # they tile the time line, and every tuple is in a window.
+    timed = [(1000, ["a"]), (9999, ["b"]), (25_000, ["c"]), (60_000, ["d"])]
+    b = TopologyBuilder()
+    b.set_spout("timed", TimedSpout(timed))
+    b.set_bolt("w", window(Describe())).shuffle_grouping("timed")
+    with simulated_time():
+        result = complete_topology(b.create_topology(), {"squall.local.batch.ms": 100,
+                                                         "topology.message.timeout.secs": 60})
+    windows = rows(result, "w")
+    assert sorted(v for *_, new, _x in windows for v in new) == ["a", "b", "c", "d"]
+    for start, end, *_ in windows:
+        assert end - start == length
+    # Before the end of input, every window's end is on the timer's grid.
+    grid = [end + 1 for _s, end, *_ in windows[:-1]]
+    slide = grid[1] - grid[0] if len(grid) > 1 else None
+    assert slide is None or all((g - grid[0]) % slide == 0 for g in grid)
+    assert sorted(result.acked("timed")) == [0, 1, 2, 3]
+
+
 # ---- validation and counters -------------------------------------------------------------------
 
 def _one_bolt(bolt, conf=None):

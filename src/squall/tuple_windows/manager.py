@@ -188,14 +188,31 @@ class WindowManager:
     # ---- processing time ---------------------------------------------------------------------
     def _advance_processing_time(self, now: int) -> None:
         spec = self.spec
-        if spec.slide_ms is not None:
+        slide = spec.slide_ms
+        if slide is not None:
             if self.next_end is None:
-                self.next_end = now + spec.slide_ms  # the timer starts with the first input
-            elif now >= self.next_end:
-                # As Storm: the reference time is one ms before the firing, so tuples that
-                # arrive in the firing's millisecond go into the next window, not in neither.
-                self._activate_processing(now - 1)
-                self.next_end = now + spec.slide_ms
+                self.next_end = now + slide  # the timer starts with the first input or tick
+            # The timer fires on a fixed schedule from its start, as Storm's TimeTriggerPolicy
+            # (a fixed-rate executor): a firing noticed late (no tuple or tick at its due time)
+            # fires every window due since, each at its own reference time, so consecutive
+            # windows tile the time line and no tuple falls between two of them. As Storm, the
+            # reference is one ms before the firing: a tuple arriving in the firing's
+            # millisecond goes into the next window, not in neither. Empty windows are skipped
+            # (Storm's onTrigger does not activate them).
+            length = spec.length_ms
+            while now >= self.next_end:
+                last_due = self.next_end + (now - self.next_end) // slide * slide
+                if length is None:
+                    # A count window holds the last n arrivals whatever the reference time:
+                    # the windows due since are all the same one, activated once.
+                    self._activate_processing(last_due - 1)
+                    self.next_end = last_due + slide
+                    break
+                if not self.ts or self.next_end - 1 - length >= self.ts[-1]:
+                    self.next_end = last_due + slide  # every window due from here is empty
+                    break
+                self._activate_processing(self.next_end - 1)
+                self.next_end += slide
         length = spec.length_ms
         if length is not None and self.ts:
             # No later window can reach back past (now - 1) - length: ack those events now
