@@ -136,12 +136,13 @@ def _api(state: KeyValueState) -> None:
     state.put("a", 1)
     state.put("b", [1, 2])
     state.put(("t", 1), {"x": 1})
-    state.delete("b")
+    assert state.delete("b") == [1, 2]  # Storm's delete returns the removed value
+    assert state.delete("never") is None
     assert state.get("a") == 1 and state.get("b") is None and state.get("b", 0) == 0
     state.prepare_commit(0)
     state.commit(0)
     state.put("a", 2)
-    state.delete(("t", 1))
+    assert state.delete(("t", 1)) == {"x": 1}  # a committed value, read back to return it
     state.prepare_commit(1)
     assert state.get("a") == 2  # prepared changes are visible
     state.rollback()

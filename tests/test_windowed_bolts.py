@@ -149,6 +149,20 @@ def test_event_time_forms_late_and_error_streams(request, runner, runner_conf):
     assert result.failed("events") == [] and result.errors == []
 
 
+def test_a_late_stream_set_through_storms_key_is_declared_and_used(runner):
+    # Storm's key on the component, not with_late_tuple_stream: before, create_topology passed
+    # and the first late tuple failed to emit on an undeclared stream.
+    b = TopologyBuilder()
+    b.set_spout("events", FixedTupleSpout([[1, 5000], ["late", 3000]], Fields("v", "ts")))
+    bolt = Describe().with_tumbling_window(Duration.seconds(10)).with_timestamp_field("ts")
+    b.set_bolt("w", bolt).shuffle_grouping("events").add_configuration(
+        "topology.bolts.late.tuple.stream", "too_late")
+    result = complete_topology(b.create_topology(), runner=runner)
+    [late] = result.tuples("w", "too_late")
+    assert late[:4] == ["late", 3000, "events", "default"] and late[5:] == [3000, 5000, "late"]
+    assert sorted(result.acked("events")) == [0, 1] and result.errors == []
+
+
 # ---- processing-time count windows, several input streams, out of order within the lag -------
 
 class Sum(WindowedBolt):

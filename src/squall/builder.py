@@ -200,7 +200,9 @@ class TopologyBuilder:
                 record["inputs"], streams)
             component.check_inputs(cid, record["inputs"])
         for cid, record in self._records.items():
-            streams[cid].update(record["component"].derived_streams(cid, record["inputs"], streams))
+            component = record["component"]
+            conf = {**(component.get_component_configuration() or {}), **record["conf"]}
+            streams[cid].update(component.derived_streams(cid, record["inputs"], streams, conf))
         for cid, record in self._records.items():
             for sub in record["inputs"]:
                 _check_subscription(cid, sub, streams)

@@ -66,10 +66,11 @@ class Component:
 
     def derived_streams(
         self, component_id: str, inputs: list[Subscription],
-        streams: Mapping[str, Mapping[str, StreamSpec]],
+        streams: Mapping[str, Mapping[str, StreamSpec]], conf: Mapping[str, Any],
     ) -> dict[str, StreamSpec]:
         """Streams whose fields follow from the component's inputs (a windowed bolt's late
-        stream carries its inputs' fields), declared once the inputs are known."""
+        stream carries its inputs' fields), declared once the inputs are known; `conf` is the
+        component's configuration, its own and what the topology added."""
         return {}
 
     def check_inputs(self, component_id: str, inputs: list[Subscription]) -> None:

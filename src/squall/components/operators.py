@@ -145,7 +145,8 @@ class WindowedOperatorBase(Bolt):
         return streams
 
     def derived_streams(self, component_id: str, inputs: list[Any],
-                        streams: Mapping[str, Mapping[str, Any]]) -> dict[str, StreamSpec]:
+                        streams: Mapping[str, Mapping[str, Any]],
+                        conf: Mapping[str, Any]) -> dict[str, StreamSpec]:
         """`window_errors` and the late stream, as side records of the inputs' tuples
         (squall.components.side_records)."""
         side = [ERROR_STREAM] + ([self.late_stream] if self.late_stream is not None else [])

@@ -234,13 +234,19 @@ class WindowedBolt(Bolt):
         return conf
 
     def derived_streams(self, component_id: str, inputs: list[Subscription],
-                        streams: Mapping[str, Mapping[str, StreamSpec]]
-                        ) -> dict[str, StreamSpec]:
+                        streams: Mapping[str, Mapping[str, StreamSpec]],
+                        conf: Mapping[str, Any]) -> dict[str, StreamSpec]:
         """The late-tuple stream and, in event time, `window_errors`: each record the input
         tuple's fields and where and why it left the window (squall.components.side_records)."""
         out: dict[str, StreamSpec] = {}
         declared = streams.get(component_id, {})
-        late = self._window_conf().get(LATE_TUPLE_STREAM)
+        # The late stream may be set through the key as well as `with_late_tuple_stream`.
+        late = conf.get(LATE_TUPLE_STREAM)
+        if late is not None and not self.event_time:
+            raise InvalidTopologyError(
+                "a late tuple stream can be defined only when specifying a timestamp field or "
+                "extractor (with_timestamp_field / with_timestamp_extractor)",
+                component=component_id)
         side = ([late] if late is not None else []) + ([ERROR_STREAM] if self.event_time else [])
         for stream in side:
             fields = side_fields(component_id, stream, inputs, streams)

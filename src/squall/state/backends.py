@@ -110,8 +110,11 @@ class StoreKeyValueState(KeyValueState):
     def put(self, key: Any, value: Any) -> None:
         self.dirty[key] = value
 
-    def delete(self, key: Any) -> None:
+    def delete(self, key: Any) -> Any:
+        # As Storm's Redis state: the value is read first, to be returned.
+        value = self.get(key)
         self.dirty[key] = _DELETED
+        return value
 
     def __iter__(self) -> Iterator[tuple[Any, Any]]:
         overlay = {**self.prepared, **self.dirty}

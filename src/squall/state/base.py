@@ -50,7 +50,8 @@ class KeyValueState(State):
     def put(self, key: Any, value: Any) -> None:
         raise NotImplementedError
 
-    def delete(self, key: Any) -> None:
+    def delete(self, key: Any) -> Any:
+        """Remove `key`; returns the value it had (None if none), as Storm's `delete`."""
         raise NotImplementedError
 
     def __iter__(self) -> Iterator[tuple[Any, Any]]:
@@ -76,8 +77,8 @@ class MemoryKeyValueState(KeyValueState):
     def put(self, key: Any, value: Any) -> None:
         self.working[key] = value
 
-    def delete(self, key: Any) -> None:
-        self.working.pop(key, None)
+    def delete(self, key: Any) -> Any:
+        return self.working.pop(key, None)
 
     def __iter__(self) -> Iterator[tuple[Any, Any]]:
         return iter(list(self.working.items()))
