@@ -136,7 +136,8 @@ def test_event_time_forms_late_and_error_streams(request, runner, runner_conf):
               "watermark", "reason"]
     [late] = result.tuples("et_tumbling_duration", "late")
     task = late[4]
-    assert late == ["late", 3000, "events", "default", task, 3000, 5000, "late"]
+    # The watermark lags the largest timestamp (5000) by the watermark interval (1 s).
+    assert late == ["late", 3000, "events", "default", task, 3000, 4000, "late"]
     assert task in result.topology.component_tasks("events")
     for form in FORMS:
         [bad] = result.tuples(f"et_{form}", ERROR_STREAM)
@@ -159,8 +160,30 @@ def test_a_late_stream_set_through_storms_key_is_declared_and_used(runner):
         "topology.bolts.late.tuple.stream", "too_late")
     result = complete_topology(b.create_topology(), runner=runner)
     [late] = result.tuples("w", "too_late")
-    assert late[:4] == ["late", 3000, "events", "default"] and late[5:] == [3000, 5000, "late"]
+    assert late[:4] == ["late", 3000, "events", "default"] and late[5:] == [3000, 4000, "late"]
     assert sorted(result.acked("events")) == [0, 1] and result.errors == []
+
+
+@pytest.mark.runners("local", "spark", "spark-1tuple")
+@pytest.mark.parametrize("interval_ms, late", [(None, []), (0, ["b"])])
+def test_disorder_within_the_watermark_interval_is_not_late(runner, runner_conf, interval_ms,
+                                                             late):
+    # Storm judges lateness against the watermark emitted every interval (1 s by default), so
+    # a tuple a few hundred ms out of order is not late with the default lag of 0; squall's
+    # per-tuple watermark lags by the interval for the same tolerance, whatever the batch cuts.
+    # An interval of 0 (a watermark with every tuple) keeps the strict rule.
+    rows_ = [["a", 1000], ["c", 2000], ["b", 1500], ["d", 2600], ["e", 9000]]
+    b = TopologyBuilder()
+    b.set_spout("events", FixedTupleSpout(rows_, Fields("v", "ts")))
+    bolt = (Describe().with_tumbling_window(Duration.seconds(2)).with_timestamp_field("ts")
+            .with_late_tuple_stream("late"))
+    if interval_ms is not None:
+        bolt = bolt.with_watermark_interval(Duration(interval_ms))
+    b.set_bolt("w", bolt).shuffle_grouping("events")
+    result = complete_topology(b.create_topology(), runner_conf, runner=runner)
+    assert [r[0] for r in result.tuples("w", "late")] == late
+    windowed = sorted(v for *_, new, _x in rows(result, "w") for v in new)
+    assert windowed == sorted({"a", "b", "c", "d", "e"} - set(late))
 
 
 # ---- processing-time count windows, several input streams, out of order within the lag -------

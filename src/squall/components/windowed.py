@@ -40,7 +40,7 @@ and the reason:
 >>> result.tuples("windows")
 [[10000, ['a', 'b']], [20000, ['c']], [30000, ['e']]]
 >>> result.tuples("windows", "late")
-[['d', 3000, 'events', 'default', 1, 3000, 12000, 'late']]
+[['d', 3000, 'events', 'default', 1, 3000, 11000, 'late']]
 """
 
 from __future__ import annotations

@@ -92,7 +92,8 @@ class WindowManager:
     def __init__(self, spec: WindowSpec, streams: Iterable[Hashable] = ()) -> None:
         self.spec = spec
         self.eviction = eviction_for(spec)
-        self.tracker = WatermarkTracker(streams, spec.lag_ms) if spec.event_time else None
+        self.tracker = (WatermarkTracker(streams, spec.watermark_lag_ms) if spec.event_time
+                        else None)
         self.events: list[Any] = []  # the queued values, in key order
         self.keys: list[tuple] = []  # (ts, source, seq) of each queued value
         self.ts: list[int] = []  # the timestamps alone, for bisecting

@@ -46,9 +46,22 @@ class WindowSpec:
 
     Processing time (the default) stamps each tuple with the runner's clock when it arrives.
     Event time (`event_time=True`) takes each tuple's own timestamp; windows then close when the
-    watermark (the smallest, over input streams, of the largest timestamp seen, minus `lag_ms`)
+    watermark (the smallest, over input streams, of the largest timestamp seen, minus the lag)
     passes their end. `watermark_interval_ms` is how often, in processing time, windows are
     evaluated against the watermark (0: on every tuple).
+
+    The lag the watermark uses (`watermark_lag_ms`) is `lag_ms`, and at least the watermark
+    interval: Storm emits a watermark every interval, so a tuple is late only against the
+    watermark of the last interval and disorder within about one interval is not late; squall
+    moves its watermark with every tuple (so which tuples are late never depends on batch cuts
+    or tick timing) and gives the same tolerance by lagging it by at least the interval.
+
+    >>> WindowSpec(Duration(10), event_time=True).watermark_lag_ms
+    1000
+    >>> WindowSpec(Duration(10), event_time=True, lag_ms=5000).watermark_lag_ms
+    5000
+    >>> WindowSpec(Duration(10), event_time=True, watermark_interval_ms=0).watermark_lag_ms
+    0
     """
 
     length: Measure
@@ -65,6 +78,10 @@ class WindowSpec:
                 raise ValueError(f"window {name} must be at least 1 ms, got {value}")
         if self.lag_ms < 0 or self.watermark_interval_ms < 0:
             raise ValueError("lag and watermark interval cannot be negative")
+
+    @property
+    def watermark_lag_ms(self) -> int:
+        return max(self.lag_ms, self.watermark_interval_ms)
 
     @property
     def length_count(self) -> int | None:
