@@ -139,6 +139,6 @@ def test_squall_run_reports_a_bad_override_by_its_key(capsys):
     code = squall_main(["run", str(ROOT / "examples" / "wordcount.py") + ":topology",
                         "--runner", "local", "-c", "topology.message.timeout.secs=ten"])
     err = capsys.readouterr().err
-    assert code == 1
-    assert ("squall run: topology.message.timeout.secs must be a positive number of seconds, "
+    assert code == 2  # refused with the other -c mistakes, before the run starts
+    assert ("squall run: -c: topology.message.timeout.secs must be a positive number of seconds, "
             "got 'ten'") in err
