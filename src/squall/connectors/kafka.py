@@ -208,9 +208,12 @@ class KafkaSource(PartitionedSource):
             self._consumer = Consumer(self._consumer_config(self.commit_group))
         return self._consumer
 
+    def _reader_key(self) -> str:
+        return json.dumps([self.bootstrap_servers, sorted(self.config.items(), key=str),
+                           self.component], default=str)
+
     def _reader(self) -> Any:
-        key = json.dumps([self.bootstrap_servers, sorted(self.config.items(), key=str),
-                          self.component], default=str)
+        key = self._reader_key()
         reader = _READERS.get(key)
         if reader is None:
             reader = _READERS[key] = Consumer(self._consumer_config(None))
@@ -342,6 +345,8 @@ class KafkaSource(PartitionedSource):
                     continue
                 yield m.offset(), values
         except KafkaReadError as exc:
+            # A new reader next time: after a broker restart this one may be stuck.
+            _READERS.pop(self._reader_key(), None)
             raise SourceError(
                 f"source {self.component!r}: {exc} (on {self.bootstrap_servers}); the range is "
                 "read again later, nothing is lost", component=self.component) from None

@@ -26,6 +26,7 @@ transaction starts while no partition has new records.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -144,6 +145,43 @@ def reader_config(bootstrap_servers: str, group: str, timeout: float,
     return conf
 
 
+_STUCK: list[Any] = []  # clients whose call never returned: kept, never destroyed
+
+
+def bounded(client: Any, call: Callable[[], Any], timeout: float, what: str) -> Any:
+    """`call()` on `client`, or `KafkaException` (timed out) when it has not returned within
+    `timeout` s.
+
+    librdkafka's `assign` and `unassign` have no timeout: they wait for the client's own
+    threads, and after a broker restart one of them can wait for ever (a fetch stopped on a
+    broker connection that never comes back). Seen with Tansu restarted mid-run: the planner
+    hung in `assign`, silently, and the run made no progress. The call runs in a daemon thread
+    instead; a client that timed out is not used again (the callers replace it) and is kept
+    here, never destroyed (destroying it would wait for the same threads), its thread left to
+    its fate.
+    """
+    done = threading.Event()
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # handed to the caller
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=target, name=f"squall-kafka-{what}", daemon=True).start()
+    if not done.wait(timeout):
+        _STUCK.append(client)
+        raise KafkaException(KafkaError(
+            KafkaError._TIMED_OUT, f"the Kafka client's {what} did not return within {timeout} s "
+            "(broker down or restarted); a new client is used next time"))
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
 def consume_range(consumer: Any, topic: str, partition: int, start: int, end: int,
                   timeout: float) -> Iterator[Any]:
     """Every message of `topic`/`partition` with an offset in `[start, end)`, in order.
@@ -152,15 +190,19 @@ def consume_range(consumer: Any, topic: str, partition: int, start: int, end: in
     `KafkaReadError` when the broker cannot be reached for `timeout` seconds, or the offsets
     no longer exist (retention)."""
     where = f"{topic}:{partition}"
+    tp = TopicPartition(topic, partition, int(start))
     try:
-        consumer.assign([TopicPartition(topic, partition, int(start))])
+        bounded(consumer, lambda: consumer.assign([tp]), timeout, "assign")
     except KafkaException as exc:
         raise KafkaReadError(f"cannot read {where}: {exc}") from None
     try:
         yield from _consume(consumer, where, int(start), int(end), timeout)
     finally:
         # A consumer kept for the next range fetches nothing meanwhile.
-        consumer.unassign()
+        try:
+            bounded(consumer, consumer.unassign, timeout, "unassign")
+        except KafkaException as exc:
+            raise KafkaReadError(f"cannot read {where}: {exc}") from None
 
 
 def _consume(consumer: Any, where: str, start: int, end: int, timeout: float) -> Iterator[Any]:
@@ -205,7 +247,7 @@ def fetch_high_watermark(consumer: Any, topic: str, partition: int, start: int,
     """The partition's high watermark as a fetch from `start` reports it (one fetch, at most
     one record taken), for brokers whose ListOffsets answer is not the log's end."""
     tp = TopicPartition(topic, partition, int(start))
-    consumer.assign([tp])
+    bounded(consumer, lambda: consumer.assign([tp]), timeout, "assign")
     try:
         events = consumer.consume(1, timeout)
         for event in events:
@@ -215,7 +257,7 @@ def fetch_high_watermark(consumer: Any, topic: str, partition: int, start: int,
         # Without an answer the cached watermark is an earlier fetch's: not the end now.
         high = consumer.get_watermark_offsets(tp, cached=True)[1] if events else -1
     finally:
-        consumer.unassign()
+        bounded(consumer, consumer.unassign, timeout, "unassign")
     if high < 0:
         raise KafkaException(KafkaError(KafkaError._TIMED_OUT,
                                         f"no fetch answer from {topic}:{partition} within "
