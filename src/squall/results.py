@@ -13,7 +13,7 @@ from squall.topology.description import Topology
 
 # The per-task counters a component's stats sum (a task reports any subset of them).
 SUMMED = ("emitted", "transferred", "executed", "acked", "failed", "timed_out", "errors",
-          "latency_total_ms", "latency_count", "pending")
+          "latency_total_ms", "latency_count", "pending", "dead_lettered")
 
 
 @dataclass
@@ -49,6 +49,7 @@ class ComponentStats:
     latency_total_ms: int = 0
     latency_count: int = 0
     pending: int = 0
+    dead_lettered: int = 0  # spouts: messages that failed past the retry limit
 
     @property
     def complete_latency_ms(self) -> float | None:
@@ -65,6 +66,8 @@ class ComponentStats:
         if self.kind == "spout":
             if self.timed_out:
                 parts.append(f"timed_out={self.timed_out}")
+            if self.dead_lettered:
+                parts.append(f"dead_lettered={self.dead_lettered}")
             lat = self.complete_latency_ms
             parts.append(f"pending={self.pending}")
             parts.append("latency=" + ("-" if lat is None else f"{lat:.1f}ms"))

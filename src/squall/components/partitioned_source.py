@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 
 from squall.components.base import Spout
 from squall.errors import SquallError
+from squall.reliability.retries import DEAD_LETTER, DEAD_LETTER_FIELDS
 from squall.topology.fields import Fields
 
 MALFORMED = "malformed"
@@ -82,6 +83,7 @@ class PartitionedSource(Spout):
         self._buffer: deque[tuple[str, Any, Any]] = deque()
         self._task_index, self._tasks = 0, 1
         self._last_error: str | None = None
+        self._replayed_last = False  # the last next_tuple replayed: the next reads a new record
         self.component = type(self).__name__
 
     def __setstate__(self, state: dict) -> None:
@@ -123,6 +125,7 @@ class PartitionedSource(Spout):
     def declare_output_fields(self, declarer: Any) -> None:
         declarer.declare_stream(self.stream, self.fields)
         declarer.declare_stream(MALFORMED, MALFORMED_FIELDS)
+        declarer.declare_stream(DEAD_LETTER, DEAD_LETTER_FIELDS)
 
     def open(self, conf: Any, context: Any, collector: Any) -> None:
         super().open(conf, context, collector)
@@ -178,7 +181,12 @@ class PartitionedSource(Spout):
 
     def next_tuple(self) -> None:
         # The local runner's path: one record per call, from a buffer filled a plan at a time.
-        if self._replay_records:
+        # Replays and new records take turns, so a record that fails every time cannot keep the
+        # other partitions (and the rest of its own) from being read.
+        replay = bool(self._replay_records) and not (
+            self._replayed_last and (self._buffer or not self.is_read_out()))
+        self._replayed_last = replay
+        if replay:
             p, offset = self._replay_records.popleft()
             for off, values in self.read(p, offset, self.next_offset(p, offset)):
                 self._emit(p, off, values)
@@ -212,6 +220,33 @@ class PartitionedSource(Spout):
             self._replay_ranges.append(msg_id)
         else:
             self._replay_records.append(msg_id)
+
+    def is_read_out(self) -> bool:
+        """A bounded source has planned every record up to its bounds (replays aside)."""
+        return self._bounds is not None and all(
+            not self._bounds[p] > self._offsets.get(p, self._bounds[p]) for p in self._bounds)
+
+    def split(self, r: Range) -> list[Range]:
+        """A failed range's records as ranges of one record each (read again here to find their
+        offsets), so each is replayed and counted on its own; `[r]` if it cannot be read."""
+        try:
+            parts = [Range(r.partition, off, self.next_offset(r.partition, off))
+                     for off, _values in self.read(*r)]
+        except Exception:
+            return [r]  # its store is down, say: the range is replayed whole, as before
+        return parts or [r]
+
+    def record(self, partition: str, offset: Any) -> list[Any] | None:
+        """The values of the one record at `offset` (a malformed one's text), or None when it
+        cannot be read: what the dead-letter stream carries for a Spark range."""
+        try:
+            for _off, values in self.read(partition, offset, self.next_offset(partition, offset)):
+                if isinstance(values, MalformedRecord):
+                    return [values.record]
+                return list(values)
+        except Exception:
+            return None
+        return None
 
     def is_exhausted(self) -> bool:
         if not self.bounded or self._replay_ranges or self._replay_records or self._buffer:

@@ -27,12 +27,16 @@ from typing import NamedTuple
 
 
 class Outcome(NamedTuple):
-    """What the ledger decided for a root: `ack`, `fail`, `reset`, `late` or `unknown`."""
+    """What the ledger decided for a root: `ack`, `fail`, `reset`, `late` or `unknown`.
+
+    A runner may add to a `fail` the `(kind, text)` of the error that failed the tree, for the
+    dead-letter stream (squall.reliability.retries)."""
 
     kind: str
     root: int
     spout_task: int
     latency_ms: int
+    error: tuple[str, str] | None = None
 
 
 class _Entry:

@@ -75,6 +75,7 @@ class LocalEngine:
         self.spouts: list[SpoutTask] = []
         self.bolts: list[BoltTask] = []
         self._errors_logged: dict[str, int] = {}
+        self._recent_error: dict[str, tuple[str, str]] = {}
         executors: dict[int, Callable[[Tuple], None]] = {}
         append = self.queue.append
         # Tuples received per task: every queued tuple gets executed, so this is "executed"
@@ -167,6 +168,12 @@ class LocalEngine:
     def fail(self, root: int, component: str) -> None:
         outcome = self.ackers[root % len(self.ackers)].fail(root, self.now_ms())
         if outcome is not None:
+            if outcome.kind == "fail":
+                # A bolt fails the tuple its execute raised on right after reporting the error:
+                # the error the dead-letter stream names (squall.reliability.retries).
+                recent = self._recent_error.get(component)
+                if recent is not None:
+                    outcome = outcome._replace(error=recent)
             self._settle(outcome, component)
 
     def reset(self, root: int, component: str) -> None:
@@ -182,6 +189,7 @@ class LocalEngine:
     ) -> None:
         record = ErrorRecord(component, task, error, stream, self.now_ms())
         self.errors.append(record)
+        self._recent_error[component] = (type(error).__name__, str(error))
         n = self._errors_logged.get(component, 0) + 1
         self._errors_logged[component] = n
         if n <= _LOGGED_PER_COMPONENT:
@@ -299,6 +307,8 @@ class LocalEngine:
                 work += spout.deliver_completions()
             if spout.pending.timeout_ms is not None and spout.pending:
                 work += spout.expire(now)
+            if spout.retries.waiting:
+                work += spout.replay_due(now)
             if spout.can_emit():
                 work += spout.next_tuple()
             if self.queue:
@@ -321,7 +331,7 @@ class LocalEngine:
         )
 
     def next_deadline(self) -> int | None:
-        deadlines = [d for s in self.spouts if (d := s.pending.next_deadline()) is not None]
+        deadlines = [d for s in self.spouts if (d := s.next_deadline()) is not None]
         return min(deadlines) if deadlines else None
 
     def run(

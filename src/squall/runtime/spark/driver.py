@@ -272,10 +272,18 @@ class SparkRunner:
             reset = self.ledger.reset(root, now)
             if reset is not None and reset.kind == "reset":
                 self._deliver(reset)
+        # A failed tree is attributed the batch's last error (the exception a bolt failed it
+        # on, usually), for the dead-letter stream (squall.reliability.retries).
+        error = None
+        if rows.errors:
+            last = rows.errors[-1].error
+            error = (type(last).__name__, str(last))
         for root, (xor, spout_task, failed, start) in agg.items():
             outcome = self.ledger.apply(root, xor, now, spout_task=spout_task, failed=failed,
                                         start_ms=start)
             if outcome is not None:
+                if outcome.kind == "fail" and error is not None:
+                    outcome = outcome._replace(error=error)
                 self.settlement.settle(outcome)
         write_outcomes(self.dir, batch_id, self.outcomes)
         commit = {"batch_id": batch_id, "ledger": self.ledger.snapshot()}
