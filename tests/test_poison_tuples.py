@@ -8,14 +8,17 @@ the run never ended.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 
 import pytest
 
 from squall import Bolt, Fields, TopologyBuilder, Values
 from squall.connectors import MemorySource
+from squall.errors import DeadLetterError
 from squall.reliability.retries import DEAD_LETTER, DEAD_LETTER_FIELDS
-from squall.testing import complete_topology
+from squall.results import RunResult
+from squall.testing import FixedTupleSpout, complete_topology, current_clock, simulated_time
 
 MAX_TUPLES = "squall.spark.batch.max.tuples"
 POISON = ("1", 1234)  # partition "1", offset 1234
@@ -60,7 +63,7 @@ def poisoned_topology():
 @pytest.mark.runners("local", "spark")
 def test_a_poison_tuple_is_dead_lettered_after_exactly_n_attempts(runner):
     retries = 3
-    conf = {"squall.retry.max.retries": retries, MAX_TUPLES: 2000}
+    conf = {"squall.retry.max.retries": retries, MAX_TUPLES: 5000}
     result = complete_topology(poisoned_topology(), conf, runner=runner, max_time_ms=240_000)
 
     passed = Counter((p, i) for p, i in result.tuples("flaky"))
@@ -92,3 +95,121 @@ def test_a_poison_tuple_is_dead_lettered_after_exactly_n_attempts(runner):
     assert "dead_lettered=1" in stats["numbers"].line()
     poison_errors = [e for e in result.errors if "cannot handle" in str(e.error)]
     assert len(poison_errors) == retries + 1, "one error per attempt"
+
+
+# ---- user spouts: backoff on the runner's clock, per-spout limits ------------------------------
+
+
+class FailsOn(Bolt):
+    """Fails (by raising) every delivery of `bad`; records the clock time of each."""
+
+    def __init__(self, bad):
+        self.bad = bad
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.seen_at: list[int] = []
+
+    def execute(self, tup):
+        if tup["n"] == self.bad:
+            clock = current_clock()
+            if clock is not None:
+                self.seen_at.append(clock.now_ms())
+                SEEN_AT[:] = self.seen_at
+            raise ValueError(f"{self.bad} is poison")
+        self.collector.emit(Values(tup["n"]), anchors=tup)
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("n"))
+
+
+SEEN_AT: list[int] = []
+
+
+def user_spout_topology(*, dead_letter_stream, spout_conf=None):
+    streams = {"default": [[n] for n in range(20)]}
+    fields = {"default": ("n",)}
+    if dead_letter_stream:
+        streams[DEAD_LETTER] = []
+        fields[DEAD_LETTER] = DEAD_LETTER_FIELDS
+    b = TopologyBuilder()
+    spout = b.set_spout("numbers", FixedTupleSpout(streams, fields, replay_failed=True))
+    if spout_conf:
+        spout.add_configurations(spout_conf)
+    b.set_bolt("check", FailsOn(7)).shuffle_grouping("numbers")
+    if dead_letter_stream:
+        b.set_bolt("dead", DeadLetters()).shuffle_grouping("numbers", DEAD_LETTER)
+    return b.create_topology()
+
+
+def test_backoff_between_replays_runs_on_the_simulated_clock():
+    conf = {"squall.retry.max.retries": 3, "squall.retry.initial.delay.ms": 100,
+            "squall.retry.multiplier": 2, "squall.retry.max.delay.ms": 250}
+    with simulated_time() as clock:
+        result = complete_topology(user_spout_topology(dead_letter_stream=True), conf)
+        # The first attempt, then replays after 100, 200 and (capped) 250 ms; nothing else
+        # made the clock move, so it stopped where the dead tuple was declared.
+        assert SEEN_AT == [0, 100, 300, 550]
+        assert clock.now_ms() >= 550
+    (dead,) = result.tuples("dead")
+    record = dict(zip(DEAD_LETTER_FIELDS, dead, strict=True))
+    assert record["values"] == [7] and record["attempts"] == 4 and record["ts"] == 550
+    assert record["message_id"] == 7 and record["partition"] is None
+    assert record["error_kind"] == "ValueError" and record["error"] == "7 is poison"
+    assert sorted(n for (n,) in result.tuples("check")) == [n for n in range(20) if n != 7]
+    # The spout saw three fails (each replayed) and then an ack: it moved on.
+    assert result.failed("numbers") == [7] * 3
+    assert 7 in result.acked("numbers")
+
+
+@pytest.mark.runners("local", "spark")
+def test_a_spout_s_own_limit_and_no_dead_letter_stream(runner):
+    # The topology replays for ever; the spout's component config limits it to 1 retry. It
+    # declares no dead-letter stream: the dead tuple is reported as an error, not dropped.
+    conf = {"squall.retry.max.retries": None}
+    topology = user_spout_topology(dead_letter_stream=False,
+                                   spout_conf={"squall.retry.max.retries": 1})
+    result = complete_topology(topology, conf, runner=runner, max_time_ms=120_000)
+    assert sorted(n for (n,) in result.tuples("check")) == [n for n in range(20) if n != 7]
+    dead = [e for e in result.errors if isinstance(e.error, DeadLetterError)]
+    assert len(dead) == 1
+    assert dead[0].component == "numbers"
+    assert "failed 2 times" in str(dead[0].error) and "7 is poison" in str(dead[0].error)
+    assert result.stats["numbers"].dead_lettered == 1
+    assert len([e for e in result.errors if isinstance(e.error, ValueError)
+                and "poison" in str(e.error)]) == 2
+
+
+# ---- error logging: rate-limited per component and kind, counted in the summary ---------------
+
+
+class AlwaysFails(Bolt):
+    def execute(self, tup):
+        raise KeyError(f"no such key {tup['i']}")
+
+    def declare_output_fields(self, declarer):
+        pass
+
+
+@pytest.mark.runners("local", "spark")
+def test_errors_are_logged_rate_limited_and_counted_in_the_summary(runner, caplog):
+    data = {"0": [["0", i] for i in range(150)], "1": [["1", i] for i in range(150)]}
+    b = TopologyBuilder()
+    b.set_spout("numbers", MemorySource(data, Fields("p", "i"), records_per_range=50))
+    b.set_bolt("broken", AlwaysFails(), 2).shuffle_grouping("numbers")
+    conf = {"squall.retry.max.retries": 1, MAX_TUPLES: 1000}
+    with caplog.at_level(logging.ERROR, logger="squall"):
+        result = complete_topology(b.create_topology(), conf, runner=runner,
+                                   max_time_ms=120_000)
+    errors = [e for e in result.errors if e.component == "broken"]
+    # Each record twice (on Spark the first time as part of its range, then alone).
+    assert len(errors) == 600
+    assert result.stats["numbers"].dead_lettered == 300
+    assert "  broken KeyError: 600" in RunResult(result.stats, result.errors).summary()
+    lines = [r.getMessage() for r in caplog.records if "broken" in r.getMessage()]
+    full = [m for m in lines if "KeyError" in m and "more" not in m]
+    assert len(full) == 5, "the first five in full"
+    # Then one line per 10 s of the runner's clock at most: none on simulated time (the run
+    # takes no simulated time worth speaking of); on Spark a few, never one per error.
+    assert len(lines) - len(full) <= (0 if runner == "local" else 1 + result.elapsed_ms // 10_000)

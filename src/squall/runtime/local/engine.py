@@ -18,7 +18,7 @@ from squall.components.windowed import check_window_limits
 from squall.errors import ReliabilityError
 from squall.protocols import Progress
 from squall.reliability.acker import AckerLedger, Outcome
-from squall.results import ComponentStats, ErrorRecord, RunResult, aggregate_stats
+from squall.results import ComponentStats, ErrorLog, ErrorRecord, RunResult, aggregate_stats
 from squall.runtime.clock import Clock, RealClock
 from squall.runtime.gc_pause import full_collections_deferred
 from squall.runtime.local.transactions import LocalTransactions
@@ -40,7 +40,6 @@ from squall.topology.graph import is_acyclic
 from squall.topology.tuple import Tuple, tick_tuple
 
 log = logging.getLogger("squall")
-_LOGGED_PER_COMPONENT = 20
 
 
 class LocalEngine:
@@ -74,7 +73,8 @@ class LocalEngine:
         self.tasks: dict[int, TaskRuntime] = {}
         self.spouts: list[SpoutTask] = []
         self.bolts: list[BoltTask] = []
-        self._errors_logged: dict[str, int] = {}
+        # Logged rate-limited per component and error kind, on the engine's clock; all counted.
+        self.error_log = ErrorLog(log, traceback=lambda e: not isinstance(e, ReliabilityError))
         self._recent_error: dict[str, tuple[str, str]] = {}
         executors: dict[int, Callable[[Tuple], None]] = {}
         append = self.queue.append
@@ -190,13 +190,7 @@ class LocalEngine:
         record = ErrorRecord(component, task, error, stream, self.now_ms())
         self.errors.append(record)
         self._recent_error[component] = (type(error).__name__, str(error))
-        n = self._errors_logged.get(component, 0) + 1
-        self._errors_logged[component] = n
-        if n <= _LOGGED_PER_COMPONENT:
-            log.error("%s", record, exc_info=error if not isinstance(error, ReliabilityError)
-                      else None)
-        elif n == _LOGGED_PER_COMPONENT + 1:
-            log.error("component %r: further errors are counted, not logged", component)
+        self.error_log.record(record, record.time_ms)
 
     def _settle(self, outcome: Outcome, component: str | None) -> None:
         self.settlement.settle(outcome, component)
