@@ -51,6 +51,13 @@ class Range(NamedTuple):
     end: Any
 
 
+class RecordRange(Range):
+    """A range of one record, split from a failed range (`PartitionedSource.split`): replayed
+    and counted on its own. Equal to the `Range` with the same offsets."""
+
+    __slots__ = ()
+
+
 class SourceError(SquallError):
     """A source cannot reach or read its input; says what is wrong and what to do."""
 
@@ -230,8 +237,9 @@ class PartitionedSource(Spout):
         """A failed range's records as ranges of one record each (read again here to find their
         offsets), so each is replayed and counted on its own; `[r]` if it cannot be read."""
         try:
-            parts = [Range(r.partition, off, self.next_offset(r.partition, off))
-                     for off, _values in self.read(*r)]
+            parts: list[Range] = [
+                RecordRange(r.partition, off, self.next_offset(r.partition, off))
+                for off, _values in self.read(*r)]
         except Exception:
             return [r]  # its store is down, say: the range is replayed whole, as before
         return parts or [r]

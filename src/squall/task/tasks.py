@@ -16,7 +16,7 @@ from typing import Any
 
 from squall.components.base import BasicBolt, Spout
 from squall.components.context import TopologyContext
-from squall.components.partitioned_source import PartitionedSource, Range
+from squall.components.partitioned_source import PartitionedSource, Range, RecordRange
 from squall.errors import BatchRetryError, DeadLetterError, FailedException
 from squall.protocols import Host, OutputCollectorLike
 from squall.reliability.acker import Outcome
@@ -232,7 +232,8 @@ class SpoutTask(TaskRuntime):
             return
         now = self.host.now_ms()
         source = self.spout if isinstance(self.spout, PartitionedSource) else None
-        if source is not None and isinstance(msg_id, Range) and retries.policy.limited:
+        if (source is not None and isinstance(msg_id, Range)
+                and not isinstance(msg_id, RecordRange) and retries.policy.limited):
             # A Spark range is one tree for all its records: which one failed is unknown, so
             # its records are replayed as ranges of one record each, continuing the count.
             parts = source.split(msg_id)

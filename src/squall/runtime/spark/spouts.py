@@ -30,6 +30,7 @@ from squall.runtime.settlement import deliver_to_spout
 from squall.runtime.spark import row_schema
 from squall.runtime.spark.ranges import (
     RangePartition,
+    RecordRangeGroup,
     is_source,
     plan_ranges,
     range_partitions,
@@ -385,7 +386,7 @@ class SpoutReader(DataSourceStreamReader):
         return out
 
     def read(self, partition: InputPartition):
-        if isinstance(partition, RangePartition):
+        if isinstance(partition, (RangePartition, RecordRangeGroup)):
             yield from read_range(partition)
             return
         assert isinstance(partition, SegmentPartition)
