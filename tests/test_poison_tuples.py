@@ -18,11 +18,14 @@ from squall.connectors import MemorySource
 from squall.errors import DeadLetterError
 from squall.reliability.retries import DEAD_LETTER, DEAD_LETTER_FIELDS
 from squall.results import RunResult
+from squall.runtime.clock import SimulatedClock
+from squall.runtime.local.engine import LocalEngine
 from squall.testing import FixedTupleSpout, complete_topology, current_clock, simulated_time
 
 MAX_TUPLES = "squall.spark.batch.max.tuples"
 POISON = ("1", 1234)  # partition "1", offset 1234
 PER_PARTITION = 5000
+PARTITIONS = ("0", "1")
 RANGE = 200
 
 
@@ -52,7 +55,7 @@ class DeadLetters(Bolt):
 
 
 def poisoned_topology():
-    data = {p: [[p, i] for i in range(PER_PARTITION)] for p in ("0", "1")}
+    data = {p: [[p, i] for i in range(PER_PARTITION)] for p in PARTITIONS}
     b = TopologyBuilder()
     b.set_spout("numbers", MemorySource(data, Fields("p", "i"), records_per_range=RANGE))
     b.set_bolt("flaky", Flaky(), 2).shuffle_grouping("numbers")
@@ -213,3 +216,50 @@ def test_errors_are_logged_rate_limited_and_counted_in_the_summary(runner, caplo
     # Then one line per 10 s of the runner's clock at most: none on simulated time (the run
     # takes no simulated time worth speaking of); on Spark a few, never one per error.
     assert len(lines) - len(full) <= (0 if runner == "local" else 1 + result.elapsed_ms // 10_000)
+
+
+# ---- restarts and starvation ------------------------------------------------------------------
+
+
+def test_failure_counts_and_waiting_replays_survive_a_restart_from_a_checkpoint(tmp_path):
+    # Stopped while the poison waits for its second replay, restarted on the same checkpoint:
+    # the count goes on (4 attempts in all, not 4 more) and the waiting replay is not lost.
+    conf = {"squall.retry.max.retries": 3, "squall.retry.initial.delay.ms": 5_000,
+            "squall.retry.multiplier": 1}
+    ckpt = str(tmp_path / "ckpt")
+    topology = poisoned_topology()
+    first = LocalEngine(topology, conf, clock=SimulatedClock(), capture=True,
+                        checkpoint_location=ckpt)
+    poison_errors = lambda engine: [e for e in engine.errors if "cannot handle" in str(e.error)]  # noqa: E731
+    first.run(should_stop=lambda: len(poison_errors(first)) >= 2)
+    assert len(poison_errors(first)) == 2
+    assert first.spouts[0].retries.waiting == 1
+
+    second = LocalEngine(topology, conf, clock=SimulatedClock(), capture=True,
+                         checkpoint_location=ckpt)
+    result = second.run()
+    assert second.complete()
+    assert len(poison_errors(second)) == 2
+    (dead,) = [v for t in topology.component_tasks("dead")
+               for s, v in second.captures[t] if s == "default"]
+    record = dict(zip(DEAD_LETTER_FIELDS, dead, strict=True))
+    assert record["attempts"] == 4 and (record["partition"], record["offset"]) == POISON
+    assert record["values"] == list(POISON)  # read again: the pending values are not kept
+    assert result.stats["numbers"].dead_lettered == 1
+
+
+def test_a_record_replayed_for_ever_does_not_starve_the_other_partitions():
+    # Storm's default (no limit): the poison is replayed for ever, but replays and new records
+    # take turns, so every good record of both partitions gets through meanwhile.
+    engine = LocalEngine(poisoned_topology(), {}, clock=SimulatedClock(), capture=True)
+    good = len(PARTITIONS) * PER_PARTITION - 1
+
+    def passed() -> int:
+        return sum(len(engine.captures[t]) for t in engine.topology.component_tasks("flaky"))
+
+    def executed() -> int:
+        return sum(engine.received[t] for t in engine.topology.component_tasks("flaky"))
+
+    engine.run(should_stop=lambda: passed() >= good or executed() > 5 * good)
+    assert passed() == good
+    assert engine.spouts[0].stats.failed > 0 and not engine.complete()
