@@ -13,10 +13,16 @@ from collections import Counter
 
 import pytest
 
-from squall import Bolt, Fields, TopologyBuilder, Values
+from squall import (
+    DEAD_LETTER,
+    DEAD_LETTER_FIELDS,
+    Bolt,
+    DeadLetterError,
+    Fields,
+    TopologyBuilder,
+    Values,
+)
 from squall.connectors import MemorySource
-from squall.errors import DeadLetterError
-from squall.reliability.retries import DEAD_LETTER, DEAD_LETTER_FIELDS
 from squall.results import RunResult
 from squall.runtime.clock import SimulatedClock
 from squall.runtime.local.engine import LocalEngine

@@ -233,16 +233,14 @@ class PartitionedSource(Spout):
         return self._bounds is not None and all(
             not self._bounds[p] > self._offsets.get(p, self._bounds[p]) for p in self._bounds)
 
-    def split(self, r: Range) -> list[Range]:
+    def split(self, r: Range) -> list[RecordRange] | None:
         """A failed range's records as ranges of one record each (read again here to find their
-        offsets), so each is replayed and counted on its own; `[r]` if it cannot be read."""
+        offsets), so each is replayed and counted on its own; None if it cannot be read."""
         try:
-            parts: list[Range] = [
-                RecordRange(r.partition, off, self.next_offset(r.partition, off))
-                for off, _values in self.read(*r)]
+            return [RecordRange(r.partition, off, self.next_offset(r.partition, off))
+                    for off, _values in self.read(*r)]
         except Exception:
-            return [r]  # its store is down, say: the range is replayed whole, as before
-        return parts or [r]
+            return None  # its store is down, say
 
     def record(self, partition: str, offset: Any) -> list[Any] | None:
         """The values of the one record at `offset` (a malformed one's text), or None when it

@@ -237,13 +237,18 @@ class SpoutTask(TaskRuntime):
             # A Spark range is one tree for all its records: which one failed is unknown, so
             # its records are replayed as ranges of one record each, continuing the count.
             parts = source.split(msg_id)
-            if len(parts) > 1:
-                failures = retries.attempts(msg_id) + 1
-                retries.forget(msg_id)
-                for part in parts:
-                    if retries.schedule(part, failures, now) <= now:
-                        self._call("fail", part)
+            failures = retries.attempts(msg_id)
+            if parts is None:
+                # It cannot be read now (its store is down, say): that is not the records'
+                # fault, so the range is replayed whole, after a backoff, without counting.
+                if retries.schedule(msg_id, failures, now) <= now:
+                    self._call("fail", msg_id)
                 return
+            retries.forget(msg_id)
+            for part in parts:
+                if retries.schedule(part, failures + 1, now) <= now:
+                    self._call("fail", part)
+            return
         due = retries.failed(msg_id, now)
         if due is None:
             self._dead_letter(entry, error, retries.last_dead_attempts, now, source)
