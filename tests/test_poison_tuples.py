@@ -176,10 +176,12 @@ def test_backoff_between_replays_runs_on_the_simulated_clock():
 def test_a_spout_s_own_limit_and_no_dead_letter_stream(runner):
     # The topology replays for ever; the spout's component config limits it to 1 retry. It
     # declares no dead-letter stream: the dead tuple is reported as an error, not dropped.
+    # Its one replay waits 1.5 s: simulated time locally, the reader's planning time on Spark.
     conf = {"squall.retry.max.retries": None}
-    topology = user_spout_topology(dead_letter_stream=False,
-                                   spout_conf={"squall.retry.max.retries": 1})
+    topology = user_spout_topology(dead_letter_stream=False, spout_conf={
+        "squall.retry.max.retries": 1, "squall.retry.initial.delay.ms": 1500})
     result = complete_topology(topology, conf, runner=runner, max_time_ms=120_000)
+    assert result.elapsed_ms >= 1500
     assert sorted(n for (n,) in result.tuples("check")) == [n for n in range(20) if n != 7]
     dead = [e for e in result.errors if isinstance(e.error, DeadLetterError)]
     assert len(dead) == 1
