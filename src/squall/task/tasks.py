@@ -266,13 +266,15 @@ class SpoutTask(TaskRuntime):
         record = [list(values) if values is not None else None, self.component_id,
                   entry.stream, partition, offset, message_id, error[0], error[1], attempts, now]
         self.stats.dead_lettered += 1
-        if DEAD_LETTER in self.topology.components[self.component_id].streams:
+        try:
+            if DEAD_LETTER not in self.topology.components[self.component_id].streams:
+                raise DeadLetterError(
+                    f"message {msg_id!r} failed {attempts} times ({error[0]}: {error[1]}) and "
+                    f"is not replayed again; declare the {DEAD_LETTER!r} stream to route it",
+                    component=self.component_id, stream=entry.stream)
             self.collector.emit(record, stream=DEAD_LETTER)
-        else:
-            self.report(DeadLetterError(
-                f"message {msg_id!r} failed {attempts} times ({error[0]}: {error[1]}) and is "
-                f"not replayed again; declare the {DEAD_LETTER!r} stream to route it",
-                component=self.component_id, stream=entry.stream))
+        except Exception as exc:  # not declared, or declared with other fields: reported
+            self.report(exc)
         # As Storm's KafkaSpout past maxRetries: acked, so the source moves on.
         self._call("ack", msg_id)
 

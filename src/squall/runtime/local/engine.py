@@ -161,6 +161,8 @@ class LocalEngine:
             self._settle(outcome, None)
 
     def ack(self, root: int, value: int, component: str) -> None:
+        if self._recent_error:  # the component went on: its last error failed nothing later
+            self._recent_error.pop(component, None)
         outcome = self.ackers[root % len(self.ackers)].ack(root, value, self.now_ms())
         if outcome is not None:
             self._settle(outcome, component)
