@@ -22,6 +22,11 @@ as an error naming the component, stream and field, counted, and emitted on the 
 (fields `partition`, `offset`, `record`, `error`) with the same message id, so a topology can route
 it; the source goes on with the next record.
 
+Every source also declares the `dead_letter` stream (`squall.reliability.retries`): with a retry
+limit (`squall.retry.max.retries`), a record that failed too often goes out on it, with its
+partition and offset, and is not replayed again. A record that keeps failing without a limit
+does not hold the others up: replays and new records take turns.
+
 Every source reads from its constructor's settings only: on Spark the executors unpickle a fresh
 copy, never `open` it, and call `read` on it. The built-in sources are in `squall.connectors`.
 """
