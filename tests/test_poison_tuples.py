@@ -271,3 +271,37 @@ def test_a_record_replayed_for_ever_does_not_starve_the_other_partitions():
     engine.run(should_stop=lambda: passed() >= good or executed() > 5 * good)
     assert passed() == good
     assert engine.spouts[0].stats.failed > 0 and not engine.complete()
+
+
+def test_a_replay_that_succeeds_is_forgotten():
+    # Fails the first delivery of every multiple of 5, then passes it: nothing dies, and no
+    # count is left behind (a long run must not keep one per message that ever failed).
+    class FailFirst(Bolt):
+        def prepare(self, conf, context, collector):
+            super().prepare(conf, context, collector)
+            self.seen: set[int] = set()
+
+        def execute(self, tup):
+            n = tup["n"]
+            if n % 5 == 0 and n not in self.seen:
+                self.seen.add(n)
+                self.collector.fail(tup)
+                return
+            self.collector.emit(Values(n), anchors=tup)
+            self.collector.ack(tup)
+
+        def declare_output_fields(self, declarer):
+            declarer.declare(Fields("n"))
+
+    b = TopologyBuilder()
+    b.set_spout("numbers", FixedTupleSpout([[n] for n in range(20)], ("n",), replay_failed=True))
+    b.set_bolt("check", FailFirst()).shuffle_grouping("numbers")
+    engine = LocalEngine(b.create_topology(), {"squall.retry.max.retries": 1},
+                         clock=SimulatedClock(), capture=True)
+    result = engine.run()
+    assert sorted(v[0] for t in engine.topology.component_tasks("check")
+                  for _s, v in engine.captures[t]) == list(range(20))
+    assert result.stats["numbers"].dead_lettered == 0
+    assert engine.spouts[0].retries.counted == 0
+    # The four first deliveries failed and were replayed once each.
+    assert result.stats["numbers"].failed == 4

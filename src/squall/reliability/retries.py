@@ -101,6 +101,11 @@ class Retries:
         self.__dict__.update(state)
         self._order = itertools.count(int(state["_order"]))
 
+    @property
+    def counted(self) -> int:
+        """How many message ids have failures counted (0: nothing to forget on an ack)."""
+        return len(self._failures)
+
     def attempts(self, msg_id: Any) -> int:
         """How many times `msg_id` failed so far (0 once acked or dead)."""
         try:

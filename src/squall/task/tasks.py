@@ -193,6 +193,8 @@ class SpoutTask(TaskRuntime):
                 self.stats.acked += 1
                 self.stats.latency_total_ms += outcome.latency_ms
                 self.stats.latency_count += 1
+                if self.retries.counted:  # a replay that succeeded: its count is done
+                    self.retries.forget(entry.msg_id)
                 self._call("ack", entry.msg_id)
             else:
                 self.stats.failed += 1
