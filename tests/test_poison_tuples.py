@@ -9,6 +9,7 @@ the run never ended.
 from __future__ import annotations
 
 import logging
+import pickle
 from collections import Counter
 
 import pytest
@@ -23,6 +24,7 @@ from squall import (
     Values,
 )
 from squall.connectors import MemorySource
+from squall.reliability.retries import Retries, RetryPolicy
 from squall.results import RunResult
 from squall.runtime.clock import SimulatedClock
 from squall.runtime.local.engine import LocalEngine
@@ -305,3 +307,18 @@ def test_a_replay_that_succeeds_is_forgotten():
     assert engine.spouts[0].retries.counted == 0
     # The four first deliveries failed and were replayed once each.
     assert result.stats["numbers"].failed == 4
+
+
+def test_retries_pickle_with_their_counts_and_waiting_replays():
+    # What the Spark reader's spout snapshot and the local checkpoint keep across a restart.
+    retries = Retries(RetryPolicy(max_retries=2, initial_delay_ms=100))
+    assert retries.failed("a", now_ms=0) == 100
+    assert retries.failed("b", now_ms=10) == 110
+    assert retries.due(now_ms=100) == ["a"]  # replayed, and it fails again
+    assert retries.failed("a", now_ms=100) == 300
+    restored = pickle.loads(pickle.dumps(retries))
+    assert (restored.attempts("a"), restored.attempts("b"), restored.waiting) == (2, 1, 2)
+    assert restored.due(now_ms=110) == ["b"]
+    assert restored.failed("c", now_ms=200) == 300  # due with "a": after it, in order
+    assert restored.due(now_ms=300) == ["a", "c"]
+    assert restored.failed("a", now_ms=300) is None and restored.last_dead_attempts == 3

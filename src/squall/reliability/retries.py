@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import heapq
-import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,19 +86,10 @@ class Retries:
     def __init__(self, policy: RetryPolicy) -> None:
         self.policy = policy
         self._failures: dict[Any, int] = {}
-        self._waiting: list[tuple[int, int, Any]] = []  # heap of (due, order, msg id)
-        self._order = itertools.count()
+        # A heap of (due, order, msg id): the order breaks ties, so ids are never compared.
+        self._waiting: list[tuple[int, int, Any]] = []
+        self._order = 0
         self.last_dead_attempts = 0  # the attempts of the message `failed` last declared dead
-
-    def __getstate__(self) -> dict[str, Any]:
-        # itertools.count does not pickle; the order only breaks ties between equal due times.
-        state = dict(self.__dict__)
-        state["_order"] = len(self._waiting)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._order = itertools.count(int(state["_order"]))
 
     @property
     def counted(self) -> int:
@@ -133,7 +123,8 @@ class Retries:
         self._failures[msg_id] = failures
         due = now_ms + self.policy.delay_ms(failures)
         if due > now_ms:
-            heapq.heappush(self._waiting, (due, next(self._order), msg_id))
+            self._order += 1
+            heapq.heappush(self._waiting, (due, self._order, msg_id))
         return due
 
     def forget(self, msg_id: Any) -> None:
