@@ -123,19 +123,15 @@ class FailsOn(Bolt):
 
     def execute(self, tup):
         if tup["n"] == self.bad:
-            clock = current_clock()
+            clock = current_clock()  # the test's simulated clock (the local runner's)
             if clock is not None:
                 self.seen_at.append(clock.now_ms())
-                SEEN_AT[:] = self.seen_at
             raise ValueError(f"{self.bad} is poison")
         self.collector.emit(Values(tup["n"]), anchors=tup)
         self.collector.ack(tup)
 
     def declare_output_fields(self, declarer):
         declarer.declare(Fields("n"))
-
-
-SEEN_AT: list[int] = []
 
 
 def user_spout_topology(*, dead_letter_stream, spout_conf=None):
@@ -157,21 +153,29 @@ def user_spout_topology(*, dead_letter_stream, spout_conf=None):
 def test_backoff_between_replays_runs_on_the_simulated_clock():
     conf = {"squall.retry.max.retries": 3, "squall.retry.initial.delay.ms": 100,
             "squall.retry.multiplier": 2, "squall.retry.max.delay.ms": 250}
+    topology = user_spout_topology(dead_letter_stream=True)
     with simulated_time() as clock:
-        result = complete_topology(user_spout_topology(dead_letter_stream=True), conf)
-        # The first attempt, then replays after 100, 200 and (capped) 250 ms; nothing else
-        # made the clock move, so it stopped where the dead tuple was declared.
-        assert SEEN_AT == [0, 100, 300, 550]
-        assert clock.now_ms() >= 550
-    (dead,) = result.tuples("dead")
+        engine = LocalEngine(topology, conf, clock=clock, capture=True)
+        engine.run()
+    assert engine.complete()
+    (check,) = [t for t in engine.bolts if t.component_id == "check"]
+    # The first attempt, then replays after 100, 200 and (capped) 250 ms: simulated time,
+    # which only the backoff made move.
+    assert check.instance.seen_at == [0, 100, 300, 550]
+
+    def emitted(component):
+        return [v for t in topology.component_tasks(component)
+                for s, v in engine.captures[t] if s == "default"]
+
+    (dead,) = emitted("dead")
     record = dict(zip(DEAD_LETTER_FIELDS, dead, strict=True))
     assert record["values"] == [7] and record["attempts"] == 4 and record["ts"] == 550
     assert record["message_id"] == 7 and record["partition"] is None
     assert record["error_kind"] == "ValueError" and record["error"] == "7 is poison"
-    assert sorted(n for (n,) in result.tuples("check")) == [n for n in range(20) if n != 7]
+    assert sorted(n for (n,) in emitted("check")) == [n for n in range(20) if n != 7]
     # The spout saw three fails (each replayed) and then an ack: it moved on.
-    assert result.failed("numbers") == [7] * 3
-    assert 7 in result.acked("numbers")
+    settled = engine.spouts[0].settled_ids
+    assert settled["fail"] == [7] * 3 and 7 in settled["ack"]
 
 
 @pytest.mark.runners("local", "spark")
