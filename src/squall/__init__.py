@@ -23,6 +23,7 @@ from squall.duration import Duration
 from squall.errors import (
     BatchRetryError,
     ConfigError,
+    DeadLetterError,
     EmitError,
     FailedException,
     InvalidTopologyError,
@@ -30,6 +31,7 @@ from squall.errors import (
     ReliabilityError,
     SquallError,
 )
+from squall.reliability.retries import DEAD_LETTER, DEAD_LETTER_FIELDS
 from squall.runners import run
 from squall.runtime.local.cluster import LocalCluster
 from squall.state.base import KeyValueState, State, StateError
@@ -49,6 +51,8 @@ from squall.tuple_windows import Count, TupleWindow
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEAD_LETTER",
+    "DEAD_LETTER_FIELDS",
     "BasicBolt",
     "BasicOutputCollector",
     "BatchRetryError",
@@ -59,6 +63,7 @@ __all__ = [
     "ConfigError",
     "Count",
     "CustomStreamGrouping",
+    "DeadLetterError",
     "Duration",
     "EmitError",
     "FailedException",

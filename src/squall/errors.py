@@ -68,6 +68,11 @@ class ReliabilityError(SquallError):
     """A misuse of the acking API, such as acking a tuple twice; reported, not raised."""
 
 
+class DeadLetterError(SquallError):
+    """A tuple failed more often than its spout's retry limit (`squall.retry.max.retries`) and
+    its spout declares no dead-letter stream to send it on; reported, not raised."""
+
+
 class BatchRetryError(SquallError):
     """A batch's effects could not be made durable (a sink's store is down, say).
 

@@ -5,6 +5,8 @@ Every runner sums its tasks' counters into `ComponentStats` with `aggregate_stat
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,7 +15,7 @@ from squall.topology.description import Topology
 
 # The per-task counters a component's stats sum (a task reports any subset of them).
 SUMMED = ("emitted", "transferred", "executed", "acked", "failed", "timed_out", "errors",
-          "latency_total_ms", "latency_count", "pending")
+          "latency_total_ms", "latency_count", "pending", "dead_lettered")
 
 
 @dataclass
@@ -49,6 +51,7 @@ class ComponentStats:
     latency_total_ms: int = 0
     latency_count: int = 0
     pending: int = 0
+    dead_lettered: int = 0  # spouts: messages that failed past the retry limit
 
     @property
     def complete_latency_ms(self) -> float | None:
@@ -65,6 +68,8 @@ class ComponentStats:
         if self.kind == "spout":
             if self.timed_out:
                 parts.append(f"timed_out={self.timed_out}")
+            if self.dead_lettered:
+                parts.append(f"dead_lettered={self.dead_lettered}")
             lat = self.complete_latency_ms
             parts.append(f"pending={self.pending}")
             parts.append("latency=" + ("-" if lat is None else f"{lat:.1f}ms"))
@@ -85,7 +90,73 @@ class RunResult:
     def summary(self) -> str:
         lines = [s.line() for s in self.stats.values()]
         lines.append(f"errors reported: {len(self.errors)}; elapsed {self.elapsed_ms / 1000:.1f}s")
+        lines += [f"  {component} {kind}: {n}"
+                  for (component, kind), n in error_counts(self.errors).items()]
         return "\n".join(lines)
+
+
+def error_counts(errors: Iterable[ErrorRecord]) -> dict[tuple[str, str], int]:
+    """Errors per `(component, error kind)`, most frequent first: the summary's error lines.
+
+    >>> e = [ErrorRecord("flaky", 1, ValueError("x")), ErrorRecord("flaky", 2, ValueError("y")),
+    ...      ErrorRecord("sink", 3, OSError("z"))]
+    >>> error_counts(e)
+    {('flaky', 'ValueError'): 2, ('sink', 'OSError'): 1}
+    """
+    return dict(Counter((e.component, type(e.error).__name__) for e in errors).most_common())
+
+
+class ErrorLog:
+    """Logs a run's errors, rate-limited per component and error kind.
+
+    The first `burst` errors of a `(component, kind)` are logged in full (with the traceback
+    when `traceback` says so); after that at most one line per `every_ms` of the caller's clock
+    says how many more there were since the last line, with the latest one's text. Every error
+    is still counted (`counts`) and kept by the runner; only the log is spared.
+
+    >>> import sys
+    >>> logger = logging.getLogger("squall.example")
+    >>> logger.addHandler(logging.StreamHandler(sys.stdout)); logger.propagate = False
+    >>> elog = ErrorLog(logger, burst=2, every_ms=1000)
+    >>> for now in range(0, 2500, 100):   # one error every 100 ms
+    ...     elog.record(ErrorRecord("flaky", 1, ValueError(f"bad at {now}")), now)
+    [flaky:1] ValueError: bad at 0
+    [flaky:1] ValueError: bad at 100
+    flaky: 10 more ValueError errors (12 in all); latest: bad at 1100
+    flaky: 10 more ValueError errors (22 in all); latest: bad at 2100
+    >>> elog.counts, elog.unlogged()
+    ({('flaky', 'ValueError'): 25}, {('flaky', 'ValueError'): 3})
+    """
+
+    def __init__(self, logger: logging.Logger, *, burst: int = 5, every_ms: int = 10_000,
+                 traceback: Any = None) -> None:
+        self.logger = logger
+        self.burst = burst
+        self.every_ms = every_ms
+        # Whether an error's traceback is worth logging (None: never).
+        self.traceback = traceback
+        self.counts: dict[tuple[str, str], int] = {}
+        self._since: dict[tuple[str, str], list[int]] = {}  # key -> [last line ms, unlogged]
+
+    def record(self, record: ErrorRecord, now_ms: int) -> None:
+        key = (record.component, type(record.error).__name__)
+        n = self.counts.get(key, 0) + 1
+        self.counts[key] = n
+        if n <= self.burst:
+            tb = self.traceback is not None and self.traceback(record.error)
+            self.logger.error("%s", record, exc_info=record.error if tb else None)
+            self._since[key] = [now_ms, 0]
+            return
+        since = self._since[key]
+        since[1] += 1
+        if now_ms - since[0] >= self.every_ms:
+            self.logger.error("%s: %d more %s errors (%d in all); latest: %s", key[0], since[1],
+                              key[1], n, record.error)
+            since[0], since[1] = now_ms, 0
+
+    def unlogged(self) -> dict[tuple[str, str], int]:
+        """Errors counted since each key's last log line."""
+        return {key: since[1] for key, since in self._since.items() if since[1]}
 
 
 def aggregate_stats(topology: Topology,

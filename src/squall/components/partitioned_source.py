@@ -22,6 +22,11 @@ as an error naming the component, stream and field, counted, and emitted on the 
 (fields `partition`, `offset`, `record`, `error`) with the same message id, so a topology can route
 it; the source goes on with the next record.
 
+Every source also declares the `dead_letter` stream (`squall.reliability.retries`): with a retry
+limit (`squall.retry.max.retries`), a record that failed too often goes out on it, with its
+partition and offset, and is not replayed again. A record that keeps failing without a limit
+does not hold the others up: replays and new records take turns.
+
 Every source reads from its constructor's settings only: on Spark the executors unpickle a fresh
 copy, never `open` it, and call `read` on it. The built-in sources are in `squall.connectors`.
 """
@@ -36,6 +41,7 @@ from typing import Any, NamedTuple
 
 from squall.components.base import Spout
 from squall.errors import SquallError
+from squall.reliability.retries import DEAD_LETTER, DEAD_LETTER_FIELDS
 from squall.topology.fields import Fields
 
 MALFORMED = "malformed"
@@ -48,6 +54,13 @@ class Range(NamedTuple):
     partition: str
     start: Any
     end: Any
+
+
+class RecordRange(Range):
+    """A range of one record, split from a failed range (`PartitionedSource.split`): replayed
+    and counted on its own. Equal to the `Range` with the same offsets."""
+
+    __slots__ = ()
 
 
 class SourceError(SquallError):
@@ -82,6 +95,7 @@ class PartitionedSource(Spout):
         self._buffer: deque[tuple[str, Any, Any]] = deque()
         self._task_index, self._tasks = 0, 1
         self._last_error: str | None = None
+        self._replayed_last = False  # the last next_tuple replayed: the next reads a new record
         self.component = type(self).__name__
 
     def __setstate__(self, state: dict) -> None:
@@ -123,6 +137,7 @@ class PartitionedSource(Spout):
     def declare_output_fields(self, declarer: Any) -> None:
         declarer.declare_stream(self.stream, self.fields)
         declarer.declare_stream(MALFORMED, MALFORMED_FIELDS)
+        declarer.declare_stream(DEAD_LETTER, DEAD_LETTER_FIELDS)
 
     def open(self, conf: Any, context: Any, collector: Any) -> None:
         super().open(conf, context, collector)
@@ -178,7 +193,12 @@ class PartitionedSource(Spout):
 
     def next_tuple(self) -> None:
         # The local runner's path: one record per call, from a buffer filled a plan at a time.
-        if self._replay_records:
+        # Replays and new records take turns, so a record that fails every time cannot keep the
+        # other partitions (and the rest of its own) from being read.
+        replay = bool(self._replay_records) and not (
+            self._replayed_last and (self._buffer or not self.is_read_out()))
+        self._replayed_last = replay
+        if replay:
             p, offset = self._replay_records.popleft()
             for off, values in self.read(p, offset, self.next_offset(p, offset)):
                 self._emit(p, off, values)
@@ -212,6 +232,32 @@ class PartitionedSource(Spout):
             self._replay_ranges.append(msg_id)
         else:
             self._replay_records.append(msg_id)
+
+    def is_read_out(self) -> bool:
+        """A bounded source has planned every record up to its bounds (replays aside)."""
+        return self._bounds is not None and all(
+            not self._bounds[p] > self._offsets.get(p, self._bounds[p]) for p in self._bounds)
+
+    def split(self, r: Range) -> list[RecordRange] | None:
+        """A failed range's records as ranges of one record each (read again here to find their
+        offsets), so each is replayed and counted on its own; None if it cannot be read."""
+        try:
+            return [RecordRange(r.partition, off, self.next_offset(r.partition, off))
+                    for off, _values in self.read(*r)]
+        except Exception:
+            return None  # its store is down, say
+
+    def record(self, partition: str, offset: Any) -> list[Any] | None:
+        """The values of the one record at `offset` (a malformed one's text), or None when it
+        cannot be read: what the dead-letter stream carries for a Spark range."""
+        try:
+            for _off, values in self.read(partition, offset, self.next_offset(partition, offset)):
+                if isinstance(values, MalformedRecord):
+                    return [values.record]
+                return list(values)
+        except Exception:
+            return None
+        return None
 
     def is_exhausted(self) -> bool:
         if not self.bounded or self._replay_ranges or self._replay_records or self._buffer:

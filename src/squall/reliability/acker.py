@@ -11,9 +11,9 @@ tuple of the tree was acked.
 >>> ledger.ack(7, 0b1000, now_ms=120)                          # first acked, anchors nothing
 >>> ledger.ack(7, 0b0010 ^ 0b0100, now_ms=130)                 # second acked, anchors edge 0b0100
 >>> ledger.ack(7, 0b0100, now_ms=150)                          # the child is acked: tree complete
-Outcome(kind='ack', root=7, spout_task=1, latency_ms=50)
+Outcome(kind='ack', root=7, spout_task=1, latency_ms=50, error=None)
 >>> ledger.ack(7, 0b0100, now_ms=160)                          # the root is gone: unknown
-Outcome(kind='unknown', root=7, spout_task=-1, latency_ms=0)
+Outcome(kind='unknown', root=7, spout_task=-1, latency_ms=0, error=None)
 
 Differences from Storm, on purpose: an ack for a root the ledger never saw, or saw complete, is
 reported (`unknown`) rather than left to create an orphan entry that expires silently; acks that
@@ -27,12 +27,16 @@ from typing import NamedTuple
 
 
 class Outcome(NamedTuple):
-    """What the ledger decided for a root: `ack`, `fail`, `reset`, `late` or `unknown`."""
+    """What the ledger decided for a root: `ack`, `fail`, `reset`, `late` or `unknown`.
+
+    A runner may add to a `fail` the `(kind, text)` of the error that failed the tree, for the
+    dead-letter stream (squall.reliability.retries)."""
 
     kind: str
     root: int
     spout_task: int
     latency_ms: int
+    error: tuple[str, str] | None = None
 
 
 class _Entry:

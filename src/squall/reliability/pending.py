@@ -36,13 +36,23 @@ from typing import Any
 
 
 class PendingEntry:
-    __slots__ = ("msg_id", "start_ms", "stream", "touched_ms")
+    __slots__ = ("msg_id", "start_ms", "stream", "touched_ms", "values")
 
-    def __init__(self, msg_id: Any, stream: str, now_ms: int) -> None:
+    def __init__(self, msg_id: Any, stream: str, now_ms: int, values: Any = None) -> None:
         self.msg_id = msg_id
         self.stream = stream
         self.start_ms = now_ms  # for complete latency
         self.touched_ms = now_ms  # for the timeout; moved by reset_timeout
+        # The emitted values, kept only when a dead tree must be sent to the dead-letter stream
+        # (squall.reliability.retries); None otherwise, so tracking costs no more than before.
+        self.values = values
+
+    def __setstate__(self, state: Any) -> None:
+        # Entries pickled before `values` existed have no such slot.
+        slots = state[1] if isinstance(state, tuple) else state
+        self.values = None
+        for name, value in slots.items():
+            setattr(self, name, value)
 
 
 class PendingMap:
@@ -63,8 +73,8 @@ class PendingMap:
     def __contains__(self, root: int) -> bool:
         return root in self._entries or root in self._held
 
-    def add(self, root: int, msg_id: Any, stream: str, now_ms: int) -> None:
-        entry = PendingEntry(msg_id, stream, now_ms)
+    def add(self, root: int, msg_id: Any, stream: str, now_ms: int, values: Any = None) -> None:
+        entry = PendingEntry(msg_id, stream, now_ms, values)
         if self._epoch is None:
             self._entries[root] = entry
         else:

@@ -171,7 +171,7 @@ class SpoutOutputCollector(_Emitter):
             xor ^= edge
         # The tree is registered before any tuple leaves: a runner may execute (and ack) a
         # tuple inside send, and an ack must never reach the acker before its tree's init.
-        task.track(root, msg_id, route.stream, xor)
+        task.track(root, msg_id, route.stream, xor, values)
         for t, edge in zip(targets, edges, strict=True):
             send(t, _RuntimeTuple(values, origin, {root: edge}, t))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 # The counters of a task in the order Storm's UI shows them, which `TaskStats.as_dict` keeps.
 _COUNTERS = (
     "emitted", "transferred", "executed", "acked", "failed", "timed_out",
-    "latency_total_ms", "latency_count", "errors", "reliability_errors",
+    "latency_total_ms", "latency_count", "errors", "reliability_errors", "dead_lettered",
 )
 
 
@@ -34,6 +34,7 @@ class TaskStats:
         self.latency_count = 0
         self.errors = 0
         self.reliability_errors = 0
+        self.dead_lettered = 0  # spouts: messages past the retry limit (squall.reliability.retries)
 
     def as_dict(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in _COUNTERS}

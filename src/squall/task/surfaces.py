@@ -35,7 +35,8 @@ class EmittingTask(Protocol):
 class TrackingTask(EmittingTask, Protocol):
     """A spout task: its collector registers the tuple trees it starts."""
 
-    def track(self, root: int, msg_id: Any, stream: str, xor: int) -> None: ...
+    def track(self, root: int, msg_id: Any, stream: str, xor: int,
+              values: Any = None) -> None: ...
 
     def ack_untracked(self, msg_id: Any) -> None: ...
 

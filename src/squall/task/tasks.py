@@ -16,10 +16,12 @@ from typing import Any
 
 from squall.components.base import BasicBolt, Spout
 from squall.components.context import TopologyContext
-from squall.errors import BatchRetryError, FailedException
+from squall.components.partitioned_source import PartitionedSource, Range, RecordRange
+from squall.errors import BatchRetryError, DeadLetterError, FailedException
 from squall.protocols import Host, OutputCollectorLike
 from squall.reliability.acker import Outcome
-from squall.reliability.pending import PendingMap
+from squall.reliability.pending import PendingEntry, PendingMap
+from squall.reliability.retries import DEAD_LETTER, Retries, RetryPolicy
 from squall.task.checkpointing import (
     CheckpointingSaved,
     TaskCheckpointing,
@@ -37,6 +39,7 @@ from squall.topology.config import (
     Config,
     max_spout_pending,
     message_timeout_ms,
+    retry_settings,
     tick_period_ms,
 )
 from squall.topology.description import Topology
@@ -120,6 +123,10 @@ class SpoutTask(TaskRuntime):
         # and fail, in order: the framework's record, whatever the spout keeps itself.
         self.settled_ids: dict[str, list[Any]] | None = (
             {"ack": [], "fail": []} if self.capture is not None else None)
+        # Failed trees: how often each message id failed, and the replays waiting for their
+        # backoff; past the limit a message goes to the dead-letter stream and is acked.
+        self.retries = Retries(RetryPolicy(*retry_settings(self.conf)))
+        self.keep_values = self.retries.policy.limited
 
     def rebind(self) -> None:
         super().rebind()
@@ -154,14 +161,17 @@ class SpoutTask(TaskRuntime):
         return self.stats.emitted - before
 
     def exhausted(self) -> bool:
+        if self.retries.waiting:
+            return False  # replays wait for their backoff: the spout is not done
         try:
             return bool(self.spout.is_exhausted())
         except Exception as exc:
             self.report(exc)
             return False
 
-    def track(self, root: int, msg_id: Any, stream: str, xor: int) -> None:
-        self.pending.add(root, msg_id, stream, self.host.now_ms())
+    def track(self, root: int, msg_id: Any, stream: str, xor: int, values: Any = None) -> None:
+        self.pending.add(root, msg_id, stream, self.host.now_ms(),
+                         values if self.keep_values else None)
         self.host.ack_init(root, xor, self.task_id)
 
     def ack_untracked(self, msg_id: Any) -> None:
@@ -183,10 +193,12 @@ class SpoutTask(TaskRuntime):
                 self.stats.acked += 1
                 self.stats.latency_total_ms += outcome.latency_ms
                 self.stats.latency_count += 1
+                if self.retries.counted:  # a replay that succeeded: its count is done
+                    self.retries.forget(entry.msg_id)
                 self._call("ack", entry.msg_id)
             else:
                 self.stats.failed += 1
-                self._call("fail", entry.msg_id)
+                self._failed(entry, outcome.error or ("failed", "the tuple was failed"))
         return n
 
     def expire(self, now_ms: int) -> int:
@@ -196,8 +208,77 @@ class SpoutTask(TaskRuntime):
             self.stats.failed += 1
             self.stats.timed_out += 1
             self.host.forget(root)
-            self._call("fail", entry.msg_id)
+            self._failed(entry, ("timeout", "the tuple tree did not complete within "
+                                 f"{self.pending.timeout_ms} ms"))
         return len(expired)
+
+    # ---- retries and the dead-letter stream (squall.reliability.retries) -------------------
+    def replay_due(self, now_ms: int) -> int:
+        """Hand the spout the failed messages whose backoff has passed (its `fail` replays)."""
+        due = self.retries.due(now_ms)
+        for msg_id in due:
+            self._call("fail", msg_id)
+        return len(due)
+
+    def next_deadline(self) -> int | None:
+        """The earliest timeout or replay due, for a runner on simulated time."""
+        deadlines = [d for d in (self.pending.next_deadline(), self.retries.next_due())
+                     if d is not None]
+        return min(deadlines) if deadlines else None
+
+    def _failed(self, entry: PendingEntry, error: tuple[str, str]) -> None:
+        msg_id = entry.msg_id
+        retries = self.retries
+        if not (retries.policy.limited or retries.policy.delays):
+            self._call("fail", msg_id)  # Storm's way: the spout replays at once, for ever
+            return
+        now = self.host.now_ms()
+        source = self.spout if isinstance(self.spout, PartitionedSource) else None
+        if (source is not None and isinstance(msg_id, Range)
+                and not isinstance(msg_id, RecordRange) and retries.policy.limited):
+            # A Spark range is one tree for all its records: which one failed is unknown, so
+            # its records are replayed as ranges of one record each, continuing the count.
+            parts = source.split(msg_id)
+            failures = retries.attempts(msg_id)
+            if parts is None:
+                # It cannot be read now (its store is down, say): that is not the records'
+                # fault, so the range is replayed whole, after a backoff, without counting.
+                if retries.schedule(msg_id, failures, now) <= now:
+                    self._call("fail", msg_id)
+                return
+            retries.forget(msg_id)
+            for part in parts:
+                if retries.schedule(part, failures + 1, now) <= now:
+                    self._call("fail", part)
+            return
+        due = retries.failed(msg_id, now)
+        if due is None:
+            self._dead_letter(entry, error, retries.last_dead_attempts, now, source)
+        elif due <= now:
+            self._call("fail", msg_id)
+
+    def _dead_letter(self, entry: PendingEntry, error: tuple[str, str], attempts: int,
+                     now: int, source: PartitionedSource | None) -> None:
+        msg_id = entry.msg_id
+        values, partition, offset, message_id = entry.values, None, None, msg_id
+        if source is not None:
+            partition, offset, message_id = msg_id[0], msg_id[1], None
+            if values is None:  # a Spark range: read its one record again
+                values = source.record(partition, offset)
+        record = [list(values) if values is not None else None, self.component_id,
+                  entry.stream, partition, offset, message_id, error[0], error[1], attempts, now]
+        self.stats.dead_lettered += 1
+        try:
+            if DEAD_LETTER not in self.topology.components[self.component_id].streams:
+                raise DeadLetterError(
+                    f"message {msg_id!r} failed {attempts} times ({error[0]}: {error[1]}) and "
+                    f"is not replayed again; declare the {DEAD_LETTER!r} stream to route it",
+                    component=self.component_id, stream=entry.stream)
+            self.collector.emit(record, stream=DEAD_LETTER)
+        except Exception as exc:  # not declared, or declared with other fields: reported
+            self.report(exc)
+        # As Storm's KafkaSpout past maxRetries: acked, so the source moves on.
+        self._call("ack", msg_id)
 
     def reset(self, root: int) -> None:
         self.pending.reset(root, self.host.now_ms())

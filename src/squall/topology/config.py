@@ -269,3 +269,47 @@ def _integer(key: str, value: Any, allowed: str) -> int:
         return int(value)
     except (TypeError, ValueError, OverflowError):
         raise _bad(key, value, allowed) from None
+
+
+# ---- Retries of failed tuple trees and the dead-letter stream (docs/design/poison-tuples.md) --
+# Per topology, or per spout in its component config. Unset: Storm's behaviour, replayed for ever
+# with no delay. The delays follow Storm's KafkaSpoutRetryExponentialBackoff.
+SQUALL_RETRY_MAX = "squall.retry.max.retries"
+SQUALL_RETRY_INITIAL_DELAY_MS = "squall.retry.initial.delay.ms"
+SQUALL_RETRY_MULTIPLIER = "squall.retry.multiplier"
+SQUALL_RETRY_MAX_DELAY_MS = "squall.retry.max.delay.ms"
+
+
+def retry_settings(conf: Mapping[str, Any]) -> tuple[int | None, int, float, int]:
+    """`(max retries or None, initial delay ms, multiplier, max delay ms)` of a spout's failed
+    trees (`squall.retry.*`; `squall.reliability.retries.RetryPolicy` takes them in this order).
+
+    >>> retry_settings({"squall.retry.max.retries": 3, "squall.retry.initial.delay.ms": 50})
+    (3, 50, 2.0, 10000)
+    >>> retry_settings({})
+    (None, 0, 2.0, 10000)
+    >>> retry_settings({"squall.retry.max.retries": -1})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    squall.errors.ConfigError: squall.retry.max.retries must be an integer >= 0 ..., got -1
+    """
+    key = SQUALL_RETRY_MAX
+    value = conf.get(key)
+    max_retries = None
+    if value is not None:
+        allowed = "an integer >= 0 (unset: replay for ever)"
+        max_retries = _integer(key, value, allowed)
+        if max_retries < 0:
+            raise _bad(key, value, allowed)
+    delays = []
+    for key, default in ((SQUALL_RETRY_INITIAL_DELAY_MS, 0), (SQUALL_RETRY_MAX_DELAY_MS, 10_000)):
+        value = conf.get(key)
+        ms = default if value is None else _integer(key, value, "an integer >= 0 of ms")
+        if ms < 0:
+            raise _bad(key, value, "an integer >= 0 of ms")
+        delays.append(ms)
+    key = SQUALL_RETRY_MULTIPLIER
+    value = conf.get(key)
+    multiplier = 2.0 if value is None else _number(key, value, "a number >= 1")
+    if multiplier < 1:
+        raise _bad(key, value, "a number >= 1")
+    return max_retries, delays[0], multiplier, delays[1]

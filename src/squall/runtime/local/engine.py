@@ -18,7 +18,7 @@ from squall.components.windowed import check_window_limits
 from squall.errors import ReliabilityError
 from squall.protocols import Progress
 from squall.reliability.acker import AckerLedger, Outcome
-from squall.results import ComponentStats, ErrorRecord, RunResult, aggregate_stats
+from squall.results import ComponentStats, ErrorLog, ErrorRecord, RunResult, aggregate_stats
 from squall.runtime.clock import Clock, RealClock
 from squall.runtime.gc_pause import full_collections_deferred
 from squall.runtime.local.transactions import LocalTransactions
@@ -40,7 +40,6 @@ from squall.topology.graph import is_acyclic
 from squall.topology.tuple import Tuple, tick_tuple
 
 log = logging.getLogger("squall")
-_LOGGED_PER_COMPONENT = 20
 
 
 class LocalEngine:
@@ -74,7 +73,9 @@ class LocalEngine:
         self.tasks: dict[int, TaskRuntime] = {}
         self.spouts: list[SpoutTask] = []
         self.bolts: list[BoltTask] = []
-        self._errors_logged: dict[str, int] = {}
+        # Logged rate-limited per component and error kind, on the engine's clock; all counted.
+        self.error_log = ErrorLog(log, traceback=lambda e: not isinstance(e, ReliabilityError))
+        self._recent_error: dict[str, tuple[str, str]] = {}
         executors: dict[int, Callable[[Tuple], None]] = {}
         append = self.queue.append
         # Tuples received per task: every queued tuple gets executed, so this is "executed"
@@ -160,6 +161,8 @@ class LocalEngine:
             self._settle(outcome, None)
 
     def ack(self, root: int, value: int, component: str) -> None:
+        if self._recent_error:  # the component went on: its last error failed nothing later
+            self._recent_error.pop(component, None)
         outcome = self.ackers[root % len(self.ackers)].ack(root, value, self.now_ms())
         if outcome is not None:
             self._settle(outcome, component)
@@ -167,6 +170,12 @@ class LocalEngine:
     def fail(self, root: int, component: str) -> None:
         outcome = self.ackers[root % len(self.ackers)].fail(root, self.now_ms())
         if outcome is not None:
+            if outcome.kind == "fail":
+                # A bolt fails the tuple its execute raised on right after reporting the error:
+                # the error the dead-letter stream names (squall.reliability.retries).
+                recent = self._recent_error.get(component)
+                if recent is not None:
+                    outcome = outcome._replace(error=recent)
             self._settle(outcome, component)
 
     def reset(self, root: int, component: str) -> None:
@@ -182,13 +191,8 @@ class LocalEngine:
     ) -> None:
         record = ErrorRecord(component, task, error, stream, self.now_ms())
         self.errors.append(record)
-        n = self._errors_logged.get(component, 0) + 1
-        self._errors_logged[component] = n
-        if n <= _LOGGED_PER_COMPONENT:
-            log.error("%s", record, exc_info=error if not isinstance(error, ReliabilityError)
-                      else None)
-        elif n == _LOGGED_PER_COMPONENT + 1:
-            log.error("component %r: further errors are counted, not logged", component)
+        self._recent_error[component] = (type(error).__name__, str(error))
+        self.error_log.record(record, record.time_ms)
 
     def _settle(self, outcome: Outcome, component: str | None) -> None:
         self.settlement.settle(outcome, component)
@@ -299,6 +303,8 @@ class LocalEngine:
                 work += spout.deliver_completions()
             if spout.pending.timeout_ms is not None and spout.pending:
                 work += spout.expire(now)
+            if spout.retries.waiting:
+                work += spout.replay_due(now)
             if spout.can_emit():
                 work += spout.next_tuple()
             if self.queue:
@@ -321,7 +327,7 @@ class LocalEngine:
         )
 
     def next_deadline(self) -> int | None:
-        deadlines = [d for s in self.spouts if (d := s.pending.next_deadline()) is not None]
+        deadlines = [d for s in self.spouts if (d := s.next_deadline()) is not None]
         return min(deadlines) if deadlines else None
 
     def run(

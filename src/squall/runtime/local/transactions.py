@@ -115,6 +115,10 @@ class LocalTransactions:
             # in a process that no longer exists.
             for root, msg_id, stream in saved.get("pending", ()):
                 spout.pending.add(root, msg_id, stream, now)
+            retries = saved.get("retries")
+            if retries is not None:  # failure counts and replays waiting for their backoff
+                retries.policy = spout.retries.policy  # this run's configuration
+                spout.retries = retries
             # New root ids must not collide with the restored ones, which the task's seeded
             # generator would draw again from its start.
             spout.rand64 = functools.partial(
@@ -155,6 +159,7 @@ class LocalTransactions:
                 spouts[spout.task_id] = {
                     "position": spout.spout.position(),
                     "pending": [(root, e.msg_id, e.stream) for root, e in spout.pending.items()],
+                    "retries": spout.retries,
                 }
         record = {
             "format": FORMAT, "runner": "local", "batch_id": batch_id, "run_id": self.run_id,

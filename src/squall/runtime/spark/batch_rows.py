@@ -7,7 +7,6 @@ messages for the ledger, errors, aborts, batch reports, captured emits and per-t
 
 from __future__ import annotations
 
-import logging
 import marshal
 import pickle
 from dataclasses import dataclass, field
@@ -17,8 +16,6 @@ from squall.results import ErrorRecord
 from squall.runtime.spark import row_schema
 from squall.topology.description import Topology
 from squall.transactional.reports import BatchReport
-
-log = logging.getLogger("squall")
 
 Counters = dict[int, dict[str, int]]  # task id -> counter -> value
 
@@ -76,8 +73,3 @@ def decode_batch(cols: dict[str, list], topology: Topology) -> BatchRows:
             raise RuntimeError(f"a tuple for task {task} reached no stage")
     return out
 
-
-def log_error(record: ErrorRecord) -> None:
-    """Log a task's error on the driver, where a Spark run's errors surface."""
-    log.error("[%s:%s] %s: %s", record.component, record.task, type(record.error).__name__,
-              record.error)

@@ -28,11 +28,11 @@ from squall.components.windowed import check_window_limits
 from squall.errors import InvalidTopologyError, ReliabilityError, SquallError
 from squall.protocols import Progress
 from squall.reliability.acker import AckerLedger, Outcome
-from squall.results import ComponentStats, ErrorRecord, RunResult, aggregate_stats
+from squall.results import ComponentStats, ErrorLog, ErrorRecord, RunResult, aggregate_stats
 from squall.runtime.clock import wall_ms
 from squall.runtime.settlement import Settlement
 from squall.runtime.spark import row_schema
-from squall.runtime.spark.batch_rows import BatchRows, add_counters, decode_batch, log_error
+from squall.runtime.spark.batch_rows import BatchRows, add_counters, decode_batch
 from squall.runtime.spark.fingerprint import check_fingerprint
 from squall.runtime.spark.query import drive_query, routing_keys
 from squall.runtime.spark.session import get_session
@@ -118,6 +118,8 @@ class SparkRunner:
                      for cid in self.order}
         self.run_id = uuid.uuid4().hex
         self.errors: list[ErrorRecord] = []
+        # Logged rate-limited per component and error kind (batch time); every one is kept.
+        self.error_log = ErrorLog(log)
         self.captures: dict[int, list[tuple[tuple[int, int], str, list[Any]]]] = {}
         self.bolt_stats: dict[int, dict[str, int]] = {}
         self.outcomes: list[tuple] = []  # the batch being applied's, for the spouts
@@ -260,7 +262,7 @@ class SparkRunner:
                         entry[3] = ts
         for record in rows.errors:
             self.errors.append(record)
-            log_error(record)
+            self.error_log.record(record, now)
         for task, seq, stream, values in rows.captures:
             # (batch, seq): seq counts within one batch of one partition only.
             self.captures.setdefault(task, []).append(((batch_id, seq), stream, values))
@@ -272,10 +274,18 @@ class SparkRunner:
             reset = self.ledger.reset(root, now)
             if reset is not None and reset.kind == "reset":
                 self._deliver(reset)
+        # A failed tree is attributed the batch's last error (the exception a bolt failed it
+        # on, usually), for the dead-letter stream (squall.reliability.retries).
+        error = None
+        if rows.errors:
+            last = rows.errors[-1].error
+            error = (type(last).__name__, str(last))
         for root, (xor, spout_task, failed, start) in agg.items():
             outcome = self.ledger.apply(root, xor, now, spout_task=spout_task, failed=failed,
                                         start_ms=start)
             if outcome is not None:
+                if outcome.kind == "fail" and error is not None:
+                    outcome = outcome._replace(error=error)
                 self.settlement.settle(outcome)
         write_outcomes(self.dir, batch_id, self.outcomes)
         commit = {"batch_id": batch_id, "ledger": self.ledger.snapshot()}

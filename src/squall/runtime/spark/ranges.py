@@ -27,6 +27,7 @@ from squall.components.partitioned_source import (
     MalformedRecord,
     PartitionedSource,
     Range,
+    RecordRange,
 )
 from squall.errors import EmitError
 from squall.runtime.gc_pause import gc_paused
@@ -60,13 +61,37 @@ def write_ranges(run_dir: str, seg: int, planned: list[tuple]) -> None:
     write_atomic(ranges_path(run_dir, seg), pickle.dumps(planned))
 
 
-def range_partitions(run_dir: str, seg: int) -> list[RangePartition]:
+class RecordRangeGroup(InputPartition):
+    """Ranges of one record each (a failed range split for its replay), read as one Spark
+    partition: each is its own tree, but a thousand of them need not be a thousand tasks."""
+
+    def __init__(self, parts: list[RangePartition]) -> None:
+        self.parts = parts
+
+
+GROUP_RECORDS = 1000  # the most one-record ranges one Spark partition reads
+
+
+def range_partitions(run_dir: str, seg: int) -> list[InputPartition]:
     try:
         with open(ranges_path(run_dir, seg), "rb") as f:
             planned = pickle.load(f)
     except FileNotFoundError:
         return []
-    return [RangePartition(run_dir, *entry) for entry in planned]
+    out: list[InputPartition] = []
+    group: list[RangePartition] = []
+    for entry in planned:
+        part = RangePartition(run_dir, *entry)
+        if isinstance(part.range, RecordRange):
+            group.append(part)
+            if len(group) == GROUP_RECORDS:
+                out.append(RecordRangeGroup(group))
+                group = []
+        else:
+            out.append(part)
+    if group:
+        out.append(RecordRangeGroup(group))
+    return out
 
 
 def is_source(task: SpoutTask) -> bool:
@@ -148,10 +173,15 @@ def _plan(run_dir: str) -> tuple[dict[str, Any], dict[int, int]]:
     return cached[1], cached[2]
 
 
-def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
-    """The executor side: read one range and emit its records as tuple rows."""
+def read_range(part: RangePartition | RecordRangeGroup) -> Iterator[pa.RecordBatch]:
+    """The executor side: read one range (or a group of one-record ranges) and emit its
+    records as tuple rows."""
     with gc_paused():  # per-record allocations, as in a stage (squall.runtime.gc_pause)
-        yield from _read_range(part)
+        if isinstance(part, RecordRangeGroup):
+            for one in part.parts:
+                yield from _read_range(one)
+        else:
+            yield from _read_range(part)
 
 
 def _read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:

@@ -30,6 +30,7 @@ from squall.runtime.settlement import deliver_to_spout
 from squall.runtime.spark import row_schema
 from squall.runtime.spark.ranges import (
     RangePartition,
+    RecordRangeGroup,
     is_source,
     plan_ranges,
     range_partitions,
@@ -172,7 +173,7 @@ class SpoutReader(DataSourceStreamReader):
             return False
         blob = read_or_none(spout_snapshot_path(self.run_dir, snaps[-1]))
         state = pickle.loads(blob)  # type: ignore[arg-type]
-        for task_id, (instance, pending, stats) in state["tasks"].items():
+        for task_id, (instance, pending, stats, *rest) in state["tasks"].items():
             task = self.tasks[task_id]
             try:
                 load_instance(task, instance)
@@ -181,6 +182,10 @@ class SpoutReader(DataSourceStreamReader):
                 task.open()
                 continue
             task.pending = pickle.loads(pending)
+            if rest:  # retry counts and waiting replays (snapshots since they exist)
+                retries = pickle.loads(rest[0])
+                retries.policy = task.retries.policy  # the configuration of this run
+                task.retries = retries
             for key, value in stats.items():
                 setattr(task.stats, key, value)
         now = self.host.now
@@ -205,7 +210,8 @@ class SpoutReader(DataSourceStreamReader):
                 # replays as the spout itself can, as in Storm.
                 task.report(exc)
                 continue
-            tasks[task_id] = (instance, pickle.dumps(task.pending), task.stats.as_dict())
+            tasks[task_id] = (instance, pickle.dumps(task.pending), task.stats.as_dict(),
+                              pickle.dumps(task.retries))
         state = {"tasks": tasks, "seq": self.host.seq, "delivered": self.delivered,
                  "turn": self.turn, "ended": self.ended}
         write_atomic(spout_snapshot_path(self.run_dir, seg), pickle.dumps(state))
@@ -248,6 +254,7 @@ class SpoutReader(DataSourceStreamReader):
         emitted = 0
         for task in self.tasks.values():
             task.expire(host.now)
+            task.replay_due(host.now)  # failed messages whose backoff has passed
         for tick in self.ticks:
             if tick[0] == 0:
                 tick[0] = host.now + tick[1]
@@ -343,13 +350,14 @@ class SpoutReader(DataSourceStreamReader):
             blob = read_or_none(os.path.join(directory, name))
             if blob is None:
                 continue
-            for kind, root, spout_task, latency in pickle.loads(blob):
-                task = self.tasks.get(spout_task)
+            for settled in pickle.loads(blob):
+                outcome = Outcome(*settled)
+                task = self.tasks.get(outcome.spout_task)
                 if task is None:
                     continue
                 # The driver settled the outcomes (squall.runtime.settlement); a reset restarts
                 # the tree's timeout (OutputCollector.reset).
-                deliver_to_spout(task, Outcome(kind, root, spout_task, latency))
+                deliver_to_spout(task, outcome)
             self.delivered = batch_id
         for task in self.tasks.values():
             task.deliver_completions()
@@ -378,7 +386,7 @@ class SpoutReader(DataSourceStreamReader):
         return out
 
     def read(self, partition: InputPartition):
-        if isinstance(partition, RangePartition):
+        if isinstance(partition, (RangePartition, RecordRangeGroup)):
             yield from read_range(partition)
             return
         assert isinstance(partition, SegmentPartition)

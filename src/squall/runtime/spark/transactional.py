@@ -31,6 +31,7 @@ how Storm's pipelining maps onto Spark).
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import threading
@@ -46,10 +47,10 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from squall.atomic_files import write_atomic
 from squall.errors import InvalidTopologyError, SquallError
 from squall.protocols import Progress
-from squall.results import ComponentStats, ErrorRecord, RunResult, aggregate_stats
+from squall.results import ComponentStats, ErrorLog, ErrorRecord, RunResult, aggregate_stats
 from squall.runtime.clock import wall_ms
 from squall.runtime.spark import row_schema
-from squall.runtime.spark.batch_rows import add_counters, decode_batch, log_error
+from squall.runtime.spark.batch_rows import add_counters, decode_batch
 from squall.runtime.spark.fingerprint import check_fingerprint
 from squall.runtime.spark.query import drive_query, routing_keys
 from squall.runtime.spark.session import get_session
@@ -175,6 +176,8 @@ class TransactionalSparkRunner:
         self.seed = random_seed(self.conf)
         self.run_id = uuid.uuid4().hex
         self.errors: list[ErrorRecord] = []
+        # Logged rate-limited per component and error kind (batch time); every one is kept.
+        self.error_log = ErrorLog(logging.getLogger("squall"))
         self.bolt_stats: dict[int, dict[str, int]] = {}
         # The coordinator's counters (see the module doc), and whether an attempt is running.
         self.coord_stats: dict[str, int] = dict.fromkeys(
@@ -270,7 +273,7 @@ class TransactionalSparkRunner:
                     failures.append(f"task {report.task}: {report.cause}")
         for record in rows.errors:
             self.errors.append(record)
-            log_error(record)
+            self.error_log.record(record, now)
         for record in rows.aborts:  # a task refused to commit (BatchRetryError): retried
             failures.append(f"task {record.task}: {type(record.error).__name__}: {record.error}")
             self.errors.append(record)

@@ -1,0 +1,328 @@
+"""Poison tuples (issue 16, finding 1): retries with a limit, backoff, the dead-letter stream,
+and error logging that does not drown the log, on both runners.
+
+A bolt that raises on one value used to have that tuple replayed for ever: on the local runner
+the other partition was never read, on Spark the whole range was replayed again and again and
+the run never ended.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+from collections import Counter
+
+import pytest
+
+from squall import (
+    DEAD_LETTER,
+    DEAD_LETTER_FIELDS,
+    Bolt,
+    DeadLetterError,
+    Fields,
+    TopologyBuilder,
+    Values,
+)
+from squall.connectors import MemorySource
+from squall.reliability.retries import Retries, RetryPolicy
+from squall.results import RunResult
+from squall.runtime.clock import SimulatedClock
+from squall.runtime.local.engine import LocalEngine
+from squall.testing import FixedTupleSpout, complete_topology, current_clock, simulated_time
+
+MAX_TUPLES = "squall.spark.batch.max.tuples"
+POISON = ("1", 1234)  # partition "1", offset 1234
+PER_PARTITION = 5000
+PARTITIONS = ("0", "1")
+RANGE = 200
+
+
+class Flaky(Bolt):
+    """Raises on the poison value, passes every other one on."""
+
+    def execute(self, tup):
+        p, i = tup["p"], tup["i"]
+        if (p, i) == POISON:
+            raise ZeroDivisionError(f"cannot handle {p}:{i}")
+        self.collector.emit(Values(p, i), anchors=tup)
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("p", "i"))
+
+
+class DeadLetters(Bolt):
+    """A sink of the dead-letter stream: passes every field on, so the test sees columns."""
+
+    def execute(self, tup):
+        self.collector.emit(Values(*[tup[f] for f in DEAD_LETTER_FIELDS]), anchors=tup)
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(DEAD_LETTER_FIELDS)
+
+
+def poisoned_topology():
+    data = {p: [[p, i] for i in range(PER_PARTITION)] for p in PARTITIONS}
+    b = TopologyBuilder()
+    b.set_spout("numbers", MemorySource(data, Fields("p", "i"), records_per_range=RANGE))
+    b.set_bolt("flaky", Flaky(), 2).shuffle_grouping("numbers")
+    b.set_bolt("dead", DeadLetters()).shuffle_grouping("numbers", DEAD_LETTER)
+    return b.create_topology()
+
+
+@pytest.mark.runners("local", "spark")
+def test_a_poison_tuple_is_dead_lettered_after_exactly_n_attempts(runner):
+    retries = 3
+    conf = {"squall.retry.max.retries": retries, MAX_TUPLES: 5000}
+    result = complete_topology(poisoned_topology(), conf, runner=runner, max_time_ms=240_000)
+
+    passed = Counter((p, i) for p, i in result.tuples("flaky"))
+    good = {(p, i) for p in ("0", "1") for i in range(PER_PARTITION)} - {POISON}
+    assert set(passed) == good, "every good record got through, both partitions finished"
+    if runner == "local":
+        # One tree per record: nothing but the poison is ever replayed.
+        assert set(passed.values()) == {1}
+    else:
+        # A Spark range is one tree: when the poison fails it, the range's other records are
+        # delivered again once (at-least-once, as a replayed Trident batch), then each is its
+        # own tree. Nothing outside the poison's range is delivered twice.
+        twice = {key for key, n in passed.items() if n == 2}
+        assert set(passed.values()) <= {1, 2}
+        first = POISON[1] // RANGE * RANGE
+        assert twice == {("1", i) for i in range(first, first + RANGE)} - {POISON}
+
+    dead = result.tuples("dead")
+    assert len(dead) == 1
+    record = dict(zip(DEAD_LETTER_FIELDS, dead[0], strict=True))
+    assert record["values"] == list(POISON)
+    assert record["component"] == "numbers" and record["stream"] == "default"
+    assert (record["partition"], record["offset"]) == POISON
+    assert record["attempts"] == retries + 1
+    assert record["error_kind"] == "ZeroDivisionError" and "cannot handle 1:1234" in record["error"]
+
+    stats = result.stats
+    assert stats["numbers"].dead_lettered == 1
+    assert "dead_lettered=1" in stats["numbers"].line()
+    poison_errors = [e for e in result.errors if "cannot handle" in str(e.error)]
+    assert len(poison_errors) == retries + 1, "one error per attempt"
+
+
+# ---- user spouts: backoff on the runner's clock, per-spout limits ------------------------------
+
+
+class FailsOn(Bolt):
+    """Fails (by raising) every delivery of `bad`; records the clock time of each."""
+
+    def __init__(self, bad):
+        self.bad = bad
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.seen_at: list[int] = []
+
+    def execute(self, tup):
+        if tup["n"] == self.bad:
+            clock = current_clock()  # the test's simulated clock (the local runner's)
+            if clock is not None:
+                self.seen_at.append(clock.now_ms())
+            raise ValueError(f"{self.bad} is poison")
+        self.collector.emit(Values(tup["n"]), anchors=tup)
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("n"))
+
+
+def user_spout_topology(*, dead_letter_stream, spout_conf=None):
+    streams = {"default": [[n] for n in range(20)]}
+    fields = {"default": ("n",)}
+    if dead_letter_stream:
+        streams[DEAD_LETTER] = []
+        fields[DEAD_LETTER] = DEAD_LETTER_FIELDS
+    b = TopologyBuilder()
+    spout = b.set_spout("numbers", FixedTupleSpout(streams, fields, replay_failed=True))
+    if spout_conf:
+        spout.add_configurations(spout_conf)
+    b.set_bolt("check", FailsOn(7)).shuffle_grouping("numbers")
+    if dead_letter_stream:
+        b.set_bolt("dead", DeadLetters()).shuffle_grouping("numbers", DEAD_LETTER)
+    return b.create_topology()
+
+
+def test_backoff_between_replays_runs_on_the_simulated_clock():
+    conf = {"squall.retry.max.retries": 3, "squall.retry.initial.delay.ms": 100,
+            "squall.retry.multiplier": 2, "squall.retry.max.delay.ms": 250}
+    topology = user_spout_topology(dead_letter_stream=True)
+    with simulated_time() as clock:
+        engine = LocalEngine(topology, conf, clock=clock, capture=True)
+        engine.run()
+    assert engine.complete()
+    (check,) = [t for t in engine.bolts if t.component_id == "check"]
+    # The first attempt, then replays after 100, 200 and (capped) 250 ms: simulated time,
+    # which only the backoff made move.
+    assert check.instance.seen_at == [0, 100, 300, 550]
+
+    def emitted(component):
+        return [v for t in topology.component_tasks(component)
+                for s, v in engine.captures[t] if s == "default"]
+
+    (dead,) = emitted("dead")
+    record = dict(zip(DEAD_LETTER_FIELDS, dead, strict=True))
+    assert record["values"] == [7] and record["attempts"] == 4 and record["ts"] == 550
+    assert record["message_id"] == 7 and record["partition"] is None
+    assert record["error_kind"] == "ValueError" and record["error"] == "7 is poison"
+    assert sorted(n for (n,) in emitted("check")) == [n for n in range(20) if n != 7]
+    # The spout saw three fails (each replayed) and then an ack: it moved on.
+    settled = engine.spouts[0].settled_ids
+    assert settled["fail"] == [7] * 3 and 7 in settled["ack"]
+
+
+@pytest.mark.runners("local", "spark")
+def test_a_spout_s_own_limit_and_no_dead_letter_stream(runner):
+    # The topology replays for ever; the spout's component config limits it to 1 retry. It
+    # declares no dead-letter stream: the dead tuple is reported as an error, not dropped.
+    # Its one replay waits 1.5 s: simulated time locally, the reader's planning time on Spark.
+    conf = {"squall.retry.max.retries": None}
+    topology = user_spout_topology(dead_letter_stream=False, spout_conf={
+        "squall.retry.max.retries": 1, "squall.retry.initial.delay.ms": 1500})
+    result = complete_topology(topology, conf, runner=runner, max_time_ms=120_000)
+    assert result.elapsed_ms >= 1500
+    assert sorted(n for (n,) in result.tuples("check")) == [n for n in range(20) if n != 7]
+    dead = [e for e in result.errors if isinstance(e.error, DeadLetterError)]
+    assert len(dead) == 1
+    assert dead[0].component == "numbers"
+    assert "failed 2 times" in str(dead[0].error) and "7 is poison" in str(dead[0].error)
+    assert result.stats["numbers"].dead_lettered == 1
+    assert len([e for e in result.errors if isinstance(e.error, ValueError)
+                and "poison" in str(e.error)]) == 2
+
+
+# ---- error logging: rate-limited per component and kind, counted in the summary ---------------
+
+
+class AlwaysFails(Bolt):
+    def execute(self, tup):
+        raise KeyError(f"no such key {tup['i']}")
+
+    def declare_output_fields(self, declarer):
+        pass
+
+
+@pytest.mark.runners("local", "spark")
+def test_errors_are_logged_rate_limited_and_counted_in_the_summary(runner, caplog):
+    data = {"0": [["0", i] for i in range(150)], "1": [["1", i] for i in range(150)]}
+    b = TopologyBuilder()
+    b.set_spout("numbers", MemorySource(data, Fields("p", "i"), records_per_range=50))
+    b.set_bolt("broken", AlwaysFails(), 2).shuffle_grouping("numbers")
+    conf = {"squall.retry.max.retries": 1, MAX_TUPLES: 1000}
+    with caplog.at_level(logging.ERROR, logger="squall"):
+        result = complete_topology(b.create_topology(), conf, runner=runner,
+                                   max_time_ms=120_000)
+    errors = [e for e in result.errors if e.component == "broken"]
+    # Each record twice (on Spark the first time as part of its range, then alone).
+    assert len(errors) == 600
+    assert result.stats["numbers"].dead_lettered == 300
+    assert "  broken KeyError: 600" in RunResult(result.stats, result.errors).summary()
+    lines = [r.getMessage() for r in caplog.records if "broken" in r.getMessage()]
+    full = [m for m in lines if "KeyError" in m and "more" not in m]
+    assert len(full) == 5, "the first five in full"
+    # Then one line per 10 s of the runner's clock at most: none on simulated time (the run
+    # takes no simulated time worth speaking of); on Spark a few, never one per error.
+    assert len(lines) - len(full) <= (0 if runner == "local" else 1 + result.elapsed_ms // 10_000)
+
+
+# ---- restarts and starvation ------------------------------------------------------------------
+
+
+def test_failure_counts_and_waiting_replays_survive_a_restart_from_a_checkpoint(tmp_path):
+    # Stopped while the poison waits for its second replay, restarted on the same checkpoint:
+    # the count goes on (4 attempts in all, not 4 more) and the waiting replay is not lost.
+    conf = {"squall.retry.max.retries": 3, "squall.retry.initial.delay.ms": 5_000,
+            "squall.retry.multiplier": 1}
+    ckpt = str(tmp_path / "ckpt")
+    topology = poisoned_topology()
+    first = LocalEngine(topology, conf, clock=SimulatedClock(), capture=True,
+                        checkpoint_location=ckpt)
+    poison_errors = lambda engine: [e for e in engine.errors if "cannot handle" in str(e.error)]  # noqa: E731
+    first.run(should_stop=lambda: len(poison_errors(first)) >= 2)
+    assert len(poison_errors(first)) == 2
+    assert first.spouts[0].retries.waiting == 1
+
+    second = LocalEngine(topology, conf, clock=SimulatedClock(), capture=True,
+                         checkpoint_location=ckpt)
+    result = second.run()
+    assert second.complete()
+    assert len(poison_errors(second)) == 2
+    (dead,) = [v for t in topology.component_tasks("dead")
+               for s, v in second.captures[t] if s == "default"]
+    record = dict(zip(DEAD_LETTER_FIELDS, dead, strict=True))
+    assert record["attempts"] == 4 and (record["partition"], record["offset"]) == POISON
+    assert record["values"] == list(POISON)  # read again: the pending values are not kept
+    assert result.stats["numbers"].dead_lettered == 1
+
+
+def test_a_record_replayed_for_ever_does_not_starve_the_other_partitions():
+    # Storm's default (no limit): the poison is replayed for ever, but replays and new records
+    # take turns, so every good record of both partitions gets through meanwhile.
+    engine = LocalEngine(poisoned_topology(), {}, clock=SimulatedClock(), capture=True)
+    good = len(PARTITIONS) * PER_PARTITION - 1
+
+    def passed() -> int:
+        return sum(len(engine.captures[t]) for t in engine.topology.component_tasks("flaky"))
+
+    def executed() -> int:
+        return sum(engine.received[t] for t in engine.topology.component_tasks("flaky"))
+
+    engine.run(should_stop=lambda: passed() >= good or executed() > 5 * good)
+    assert passed() == good
+    assert engine.spouts[0].stats.failed > 0 and not engine.complete()
+
+
+def test_a_replay_that_succeeds_is_forgotten():
+    # Fails the first delivery of every multiple of 5, then passes it: nothing dies, and no
+    # count is left behind (a long run must not keep one per message that ever failed).
+    class FailFirst(Bolt):
+        def prepare(self, conf, context, collector):
+            super().prepare(conf, context, collector)
+            self.seen: set[int] = set()
+
+        def execute(self, tup):
+            n = tup["n"]
+            if n % 5 == 0 and n not in self.seen:
+                self.seen.add(n)
+                self.collector.fail(tup)
+                return
+            self.collector.emit(Values(n), anchors=tup)
+            self.collector.ack(tup)
+
+        def declare_output_fields(self, declarer):
+            declarer.declare(Fields("n"))
+
+    b = TopologyBuilder()
+    b.set_spout("numbers", FixedTupleSpout([[n] for n in range(20)], ("n",), replay_failed=True))
+    b.set_bolt("check", FailFirst()).shuffle_grouping("numbers")
+    engine = LocalEngine(b.create_topology(), {"squall.retry.max.retries": 1},
+                         clock=SimulatedClock(), capture=True)
+    result = engine.run()
+    assert sorted(v[0] for t in engine.topology.component_tasks("check")
+                  for _s, v in engine.captures[t]) == list(range(20))
+    assert result.stats["numbers"].dead_lettered == 0
+    assert engine.spouts[0].retries.counted == 0
+    # The four first deliveries failed and were replayed once each.
+    assert result.stats["numbers"].failed == 4
+
+
+def test_retries_pickle_with_their_counts_and_waiting_replays():
+    # What the Spark reader's spout snapshot and the local checkpoint keep across a restart.
+    retries = Retries(RetryPolicy(max_retries=2, initial_delay_ms=100))
+    assert retries.failed("a", now_ms=0) == 100
+    assert retries.failed("b", now_ms=10) == 110
+    assert retries.due(now_ms=100) == ["a"]  # replayed, and it fails again
+    assert retries.failed("a", now_ms=100) == 300
+    restored = pickle.loads(pickle.dumps(retries))
+    assert (restored.attempts("a"), restored.attempts("b"), restored.waiting) == (2, 1, 2)
+    assert restored.due(now_ms=110) == ["b"]
+    assert restored.failed("c", now_ms=200) == 300  # due with "a": after it, in order
+    assert restored.due(now_ms=300) == ["a", "c"]
+    assert restored.failed("a", now_ms=300) is None and restored.last_dead_attempts == 3
