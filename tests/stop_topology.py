@@ -64,6 +64,6 @@ def build():
         "topology.message.timeout.secs": 600,  # a held tree stays in flight, not timed out
         "topology.max.spout.pending": 20,
         "squall.local.batch.ms": 50,
-        "squall.spark.batch.max.tuples": 100,
+        "squall.spark.batch.max.tuples": 300,
     })
     return b.create_topology(), conf

@@ -82,6 +82,10 @@ def _stats(tmp: Path, name: str = "stoptest") -> dict[str, dict[str, int]]:
     return out
 
 
+def _status(tmp: Path, name: str = "stoptest") -> str:
+    return request(lookup(name, tmp / "run"), "GET", "/status")["status"]
+
+
 def _wait_for(predicate, timeout_s: float = 120.0, what: str = "") -> None:
     deadline = time.monotonic() + timeout_s
     while not predicate():
@@ -148,8 +152,7 @@ def test_sigint_then_a_second_signal_stops_at_once(runner, tmp_path):
     proc = _start(tmp_path, runner, "-c", "stop.test.hold=true", "--stop-timeout", "300")
     _started(tmp_path, proc)
     proc.send_signal(signal.SIGINT)
-    _wait_for(lambda: request(lookup("stoptest", tmp_path / "run"), "GET",
-                              "/status")["status"] == "stopping", 30, "the stop to begin")
+    _wait_for(lambda: _status(tmp_path) == "stopping", 30, "the stop to begin")
     time.sleep(1.0)
     assert proc.poll() is None, "the graceful stop did not wait for the tree in flight"
     asked = time.monotonic()
@@ -190,7 +193,9 @@ def test_list_deactivate_activate_and_kill(runner, tmp_path):
         done = _squall(tmp_path, "deactivate", "stoptest")
         assert (done.returncode, done.stdout.strip()) == (0, "squall deactivate: stoptest is "
                                                              "inactive")
-        # In-flight trees finish; then nothing new is emitted.
+        # Once the spouts are no longer pulled (on Spark: once their reader, a process of its
+        # own, has seen the request), in-flight trees finish; then nothing new is emitted.
+        _wait_for(lambda: _status(tmp_path) == "inactive", 60, "the deactivation")
         _wait_for(lambda: _stats(tmp_path)["src"]["pending"] == 0, 60, "trees to settle")
         time.sleep(1.0)
         before = _stats(tmp_path)["src"]["emitted"]

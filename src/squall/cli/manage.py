@@ -14,6 +14,8 @@ from typing import Any
 from squall.cli.control import ControlError, request
 from squall.cli.rundir import RunEntry, alive, lookup, running
 
+TRANSITION_WAIT_S = 60.0  # a Spark batch being planned finishes first
+
 
 def add_parsers(verbs: Any) -> None:
     p = verbs.add_parser("list", help="list the topologies running under `squall run`")
@@ -70,11 +72,17 @@ def _simple(args: argparse.Namespace, verb: str) -> int:
     if entry is None:
         return 1
     try:
-        answer = request(entry, "POST", f"/{verb}")
+        status = request(entry, "POST", f"/{verb}")["status"]
+        # On Spark the spouts' reader, a process of its own, carries the request out at its
+        # next plan: wait for that, so that "inactive" means no new tuple is emitted.
+        deadline = time.monotonic() + TRANSITION_WAIT_S
+        while status in ("deactivating", "activating") and time.monotonic() < deadline:
+            time.sleep(0.1)
+            status = request(entry, "GET", "/status")["status"]
     except ControlError as exc:
         print(f"squall {verb}: {exc}", file=sys.stderr)
         return 1
-    print(f"squall {verb}: {entry.name} is {answer['status']}")
+    print(f"squall {verb}: {entry.name} is {status}")
     return 0
 
 

@@ -128,6 +128,11 @@ def main(args: argparse.Namespace) -> int:
     except SquallError as exc:
         print(f"squall run: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        # PySpark's SIGINT handler, in place from the SparkContext's start until the runner
+        # exists (SignalStop.attach installs ours again).
+        print("squall: interrupted while Spark was starting", file=sys.stderr)
+        return 130
     finally:
         unregister(entry)
         with contextlib.suppress(Exception):

@@ -76,8 +76,11 @@ class SignalStop:
         self.previous: dict[int, Any] = {}
 
     def install(self) -> None:
+        """Install (or install again: PySpark's SparkContext replaces the SIGINT handler with
+        one that cancels every job and raises KeyboardInterrupt) the handlers."""
         for sig in (signal.SIGINT, signal.SIGTERM):
-            self.previous[sig] = signal.signal(sig, self._handle)
+            previous = signal.signal(sig, self._handle)
+            self.previous.setdefault(sig, previous)
 
     def restore(self) -> None:
         for sig, handler in self.previous.items():
@@ -86,6 +89,7 @@ class SignalStop:
     def attach(self, runner: Runner) -> None:
         """The runner exists now: a signal that came while Spark was starting stops it."""
         self.runner = runner
+        self.install()
         if self.signum is not None:
             runner.request_stop(self.stop_timeout_s)
 

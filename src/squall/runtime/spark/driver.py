@@ -30,7 +30,7 @@ from squall.protocols import Progress
 from squall.reliability.acker import AckerLedger, Outcome
 from squall.results import ComponentStats, ErrorRecord, RunResult, aggregate_stats
 from squall.runtime.clock import wall_ms
-from squall.runtime.lifecycle import Controls, Lifecycle
+from squall.runtime.lifecycle import ACTIVE, STOPPING, Controls, Lifecycle
 from squall.runtime.settlement import Settlement
 from squall.runtime.spark import row_schema
 from squall.runtime.spark.batch_rows import BatchRows, add_counters, decode_batch, log_error
@@ -357,6 +357,18 @@ class SparkRunner(Controls):
 
     def apply_activation(self, active: bool) -> None:
         write_control(self.dir, active=active)
+
+    def status(self) -> str:
+        """As `Controls.status`, and `deactivating`/`activating` until the spouts' reader (its
+        own process) has carried the request out: a batch it was planning may still start."""
+        wanted = self.lifecycle.status()
+        if wanted == STOPPING:
+            return wanted
+        status = read_status(self.dir)
+        pulled = True if status is None else status.get("active", True)
+        if pulled != (wanted == ACTIVE):
+            return "activating" if wanted == ACTIVE else "deactivating"
+        return wanted
 
     def drained(self) -> bool:
         """The reader has stopped pulling the spouts, and every tree they started has settled
