@@ -250,3 +250,30 @@ def test_the_control_endpoint_wants_the_runs_token_and_listens_on_loopback(tmp_p
     # The killed run's entry is stale: ignored and removed.
     assert lookup("stoptest", tmp_path / "run") is None
     assert not (tmp_path / "run" / "stoptest.json").exists()
+
+
+@pytest.mark.spark
+def test_submit_forwards_sigterm_to_the_driver_as_a_graceful_stop(tmp_path):
+    total = _input(tmp_path)
+    err_path = tmp_path / "submit-stderr"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "squall.cli.main", "submit", TARGET, "--master", "local[2]",
+         "--checkpoint", str(tmp_path / "ckpt"), "--name", "stoptest",
+         "--progress-every", "0.5"],
+        cwd=ROOT, env=_env(tmp_path), stdout=open(tmp_path / "submit-stdout", "w"),  # noqa: SIM115
+        stderr=open(err_path, "w"))  # noqa: SIM115
+    proc.stderr_path = err_path  # type: ignore[attr-defined]
+    try:
+        _started(tmp_path, proc)
+        proc.send_signal(signal.SIGTERM)
+        err = _finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err[-3000:]
+    _no_traceback(err)
+    assert "asking 'stoptest' to stop gracefully" in err
+    assert "stopped on request (squall kill): every tuple tree in flight finished" in err
+    assert "squall: summary" in err
+    assert 0 < len(read_jsonl(tmp_path / "out")) < total
