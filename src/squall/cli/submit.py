@@ -201,9 +201,10 @@ def build_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str], 
         cmd += ["--duration", repr(args.duration)]
     if args.progress_every is not None:
         cmd += ["--progress-every", repr(args.progress_every)]
-    if args.name is not None:
+    # getattr: callers that build the namespace themselves may leave these out.
+    if getattr(args, "name", None) is not None:
         cmd += ["--name", args.name]
-    if args.stop_timeout is not None:
+    if getattr(args, "stop_timeout", None) is not None:
         cmd += ["--stop-timeout", repr(args.stop_timeout)]
 
     def prepare() -> None:
