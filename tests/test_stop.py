@@ -28,7 +28,7 @@ TARGET = "tests/stop_topology.py:build"
 KEYS = 7
 
 
-def _input(tmp: Path, files: int = 30, per_file: int = 50) -> int:
+def _input(tmp: Path, files: int = 30, per_file: int = 30) -> int:
     (tmp / "in").mkdir(parents=True)
     i = 0
     for f in range(files):
