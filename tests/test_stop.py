@@ -253,6 +253,9 @@ def test_the_control_endpoint_wants_the_runs_token_and_listens_on_loopback(tmp_p
 
 
 @pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("SQUALL_SLOW"),
+                    reason="a third minute of Spark: set SQUALL_SLOW=1 to run it")
 def test_submit_forwards_sigterm_to_the_driver_as_a_graceful_stop(tmp_path):
     total = _input(tmp_path)
     err_path = tmp_path / "submit-stderr"
