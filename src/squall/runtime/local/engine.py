@@ -386,7 +386,8 @@ class LocalEngine(Controls):
                     break
                 # A requested stop waits for the trees in flight (or its deadline): the last
                 # batch then commits them, so a restart resumes exactly.
-                if life.should_stop(not self.queue and self.pending() == 0):
+                if life.stop_requested and life.should_stop(
+                        not self.queue and self.pending() == 0):
                     break
                 if work:
                     idle = 0
