@@ -84,7 +84,7 @@ def drive_query(
                 next_progress = elapsed + progress_every_ms
             if done():
                 break
-            if life.should_stop(runner.drained()):
+            if life.stop_requested and life.should_stop(runner.drained()):
                 break
             if duration_ms is not None and elapsed >= duration_ms:
                 break
