@@ -280,3 +280,13 @@ def test_submit_forwards_sigterm_to_the_driver_as_a_graceful_stop(tmp_path):
     assert "stopped on request (squall kill): every tuple tree in flight finished" in err
     assert "squall: summary" in err
     assert 0 < len(read_jsonl(tmp_path / "out")) < total
+
+
+def test_submit_passes_the_name_and_the_stop_timeout_to_the_driver(tmp_path):
+    proc = _squall(tmp_path, "submit", TARGET, "--master", "local[2]", "--name", "nightly",
+                   "--stop-timeout", "5", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    argv = proc.stdout.split()
+    assert argv[argv.index("--name") + 1] == "nightly"
+    assert argv[argv.index("--stop-timeout") + 1] == "5.0"
+    assert argv[argv.index("run") - 1].endswith("submit_entry.py")
