@@ -290,3 +290,55 @@ def test_submit_passes_the_name_and_the_stop_timeout_to_the_driver(tmp_path):
     assert argv[argv.index("--name") + 1] == "nightly"
     assert argv[argv.index("--stop-timeout") + 1] == "5.0"
     assert argv[argv.index("run") - 1].endswith("submit_entry.py")
+
+
+# ---- in process: the Runner controls on the local runner -------------------------------------
+
+
+def test_local_engine_calls_the_spouts_deactivate_and_activate_and_drains_on_stop():
+    from squall import Fields, Spout, TopologyBuilder, Values
+    from squall.runtime.local.engine import LocalEngine
+
+    class Numbers(Spout):
+        def open(self, conf, context, collector):
+            super().open(conf, context, collector)
+            self.n, self.hooks = 0, []
+
+        def activate(self):
+            self.hooks.append("activate")
+
+        def deactivate(self):
+            self.hooks.append("deactivate")
+
+        def next_tuple(self):
+            self.n += 1
+            self.collector.emit(Values(self.n), msg_id=self.n)
+
+        def declare_output_fields(self, d):
+            d.declare(Fields("n"))
+
+    b = TopologyBuilder()
+    b.set_spout("numbers", Numbers())
+    # Real time: a spout that always emits never lets a simulated clock move.
+    engine = LocalEngine(b.create_topology(), {"topology.max.spout.pending": 5})
+    seen: list[tuple[str, int]] = []
+
+    def step(runner):  # called by the run loop (its thread) every 100 ms
+        emitted = runner.component_stats()["numbers"].emitted
+        seen.append((runner.status(), emitted))
+        if len(seen) == 2:
+            runner.deactivate()
+        elif len(seen) == 5:
+            runner.activate()
+        elif len(seen) == 7:
+            runner.request_stop(timeout_s=60)
+
+    result = engine.run(on_progress=step, progress_every_ms=100)
+    spout = engine.spouts[0].spout
+    assert spout.hooks == ["activate", "deactivate", "activate", "deactivate"]
+    inactive = [e for s, e in seen[2:5]]
+    assert seen[2][0] == "inactive" and len(set(inactive)) == 1, seen  # no emit while inactive
+    assert seen[5][1] > inactive[0], seen  # emitting again
+    assert engine.stopped() == "drained" and engine.status() == "stopping"
+    assert result.stats["numbers"].pending == 0
+    assert result.stats["numbers"].acked == result.stats["numbers"].emitted
