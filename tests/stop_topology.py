@@ -17,6 +17,21 @@ from squall import Bolt, Config, Fields, StatefulBolt, TopologyBuilder, Values
 from squall.connectors import JsonLinesSink, JsonLinesSource
 
 
+class Source(JsonLinesSource):
+    """Records each call of Storm's activate/deactivate hooks in `hooks-TASK.txt`."""
+
+    def _hook(self, name: str) -> None:
+        path = os.path.join(os.environ["STOP_TEST_DIR"], f"hooks-{self.context.this_task_id}.txt")
+        with open(path, "a") as f:
+            f.write(name + "\n")
+
+    def activate(self) -> None:
+        self._hook("activate")
+
+    def deactivate(self) -> None:
+        self._hook("deactivate")
+
+
 class Slow(Bolt):
     def prepare(self, conf, context, collector):
         super().prepare(conf, context, collector)
@@ -52,7 +67,7 @@ class RunningCount(StatefulBolt):
 def build():
     base = os.environ["STOP_TEST_DIR"]
     b = TopologyBuilder()
-    b.set_spout("src", JsonLinesSource(os.path.join(base, "in"), ["id", "key"],
+    b.set_spout("src", Source(os.path.join(base, "in"), ["id", "key"],
                                        bounded=os.environ.get("STOP_TEST_BOUNDED", "1") == "1"),
                 2)
     b.set_bolt("slow", Slow(), 2).shuffle_grouping("src")

@@ -217,6 +217,13 @@ def test_list_deactivate_activate_and_kill(runner, tmp_path):
         _no_traceback(err)
         assert "stopped on request (squall kill)" in err and "squall: summary" in err
         assert "no topology is running" in _squall(tmp_path, "list").stdout
+        # The spouts' own hooks were called, in order, by whatever hosts them (on Spark the
+        # streaming source's reader, a process of its own).
+        hooks = sorted(tmp_path.glob("hooks-*.txt"))
+        assert len(hooks) == 2
+        for path in hooks:
+            assert path.read_text().split() == ["activate", "deactivate", "activate",
+                                                "deactivate"], path.name
         missing = _squall(tmp_path, "kill", "stoptest")
         assert missing.returncode == 1 and "no running topology named 'stoptest'" in (
             missing.stderr)
