@@ -77,6 +77,23 @@ def root() -> Path:
     return ROOT
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _run_and_log_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """`squall run` subprocesses register in a run directory and write Spark's output to a log
+    file (squall.cli.rundir, squall.cli.stopping): the tests' go to a temporary directory, not
+    the user's home."""
+    base = tmp_path_factory.mktemp("squall-run")
+    saved = {k: os.environ.get(k) for k in ("SQUALL_RUN_DIR", "SQUALL_LOG_DIR")}
+    os.environ["SQUALL_RUN_DIR"] = str(base / "run")
+    os.environ["SQUALL_LOG_DIR"] = str(base / "logs")
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
 @pytest.fixture(scope="module")
 def spark_session():
     """One Spark session (local[2]) per test module, with squall's own defaults."""

@@ -190,3 +190,26 @@ class Runner(Protocol):
     def result(self) -> RunResult:
         """The counters, errors and elapsed time so far, with runner-specific `extra`."""
         ...
+
+    # Operator controls (squall.runtime.lifecycle): callable from another thread; the run's
+    # own loop carries them out.
+    def request_stop(self, timeout_s: float | None = None) -> None:
+        """Stop pulling the spouts, let in-flight work finish (at most `timeout_s`), then let
+        `run` return its result."""
+        ...
+
+    def deactivate(self) -> None:
+        """Stop calling the spouts' `next_tuple` (Storm's deactivate); trees in flight finish."""
+        ...
+
+    def activate(self) -> None:
+        """Call the spouts' `next_tuple` again (Storm's activate)."""
+        ...
+
+    def status(self) -> str:
+        """`active`, `inactive` or `stopping`."""
+        ...
+
+    def stopped(self) -> str | None:
+        """How a requested stop ended: `drained` or `timed out`; None if none was requested."""
+        ...

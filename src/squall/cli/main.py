@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 
+from squall.cli import manage
 from squall.cli import run as run_verb
 from squall.cli import submit as submit_verb
 
@@ -17,6 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     verbs = parser.add_subparsers(dest="verb", required=True)
     run_verb.add_parser(verbs)
     submit_verb.add_parser(verbs)
+    manage.add_parsers(verbs)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)

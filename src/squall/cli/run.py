@@ -1,15 +1,33 @@
-"""`squall run TARGET`: run a topology, showing live progress per component and a summary."""
+"""`squall run TARGET`: run a topology, showing live progress per component and a summary.
+
+While it runs, the topology is registered in the run directory (`squall.cli.rundir`) under its
+`--name`, with a control endpoint on loopback (`squall.cli.control`) that `squall list`, `kill`,
+`deactivate` and `activate` use. SIGINT/SIGTERM stop it gracefully (`squall.cli.stopping`).
+
+Exit status: 0 when the run ended (input done, `--duration` over) or a requested stop finished
+every tree in flight; 1 on an error, or when a `squall kill` stop reached its deadline with work
+in flight; 128 + the signal's number (130 SIGINT, 143 SIGTERM) when a signal's stop reached
+`--stop-timeout` with work in flight, or a second signal stopped the run at once; 2 on bad
+arguments.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import signal
 import sys
 import time
 from typing import Any
 
-from squall.cli.target import TargetError, load_target, merge_conf, parse_overrides
+from squall.cli.control import ControlServer
+from squall.cli.rundir import RunDirError, RunEntry, check_name, register, unregister
+from squall.cli.stopping import DEFAULT_STOP_TIMEOUT_S, SignalStop, route_spark_output
+from squall.cli.target import TargetError, load_target, merge_conf, parse_overrides, split_target
 from squall.errors import SquallError
-from squall.runners import DEFAULT_RUNNER, RUNNERS, run
+from squall.protocols import Runner
+from squall.runners import DEFAULT_RUNNER, RUNNERS, make_runner
 
 
 def add_parser(verbs: Any) -> None:
@@ -28,6 +46,13 @@ def add_parser(verbs: Any) -> None:
                    help="stop after this many seconds")
     p.add_argument("--progress-every", type=float, default=1.0, metavar="SECONDS",
                    help="how often to print progress (0 disables)")
+    p.add_argument("--name", default=None,
+                   help="the name `squall list`/`kill`/`deactivate`/`activate` know this run by "
+                        "(default: TARGET's attribute); one running topology per name")
+    p.add_argument("--stop-timeout", type=float, default=DEFAULT_STOP_TIMEOUT_S,
+                   metavar="SECONDS",
+                   help="on SIGINT/SIGTERM, how long work in flight may take to finish before "
+                        f"the run stops anyway (default {DEFAULT_STOP_TIMEOUT_S:g})")
     p.set_defaults(func=main)
 
 
@@ -48,32 +73,85 @@ def main(args: argparse.Namespace) -> int:
     try:
         topology, conf = load_target(args.target)
         conf = merge_conf(conf, parse_overrides(args.conf))
-    except TargetError as exc:
+        name = args.name or split_target(args.target)[1]
+        check_name(name)
+    except (TargetError, RunDirError) as exc:
         print(f"squall run: {exc}", file=sys.stderr)
         return 2
-    print(f"squall: running {args.target} on the {args.runner} runner: {topology}",
-          file=sys.stderr)
     if args.runner != "spark" and args.master:
         print("squall run: --master applies to the spark runner", file=sys.stderr)
         return 2
-    spark_args = {"master": args.master, "checkpoint_location": args.checkpoint}
+    if args.stop_timeout < 0:
+        print(f"squall run: --stop-timeout must be >= 0 seconds, got {args.stop_timeout:g}",
+              file=sys.stderr)
+        return 2
+    print(f"squall: running {args.target} as {name!r} on the {args.runner} runner: "
+          f"{topology}", file=sys.stderr)
+    signals = SignalStop(args.stop_timeout, lambda r: r.result().summary())
+    signals.install()  # before Spark starts: a stop asked for meanwhile is kept for later
+    holder: list[Runner] = []
+
+    def kill(wait_s: float) -> None:
+        holder[0].request_stop(wait_s)
+
+    server = ControlServer(lambda: holder[0] if holder else None, name=name,
+                           runner_name=args.runner, checkpoint=args.checkpoint,
+                           stop_timeout_s=args.stop_timeout, on_kill=kill)
+    log_path = None
+    if args.runner == "spark":
+        log_path = str(route_spark_output(name))
+        print(f"squall: Spark's own output (JVM, Py4J, Python workers) goes to {log_path}",
+              file=sys.stderr, flush=True)
+    entry = RunEntry(name=name, pid=os.getpid(), port=server.port, token=server.token,
+                     runner=args.runner, started=time.time(),
+                     checkpoint=os.path.abspath(args.checkpoint) if args.checkpoint else None,
+                     target=args.target, log=log_path)
     try:
-        result = run(
-            topology,
-            conf,
-            runner=args.runner,
-            duration=args.duration,
+        register(entry)
+    except (RunDirError, OSError) as exc:
+        server.close()
+        print(f"squall run: {exc}", file=sys.stderr)
+        return 2
+    server.start()
+    try:
+        runner = make_runner(topology, conf, runner=args.runner,
+                             **({"master": args.master} if args.runner == "spark" else {}),
+                             checkpoint_location=args.checkpoint)
+        holder.append(runner)
+        signals.attach(runner)
+        result = runner.run(
+            duration_ms=None if args.duration is None else int(args.duration * 1000),
+            until_complete=True,
             on_progress=_Progress() if args.progress_every > 0 else None,
             progress_every_ms=int(args.progress_every * 1000) or 1000,
-            **(spark_args if args.runner == "spark"
-               else {"checkpoint_location": args.checkpoint}),
         )
-    except KeyboardInterrupt:
-        print("squall: interrupted", file=sys.stderr)
-        return 130
     except SquallError as exc:
         print(f"squall run: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        # PySpark's SIGINT handler, in place from the SparkContext's start until the runner
+        # exists (SignalStop.attach installs ours again).
+        print("squall: interrupted while Spark was starting", file=sys.stderr)
+        return 130
+    finally:
+        unregister(entry)
+        with contextlib.suppress(Exception):
+            server.close()
+        signals.restore()
     print("squall: summary", file=sys.stderr)
     print(result.summary(), file=sys.stderr)
-    return 0
+    return _stop_status(runner.stopped(), signals.signum)
+
+
+def _stop_status(stopped: str | None, signum: int | None) -> int:
+    """Print how a requested stop ended; the exit status (see the module doc)."""
+    if stopped is None:
+        return 0
+    asked = "squall kill" if signum is None else signal.Signals(signum).name
+    if stopped == "drained":
+        print(f"squall: stopped on request ({asked}): every tuple tree in flight finished",
+              file=sys.stderr)
+        return 0
+    print(f"squall: stopped on request ({asked}) with work still in flight after the stop "
+          "timeout; a restart with the same checkpoint replays it", file=sys.stderr)
+    return 128 + signum if signum is not None else 1

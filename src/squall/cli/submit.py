@@ -17,6 +17,7 @@ import importlib.metadata
 import importlib.util
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -26,6 +27,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from squall.cli.control import ControlError, request
+from squall.cli.rundir import lookup
 from squall.cli.target import TargetError, parse_overrides, split_target
 from squall.runtime.spark.session import is_loopback_master
 
@@ -54,6 +57,12 @@ def add_parser(verbs: Any) -> None:
                    help="stop after this many seconds")
     p.add_argument("--progress-every", type=float, default=None, metavar="SECONDS",
                    help="how often the driver prints progress (0 disables)")
+    p.add_argument("--name", default=None,
+                   help="the name `squall list`/`kill` know the run by (default: TARGET's "
+                        "attribute)")
+    p.add_argument("--stop-timeout", type=float, default=None, metavar="SECONDS",
+                   help="on SIGINT/SIGTERM, how long work in flight may take to finish "
+                        "(default: squall run's)")
     p.add_argument("--deploy-mode", default="client", choices=["client"],
                    help="client only: the driver runs here (Spark standalone cannot run a "
                         "Python driver in cluster mode)")
@@ -192,6 +201,11 @@ def build_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str], 
         cmd += ["--duration", repr(args.duration)]
     if args.progress_every is not None:
         cmd += ["--progress-every", repr(args.progress_every)]
+    # getattr: callers that build the namespace themselves may leave these out.
+    if getattr(args, "name", None) is not None:
+        cmd += ["--name", args.name]
+    if getattr(args, "stop_timeout", None) is not None:
+        cmd += ["--stop-timeout", repr(args.stop_timeout)]
 
     def prepare() -> None:
         if package is not None and zip_dest is not None:
@@ -217,16 +231,61 @@ def main(args: argparse.Namespace) -> int:
         os.mkfifo(fifo)
         relay = threading.Thread(target=_relay, args=(fifo,), daemon=True)
         relay.start()
+        # Its own session: a Ctrl-C on the terminal reaches `squall submit` only, which asks the
+        # driver for a graceful stop; spark-submit's JVM would otherwise shut the driver down.
+        proc = subprocess.Popen(cmd, env={**os.environ, **env, STDERR_FIFO_ENV: fifo},
+                                start_new_session=True)
+        forward = _ForwardStop(proc, args.name or split_target(args.target)[1],
+                               args.stop_timeout)
+        forward.install()
         try:
-            return subprocess.call(cmd, env={**os.environ, **env, STDERR_FIFO_ENV: fifo})
-        except KeyboardInterrupt:
-            print("squall: interrupted", file=sys.stderr)
-            return 130
+            return proc.wait()
         finally:
+            forward.restore()
             if relay.is_alive():  # the driver never opened the FIFO: end the blocked open
                 with contextlib.suppress(OSError):
                     os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
             relay.join(timeout=5)
+
+
+class _ForwardStop:
+    """SIGINT/SIGTERM to `squall submit`: the first asks the driver (found by name in the run
+    directory) for a graceful stop through its control endpoint, or, before it has registered,
+    sends spark-submit SIGTERM; a second kills spark-submit's process group at once."""
+
+    def __init__(self, proc: subprocess.Popen, name: str, stop_timeout: float | None) -> None:
+        self.proc, self.name, self.stop_timeout = proc, name, stop_timeout
+        self.signals = 0
+        self.previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self.previous[sig] = signal.signal(sig, self._handle)
+
+    def restore(self) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.signals += 1
+        name = signal.Signals(signum).name
+        if self.signals == 1:
+            entry = lookup(self.name)
+            if entry is not None:
+                print(f"squall submit: {name} received: asking {self.name!r} to stop "
+                      "gracefully (a second signal stops it at once)", file=sys.stderr,
+                      flush=True)
+                path = "/kill" if self.stop_timeout is None else f"/kill?wait={self.stop_timeout}"
+                with contextlib.suppress(ControlError):
+                    request(entry, "POST", path)
+                    return
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            return
+        print(f"squall submit: {name} received again: stopping spark-submit at once",
+              file=sys.stderr, flush=True)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
 
 
 def _relay(fifo: str) -> None:

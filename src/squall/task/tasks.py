@@ -118,6 +118,7 @@ class SpoutTask(TaskRuntime):
         self.completions: deque[Outcome] = deque()
         self.collector: SpoutOutputCollector = SpoutOutputCollector(self)
         self.spout: Spout = self.instance
+        self.active = True  # pulled by the runner (set_active); framework state, not the spout's
         self._untracked_acks: list[Any] = []
         # When the run captures (complete_topology), the message ids handed to the spout's ack
         # and fail, in order: the framework's record, whatever the spout keeps itself.
@@ -134,17 +135,32 @@ class SpoutTask(TaskRuntime):
 
     def open(self) -> None:
         self.spout.open(self.conf, self.context, self.collector)
-        self.spout.activate()
+        if self.active:  # opened while the topology is deactivated: activate() comes later
+            self.spout.activate()
 
     def close(self) -> None:
         try:
-            self.spout.deactivate()
+            if self.active:
+                self.spout.deactivate()
             self.spout.close()
         except Exception as exc:  # a failing close must not hide the other tasks' results
             self.report(exc)
 
+    def set_active(self, active: bool) -> bool:
+        """Storm's activate/deactivate: while inactive, `next_tuple` is not called (trees in
+        flight still complete). Calls the spout's `activate`/`deactivate` on a change; returns
+        whether it changed."""
+        if active == self.active:
+            return False
+        self.active = active
+        try:
+            self.spout.activate() if active else self.spout.deactivate()
+        except Exception as exc:
+            self.report(exc)
+        return True
+
     def can_emit(self) -> bool:
-        return self.max_pending is None or len(self.pending) < self.max_pending
+        return self.active and (self.max_pending is None or len(self.pending) < self.max_pending)
 
     def next_tuple(self) -> int:
         """Call the spout's `next_tuple` once; returns how many tuples it emitted."""

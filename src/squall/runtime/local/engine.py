@@ -21,6 +21,7 @@ from squall.reliability.acker import AckerLedger, Outcome
 from squall.results import ComponentStats, ErrorLog, ErrorRecord, RunResult, aggregate_stats
 from squall.runtime.clock import Clock, RealClock
 from squall.runtime.gc_pause import full_collections_deferred
+from squall.runtime.lifecycle import Controls, Lifecycle
 from squall.runtime.local.transactions import LocalTransactions
 from squall.runtime.settlement import OutcomeReceiver, Settlement, deliver_to_spout
 from squall.task.checkpointing import CheckpointSpoutTask, is_stateful_topology
@@ -42,7 +43,7 @@ from squall.topology.tuple import Tuple, tick_tuple
 log = logging.getLogger("squall")
 
 
-class LocalEngine:
+class LocalEngine(Controls):
     # As a Host (squall.protocols): tuples go through `send` one by one, acks to the ledger.
     packets: None = None
     ack_xor: None = None
@@ -135,6 +136,9 @@ class LocalEngine:
         self._starting = False
         self.finished = False
         self._start_ms = 0
+        # Operator requests (deactivate, activate, stop), carried out by the run loop.
+        self.lifecycle = Lifecycle()
+        self._spouts_active = True
         # With a checkpoint location a batch is the transaction, so a stateful topology's
         # checkpoint interval paces it unless the batch length is set.
         batch_ms = self.conf.get("squall.local.batch.ms")
@@ -365,8 +369,13 @@ class LocalEngine:
         next_progress = start + progress_every_ms
         next_batch_end = start + self.batch_ms
         idle = 0
+        life = self.lifecycle
         try:
             while True:
+                if life.active != self._spouts_active:
+                    self._spouts_active = life.active
+                    for spout in self.spouts:
+                        spout.set_active(life.active)
                 work = self.round()
                 now = clock.now_ms()
                 if now >= next_batch_end:
@@ -380,6 +389,11 @@ class LocalEngine:
                 if duration_ms is not None and now - start >= duration_ms:
                     break
                 if should_stop is not None and should_stop():
+                    break
+                # A requested stop waits for the trees in flight (or its deadline): the last
+                # batch then commits them, so a restart resumes exactly.
+                if life.stop_requested and life.should_stop(
+                        not self.queue and self.pending() == 0):
                     break
                 if work:
                     idle = 0

@@ -24,6 +24,7 @@ from squall.errors import SquallError
 from squall.protocols import Progress
 from squall.results import ComponentStats, ErrorRecord, RunResult
 from squall.runtime.clock import Clock, RealClock
+from squall.runtime.lifecycle import Controls, Lifecycle
 from squall.topology.config import Config
 from squall.topology.description import Topology
 from squall.transactional.progress_store import STORE
@@ -37,7 +38,7 @@ log = logging.getLogger("squall")
 BATCH_INTERVAL = "topology.trident.batch.emit.interval.millis"  # Storm's throttle, default 500
 
 
-class LocalTridentRunner:
+class LocalTridentRunner(Controls):
     """Runs a topology built by `TridentTopology` (see the module documentation)."""
 
     def __init__(self, topology: Topology, conf: Mapping[str, Any] | None = None, *,
@@ -60,6 +61,7 @@ class LocalTridentRunner:
         self.committed: list[int] = []
         self.failed_attempts = 0
         self.elapsed_ms = 0
+        self.lifecycle = Lifecycle()  # operator requests, read between transactions
 
     # ---- one transaction ---------------------------------------------------------------------
     def step(self) -> bool:
@@ -116,7 +118,12 @@ class LocalTridentRunner:
                     break
                 if duration_ms is not None and clock.now_ms() - start >= duration_ms:
                     break
-                if not self.step():
+                # Between transactions nothing is in flight: a stop ends the run at once.
+                if self.lifecycle.should_stop(drained=True):
+                    break
+                if not self.lifecycle.active:
+                    clock.sleep_ms(interval)  # deactivated: no new transaction
+                elif not self.step():
                     clock.sleep_ms(interval)  # nothing came: wait as Storm's throttle does
                 if on_progress is not None and clock.now_ms() >= next_progress:
                     on_progress(self)

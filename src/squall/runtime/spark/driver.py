@@ -30,6 +30,7 @@ from squall.protocols import Progress
 from squall.reliability.acker import AckerLedger, Outcome
 from squall.results import ComponentStats, ErrorLog, ErrorRecord, RunResult, aggregate_stats
 from squall.runtime.clock import wall_ms
+from squall.runtime.lifecycle import ACTIVE, STOPPING, Controls, Lifecycle
 from squall.runtime.settlement import Settlement
 from squall.runtime.spark import row_schema
 from squall.runtime.spark.batch_rows import BatchRows, add_counters, decode_batch
@@ -37,7 +38,13 @@ from squall.runtime.spark.fingerprint import check_fingerprint
 from squall.runtime.spark.query import drive_query, routing_keys
 from squall.runtime.spark.session import get_session
 from squall.runtime.spark.shipping import portable
-from squall.runtime.spark.spouts import TIMED_OUT, SpoutSource, read_status, write_outcomes
+from squall.runtime.spark.spouts import (
+    TIMED_OUT,
+    SpoutSource,
+    read_status,
+    write_control,
+    write_outcomes,
+)
 from squall.runtime.spark.stage import StageHost, StagePlan, chain_stages
 from squall.task.snapshot import load_instance
 from squall.task.tasks import BoltTask
@@ -80,7 +87,7 @@ def _batch_ids(directory: str) -> list[int]:
     return sorted(int(n) for n in names if n.isdigit())
 
 
-class SparkRunner:
+class SparkRunner(Controls):
     """Runs a topology as one Structured Streaming query (see the module doc)."""
 
     def __init__(
@@ -131,6 +138,9 @@ class SparkRunner:
         self.stopping = False  # set by drive_query before it stops the query
         self.failure: SquallError | None = None  # why the runner stopped its query, if it did
         self.retry_backoff_ms = int(self.conf.get(RETRY_BACKOFF_MS) or 1000)
+        self.lifecycle = Lifecycle()
+        # A control file left inactive by a stopped run must not deactivate this one.
+        write_control(self.dir, active=True)
         self._restore()
         if self.committed >= 0 or os.path.isdir(os.path.join(self.dir, "spouts")):
             log.info("%s", self.recovery_note())
@@ -355,20 +365,49 @@ class SparkRunner:
         for task in self.restored_bolts():
             task.cleanup()
 
-    def complete(self) -> bool:
-        """Every spout exhausted and settled, and every planned segment processed."""
+    def apply_activation(self, active: bool) -> None:
+        write_control(self.dir, active=active)
+
+    def status(self) -> str:
+        """As `Controls.status`, and `deactivating`/`activating` until the spouts' reader (its
+        own process) has carried the request out: a batch it was planning may still start."""
+        wanted = self.lifecycle.status()
+        if wanted == STOPPING:
+            return wanted
         status = read_status(self.dir)
-        if status is None or not status["exhausted"] or status["pending"]:
+        pulled = True if status is None else status.get("active", True)
+        if pulled != (wanted == ACTIVE):
+            return "activating" if wanted == ACTIVE else "deactivating"
+        return wanted
+
+    def drained(self) -> bool:
+        """The reader has stopped pulling the spouts, and every tree they started has settled
+        in a committed batch."""
+        status = read_status(self.dir)
+        if status is None:
+            return True  # nothing was ever planned
+        if status.get("active", True) or status["pending"] or len(self.ledger):
             return False
-        progress = self.query.lastProgress
-        if status["seg"] < 0:
+        return self._processed(status["seg"])
+
+    def _processed(self, seg: int) -> bool:
+        """Every segment up to `seg` went through a batch Spark reported."""
+        if seg < 0:
             return True
+        progress = self.query.lastProgress
         if not progress or not progress.get("sources"):
             return False
         end = progress["sources"][0].get("endOffset")
         if isinstance(end, str):
             end = json.loads(end)
-        return end is not None and int(end["seg"]) >= status["seg"] and len(self.ledger) == 0
+        return end is not None and int(end["seg"]) >= seg
+
+    def complete(self) -> bool:
+        """Every spout exhausted and settled, and every planned segment processed."""
+        status = read_status(self.dir)
+        if status is None or not status["exhausted"] or status["pending"]:
+            return False
+        return self._processed(status["seg"]) and len(self.ledger) == 0
 
     def component_stats(self) -> dict[str, ComponentStats]:
         status = read_status(self.dir) or {"spouts": {}}

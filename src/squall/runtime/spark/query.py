@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from pyspark.sql import functions as F
 
 from squall.errors import SquallError
+from squall.runtime.lifecycle import Lifecycle
 
 TRIGGER_MS = "squall.spark.trigger.ms"
 
@@ -28,6 +29,13 @@ class QueryOwner(Protocol):
     query: Any  # set by drive_query: the running StreamingQuery
     stopping: bool  # set by drive_query before it stops the query
     failure: SquallError | None  # why the runner stopped its query, if it did
+    lifecycle: Lifecycle  # the operator's requests (squall.runtime.lifecycle)
+
+    def apply_activation(self, active: bool) -> None:
+        """Tell the spouts' reader to pull them (True) or not (False)."""
+
+    def drained(self) -> bool:
+        """Nothing is in flight: a requested stop may stop the query now."""
 
 
 def drive_query(
@@ -43,7 +51,8 @@ def drive_query(
     progress_every_ms: int,
 ) -> None:
     """Run the query `source` -> `foreachBatch(batch)` of a runner until `done()`, `duration_ms`
-    or `max_wait_ms` (counted from `started`, a `time.monotonic()`), then stop it.
+    or `max_wait_ms` (counted from `started`, a `time.monotonic()`), or until a stop the operator
+    requested (`runner.lifecycle`) finds the runner `drained()` or is overdue, then stop it.
 
     `on_progress` receives the runner every `progress_every_ms`. A failed query raises the
     runner's `failure` if it set one, else a `SquallError` with Spark's reason.
@@ -58,8 +67,13 @@ def drive_query(
     )
     runner.query = query
     next_progress = progress_every_ms
+    life = runner.lifecycle
+    applied = True  # the reader starts with its spouts active
     try:
         while query.isActive:
+            if life.active != applied:
+                applied = life.active
+                runner.apply_activation(applied)
             try:
                 query.awaitTermination(0.05)
             except Exception:
@@ -69,6 +83,8 @@ def drive_query(
                 on_progress(runner)
                 next_progress = elapsed + progress_every_ms
             if done():
+                break
+            if life.stop_requested and life.should_stop(runner.drained()):
                 break
             if duration_ms is not None and elapsed >= duration_ms:
                 break

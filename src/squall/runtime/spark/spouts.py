@@ -12,6 +12,7 @@ exactly the same rows. Timeouts are decided here on the planning time, which is 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pickle
 from collections.abc import Mapping
@@ -251,6 +252,9 @@ class SpoutReader(DataSourceStreamReader):
             task.pending.arm(committed, host.now)
             task.pending.hold(seg)
         self._deliver_outcomes()
+        active = read_control(self.run_dir)
+        for task in self.tasks.values():
+            task.set_active(active)  # the spout's activate/deactivate, on a change
         emitted = 0
         for task in self.tasks.values():
             task.expire(host.now)
@@ -268,7 +272,8 @@ class SpoutReader(DataSourceStreamReader):
         ranges: list[tuple] = []
         for task in self.tasks.values():
             source = task.spout
-            if isinstance(source, PartitionedSource) and emitted < self.max_batch:  # is_source
+            if (isinstance(source, PartitionedSource) and task.active  # is_source
+                    and emitted < self.max_batch):
                 planned = self._plan_source(task, self.max_batch - emitted)
                 emitted += sum(source.estimate(entry[1]) for entry in planned)
                 ranges += planned
@@ -367,6 +372,8 @@ class SpoutReader(DataSourceStreamReader):
             "seg": int(end["seg"]),
             "exhausted": all(t.exhausted() for t in self.tasks.values()),
             "pending": sum(len(t.pending) for t in self.tasks.values()),
+            # The driver's graceful stop waits until the reader has stopped pulling.
+            "active": any(t.active for t in self.tasks.values()),
             "spouts": {
                 t: {
                     "settled_ids": task.settled_ids,
@@ -442,6 +449,17 @@ class SpoutSource(DataSource):
 
     def streamReader(self, schema: Any) -> SpoutReader:
         return SpoutReader(self.options)
+
+
+def write_control(run_dir: str, *, active: bool) -> None:
+    """Tell the reader whether to pull the spouts (Storm's activate/deactivate)."""
+    write_atomic(os.path.join(run_dir, "control.json"), json.dumps({"active": active}).encode())
+
+
+def read_control(run_dir: str) -> bool:
+    """Whether the spouts are to be pulled: True unless the driver said otherwise."""
+    blob = read_or_none(os.path.join(run_dir, "control.json"))
+    return True if blob is None else bool(json.loads(blob).get("active", True))
 
 
 def read_status(run_dir: str) -> dict | None:

@@ -49,6 +49,7 @@ from squall.errors import InvalidTopologyError, SquallError
 from squall.protocols import Progress
 from squall.results import ComponentStats, ErrorLog, ErrorRecord, RunResult, aggregate_stats
 from squall.runtime.clock import wall_ms
+from squall.runtime.lifecycle import Controls, Lifecycle
 from squall.runtime.spark import row_schema
 from squall.runtime.spark.batch_rows import add_counters, decode_batch
 from squall.runtime.spark.fingerprint import check_fingerprint
@@ -140,7 +141,7 @@ def stage_order(topology: Topology) -> list[str]:
     return [c for c in order if not phase[c]] + [c for c in order if phase[c]]
 
 
-class TransactionalSparkRunner:
+class TransactionalSparkRunner(Controls):
     """Runs a transactional topology, one transaction per micro-batch (see the module doc)."""
 
     def __init__(self, topology: Topology, conf: Mapping[str, Any] | None = None, *,
@@ -195,6 +196,7 @@ class TransactionalSparkRunner:
         self.stopping = False  # set by drive_query before it stops the query
         self.failure: SquallError | None = None  # this runner stops its query only by raising
         self.elapsed_ms = 0
+        self.lifecycle = Lifecycle()  # stop requests; spouts cannot be deactivated
         write_atomic(_plan_path(self.dir), cloudpickle.dumps(
             {"spout": self.spout, "conf": self.user_conf, "tx_id": self.tx_id}))
 
@@ -287,6 +289,15 @@ class TransactionalSparkRunner:
         return ok
 
     # ---- running ---------------------------------------------------------------------------
+    supports_deactivate = False  # its reader plans transactions, not spout pulls
+
+    def apply_activation(self, active: bool) -> None:
+        """Only a stop deactivates this runner, and the stop itself ends the query."""
+
+    def drained(self) -> bool:
+        """No transaction attempt is running (a stopped one would be replayed anyway)."""
+        return not self.in_flight
+
     def run(self, *, duration_ms: int | None = None, until_complete: bool = True,
             on_progress: Progress | None = None, progress_every_ms: int = 1000,
             max_wait_ms: int | None = None) -> RunResult:

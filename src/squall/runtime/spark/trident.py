@@ -51,6 +51,7 @@ from squall.atomic_files import write_atomic
 from squall.errors import SquallError
 from squall.protocols import Progress
 from squall.results import ComponentStats, ErrorRecord, RunResult
+from squall.runtime.lifecycle import Controls, Lifecycle
 from squall.runtime.spark import trident_columns as cols
 from squall.runtime.spark import trident_windows as tw
 from squall.runtime.spark.fingerprint import check_fingerprint
@@ -633,7 +634,7 @@ def _batch_each(node: PlanNode, op: BatchFunction, columns: dict[str, Any],
 
 # ---- the runner ------------------------------------------------------------------------------
 
-class TridentSparkRunner:
+class TridentSparkRunner(Controls):
     """Runs a Trident topology on Spark (see the module documentation)."""
 
     def __init__(self, topology: Topology, conf: Mapping[str, Any] | None = None, *,
@@ -677,6 +678,7 @@ class TridentSparkRunner:
         self.stopping = False
         self.failure: SquallError | None = None
         self.elapsed_ms = 0
+        self.lifecycle = Lifecycle()  # stop requests; spouts cannot be deactivated
         self.exhausted = False
         write_atomic(_plan_path(self.dir), cloudpickle.dumps({
             "spouts": {n.cid: n.args["op"] for n in self.plan.spouts},
@@ -895,6 +897,15 @@ class TridentSparkRunner:
         return [[(*k, v) for k, v in groups.items()]]
 
     # ---- running --------------------------------------------------------------------------------
+    supports_deactivate = False  # its reader plans transactions, not spout pulls
+
+    def apply_activation(self, active: bool) -> None:
+        """Only a stop deactivates this runner, and the stop itself ends the query."""
+
+    def drained(self) -> bool:
+        """Transactions commit inside their batch: a stop between two loses nothing."""
+        return True
+
     def run(self, *, duration_ms: int | None = None, until_complete: bool = True,
             on_progress: Progress | None = None, progress_every_ms: int = 1000,
             max_wait_ms: int | None = None) -> RunResult:
