@@ -52,10 +52,10 @@ class WordCount(StatefulBolt):
 
 
 def word_count(tmp: Path, count_tasks: int, *, count_grouping: str = "fields",
-               extra_bolt: bool = False):
+               extra_bolt: bool = False, split_tasks: int = 2):
     b = TopologyBuilder()
     b.set_spout("lines", JsonLinesSource(str(tmp / "in"), ["line"], bounded=True))
-    b.set_bolt("split", Split(), 2).shuffle_grouping("lines")
+    b.set_bolt("split", Split(), split_tasks).shuffle_grouping("lines")
     declarer = b.set_bolt("count", WordCount(), count_tasks)
     if count_grouping == "fields":
         declarer.fields_grouping("split", Fields("word"))
@@ -91,10 +91,11 @@ def test_stateful_word_count_rescaled_2_3_1_counts_exactly(runner, tmp_path):
     rng = random.Random(7)
     ckpt = str(tmp_path / "ckpt")
     true: Counter = Counter()
-    for step, tasks in enumerate((2, 3, 1)):
+    # `split` (a plain bolt) is resized too; every resize renumbers the other components' tasks.
+    for step, (tasks, split_tasks) in enumerate(((2, 2), (3, 1), (1, 3))):
         true += write_lines(tmp_path / "in", f"part-{step}", 300, rng)
-        result = run(word_count(tmp_path, tasks), conf_for(runner), runner=runner,
-                     checkpoint_location=ckpt)
+        result = run(word_count(tmp_path, tasks, split_tasks=split_tasks), conf_for(runner),
+                     runner=runner, checkpoint_location=ckpt)
         assert result.errors == []
         assert result.stats["lines"].emitted == 300  # only the new file is read
     records = read_jsonl(tmp_path / "out")
@@ -128,6 +129,13 @@ def test_structural_changes_are_refused_with_what_changed(runner, tmp_path):
     with pytest.raises(RescaleError, match=r"cannot be resumed with this parallelism: "
                        r"parallelism of 'lines' changed from 1 to 2, but a spout's tasks own"):
         run(b.create_topology(), conf_for(runner), runner=runner, checkpoint_location=ckpt)
+    # State kept in task snapshots (the memory provider) is not redistributed: refused.
+    memory = {**conf_for(runner), "topology.state.provider": "memory"}
+    run(word_count(tmp_path, 2), memory, runner=runner, checkpoint_location=ckpt + "-memory")
+    with pytest.raises(RescaleError, match=r"parallelism of 'count' changed from 2 to 3, but its "
+                       r"state provider is 'memory'; a rescale redistributes the state of the "
+                       r"'durable' or 'redis' provider"):
+        run(word_count(tmp_path, 3), memory, runner=runner, checkpoint_location=ckpt + "-memory")
     # The refusals left the checkpoint as it was: the original topology still resumes.
     again = run(word_count(tmp_path, 2), conf_for(runner), runner=runner,
                 checkpoint_location=ckpt)
@@ -186,3 +194,61 @@ def test_restart_with_changed_arguments_takes_the_new_ones_and_warns(runner, tmp
                in w for w in warnings), warnings
     assert any("component 'lines' restarts with a changed configuration (bounded: False -> True)"
                in w for w in warnings), warnings
+
+
+def test_a_redistribution_interrupted_anywhere_completes_on_the_next_start(tmp_path):
+    """Kill the move after each store write: the next start, reading the same namespaces (the
+    marker's), ends with every key once, at its owner, with its committed value."""
+    from squall.state.backends import SqliteStore, StoreKeyValueState
+    from squall.task.reshape import owner, redistribute
+
+    keys = {f"k{i}": i for i in range(200)}
+
+    def fresh_stores(where: Path):
+        def open_state(name):
+            return StoreKeyValueState(SqliteStore(str(where / f"{name}.sqlite")))
+        route = owner(("word",), 2)
+        for i, name in enumerate(("count-1", "count-2")):
+            state = open_state(name)
+            state.store.write_committed({k: v for k, v in keys.items() if route(k) == i})
+            state.put("k0" if i == route("k0") else "k1", -1)  # prepared above: discarded
+            state.prepare_commit(5)
+        return open_state
+
+    class Killed(Exception):
+        pass
+
+    writes = 0
+    for kill_at in range(1, 8):
+        where = tmp_path / f"kill-{kill_at}"
+        where.mkdir()
+        open_state = fresh_stores(where)
+        seen = [0]
+
+        def dying(name, seen=seen, kill_at=kill_at, open_state=open_state):
+            state = open_state(name)
+            real = state.store.write_committed
+
+            def write(changes):
+                seen[0] += 1
+                if seen[0] == kill_at:
+                    raise Killed
+                real(changes)
+            state.store.write_committed = write
+            return state
+
+        names = ["count-1", "count-2", "count-3", "count-4"]
+        try:
+            redistribute("count", ("word",), [1, 2], (2, 3, 4), names, 4, dying)
+        except Killed:
+            writes += 1
+        redistribute("count", ("word",), [1, 2], (2, 3, 4), names, 4, open_state)
+        route = owner(("word",), 3)
+        found: dict = {}
+        for i, name in enumerate(("count-2", "count-3", "count-4")):
+            for key, value in open_state(name):
+                assert route(key) == i and key not in found
+                found[key] = value
+        assert found == keys
+        assert list(open_state("count-1")) == []
+    assert writes >= 5  # the kill points were inside the move

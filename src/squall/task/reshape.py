@@ -44,7 +44,7 @@ from squall.topology.config import Config
 from squall.topology.description import Subscription, Topology
 from squall.topology.fields import Fields
 from squall.topology.groupings import CustomGrouping, FieldsGrouping, make_chooser
-from squall.topology.roles import STATEFUL, is_stateful_role
+from squall.topology.roles import STATEFUL, STATEFUL_WINDOWED, is_stateful_role
 
 SHAPE_VERSION = 1
 
@@ -170,6 +170,14 @@ class Reshape:
             elif spec.role not in ("basic", "rich"):
                 problems.append(f"{what}, but a {spec.role} bolt keeps per-task state that a "
                                 "rescale does not redistribute")
+        moved = set(self.moved)
+        for cid, spec in sorted(self.topology.components.items()):
+            inputs = sorted({sub.component for sub in spec.inputs} & moved)
+            if spec.role == STATEFUL_WINDOWED and cid not in self.resized and inputs:
+                problems.append(
+                    f"the task ids of {', '.join(repr(i) for i in inputs)} changed, and "
+                    f"stateful windowed bolt '{cid}' records its inputs' task ids in its window "
+                    "state")
         for cid in self.moved:
             spec = self.topology.components[cid]
             if cid in self.resized or not is_stateful_role(spec.role):
