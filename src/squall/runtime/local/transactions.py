@@ -57,6 +57,7 @@ log = logging.getLogger(__name__)
 
 COMMIT_FILE = "commit.pkl"
 RESCALE_FILE = "rescale.json"  # the namespaces a redistribution in progress touches
+PAYLOADS_FILE = "components.pkl"
 FORMAT = 1
 
 
@@ -103,10 +104,15 @@ class LocalTransactions:
                         " use a new checkpoint location, or restart the topology that wrote it")
             else:
                 self._reshape(compare(self.record["shape"], topology))
-            warn_changed_configurations(self.record.get("payloads", {}), topology)
+            saved = read_or_none(os.path.join(self.dir, PAYLOADS_FILE))
+            if saved is not None:
+                warn_changed_configurations(pickle.loads(saved), topology)
         self.fingerprint = mine
         self.shape = shape(topology)
-        self.payloads = {cid: spec.payload for cid, spec in topology.components.items()}
+        # Each component's configuration as built, once per start (not in every record): what
+        # the next restart compares its own with.
+        write_atomic(os.path.join(self.dir, PAYLOADS_FILE), pickle.dumps(
+            {cid: spec.payload for cid, spec in topology.components.items()}))
         self.committed: int = -1 if self.record is None else int(self.record["batch_id"])
         # The lineage of this checkpoint: sinks mark what they published with it.
         self.run_id: str = uuid.uuid4().hex if self.record is None else self.record["run_id"]
@@ -233,7 +239,7 @@ class LocalTransactions:
                 }
         record = {
             "format": FORMAT, "runner": "local", "batch_id": batch_id, "run_id": self.run_id,
-            "topology": self.fingerprint, "shape": self.shape, "payloads": self.payloads,
+            "topology": self.fingerprint, "shape": self.shape,
             "bolts": {bolt.task_id: dump_instance(bolt) for bolt in engine.bolts},
             "ledgers": [ledger.snapshot() for ledger in engine.ackers],
             "spouts": spouts,
