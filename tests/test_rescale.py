@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -252,3 +254,24 @@ def test_a_redistribution_interrupted_anywhere_completes_on_the_next_start(tmp_p
         assert found == keys
         assert list(open_state("count-1")) == []
     assert writes >= 5  # the kill points were inside the move
+
+
+@pytest.mark.spark
+def test_spark_refuses_to_rescale_a_batch_planned_with_the_old_parallelism(tmp_path,
+                                                                           spark_session):
+    """What a kill between Spark's offset log and the driver's commit leaves: a planned batch
+    whose rows are routed to the old tasks. A rescale is refused, saying what to do; the
+    checkpoint is left as it was."""
+    write_lines(tmp_path / "in", "part-0", 20, random.Random(5))
+    ckpt = tmp_path / "ckpt"
+    run(word_count(tmp_path, 2), conf_for("spark"), runner="spark", checkpoint_location=str(ckpt))
+    offsets = ckpt / "query" / "offsets"
+    last = max(int(n) for n in os.listdir(offsets) if n.isdigit())
+    shutil.copy(offsets / str(last), offsets / str(last + 1))
+    before = (ckpt / "topology.json").read_text()
+    with pytest.raises(RescaleError, match=rf"batch {last + 1} was planned with the old "
+                       r"parallelism and is not committed .*run once more with the parallelism "
+                       r"the checkpoint was written with"):
+        run(word_count(tmp_path, 3), conf_for("spark"), runner="spark",
+            checkpoint_location=str(ckpt))
+    assert (ckpt / "topology.json").read_text() == before
