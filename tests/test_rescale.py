@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import start_redis
 
 from squall import BasicBolt, Bolt, Fields, StatefulBolt, TopologyBuilder, Values, run
 from squall.connectors import JsonLinesSink, JsonLinesSource, read_jsonl
@@ -87,16 +88,16 @@ def conf_for(runner: str) -> dict:
     return conf
 
 
-@pytest.mark.parametrize("runner", ["local", pytest.param("spark", marks=pytest.mark.spark)],
-                         indirect=True)
-def test_stateful_word_count_rescaled_2_3_1_counts_exactly(runner, tmp_path):
+def rescale_three_times(runner: str, tmp_path: Path, conf: dict) -> None:
+    """Count at parallelism 2, then 3, then 1, each run reading one new file: every word's
+    running counts across the runs must be exactly 1..n."""
     rng = random.Random(7)
     ckpt = str(tmp_path / "ckpt")
     true: Counter = Counter()
     # `split` (a plain bolt) is resized too; every resize renumbers the other components' tasks.
     for step, (tasks, split_tasks) in enumerate(((2, 2), (3, 1), (1, 3))):
         true += write_lines(tmp_path / "in", f"part-{step}", 300, rng)
-        result = run(word_count(tmp_path, tasks, split_tasks=split_tasks), conf_for(runner),
+        result = run(word_count(tmp_path, tasks, split_tasks=split_tasks), conf,
                      runner=runner, checkpoint_location=ckpt)
         assert result.errors == []
         assert result.stats["lines"].emitted == 300  # only the new file is read
@@ -107,6 +108,23 @@ def test_stateful_word_count_rescaled_2_3_1_counts_exactly(runner, tmp_path):
     assert set(by_word) == set(true)
     for word, n in true.items():
         assert sorted(by_word[word]) == list(range(1, n + 1)), word
+
+
+@pytest.mark.parametrize("runner", ["local", pytest.param("spark", marks=pytest.mark.spark)],
+                         indirect=True)
+def test_stateful_word_count_rescaled_2_3_1_counts_exactly(runner, tmp_path):
+    rescale_three_times(runner, tmp_path, conf_for(runner))
+
+
+def test_redis_state_rescaled_2_3_1_counts_exactly(tmp_path):
+    """The same with the redis provider (local runner): each key ends in the hash of the one
+    task the grouping routes it to."""
+    with start_redis(tmp_path) as r:
+        conf = {**conf_for("local"), "topology.state.provider": "redis",
+                "topology.state.provider.config": {"port": r.port}}
+        rescale_three_times("local", tmp_path, conf)
+        hashes = sorted(k for k in r.client.keys("squall:state:count-*") if ":" not in k[13:])
+        assert hashes == ["squall:state:count-1"]  # one task now; the others were emptied
 
 
 @pytest.mark.parametrize("runner", ["local", pytest.param("spark", marks=pytest.mark.spark)],
