@@ -55,9 +55,9 @@ class WordCount(StatefulBolt):
 
 
 def word_count(tmp: Path, count_tasks: int, *, count_grouping: str = "fields",
-               extra_bolt: bool = False, split_tasks: int = 2):
+               extra_bolt: bool = False, split_tasks: int = 2, lines_tasks: int = 1):
     b = TopologyBuilder()
-    b.set_spout("lines", JsonLinesSource(str(tmp / "in"), ["line"], bounded=True))
+    b.set_spout("lines", JsonLinesSource(str(tmp / "in"), ["line"], bounded=True), lines_tasks)
     b.set_bolt("split", Split(), split_tasks).shuffle_grouping("lines")
     declarer = b.set_bolt("count", WordCount(), count_tasks)
     if count_grouping == "fields":
@@ -65,6 +65,9 @@ def word_count(tmp: Path, count_tasks: int, *, count_grouping: str = "fields",
     else:
         declarer.shuffle_grouping("split")
     b.set_bolt("out", JsonLinesSink(str(tmp / "out")), 2).shuffle_grouping("count")
+    # A second counter that keeps its parallelism: its task ids move with every resize above.
+    b.set_bolt("tally", WordCount(), 2).fields_grouping("split", Fields("word"))
+    b.set_bolt("tallied", JsonLinesSink(str(tmp / "tallied"))).shuffle_grouping("tally")
     if extra_bolt:
         b.set_bolt("extra", Split(), 1).shuffle_grouping("lines")
     return b.create_topology()
@@ -101,13 +104,13 @@ def rescale_three_times(runner: str, tmp_path: Path, conf: dict) -> None:
                      runner=runner, checkpoint_location=ckpt)
         assert result.errors == []
         assert result.stats["lines"].emitted == 300  # only the new file is read
-    records = read_jsonl(tmp_path / "out")
-    by_word: dict[str, list[int]] = {}
-    for r in records:
-        by_word.setdefault(r["word"], []).append(r["n"])
-    assert set(by_word) == set(true)
-    for word, n in true.items():
-        assert sorted(by_word[word]) == list(range(1, n + 1)), word
+    for sink in ("out", "tallied"):
+        by_word: dict[str, list[int]] = {}
+        for r in read_jsonl(tmp_path / sink):
+            by_word.setdefault(r["word"], []).append(r["n"])
+        assert set(by_word) == set(true), sink
+        for word, n in true.items():
+            assert sorted(by_word[word]) == list(range(1, n + 1)), (sink, word)
 
 
 @pytest.mark.parametrize("runner", ["local", pytest.param("spark", marks=pytest.mark.spark)],
@@ -141,14 +144,10 @@ def test_structural_changes_are_refused_with_what_changed(runner, tmp_path):
         run(word_count(tmp_path, 3, extra_bolt=True), conf_for(runner), runner=runner,
             checkpoint_location=ckpt)
     # A rescale that cannot be carried says which and why.
-    b = TopologyBuilder()
-    b.set_spout("lines", JsonLinesSource(str(tmp_path / "in"), ["line"], bounded=True), 2)
-    b.set_bolt("split", Split(), 2).shuffle_grouping("lines")
-    b.set_bolt("count", WordCount(), 2).fields_grouping("split", Fields("word"))
-    b.set_bolt("out", JsonLinesSink(str(tmp_path / "out")), 2).shuffle_grouping("count")
     with pytest.raises(RescaleError, match=r"cannot be resumed with this parallelism: "
                        r"parallelism of 'lines' changed from 1 to 2, but a spout's tasks own"):
-        run(b.create_topology(), conf_for(runner), runner=runner, checkpoint_location=ckpt)
+        run(word_count(tmp_path, 2, lines_tasks=2), conf_for(runner), runner=runner,
+            checkpoint_location=ckpt)
     # State kept in task snapshots (the memory provider) is not redistributed: refused.
     memory = {**conf_for(runner), "topology.state.provider": "memory"}
     run(word_count(tmp_path, 2), memory, runner=runner, checkpoint_location=ckpt + "-memory")
@@ -196,7 +195,7 @@ def test_restart_with_changed_arguments_takes_the_new_ones_and_warns(runner, tmp
     write_lines(tmp_path / "in", "part-0", 10, random.Random(3))
     # The first run's source is unbounded: it runs for its duration.
     first = run(tagged(tmp_path, "v1", bounded=False), conf_for(runner), runner=runner,
-                checkpoint_location=ckpt, duration=4 if runner == "spark" else 1)
+                checkpoint_location=ckpt, duration=30 if runner == "spark" else 1)
     assert first.stats["lines"].emitted == 10
     write_lines(tmp_path / "in", "part-1", 5, random.Random(4))
     caplog.set_level(logging.WARNING, logger="squall")
