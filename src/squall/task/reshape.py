@@ -44,7 +44,7 @@ from squall.topology.config import Config
 from squall.topology.description import Subscription, Topology
 from squall.topology.fields import Fields
 from squall.topology.groupings import CustomGrouping, FieldsGrouping, make_chooser
-from squall.topology.roles import STATEFUL, STATEFUL_WINDOWED, is_stateful_role
+from squall.topology.roles import BASIC, RICH, STATEFUL, STATEFUL_WINDOWED, is_stateful_role
 
 SHAPE_VERSION = 1
 
@@ -167,7 +167,7 @@ class Reshape:
                 problem = _state_problem(self.topology, cid, conf, default_provider)
                 if problem:
                     problems.append(f"{what}, but {problem}")
-            elif spec.role not in ("basic", "rich"):
+            elif spec.role not in (BASIC, RICH):
                 problems.append(f"{what}, but a {spec.role} bolt keeps per-task state that a "
                                 "rescale does not redistribute")
         moved = set(self.moved)
