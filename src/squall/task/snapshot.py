@@ -32,6 +32,7 @@ import cloudpickle
 
 from squall.components.context import current_context, restoring_context
 from squall.errors import SquallError
+from squall.task.restart import same
 from squall.task.surfaces import RestorableTask
 
 _restoring: list[RestorableTask] = []
@@ -40,8 +41,12 @@ _restoring: list[RestorableTask] = []
 # The layout of a snapshot; a snapshot of another version is refused, not misread. Version 2:
 # the role adapter's state (squall.task.roles) travels next to the instance. Version 3: so does
 # the checkpointing's (a stateful bolt's state handles and prepared batch, no longer on the
-# instance), and the Storm windowed bolts' windows are in their role adapter's part.
-FORMAT_VERSION = 3
+# instance), and the Storm windowed bolts' windows are in their role adapter's part. Version 4:
+# the component's configuration as built (its payload) and the task layout come first, so a
+# restart with changed code or arguments can tell configuration from state
+# (`restarted_instance`), and routes saved under another layout are rebuilt. Version 3 is read.
+FORMAT_VERSION = 4
+_READABLE = (3, FORMAT_VERSION)
 
 
 class SnapshotFormatError(SquallError, ValueError):
@@ -55,8 +60,9 @@ def dump_instance(task: RestorableTask) -> bytes:
     stored as references. One pickle, so what the instance and the framework share (a state
     the bolt got in `init_state`, the collector it was prepared with) stays shared."""
     window, checkpointing = task.framework_saved()
-    return cloudpickle.dumps(
-        (FORMAT_VERSION, task.instance, window, checkpointing, task.routes, task.rand64))
+    payload = task.topology.components[task.component_id].payload
+    return cloudpickle.dumps((FORMAT_VERSION, payload, layout(task), task.instance, window,
+                              checkpointing, task.routes, task.rand64))
 
 
 def load_instance(task: RestorableTask, blob: bytes) -> None:
@@ -67,16 +73,72 @@ def load_instance(task: RestorableTask, blob: bytes) -> None:
             record = cloudpickle.loads(blob)
     finally:
         _restoring.pop()
-    if not (isinstance(record, tuple) and record and record[0] == FORMAT_VERSION):
+    if not (isinstance(record, tuple) and record and record[0] in _READABLE):
         found = (record[0] if isinstance(record, tuple) and record
                  and isinstance(record[0], int) else "1 or unknown")
         raise SnapshotFormatError(
             f"snapshot of task {task.task_id} ({task.component_id}) has format {found}, this "
             f"squall reads format {FORMAT_VERSION}: resume it with the squall that wrote it, or "
             f"start from a new checkpoint location")
-    _version, task.instance, window, checkpointing, task.routes, task.rand64 = record
+    if record[0] == 3:
+        _version, instance, window, checkpointing, task.routes, task.rand64 = record
+    else:
+        _version, payload, saved_layout, instance, window, checkpointing, routes, rand = record
+        current = task.topology.components[task.component_id].payload
+        if payload != current:  # a restart with another build of the component
+            instance = restarted_instance(instance, payload, current)
+        if saved_layout == layout(task):
+            task.routes = routes
+        # else a rescale renumbered the tasks: the routes built for the new topology stay
+        task.rand64 = rand
+    task.instance = instance
     task.restore_framework(window, checkpointing)
     task.rebind()
+
+
+def layout(task: RestorableTask) -> tuple[Any, ...]:
+    """The task's id and every component's task ids: saved routes (target task ids, the origin)
+    are valid only under the same layout."""
+    topology = task.topology
+    return (task.task_id, *((cid, topology.component_tasks(cid)) for cid in topology.components))
+
+
+def restarted_instance(saved: Any, old_payload: bytes, new_payload: bytes) -> Any:
+    """The instance a task continues with after a restart with a changed component: the new
+    topology's instance (its class, so its code, and its constructor arguments) with the saved
+    instance's state, i.e. every attribute of the saved instance except those its constructor
+    set to a value the new constructor changed (or no longer sets).
+
+    What the constructor set and the run never changed therefore takes the new value; what the
+    component built in `open`/`prepare` or changed while running is restored, unless the new
+    constructor changed that attribute's value.
+
+    >>> class Numbers:
+    ...     def __init__(self, limit): self.limit, self.sent = limit, 0
+    >>> saved = Numbers(5); saved.sent = 3; saved.buffer = [4]
+    >>> fresh = restarted_instance(saved, cloudpickle.dumps(Numbers(5)),
+    ...                            cloudpickle.dumps(Numbers(10)))
+    >>> fresh.limit, fresh.sent, fresh.buffer
+    (10, 3, [4])
+    """
+    fresh = cloudpickle.loads(new_payload)
+    try:
+        configured, state = vars(fresh), vars(saved)
+    except TypeError:  # no __dict__ (slots): nothing can be told apart; the state wins
+        return saved
+    try:
+        before: dict[str, Any] | None = vars(cloudpickle.loads(old_payload))
+    except Exception:  # the old build no longer loads: what the new constructor sets wins
+        before = None
+    for name, value in state.items():
+        if before is None:
+            if name in configured:
+                continue
+        elif name in before and (name not in configured
+                                 or not same(before[name], configured[name])):
+            continue
+        configured[name] = value
+    return fresh
 
 
 def current_collector(kind: str) -> Any:
@@ -87,4 +149,4 @@ def current_collector(kind: str) -> Any:
 
 
 __all__ = ["FORMAT_VERSION", "SnapshotFormatError", "current_collector", "current_context",
-           "dump_instance", "load_instance"]
+           "dump_instance", "load_instance", "restarted_instance"]

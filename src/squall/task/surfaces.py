@@ -44,6 +44,7 @@ class TrackingTask(EmittingTask, Protocol):
 class RestorableTask(Protocol):
     """What a snapshot (squall.task.snapshot) reads and replaces of a task."""
 
+    topology: Topology
     task_id: int
     component_id: str
     context: TopologyContext

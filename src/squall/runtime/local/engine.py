@@ -106,7 +106,7 @@ class LocalEngine(Controls):
         # stops the run, and a restart resumes from the last commit; otherwise tuples fail.
         self.transactional_batches = checkpoint_location is not None
         if checkpoint_location is not None:
-            self.transactions = LocalTransactions(checkpoint_location, topology)
+            self.transactions = LocalTransactions(checkpoint_location, topology, conf)
         for task_id in topology.task_ids:
             cid = topology.task_component(task_id)
             spec = topology.components[cid]

@@ -26,27 +26,44 @@ replay as they do (at-least-once). Decisions and their reasons: docs/design/loca
 from __future__ import annotations
 
 import functools
+import json
+import logging
 import os
 import pickle
 import random
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from squall.atomic_files import read_or_none, write_atomic
 from squall.components.batch_sink import BatchSink
 from squall.components.partitioned_source import PartitionedSource
-from squall.errors import SquallError
 from squall.reliability.acker import AckerLedger
+from squall.state.providers import DURABLE, new_state
+from squall.task.reshape import (
+    RescaleError,
+    Reshape,
+    compare,
+    key_fields,
+    redistribute,
+    shape,
+)
+from squall.task.restart import warn_changed_configurations
 from squall.task.snapshot import dump_instance, load_instance
+from squall.topology.config import Config
 from squall.topology.description import Topology
 
+log = logging.getLogger(__name__)
+
 COMMIT_FILE = "commit.pkl"
+RESCALE_FILE = "rescale.json"  # the namespaces a redistribution in progress touches
+PAYLOADS_FILE = "components.pkl"
 FORMAT = 1
 
 
-class LocalCheckpointError(SquallError):
-    """The checkpoint location cannot be used by this topology (another topology's, or its
-    components' parallelism changed)."""
+class LocalCheckpointError(RescaleError):
+    """The checkpoint location cannot be used by this topology (another topology's, or a
+    change of parallelism that cannot be carried)."""
 
 
 def fingerprint(topology: Topology) -> dict[str, Any]:
@@ -64,10 +81,13 @@ def is_builtin_source(spout: Any) -> bool:
 class LocalTransactions:
     """One engine's checkpoint location: the last commit record, and writing the next."""
 
-    def __init__(self, directory: str, topology: Topology) -> None:
+    def __init__(self, directory: str, topology: Topology,
+                 conf: Mapping[str, Any] | None = None) -> None:
         self.dir = os.path.abspath(directory)
         os.makedirs(self.dir, exist_ok=True)
         self.path = os.path.join(self.dir, COMMIT_FILE)
+        self.topology = topology
+        self.conf = dict(conf or {})
         blob = read_or_none(self.path)
         self.record: dict[str, Any] | None = None if blob is None else pickle.loads(blob)
         mine = fingerprint(topology)
@@ -76,15 +96,73 @@ class LocalTransactions:
                 raise LocalCheckpointError(
                     f"checkpoint location {self.dir} was not written by the local runner; use "
                     "a new checkpoint location")
-            if self.record["topology"] != mine:
-                raise LocalCheckpointError(
-                    f"checkpoint location {self.dir} was written by a different topology (or "
-                    f"other parallelism): components {sorted(self.record['topology'])}; use a "
-                    "new checkpoint location, or restart the topology that wrote it")
+            if "shape" not in self.record:  # written before rescaling: only the same topology
+                if self.record["topology"] != mine:
+                    raise LocalCheckpointError(
+                        f"checkpoint location {self.dir} was written by a different topology "
+                        f"(or other parallelism): components {sorted(self.record['topology'])};"
+                        " use a new checkpoint location, or restart the topology that wrote it")
+            else:
+                self._reshape(compare(self.record["shape"], topology))
+            saved = read_or_none(os.path.join(self.dir, PAYLOADS_FILE))
+            if saved is not None:
+                warn_changed_configurations(pickle.loads(saved), topology)
         self.fingerprint = mine
+        self.shape = shape(topology)
+        # Each component's configuration as built, once per start (not in every record): what
+        # the next restart compares its own with.
+        write_atomic(os.path.join(self.dir, PAYLOADS_FILE), pickle.dumps(
+            {cid: spec.payload for cid, spec in topology.components.items()}))
         self.committed: int = -1 if self.record is None else int(self.record["batch_id"])
         # The lineage of this checkpoint: sinks mark what they published with it.
         self.run_id: str = uuid.uuid4().hex if self.record is None else self.record["run_id"]
+
+    # ---- a restart with other parallelism ------------------------------------------------------
+    def _reshape(self, reshape: Reshape) -> None:
+        """Carry the committed record over to the new topology's tasks (docs/design/rescale.md):
+        stateful bolts' stores redistributed by key, snapshots and positions of the other
+        components moved to their new task ids. Rewrites the record, so it is done once."""
+        try:
+            reshape.check(self.dir, self.conf, DURABLE)
+        except RescaleError as exc:
+            raise LocalCheckpointError(str(exc)) from None
+        if not reshape.moved:
+            return
+        record = self.record
+        assert record is not None
+        topology = reshape.topology
+        committed = int(record["batch_id"])
+        marker_path = os.path.join(self.dir, RESCALE_FILE)
+        marker: dict[str, list[str]] = json.loads(read_or_none(marker_path) or b"{}")
+        fresh = reshape.redistributed(self.conf, DURABLE)
+        for cid in fresh:
+            conf = Config.effective_of(self.conf, topology.components[cid].conf)
+            base = os.path.join(self.dir, "state")
+
+            def open_state(name: str, conf: Mapping[str, Any] = conf, base: str = base) -> Any:
+                return new_state(conf, name, default=DURABLE, base_dir=base)
+
+            old_ids, new_ids = reshape.old_tasks[cid], topology.component_tasks(cid)
+            names = [*(f"{cid}-{t}" for t in old_ids), *(f"{cid}-{t}" for t in new_ids),
+                     *marker.get(cid, [])]
+            marker[cid] = sorted(set(names))
+            write_atomic(marker_path, json.dumps(marker).encode())
+            redistribute(cid, key_fields(topology, cid), old_ids, new_ids, marker[cid],
+                         committed, open_state)
+        moved = reshape.task_map()
+        keep = {old: new for old, new in moved.items()
+                if topology.task_component(new) not in fresh}
+        record["bolts"] = {keep[t]: blob for t, blob in record["bolts"].items() if t in keep}
+        record["spouts"] = {moved[t]: saved for t, saved in record["spouts"].items()}
+        record["ledgers"] = [
+            {root: (val, moved.get(task, task), failed, start)
+             for root, (val, task, failed, start) in ledger.items()}
+            for ledger in record["ledgers"]]
+        record["shape"], record["topology"] = shape(topology), fingerprint(topology)
+        write_atomic(self.path, pickle.dumps(record))
+        if os.path.exists(marker_path):
+            os.unlink(marker_path)
+        log.info("%s", reshape.summary(self.dir, fresh))
 
     # ---- a start ------------------------------------------------------------------------------
     def restore(self, engine: Any) -> set[int]:
@@ -96,7 +174,10 @@ class LocalTransactions:
             return set()
         restored = set()
         for task in engine.bolts:
-            load_instance(task, record["bolts"][task.task_id])
+            blob = record["bolts"].get(task.task_id)
+            if blob is None:  # a rescaled component's task: prepared afresh, state from its store
+                continue
+            load_instance(task, blob)
             restored.add(task.task_id)
         entries: dict[int, Any] = {}
         for snap in record["ledgers"]:
@@ -163,7 +244,7 @@ class LocalTransactions:
                 }
         record = {
             "format": FORMAT, "runner": "local", "batch_id": batch_id, "run_id": self.run_id,
-            "topology": self.fingerprint,
+            "topology": self.fingerprint, "shape": self.shape,
             "bolts": {bolt.task_id: dump_instance(bolt) for bolt in engine.bolts},
             "ledgers": [ledger.snapshot() for ledger in engine.ackers],
             "spouts": spouts,

@@ -36,6 +36,7 @@ from squall.runtime.spark import row_schema
 from squall.runtime.spark.batch_rows import BatchRows, add_counters, decode_batch
 from squall.runtime.spark.fingerprint import check_fingerprint
 from squall.runtime.spark.query import drive_query, routing_keys
+from squall.runtime.spark.rescale import migrate
 from squall.runtime.spark.session import get_session
 from squall.runtime.spark.shipping import portable
 from squall.runtime.spark.spouts import (
@@ -111,7 +112,7 @@ class SparkRunner(Controls):
         # Checks that need no Spark come first, so a wrong checkpoint fails in milliseconds.
         self.dir = os.path.abspath(checkpoint_location or tempfile.mkdtemp(prefix="squall-"))
         os.makedirs(self.dir, exist_ok=True)
-        check_fingerprint(self.dir, topology)
+        check_fingerprint(self.dir, topology, conf, migrate=migrate)
         self.spark = session or get_session(master, self.user_conf)
         self.spark.dataSource.register(SpoutSource)
         self.topology = portable(topology)
