@@ -181,6 +181,13 @@ KEYS: dict[str, KeySpec] = {
     "squall.spark.batch.retry.backoff.ms": KeySpec(
         "an integer number of milliseconds >= 0", integer(0, unset_ok=True)),
     "squall.local.batch.ms": KeySpec(_MS, integer(1, unset_ok=True)),
+    # Retries of failed trees and the dead-letter stream (docs/design/poison-tuples.md).
+    "squall.retry.max.retries": KeySpec("an integer >= 0 (unset: replay for ever)",
+                                        integer(0, unset_ok=True)),
+    "squall.retry.initial.delay.ms": KeySpec("an integer >= 0 of ms", integer(0, True)),
+    "squall.retry.multiplier": KeySpec("a number >= 1",
+                                       lambda v: v is None or (_is_number(v) and float(v) >= 1)),
+    "squall.retry.max.delay.ms": KeySpec("an integer >= 0 of ms", integer(0, True)),
 }
 
 # Storm's topology keys (storm-client's Config) that squall accepts and ignores, so a config
