@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from squall.atomic_files import read_or_none, write_atomic
+from squall.reliability.acker import Outcome
 from squall.runtime.spark.fingerprint import FINGERPRINT_FILE, CheckpointMismatchError
 from squall.state.providers import DURABLE, new_state
 from squall.task.reshape import Reshape, key_fields, redistribute, shape
@@ -163,9 +164,11 @@ def _map_spout_files(directory: str, moved: Mapping[int, int],
     def outcomes(source: str, target: str) -> None:
         for name in os.listdir(source):
             content = pickle.loads(read_or_none(os.path.join(source, name)) or b"")
+            # Outcomes as the driver writes them (`Outcome` fields, the error one optional).
+            settled = [Outcome(*o) for o in content]
             write_atomic(os.path.join(target, name), pickle.dumps(
-                [(kind, root, moved.get(task, task), latency)
-                 for kind, root, task, latency in content]))
+                [tuple(o._replace(spout_task=moved.get(o.spout_task, o.spout_task)))
+                 for o in settled]))
 
     for name, build in (("spouts", spouts), ("outcomes", outcomes)):
         finished = step(name)
