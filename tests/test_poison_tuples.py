@@ -13,6 +13,7 @@ import pickle
 from collections import Counter
 
 import pytest
+from test_sources import FailOnce  # fails the first delivery of every multiple of 5
 
 from squall import (
     DEAD_LETTER,
@@ -282,26 +283,9 @@ def test_a_record_replayed_for_ever_does_not_starve_the_other_partitions():
 def test_a_replay_that_succeeds_is_forgotten():
     # Fails the first delivery of every multiple of 5, then passes it: nothing dies, and no
     # count is left behind (a long run must not keep one per message that ever failed).
-    class FailFirst(Bolt):
-        def prepare(self, conf, context, collector):
-            super().prepare(conf, context, collector)
-            self.seen: set[int] = set()
-
-        def execute(self, tup):
-            n = tup["n"]
-            if n % 5 == 0 and n not in self.seen:
-                self.seen.add(n)
-                self.collector.fail(tup)
-                return
-            self.collector.emit(Values(n), anchors=tup)
-            self.collector.ack(tup)
-
-        def declare_output_fields(self, declarer):
-            declarer.declare(Fields("n"))
-
     b = TopologyBuilder()
     b.set_spout("numbers", FixedTupleSpout([[n] for n in range(20)], ("n",), replay_failed=True))
-    b.set_bolt("check", FailFirst()).shuffle_grouping("numbers")
+    b.set_bolt("check", FailOnce()).shuffle_grouping("numbers")
     engine = LocalEngine(b.create_topology(), {"squall.retry.max.retries": 1},
                          clock=SimulatedClock(), capture=True)
     result = engine.run()
