@@ -1,0 +1,241 @@
+"""W4 (latency): W1's sentences emitted at a fixed rate, split and counted with acking on.
+
+    .venv/bin/python benchmarks/latency_w4.py --runner local --rates 1000,10000,100000
+    .venv/bin/python benchmarks/latency_w4.py --runner spark --rates 1000,10000 --seconds 20
+
+For each rate (tuples/s; 0 = as fast as the runner goes) prints the rate reached and two
+latencies as p50, p99 and max (../shared/docs/benchmarks.md, W4):
+
+- complete: from the spout's emit of a sentence to its `ack` (the tree's completion as the
+  spout is told of it, Storm's complete latency);
+- end-to-end: from the emit to the count's update of the sentence's last word.
+
+Both are wall-clock differences (every process of a run is on this machine and shares the
+clock), kept in histograms of 1 %-wide logarithmic buckets by the spout and the counting tasks,
+which write them to a scratch directory (on Spark they run in other processes). The settings
+used and the load average are printed with the figures. The counts are checked against the
+reference, so a run that loses or repeats words fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from workloads import reference_counts, w1_sentences
+
+from squall import BasicBolt, Bolt, Fields, Spout, TopologyBuilder, Values, run
+
+BUCKET = math.log(1.01)  # 1 %-wide buckets
+
+
+class Histogram:
+    """Latencies in ms, bucketed on a log scale; plain data, so it pickles into snapshots."""
+
+    def __init__(self) -> None:
+        self.buckets: dict[int, int] = {}
+        self.max_ms = 0.0
+        self.n = 0
+        self.emitting: tuple[float | None, float] = (None, 0.0)  # the spout's first, last emit
+
+    def add(self, ms: float) -> None:
+        b = int(math.log(max(ms, 0.001) * 1000) / BUCKET)  # of microseconds
+        self.buckets[b] = self.buckets.get(b, 0) + 1
+        self.n += 1
+        if ms > self.max_ms:
+            self.max_ms = ms
+
+    def merge(self, other: dict[str, Any]) -> None:
+        for b, c in other["buckets"].items():
+            self.buckets[int(b)] = self.buckets.get(int(b), 0) + c
+        self.n += other["n"]
+        self.max_ms = max(self.max_ms, other["max_ms"])
+        self.emitting = tuple(other.get("emitting", self.emitting))  # type: ignore[assignment]
+
+    def quantile(self, q: float) -> float:
+        target, seen = q * self.n, 0
+        for b in sorted(self.buckets):
+            seen += self.buckets[b]
+            if seen >= target:
+                return math.exp((b + 0.5) * BUCKET) / 1000
+        return self.max_ms
+
+    def dump(self, path: str) -> None:
+        tmp = f"{path}.tmp"
+        with open(tmp, "w") as f:
+            json.dump({"buckets": self.buckets, "n": self.n, "max_ms": self.max_ms,
+                       "emitting": self.emitting}, f)
+        os.replace(tmp, path)
+
+
+class RateSpout(Spout):
+    """Emits sentence i once `i / rate` seconds have passed since its first call (all of them
+    at once when `rate` is 0), with its emit time; records each tree's complete latency."""
+
+    def __init__(self, sentences: list[str], rate: int, out_dir: str) -> None:
+        self.sentences = sentences
+        self.rate = rate
+        self.out_dir = out_dir
+
+    def open(self, conf, context, collector) -> None:
+        super().open(conf, context, collector)
+        self.i = 0
+        self.t0: float | None = None
+        self.hist = Histogram()
+        self.path = os.path.join(self.out_dir, f"spout-{context.this_task_id}.json")
+        self.dumped = 0.0
+        self.last = 0.0
+
+    def next_tuple(self) -> None:
+        now = time.time()
+        if self.t0 is None:
+            self.t0 = now
+        total = len(self.sentences)
+        due = total if not self.rate else min(total, int((now - self.t0) * self.rate) + 1)
+        emit = self.collector.emit
+        for i in range(self.i, min(due, self.i + 1000)):
+            t = time.time()
+            emit(Values(self.sentences[i], t), msg_id=(i, t))
+            self.i = i + 1
+            self.last = t
+
+    def ack(self, msg_id: Any) -> None:
+        now = time.time()
+        self.hist.add((now - msg_id[1]) * 1000)
+        if now - self.dumped > 0.5 or self.hist.n == len(self.sentences):
+            self.hist.emitting = (self.t0, self.last)
+            self.hist.dump(self.path)
+            self.dumped = now
+
+    def fail(self, msg_id: Any) -> None:
+        raise AssertionError(f"sentence {msg_id[0]} failed")
+
+    def is_exhausted(self) -> bool:
+        return self.i >= len(self.sentences)
+
+    def declare_output_fields(self, declarer) -> None:
+        declarer.declare(Fields("sentence", "emitted"))
+
+
+class Split(BasicBolt):
+    def execute(self, tup, collector) -> None:
+        sentence, emitted = tup.values
+        words = sentence.split()
+        last = len(words) - 1
+        for i, w in enumerate(words):
+            collector.emit(Values(w, emitted if i == last else None))
+
+    def declare_output_fields(self, declarer) -> None:
+        declarer.declare(Fields("word", "emitted"))
+
+
+class Count(Bolt):
+    """Counts words; for a sentence's last word records the latency from its emit."""
+
+    def __init__(self, out_dir: str) -> None:
+        self.out_dir = out_dir
+
+    def prepare(self, conf, context, collector) -> None:
+        super().prepare(conf, context, collector)
+        self.counts: dict[str, int] = {}
+        self.hist = Histogram()
+        self.path = os.path.join(self.out_dir, f"count-{context.this_task_id}.json")
+        self.dumped = 0.0
+
+    def execute(self, tup) -> None:
+        w, emitted = tup.values
+        self.counts[w] = self.counts.get(w, 0) + 1
+        if emitted is not None:
+            now = time.time()
+            self.hist.add((now - emitted) * 1000)
+            if now - self.dumped > 0.5:
+                self.hist.dump(self.path)
+                self.dumped = now
+        self.collector.ack(tup)
+
+    def cleanup(self) -> None:
+        self.hist.dump(self.path)
+        with open(os.path.join(self.out_dir, f"counts-{id(self)}.json"), "w") as f:
+            json.dump(self.counts, f)
+
+    def declare_output_fields(self, declarer) -> None:
+        declarer.declare(Fields("word", "count"))
+
+
+def measure(runner: str, sentences: list[str], rate: int, conf: dict[str, Any]
+            ) -> dict[str, Any]:
+    out_dir = tempfile.mkdtemp(prefix="w4-")
+    b = TopologyBuilder()
+    b.set_spout("sentences", RateSpout(sentences, rate, out_dir))
+    b.set_bolt("split", Split(), 2).shuffle_grouping("sentences")
+    b.set_bolt("count", Count(out_dir), 2).fields_grouping("split", Fields("word"))
+    t0 = time.perf_counter()
+    result = run(b.create_topology(), conf, runner=runner,
+                 checkpoint_location=os.path.join(out_dir, "ckpt") if runner == "spark" else None)
+    elapsed = time.perf_counter() - t0
+    if result.errors:
+        raise AssertionError(f"errors: {result.errors[:3]}")
+    complete, e2e = Histogram(), Histogram()
+    counts: dict[str, int] = {}
+    for name in os.listdir(out_dir):
+        path = os.path.join(out_dir, name)
+        if name.startswith("spout-") and name.endswith(".json"):
+            complete.merge(json.loads(Path(path).read_text()))
+        elif name.startswith("count-") and name.endswith(".json"):
+            e2e.merge(json.loads(Path(path).read_text()))
+        elif name.startswith("counts-"):
+            for w, c in json.loads(Path(path).read_text()).items():
+                counts[w] = counts.get(w, 0) + c
+    if counts != reference_counts(sentences):
+        raise AssertionError("the counts differ from the reference")
+    if complete.n != len(sentences) or e2e.n != len(sentences):
+        raise AssertionError(f"latencies of {complete.n} trees and {e2e.n} sentences, "
+                             f"not {len(sentences)}")
+    first, last = complete.emitting
+    reached = len(sentences) / (last - first) if first is not None and last > first else 0.0
+    return {"rate": reached, "complete": complete, "e2e": e2e, "elapsed": elapsed}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runner", choices=("local", "spark"), default="local")
+    parser.add_argument("--rates", default="1000,10000,100000",
+                        help="tuples/s, comma-separated; 0: as fast as the runner goes")
+    parser.add_argument("--seconds", type=float, default=10.0,
+                        help="how long each rate emits (sentences = rate x seconds)")
+    parser.add_argument("-c", dest="conf", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args()
+    conf: dict[str, Any] = {"topology.acker.executors": 1}
+    for pair in args.conf:
+        key, _, raw = pair.partition("=")
+        try:
+            conf[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            conf[key] = raw
+    print(f"W4 on the {args.runner} runner, {time.strftime('%Y-%m-%d %H:%M')}, settings {conf} "
+          "(anything unset: the runner's default)")
+    print(f"{'rate asked':>10} {'reached':>9}  complete p50 / p99 / max ms"
+          "        end-to-end p50 / p99 / max ms    load")
+    for rate in (int(r) for r in args.rates.split(",")):
+        n = int(rate * args.seconds) if rate else 200_000
+        sentences = w1_sentences(n)
+        m = measure(args.runner, sentences, rate, conf)
+        c, e = m["complete"], m["e2e"]
+        load = os.getloadavg()[0]
+        print(f"{rate or 'max':>10} {m['rate']:>9.0f}  "
+              f"{c.quantile(0.5):9.2f} {c.quantile(0.99):9.2f} {c.max_ms:9.1f}    "
+              f"{e.quantile(0.5):9.2f} {e.quantile(0.99):9.2f} {e.max_ms:9.1f}    {load:4.1f}",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
