@@ -122,7 +122,9 @@ def _check_exact(tmp: Path, total: int) -> None:
 @pytest.mark.runners(spark_session=False)
 def test_sigterm_stops_gracefully_and_a_restart_resumes_exactly(runner, tmp_path):
     total = _input(tmp_path)
-    proc = _start(tmp_path, runner)
+    # 20 ms per record (about 9 s of work per slow task) so the signal surely comes mid-run:
+    # with the default 2 ms a quiet machine finished the input on Spark before the stop began.
+    proc = _start(tmp_path, runner, "-c", "stop.test.sleep.ms=20")
     _started(tmp_path, proc)
     proc.send_signal(signal.SIGTERM)
     err = _finish(proc)
