@@ -122,9 +122,11 @@ def _check_exact(tmp: Path, total: int) -> None:
 @pytest.mark.runners(spark_session=False)
 def test_sigterm_stops_gracefully_and_a_restart_resumes_exactly(runner, tmp_path):
     total = _input(tmp_path)
-    # 20 ms per record (about 9 s of work per slow task) so the signal surely comes mid-run:
-    # with the default 2 ms a quiet machine finished the input on Spark before the stop began.
-    proc = _start(tmp_path, runner, "-c", "stop.test.sleep.ms=20")
+    # The signal must come mid-run: 20 ms per record, and on Spark micro-batches of at most 60
+    # records (a first batch takes the whole input otherwise, and a stop waits for the trees
+    # in flight: a quiet machine then finished the input before the stop began).
+    proc = _start(tmp_path, runner, "-c", "stop.test.sleep.ms=20",
+                  "-c", "squall.spark.batch.max.tuples=60")
     _started(tmp_path, proc)
     proc.send_signal(signal.SIGTERM)
     err = _finish(proc)
