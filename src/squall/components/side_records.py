@@ -29,6 +29,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from squall.components.context import TopologyContext
 from squall.errors import InvalidTopologyError
 from squall.topology.declarer import StreamSpec
 from squall.topology.description import Subscription
@@ -87,6 +88,11 @@ class SideRecords:
         self.original = fields.to_list()[: -len(RECORD_FIELDS)]
         # Per input fields object: the index of each original field in it (None: absent).
         self._maps: dict[int, tuple[Fields, list[int | None]]] = {}
+
+    @classmethod
+    def of(cls, context: TopologyContext, stream: str) -> SideRecords:
+        """The records of this task's side stream `stream`, as the topology declares it."""
+        return cls(stream, context.get_this_output_fields(stream))
 
     def values(self, tup: Tuple, event_time: int | None, watermark: int | None,
                reason: str) -> list[Any]:

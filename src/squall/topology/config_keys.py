@@ -30,7 +30,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,13 +73,9 @@ def _is_number(v: Any) -> bool:
         return False
 
 
-def _unset(v: Any) -> bool:
-    return v is None
-
-
 def positive_number(unset_ok: bool = False, zero_ok: bool = False) -> Check:
     def ok(v: Any) -> bool:
-        if unset_ok and _unset(v):
+        if unset_ok and v is None:
             return True
         return _is_number(v) and (float(v) > 0 or (zero_ok and float(v) == 0))
     return ok
@@ -87,7 +83,7 @@ def positive_number(unset_ok: bool = False, zero_ok: bool = False) -> Check:
 
 def integer(minimum: int | None = None, unset_ok: bool = False) -> Check:
     def ok(v: Any) -> bool:
-        if unset_ok and _unset(v):
+        if unset_ok and v is None:
             return True
         return _is_int(v) and (minimum is None or int(v) >= minimum)
     return ok
@@ -99,7 +95,7 @@ def boolean(v: Any) -> bool:
 
 def text(unset_ok: bool = False) -> Check:
     def ok(v: Any) -> bool:
-        return (unset_ok and _unset(v)) or (isinstance(v, str) and v != "")
+        return (unset_ok and v is None) or (isinstance(v, str) and v != "")
     return ok
 
 
@@ -273,17 +269,16 @@ def check_key(key: Any) -> str | None:
         return None
     if key in STORM_KEYS_WITHOUT_EFFECT:
         return f"{key} is a Storm key that has no effect in squall (ignored)"
-    close = difflib.get_close_matches(key, list(KEYS), n=1, cutoff=0.9)
-    if key.startswith(RESERVED) or close:
-        hint = (f": did you mean {close[0]!r}?" if close else
-                "; squall's keys are listed in squall.topology.config_keys.KEYS "
-                "(a key of your own belongs under your own prefix, e.g. 'myapp.')")
-        if not close:
-            near = difflib.get_close_matches(key, list(KEYS), n=1, cutoff=0.75)
-            if near:
-                hint = f": did you mean {near[0]!r}?"
-        raise ConfigError(f"unknown configuration key {key!r}{hint}")
-    return None
+    # In squall's namespaces any unknown key is a mistake, so a looser match is suggested;
+    # elsewhere only a near miss of a known key is (anything else is the user's own key).
+    reserved = key.startswith(RESERVED)
+    close = difflib.get_close_matches(key, list(KEYS), n=1, cutoff=0.75 if reserved else 0.9)
+    if not (reserved or close):
+        return None
+    hint = (f": did you mean {close[0]!r}?" if close else
+            "; squall's keys are listed in squall.topology.config_keys.KEYS "
+            "(a key of your own belongs under your own prefix, e.g. 'myapp.')")
+    raise ConfigError(f"unknown configuration key {key!r}{hint}")
 
 
 def check_value(key: str, value: Any) -> None:
@@ -314,7 +309,3 @@ def check_config(conf: Mapping[str, Any] | None, *, where: str = "") -> list[str
             warnings.append(f"{where}: {warning}" if where else warning)
     return warnings
 
-
-def known_keys() -> Iterable[str]:
-    """Every key squall reads, sorted."""
-    return sorted(KEYS)

@@ -91,10 +91,8 @@ class OperatorRole(WindowRole):
         self._inputs = inputs
         self._sources = [frozenset(s) for s in sources]
         self._late_records = (None if op.late_stream is None else
-                              SideRecords(op.late_stream,
-                                          context.get_this_output_fields(op.late_stream)))
-        self._error_records = SideRecords(ERROR_STREAM,
-                                          context.get_this_output_fields(ERROR_STREAM))
+                              SideRecords.of(context, op.late_stream))
+        self._error_records = SideRecords.of(context, ERROR_STREAM)
         self._sends_wm = bool(context.this_targets.get(WATERMARK_STREAM))
         self._keyed = op.keyed
         self._fresh()

@@ -39,8 +39,8 @@ log = logging.getLogger("squall")
 
 # What a task snapshot carries (`saved`): everything `setup` built and the input changed. The
 # collectors among them pickle as references to the restoring task's (squall.task.snapshot).
-_SAVED = ("out", "collector", "manager", "late_stream", "late_records", "error_records", "fatal",
-          "field", "window_errors")
+_SAVED = ("out", "collector", "manager", "late_records", "error_records", "fatal", "field",
+          "window_errors")
 
 
 class WindowedRole(WindowRole):
@@ -61,13 +61,9 @@ class WindowedRole(WindowRole):
         self.out = out
         self.collector = WindowedOutputCollector(out)
         self.manager = self.new_manager(bolt.window_spec(conf), conf, context)
-        self.late_stream: str | None = conf.get(LATE_TUPLE_STREAM)
-        self.late_records = (None if self.late_stream is None else
-                             SideRecords(self.late_stream,
-                                         context.get_this_output_fields(self.late_stream)))
-        self.error_records = (
-            SideRecords(ERROR_STREAM, context.get_this_output_fields(ERROR_STREAM))
-            if bolt.event_time else None)
+        late_stream = conf.get(LATE_TUPLE_STREAM)
+        self.late_records = None if late_stream is None else SideRecords.of(context, late_stream)
+        self.error_records = SideRecords.of(context, ERROR_STREAM) if bolt.event_time else None
         self.fatal = bool(conf.get(TIMESTAMP_ERRORS_FATAL))
         # Event time has a timestamp field or an extractor (WindowedBolt.check_window).
         self.field: str = conf.get(TIMESTAMP_FIELD) or ""
