@@ -189,7 +189,7 @@ class WindowManager:
     # ---- processing time ---------------------------------------------------------------------
     def _advance_processing_time(self, now: int) -> None:
         spec = self.spec
-        slide = spec.slide_ms
+        slide, length = spec.slide_ms, spec.length_ms
         if slide is not None:
             if self.next_end is None:
                 self.next_end = now + slide  # the timer starts with the first input or tick
@@ -200,7 +200,6 @@ class WindowManager:
             # reference is one ms before the firing: a tuple arriving in the firing's
             # millisecond goes into the next window, not in neither. Empty windows are skipped
             # (Storm's onTrigger does not activate them).
-            length = spec.length_ms
             while now >= self.next_end:
                 last_due = self.next_end + (now - self.next_end) // slide * slide
                 if length is None:
@@ -214,7 +213,6 @@ class WindowManager:
                     break
                 self._activate_processing(self.next_end - 1)
                 self.next_end += slide
-        length = spec.length_ms
         if length is not None and self.ts:
             # No later window can reach back past (now - 1) - length: ack those events now
             # rather than at the next trigger.
