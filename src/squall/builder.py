@@ -199,9 +199,14 @@ class TopologyBuilder:
             record["inputs"] = list(record["inputs"]) + component.implicit_inputs(
                 record["inputs"], streams)
             component.check_inputs(cid, record["inputs"])
+        # Each component's configuration: its own, then what the topology added; checked once.
+        confs: dict[str, dict[str, Any]] = {}
         for cid, record in self._records.items():
             component = record["component"]
-            conf = {**(component.get_component_configuration() or {}), **record["conf"]}
+            conf = confs[cid] = {**(component.get_component_configuration() or {}),
+                                 **record["conf"]}
+            for warning in check_config(conf, where=f"component {cid!r}"):
+                _log.warning("%s", warning)
             streams[cid].update(component.derived_streams(cid, record["inputs"], streams, conf))
         for cid, record in self._records.items():
             for sub in record["inputs"]:
@@ -215,10 +220,7 @@ class TopologyBuilder:
                 raise InvalidTopologyError(
                     f"{type(component).__name__}.role is {role!r}, not a {record['kind']} role "
                     f"of squall.topology.roles", component=cid)
-            conf = dict(component.get_component_configuration() or {})
-            conf.update(record["conf"])
-            for warning in check_config(conf, where=f"component {cid!r}"):
-                _log.warning("%s", warning)
+            conf = confs[cid]
             num_tasks = record["num_tasks"] or record["parallelism"]
             cap = conf.get("topology.max.task.parallelism")
             if cap:
