@@ -81,17 +81,10 @@ def test_a_poison_tuple_is_dead_lettered_after_exactly_n_attempts(runner):
     passed = Counter((p, i) for p, i in result.tuples("flaky"))
     good = {(p, i) for p in ("0", "1") for i in range(PER_PARTITION)} - {POISON}
     assert set(passed) == good, "every good record got through, both partitions finished"
-    if runner == "local":
-        # One tree per record: nothing but the poison is ever replayed.
-        assert set(passed.values()) == {1}
-    else:
-        # A Spark range is one tree: when the poison fails it, the range's other records are
-        # delivered again once (at-least-once, as a replayed Trident batch), then each is its
-        # own tree. Nothing outside the poison's range is delivered twice.
-        twice = {key for key, n in passed.items() if n == 2}
-        assert set(passed.values()) <= {1, 2}
-        first = POISON[1] // RANGE * RANGE
-        assert twice == {("1", i) for i in range(first, first + RANGE)} - {POISON}
+    # Every good record exactly once on both runners: locally each record is its own tree; on
+    # Spark a range is one tree, but with a limit its records are told apart, so the poison's
+    # failure replays the poison alone and its range's other records complete.
+    assert set(passed.values()) == {1}
 
     dead = result.tuples("dead")
     assert len(dead) == 1
@@ -107,6 +100,25 @@ def test_a_poison_tuple_is_dead_lettered_after_exactly_n_attempts(runner):
     assert "dead_lettered=1" in stats["numbers"].line()
     poison_errors = [e for e in result.errors if "cannot handle" in str(e.error)]
     assert len(poison_errors) == retries + 1, "one error per attempt"
+
+
+@pytest.mark.runners("local", "spark")
+def test_with_no_retries_the_poison_is_dead_after_its_one_attempt(runner):
+    # On Spark the poison's first attempt is inside its range; its failure names it, so with
+    # no retries it goes to the dead-letter stream at once and its neighbours are not replayed.
+    data = {"1": [["1", i] for i in range(1000, 1400)]}
+    b = TopologyBuilder()
+    b.set_spout("numbers", MemorySource(data, Fields("p", "i"), records_per_range=RANGE))
+    b.set_bolt("flaky", Flaky()).shuffle_grouping("numbers")
+    b.set_bolt("dead", DeadLetters()).shuffle_grouping("numbers", DEAD_LETTER)
+    conf = {"squall.retry.max.retries": 0, MAX_TUPLES: 1000}
+    result = complete_topology(b.create_topology(), conf, runner=runner, max_time_ms=120_000)
+    passed = Counter((p, i) for p, i in result.tuples("flaky"))
+    assert passed == Counter({("1", i): 1 for i in range(1000, 1400) if ("1", i) != POISON})
+    (dead,) = result.tuples("dead")
+    record = dict(zip(DEAD_LETTER_FIELDS, dead, strict=True))
+    assert record["offset"] == POISON[1] - 1000 and record["attempts"] == 1
+    assert record["values"] == list(POISON)
 
 
 # ---- user spouts: backoff on the runner's clock, per-spout limits ------------------------------
@@ -221,7 +233,7 @@ def test_errors_are_logged_rate_limited_and_counted_in_the_summary(runner, caplo
         result = complete_topology(b.create_topology(), conf, runner=runner,
                                    max_time_ms=120_000)
     errors = [e for e in result.errors if e.component == "broken"]
-    # Each record twice (on Spark the first time as part of its range, then alone).
+    # Each record twice: once, then once more as its one retry.
     assert len(errors) == 600
     assert result.stats["numbers"].dead_lettered == 300
     assert "  broken KeyError: 600" in RunResult(result.stats, result.errors).summary()

@@ -21,6 +21,14 @@ from squall import (
     Values,
 )
 from squall.reliability import AckerLedger, Outcome, PendingMap
+from squall.reliability.acker import (
+    MAX_INDEXED,
+    base_root,
+    plain_root,
+    range_root,
+    record_index,
+    record_root,
+)
 from squall.testing import FixedTupleSpout, complete_topology, current_clock, simulated_time
 from squall.topology.tuple import Tuple
 
@@ -128,11 +136,42 @@ def test_ledger_snapshot_restore_round_trip():
     ledger.init(2, 0b11, 4, now_ms=20)
     ledger.ack(2, 0b01, now_ms=25)
     snap = ledger.snapshot()
-    assert snap == {1: (0b101, 3, False, 10), 2: (0b10, 4, False, 20)}
+    assert snap == {1: (0b101, 3, False, 10, None), 2: (0b10, 4, False, 20, None)}
     again = AckerLedger.restore(snap, memory_ms=123)
     assert again.memory_ms == 123 and sorted(again.pending_roots()) == [1, 2]
     assert again.ack(2, 0b10, now_ms=60) == Outcome("ack", 2, 4, 40)
     assert again.ack(1, 0b101, now_ms=70) == Outcome("ack", 1, 3, 60)
+
+
+def test_ledger_restores_snapshots_written_before_record_roots():
+    again = AckerLedger.restore({1: (0b1, 3, False, 10)}, memory_ms=100)
+    assert again.ack(1, 0b1, now_ms=20) == Outcome("ack", 1, 3, 10)
+
+
+def test_a_range_tree_fails_naming_its_records_once_the_rest_completes():
+    # A range of three records, edges 1, 2, 4; records 0 and 2 fail, record 1 is acked.
+    root = range_root(0x1234_5678_9ABC_DEF0)
+    assert record_index(root) is None and base_root(root) == root
+    ledger = AckerLedger(memory_ms=1_000)
+    assert ledger.apply(root, 0b111, now_ms=0, spout_task=5) is None
+    assert ledger.apply(root, 0b001, now_ms=1, failed_records=[0]) is None
+    # The failed records' state survives a snapshot, as the rest of the entry.
+    ledger = AckerLedger.restore(ledger.snapshot(), memory_ms=1_000)
+    assert ledger.apply(root, 0b100, now_ms=2, failed_records=[2]) is None
+    done = ledger.apply(root, 0b010, now_ms=3)
+    assert done == Outcome("fail", root, 5, 3, records=(0, 2))
+    assert ledger.ack(root, 0b1, now_ms=4).kind == "late"
+    # A failure that names no record fails the whole tree at once, as in Storm.
+    other = range_root(0x0FED_CBA9_8765_4321)
+    ledger.apply(other, 0b11, now_ms=0, spout_task=5)
+    assert ledger.apply(other, 0, now_ms=1, failed=True).records is None
+
+
+def test_record_roots_past_the_index_space_are_the_range_itself():
+    root = range_root(2**64 - 1)
+    assert record_index(record_root(root, MAX_INDEXED)) == MAX_INDEXED
+    assert record_root(root, MAX_INDEXED + 1) == root
+    assert plain_root(2**64 - 1) < 2**63 and record_index(plain_root(2**64 - 1)) is None
 
 
 # ---- PendingMap ----------------------------------------------------------------------------

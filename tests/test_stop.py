@@ -8,6 +8,7 @@ record once in the output, every key's running counts 1..n.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -15,13 +16,18 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from squall import Fields, TopologyBuilder
 from squall.cli.control import request
+from squall.cli.run import _rebalance
 from squall.cli.rundir import lookup
 from squall.connectors import read_jsonl
+from squall.errors import SquallError
+from squall.testing import FixedTupleSpout
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = "tests/stop_topology.py:build"
@@ -57,6 +63,17 @@ def _start(tmp: Path, runner: str, *extra: str, bounded: bool = True,
         stderr=open(tmp / f"stderr-{n}", "w"))  # noqa: SIM115
     proc.stderr_path = tmp / f"stderr-{n}"  # type: ignore[attr-defined]
     return proc
+
+
+@contextlib.contextmanager
+def _reaped(proc: subprocess.Popen) -> Iterator[subprocess.Popen]:
+    """Kill the run if the test ends before it does."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def _finish(proc: subprocess.Popen, timeout_s: float = 120) -> str:
@@ -185,7 +202,7 @@ def test_a_stop_timeout_with_work_in_flight_exits_with_the_signal_status(tmp_pat
 def test_list_deactivate_activate_and_kill(runner, tmp_path):
     total = _input(tmp_path, files=60)
     proc = _start(tmp_path, runner, bounded=False)
-    try:
+    with _reaped(proc):
         _started(tmp_path, proc)
         listed = _squall(tmp_path, "list")
         assert listed.returncode == 0, listed.stderr
@@ -231,10 +248,57 @@ def test_list_deactivate_activate_and_kill(runner, tmp_path):
         missing = _squall(tmp_path, "kill", "stoptest")
         assert missing.returncode == 1 and "no running topology named 'stoptest'" in (
             missing.stderr)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+
+
+@pytest.mark.runners(spark_session=False)
+def test_rebalance_restarts_on_the_checkpoint_with_the_new_parallelism(runner, tmp_path):
+    total = _input(tmp_path)
+    proc = _start(tmp_path, runner, "-c", "stop.test.sleep.ms=20",
+                  "-c", "squall.spark.batch.max.tuples=60")
+    with _reaped(proc):
+        _started(tmp_path, proc)
+        # Refused before anything stops, with what to do; the run goes on.
+        spout = _squall(tmp_path, "rebalance", "stoptest", "-n", "src=3")
+        assert spout.returncode == 1
+        assert "parallelism of 'src' changed from 2 to 3, but a spout's tasks own" in (
+            spout.stderr)
+        unknown = _squall(tmp_path, "rebalance", "stoptest", "-n", "cuont=3")
+        assert unknown.returncode == 1
+        assert "no component 'cuont'; the topology has 'count', 'out', 'slow', 'src'" in (
+            unknown.stderr)
+        same = _squall(tmp_path, "rebalance", "stoptest", "-n", "count=2")
+        assert same.returncode == 1 and "'count' has 2 tasks already" in same.stderr
+        bad = _squall(tmp_path, "rebalance", "stoptest", "-n", "count=0")
+        assert bad.returncode == 2 and "-n takes COMPONENT=N" in bad.stderr
+        assert _status(tmp_path) == "active"
+
+        done = _squall(tmp_path, "rebalance", "stoptest", "-n", "count=3", "-e", "out=1",
+                       "--wait", "120")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == ("squall rebalance: stoptest: stopping to start again "
+                                       "with count 2 -> 3, out 2 -> 1 tasks")
+        err = _finish(proc, 300)
+    assert proc.returncode == 0, err[-3000:]
+    _no_traceback(err)
+    before, after = err.split("squall: rebalancing 'stoptest' (count 2 -> 3, out 2 -> 1 tasks): "
+                              f"starting again on checkpoint {tmp_path / 'ckpt'}")
+    assert "count            bolt  x2" in before and "out              bolt  x2" in before
+    summary = after.split("squall: summary")[1]
+    assert "count            bolt  x3" in summary and "out              bolt  x1" in summary
+    # The state was redistributed and the input resumed where the stop left it: every record
+    # once, every key's running count 1..n.
+    _check_exact(tmp_path, total)
+
+
+def test_a_rebalance_needs_a_checkpoint():
+    # The check the control endpoint runs before it stops anything.
+    topology = TopologyBuilder()
+    topology.set_spout("words", FixedTupleSpout([["a"]], Fields("word")))
+    stopped = []
+    with pytest.raises(SquallError, match="Start it with --checkpoint DIR to rebalance it"):
+        _rebalance(topology.create_topology(), {}, None, {"words": 2}, {},
+                   lambda: stopped.append(1))
+    assert stopped == []
 
 
 def test_the_control_endpoint_wants_the_runs_token_and_listens_on_loopback(tmp_path):
@@ -277,14 +341,10 @@ def test_submit_forwards_sigterm_to_the_driver_as_a_graceful_stop(tmp_path):
         cwd=ROOT, env=_env(tmp_path), stdout=open(tmp_path / "submit-stdout", "w"),  # noqa: SIM115
         stderr=open(err_path, "w"))  # noqa: SIM115
     proc.stderr_path = err_path  # type: ignore[attr-defined]
-    try:
+    with _reaped(proc):
         _started(tmp_path, proc)
         proc.send_signal(signal.SIGTERM)
         err = _finish(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 0, err[-3000:]
     _no_traceback(err)
     assert "asking 'stoptest' to stop gracefully" in err

@@ -9,6 +9,10 @@ A small HTTP server in the driver, bound to 127.0.0.1 on a free port (another ad
 - `POST /deactivate`, `POST /activate`: Storm's deactivate/activate of the spouts;
 - `POST /kill?wait=SECONDS`: Storm's kill: deactivate the spouts, give the trees in flight up
   to SECONDS to finish (the run's `--stop-timeout` when not given), then stop.
+- `POST /rebalance?set=COMPONENT=N&...&wait=SECONDS`: Storm's rebalance: checked first (the
+  run has a checkpoint, the components exist, the checkpoint can be resumed with the new
+  parallelism), then stopped as by kill and started again on its checkpoint with the new
+  parallelism (`squall.cli.run`).
 
 The server only sets requests on the runner (`Runner.deactivate`, `request_stop`, ...); the
 run's own loop carries them out on its thread.
@@ -28,6 +32,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from squall.cli.rundir import RunEntry
+from squall.cli.target import TargetError, parse_parallelism
 from squall.errors import SquallError
 from squall.protocols import Runner
 
@@ -43,13 +48,16 @@ class ControlServer:
 
     def __init__(self, runner_ref: Callable[[], Runner | None], *, name: str, runner_name: str,
                  checkpoint: str | None, stop_timeout_s: float,
-                 on_kill: Callable[[float], None], host: str = "127.0.0.1") -> None:
+                 on_kill: Callable[[float], None],
+                 on_rebalance: Callable[[dict[str, int], float], str] | None = None,
+                 host: str = "127.0.0.1") -> None:
         self.token = secrets.token_hex(16)
         self.runner_ref = runner_ref
         self.info = {"name": name, "runner": runner_name, "checkpoint": checkpoint}
         self.started = time.monotonic()
         self.stop_timeout_s = stop_timeout_s
         self.on_kill = on_kill
+        self.on_rebalance = on_rebalance
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -107,7 +115,9 @@ class ControlServer:
                 body["status"] = runner.status()
                 body["components"] = [s.line() for s in runner.component_stats().values()]
             return 200, body
-        if method != "POST" or path not in ("/deactivate", "/activate", "/kill"):
+        paths = ("/deactivate", "/activate", "/kill", "/rebalance")
+        if method != "POST" or path not in paths or (
+                path == "/rebalance" and self.on_rebalance is None):
             return 404, {"error": f"no such request: {method} {path}"}
         if runner is None:
             return 409, {"error": "the topology is still starting; try again in a moment"}
@@ -118,10 +128,26 @@ class ControlServer:
                 return 409, {"error": "the topology is stopping; it cannot be activated"}
             runner.activate()
         else:
-            wait = float(query["wait"][0]) if "wait" in query else self.stop_timeout_s
+            try:
+                wait = float(query["wait"][0]) if "wait" in query else self.stop_timeout_s
+            except ValueError:
+                return 400, {"error": f"wait must be a number of seconds, got {query['wait'][0]!r}"}
             if wait < 0:
                 return 400, {"error": f"wait must be >= 0 seconds, got {wait}"}
-            self.on_kill(wait)
+            if path == "/kill":
+                self.on_kill(wait)
+            else:
+                if runner.status() == "stopping":
+                    return 409, {"error": "the topology is already stopping"}
+                try:
+                    changes = parse_parallelism(query.get("set", []), "rebalance")
+                except TargetError as exc:
+                    return 400, {"error": str(exc)}
+                if not changes:
+                    return 400, {"error": "rebalance needs at least one COMPONENT=N"}
+                assert self.on_rebalance is not None  # checked above
+                message = self.on_rebalance(changes, wait)  # raises SquallError: 409
+                return 200, {"status": runner.status(), "message": message}
         return 200, {"status": runner.status()}
 
 

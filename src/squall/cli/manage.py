@@ -1,4 +1,5 @@
-"""`squall list`, `kill`, `deactivate`, `activate`: Storm's lifecycle verbs, for `squall run`.
+"""`squall list`, `kill`, `deactivate`, `activate`, `rebalance`: Storm's lifecycle verbs, for
+`squall run`.
 
 They find a running topology by name in the run directory (`squall.cli.rundir`) and talk to its
 control endpoint (`squall.cli.control`).
@@ -10,9 +11,11 @@ import argparse
 import sys
 import time
 from typing import Any
+from urllib.parse import urlencode
 
 from squall.cli.control import ControlError, request
 from squall.cli.rundir import RunEntry, alive, lookup, running
+from squall.cli.target import TargetError, parse_parallelism
 
 TRANSITION_WAIT_S = 60.0  # a Spark batch being planned finishes first
 
@@ -26,6 +29,15 @@ def add_parsers(verbs: Any) -> None:
     p.add_argument("--wait", type=float, default=None, metavar="SECS",
                    help="how long work in flight may take (default: the run's --stop-timeout)")
     p.set_defaults(func=kill_main)
+    p = verbs.add_parser("rebalance", help="change a running topology's parallelism: stop it "
+                                           "as kill does, then start it again on its checkpoint")
+    p.add_argument("name")
+    p.add_argument("-n", "-e", dest="parallelism", action="append", default=[],
+                   metavar="COMPONENT=N", help="the component's new number of tasks (repeatable)")
+    p.add_argument("--wait", "-w", type=float, default=None, metavar="SECS",
+                   help="how long work in flight may take to finish before the restart "
+                        "(default: the run's --stop-timeout)")
+    p.set_defaults(func=rebalance_main)
     p = verbs.add_parser("deactivate", help="stop pulling a running topology's spouts")
     p.add_argument("name")
     p.set_defaults(func=lambda a: _simple(a, "deactivate"))
@@ -108,4 +120,29 @@ def kill_main(args: argparse.Namespace) -> int:
             return 1
         time.sleep(0.1)
     print(f"squall kill: {entry.name} stopped")
+    return 0
+
+
+def rebalance_main(args: argparse.Namespace) -> int:
+    try:
+        changes = parse_parallelism(args.parallelism, "-n")
+    except TargetError as exc:
+        print(f"squall rebalance: {exc}", file=sys.stderr)
+        return 2
+    if not changes:
+        print("squall rebalance: give at least one -n COMPONENT=N", file=sys.stderr)
+        return 2
+    entry = _find("rebalance", args.name)
+    if entry is None:
+        return 1
+    query = [("set", f"{cid}={n}") for cid, n in changes.items()]
+    if args.wait is not None:
+        query.append(("wait", str(args.wait)))
+    try:
+        answer = request(entry, "POST", f"/rebalance?{urlencode(query)}")
+    except ControlError as exc:
+        print(f"squall rebalance: {exc}", file=sys.stderr)
+        return 1
+    # Storm's rebalance returns once the topology is told; the run restarts itself.
+    print(f"squall rebalance: {entry.name}: {answer['message']}")
     return 0

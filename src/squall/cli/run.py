@@ -2,7 +2,10 @@
 
 While it runs, the topology is registered in the run directory (`squall.cli.rundir`) under its
 `--name`, with a control endpoint on loopback (`squall.cli.control`) that `squall list`, `kill`,
-`deactivate` and `activate` use. SIGINT/SIGTERM stop it gracefully (`squall.cli.stopping`).
+`deactivate`, `activate` and `rebalance` use. SIGINT/SIGTERM stop it gracefully
+(`squall.cli.stopping`). A rebalance stops the run as a kill does, then starts it again in this
+process on its checkpoint with the new parallelism (the checkpoint carries state, source positions
+and pending trees over, `squall.task.reshape`); `--duration` counts from the first start.
 
 Exit status: 0 when the run ended (input done, `--duration` over) or a requested stop finished
 every tree in flight; 1 on an error, or when a `squall kill` stop reached its deadline with work
@@ -19,15 +22,26 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from squall.cli.control import ControlServer
 from squall.cli.rundir import RunDirError, RunEntry, check_name, register, unregister
 from squall.cli.stopping import DEFAULT_STOP_TIMEOUT_S, SignalStop, route_spark_output
-from squall.cli.target import TargetError, load_target, merge_conf, parse_overrides, split_target
-from squall.errors import SquallError
+from squall.cli.target import (
+    TargetError,
+    load_target,
+    merge_conf,
+    parse_overrides,
+    parse_parallelism,
+    split_target,
+)
+from squall.errors import InvalidTopologyError, SquallError
 from squall.protocols import Runner
 from squall.runners import DEFAULT_RUNNER, RUNNERS, make_runner
+from squall.state.providers import DURABLE
+from squall.task.reshape import compare, shape
+from squall.topology.description import Topology
 
 
 def add_parser(verbs: Any) -> None:
@@ -46,6 +60,9 @@ def add_parser(verbs: Any) -> None:
                    help="stop after this many seconds")
     p.add_argument("--progress-every", type=float, default=1.0, metavar="SECONDS",
                    help="how often to print progress (0 disables)")
+    p.add_argument("--parallelism", "-p", action="append", default=[], metavar="COMPONENT=N",
+                   help="run COMPONENT with N tasks instead of its parallelism hint "
+                        "(repeatable); on a checkpoint, a rescale (see `squall rebalance`)")
     p.add_argument("--name", default=None,
                    help="the name `squall list`/`kill`/`deactivate`/`activate` know this run by "
                         "(default: TARGET's attribute); one running topology per name")
@@ -73,9 +90,10 @@ def main(args: argparse.Namespace) -> int:
     try:
         topology, conf = load_target(args.target)
         conf = merge_conf(conf, parse_overrides(args.conf))
+        topology = topology.with_parallelism(parse_parallelism(args.parallelism))
         name = args.name or split_target(args.target)[1]
         check_name(name)
-    except (TargetError, RunDirError) as exc:
+    except (TargetError, RunDirError, InvalidTopologyError) as exc:
         print(f"squall run: {exc}", file=sys.stderr)
         return 2
     if args.runner != "spark" and args.master:
@@ -91,12 +109,20 @@ def main(args: argparse.Namespace) -> int:
     signals.install()  # before Spark starts: a stop asked for meanwhile is kept for later
     holder: list[Runner] = []
 
+    rebalance: dict[str, int] = {}  # set by a rebalance request: the next start's changes
+    current = [topology]
+
     def kill(wait_s: float) -> None:
         holder[0].request_stop(wait_s)
 
+    def on_rebalance(changes: dict[str, int], wait_s: float) -> str:
+        return _rebalance(current[0], conf, args.checkpoint, changes, rebalance,
+                          lambda: kill(wait_s))
+
     server = ControlServer(lambda: holder[0] if holder else None, name=name,
                            runner_name=args.runner, checkpoint=args.checkpoint,
-                           stop_timeout_s=args.stop_timeout, on_kill=kill)
+                           stop_timeout_s=args.stop_timeout, on_kill=kill,
+                           on_rebalance=on_rebalance)
     log_path = None
     if args.runner == "spark":
         log_path = str(route_spark_output(name))
@@ -113,18 +139,37 @@ def main(args: argparse.Namespace) -> int:
         print(f"squall run: {exc}", file=sys.stderr)
         return 2
     server.start()
+    progress = _Progress() if args.progress_every > 0 else None
+    ran_ms = 0
     try:
-        runner = make_runner(topology, conf, runner=args.runner,
-                             **({"master": args.master} if args.runner == "spark" else {}),
-                             checkpoint_location=args.checkpoint)
-        holder.append(runner)
-        signals.attach(runner)
-        result = runner.run(
-            duration_ms=None if args.duration is None else int(args.duration * 1000),
-            until_complete=True,
-            on_progress=_Progress() if args.progress_every > 0 else None,
-            progress_every_ms=int(args.progress_every * 1000) or 1000,
-        )
+        while True:
+            runner = make_runner(current[0], conf, runner=args.runner,
+                                 **({"master": args.master} if args.runner == "spark" else {}),
+                                 checkpoint_location=args.checkpoint)
+            holder[:] = [runner]
+            signals.attach(runner)
+            duration_ms = None
+            if args.duration is not None:  # the time run so far counts, across rebalances
+                duration_ms = max(0, int(args.duration * 1000) - ran_ms)
+            began = time.monotonic()
+            result = runner.run(
+                duration_ms=duration_ms,
+                until_complete=True,
+                on_progress=progress,
+                progress_every_ms=int(args.progress_every * 1000) or 1000,
+            )
+            ran_ms += int((time.monotonic() - began) * 1000)
+            if not rebalance or signals.signum is not None or runner.stopped() is None:
+                break
+            holder.clear()  # requests wait for the next start ("starting")
+            print(result.summary(), file=sys.stderr)
+            before = current[0]
+            current[0] = before.with_parallelism(rebalance)
+            moves = ", ".join(f"{cid} {len(before.component_tasks(cid))} -> {n}"
+                              for cid, n in sorted(rebalance.items()))
+            rebalance.clear()
+            print(f"squall: rebalancing {name!r} ({moves} tasks): starting again on "
+                  f"checkpoint {args.checkpoint}", file=sys.stderr, flush=True)
     except SquallError as exc:
         print(f"squall run: {exc}", file=sys.stderr)
         return 1
@@ -141,6 +186,29 @@ def main(args: argparse.Namespace) -> int:
     print("squall: summary", file=sys.stderr)
     print(result.summary(), file=sys.stderr)
     return _stop_status(runner.stopped(), signals.signum)
+
+
+def _rebalance(topology: Topology, conf: dict[str, Any], checkpoint: str | None,
+               changes: dict[str, int], pending: dict[str, int],
+               stop: Callable[[], None]) -> str:
+    """Check a rebalance request against the running topology, then stop the run for its
+    restart; the answer for `squall rebalance`. Refusals raise `SquallError` (the run goes on)."""
+    if checkpoint is None:
+        raise SquallError("rebalance starts the topology again on its checkpoint, and this run "
+                          "has none: its state and source positions would be lost. Start it "
+                          "with --checkpoint DIR to rebalance it")
+    if pending:
+        raise SquallError("a rebalance is already under way")
+    new = topology.with_parallelism(changes)
+    reshape = compare(shape(topology), new)
+    if not reshape.resized:
+        raise SquallError("nothing to change: " + ", ".join(
+            f"{cid!r} has {n} tasks already" for cid, n in sorted(changes.items())))
+    reshape.check(checkpoint, conf, DURABLE)  # RescaleError: refused, the run goes on
+    pending.update(changes)
+    stop()
+    return ("stopping to start again with " + ", ".join(
+        f"{cid} {old} -> {n}" for cid, (old, n) in sorted(reshape.resized.items())) + " tasks")
 
 
 def _stop_status(stopped: str | None, signum: int | None) -> int:

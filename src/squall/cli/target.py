@@ -96,3 +96,23 @@ def merge_conf(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[st
     merged = dict(base)
     merged.update(overrides)
     return merged
+
+
+def parse_parallelism(pairs: list[str], flag: str = "--parallelism") -> dict[str, int]:
+    """`COMPONENT=N` pairs (a later pair for the same component wins).
+
+    >>> parse_parallelism(["count=3", "split=2", "count=4"])
+    {'count': 4, 'split': 2}
+    >>> parse_parallelism(["count=0"], "-n")
+    Traceback (most recent call last):
+    ...
+    squall.cli.target.TargetError: -n takes COMPONENT=N with N a whole number >= 1, got 'count=0'
+    """
+    out: dict[str, int] = {}
+    for pair in pairs:
+        cid, sep, raw = pair.partition("=")
+        if not sep or not cid or not raw.isdigit() or int(raw) < 1:
+            raise TargetError(f"{flag} takes COMPONENT=N with N a whole number >= 1, "
+                              f"got {pair!r}")
+        out[cid] = int(raw)
+    return out

@@ -10,7 +10,8 @@ records go:
   input partition, read on an executor, and one tuple tree: its records are emitted anchored to the
   range's root, so the range is acked when every record's tree has completed and, when any record
   fails or times out, replayed whole from the same offsets (at-least-once; the records that had
-  succeeded are delivered again, as with Trident's batches). `topology.max.spout.pending` counts
+  succeeded are delivered again, as with Trident's batches; under a retry limit only the records
+  that failed, squall.reliability.acker's record roots). `topology.max.spout.pending` counts
   ranges there. Ranges are written under the checkpoint location before Spark plans the batch, so
   a batch replayed after a crash reads exactly the same offsets.
 

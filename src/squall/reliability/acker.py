@@ -11,9 +11,26 @@ tuple of the tree was acked.
 >>> ledger.ack(7, 0b1000, now_ms=120)                          # first acked, anchors nothing
 >>> ledger.ack(7, 0b0010 ^ 0b0100, now_ms=130)                 # second acked, anchors edge 0b0100
 >>> ledger.ack(7, 0b0100, now_ms=150)                          # the child is acked: tree complete
-Outcome(kind='ack', root=7, spout_task=1, latency_ms=50, error=None)
+Outcome(kind='ack', root=7, spout_task=1, latency_ms=50, error=None, records=None)
 >>> ledger.ack(7, 0b0100, now_ms=160)                          # the root is gone: unknown
-Outcome(kind='unknown', root=7, spout_task=-1, latency_ms=0, error=None)
+Outcome(kind='unknown', root=7, spout_task=-1, latency_ms=0, error=None, records=None)
+
+A root with the top bit set stands for one record of a range tree (`record_root`): a Spark range
+is one tree for all its records, and with a retry limit its records' tuples are anchored to such
+roots, so a failure names the record. The ledger folds them into the range's root for the XOR and
+keeps the failed records' indices: the tree completes once everything else is acked, and the
+outcome says which records failed (`Outcome.records`), as one tree per record would.
+
+>>> r = range_root(0xfeed_beef_1234_5678)
+>>> one = record_root(r, 3)
+>>> base_root(one) == r and record_index(one) == 3, record_index(r)
+(True, None)
+>>> ledger = AckerLedger()
+>>> ledger.apply(r, 0b11, now_ms=0, spout_task=1)                    # a range of two records
+>>> ledger.apply(r, 0b01, now_ms=5, failed_records=(1,))             # record 1's tuple fails
+>>> done = ledger.apply(r, 0b10, now_ms=9)                           # record 0's tuple is acked
+>>> done.kind, done.records
+('fail', (1,))
 
 Differences from Storm, on purpose: an ack for a root the ledger never saw, or saw complete, is
 reported (`unknown`) rather than left to create an orphan entry that expires silently; acks that
@@ -23,29 +40,66 @@ arrive for a tree that already failed or timed out are recognised (`late`) and d
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
 from typing import NamedTuple
+
+RECORD_FLAG = 1 << 63  # set on record roots and on the range roots they fold into
+INDEX_BITS = 20  # a record root's index (plus one) in its low bits; 0: the range itself
+_INDEX_MASK = (1 << INDEX_BITS) - 1
+MAX_INDEXED = _INDEX_MASK - 1  # records past this index of a range are not told apart
+
+
+def plain_root(bits: int) -> int:
+    """A root id of an ordinary tree, from 64 random bits: the top bit clear."""
+    return bits & ~RECORD_FLAG
+
+
+def range_root(bits: int) -> int:
+    """The root of a range tree whose records are told apart, from 64 random bits."""
+    return (bits | RECORD_FLAG) & ~_INDEX_MASK
+
+
+def record_root(root: int, index: int) -> int:
+    """The root the tuples of a range's `index`-th record are anchored to (the range's own
+    root past `MAX_INDEXED`, where a failure can only fail the whole range)."""
+    return root | (index + 1) if index <= MAX_INDEXED else root
+
+
+def base_root(root: int) -> int:
+    """The tree a root belongs to: a record root's range, any other root itself."""
+    return root & ~_INDEX_MASK if root & RECORD_FLAG else root
+
+
+def record_index(root: int) -> int | None:
+    """The record a record root stands for; None for any other root."""
+    if not root & RECORD_FLAG or not root & _INDEX_MASK:
+        return None
+    return (root & _INDEX_MASK) - 1
 
 
 class Outcome(NamedTuple):
     """What the ledger decided for a root: `ack`, `fail`, `reset`, `late` or `unknown`.
 
     A runner may add to a `fail` the `(kind, text)` of the error that failed the tree, for the
-    dead-letter stream (squall.reliability.retries)."""
+    dead-letter stream (squall.reliability.retries). `records`: for a range tree whose records
+    are told apart, the indices of the records whose tuples failed; the others completed."""
 
     kind: str
     root: int
     spout_task: int
     latency_ms: int
     error: tuple[str, str] | None = None
+    records: tuple[int, ...] | None = None
 
 
 class _Entry:
-    __slots__ = ("failed", "spout_task", "start_ms", "val")
+    __slots__ = ("failed", "records", "spout_task", "start_ms", "val")
 
     def __init__(self, start_ms: int) -> None:
         self.val = 0
         self.spout_task = -1
         self.failed = False
+        self.records: set[int] | None = None  # failed records of a range (`record_root`)
         self.start_ms = start_ms
 
 
@@ -111,11 +165,14 @@ class AckerLedger:
         spout_task: int | None = None,
         failed: bool = False,
         start_ms: int | None = None,
+        failed_records: Iterable[int] = (),
     ) -> Outcome | None:
         """Apply many messages for `root` at once: their XOR, an init's task, any fail.
 
         A runner that aggregates a micro-batch's ack messages per root (a distributed `bit_xor`)
         feeds the result here; the outcome equals applying the messages one by one.
+        `failed_records`: records of a range tree that failed (their XOR still counts); the
+        tree then fails when the rest of it completes, naming them.
         """
         entry = self._pending.get(root)
         if entry is None:
@@ -130,6 +187,10 @@ class AckerLedger:
                 entry.start_ms = start_ms  # latency counts from the spout's emit
         if failed:
             entry.failed = True
+        for index in failed_records:
+            if entry.records is None:
+                entry.records = set()
+            entry.records.add(index)
         return self._settle(root, entry, now_ms)
 
     def forget(self, root: int, now_ms: int) -> None:
@@ -137,16 +198,20 @@ class AckerLedger:
         self._pending.pop(root, None)
         self._remember_gone(root, now_ms)
 
-    def snapshot(self) -> dict[int, tuple[int, int, bool, int]]:
+    def snapshot(self) -> dict[int, tuple]:
         """The pending entries as plain data, to persist between runs or micro-batches."""
-        return {r: (e.val, e.spout_task, e.failed, e.start_ms) for r, e in self._pending.items()}
+        return {r: (e.val, e.spout_task, e.failed, e.start_ms,
+                    None if e.records is None else sorted(e.records))
+                for r, e in self._pending.items()}
 
     @classmethod
-    def restore(cls, snap: dict[int, tuple[int, int, bool, int]], memory_ms: int) -> AckerLedger:
+    def restore(cls, snap: dict[int, tuple], memory_ms: int) -> AckerLedger:
         ledger = cls(memory_ms)
-        for root, (val, task, failed, start) in snap.items():
+        for root, (val, task, failed, start, *rest) in snap.items():
             e = ledger._pending[root] = _Entry(start)
             e.val, e.spout_task, e.failed = val, task, failed
+            if rest and rest[0] is not None:  # snapshots since record roots exist
+                e.records = set(rest[0])
         return ledger
 
     def _settle(self, root: int, entry: _Entry, now_ms: int) -> Outcome | None:
@@ -158,6 +223,10 @@ class AckerLedger:
             return Outcome("fail", root, entry.spout_task, now_ms - entry.start_ms)
         if entry.val == 0:
             del self._pending[root]
+            if entry.records:
+                self._remember_gone(root, now_ms)
+                return Outcome("fail", root, entry.spout_task, now_ms - entry.start_ms,
+                               records=tuple(sorted(entry.records)))
             return Outcome("ack", root, entry.spout_task, now_ms - entry.start_ms)
         return None
 

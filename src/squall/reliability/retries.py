@@ -127,6 +127,12 @@ class Retries:
             heapq.heappush(self._waiting, (due, self._order, msg_id))
         return due
 
+    def carry(self, msg_id: Any, failures: int) -> None:
+        """`msg_id` has failed `failures` times already (a split range's record continues its
+        range's count), without scheduling a replay."""
+        if failures:
+            self._failures[msg_id] = failures
+
     def forget(self, msg_id: Any) -> None:
         """`msg_id` completed: its count starts again should it be emitted anew."""
         with contextlib.suppress(TypeError):

@@ -13,6 +13,7 @@ from typing import Any
 
 from squall.errors import EmitError, ReliabilityError
 from squall.protocols import Host, OutputCollectorLike
+from squall.reliability.acker import RECORD_FLAG
 from squall.task.routing import StreamRoute
 from squall.task.snapshot import current_collector
 from squall.task.surfaces import EmittingTask, TrackingTask
@@ -164,7 +165,7 @@ class SpoutOutputCollector(_Emitter):
                 task.ack_untracked(msg_id)  # ackers = 0: acked at once, as in Storm
             return
         rand = self._rand
-        root = rand()
+        root = rand() & ~RECORD_FLAG  # a plain root (squall.reliability.acker.plain_root)
         edges = [rand() for _ in targets]
         xor = 0
         for edge in edges:
@@ -356,8 +357,17 @@ class OutputCollector(_Emitter):
         if not self._settle(tup, "fail", FAILED):
             return
         self._stats.failed += 1
-        if tup._anchors:
-            for root in tup._anchors:
+        roots = tup._anchors
+        if roots:
+            xor = self._xor
+            if xor is not None:
+                # A host that XORs acks per batch also gets a failed tuple's edges, so a range
+                # tree whose records are told apart completes once the rest of it is acked
+                # (squall.reliability.acker.record_root); any other failed tree fails at once.
+                val = tup._ack_val
+                for root, edge in roots.items():
+                    xor[root] = xor.get(root, 0) ^ edge ^ val
+            for root in roots:
                 self._host_fail(root, self._component)
 
     def reset_timeout(self, tup: Tuple) -> None:

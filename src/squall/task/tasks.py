@@ -214,7 +214,8 @@ class SpoutTask(TaskRuntime):
                 self._call("ack", entry.msg_id)
             else:
                 self.stats.failed += 1
-                self._failed(entry, outcome.error or ("failed", "the tuple was failed"))
+                self._failed(entry, outcome.error or ("failed", "the tuple was failed"),
+                             outcome.records)
         return n
 
     def expire(self, now_ms: int) -> int:
@@ -242,7 +243,10 @@ class SpoutTask(TaskRuntime):
                      if d is not None]
         return min(deadlines) if deadlines else None
 
-    def _failed(self, entry: PendingEntry, error: tuple[str, str]) -> None:
+    def _failed(self, entry: PendingEntry, error: tuple[str, str],
+                records: tuple[int, ...] | None = None) -> None:
+        """`records`: for a range whose records were told apart, the ones that failed (the
+        others completed and are not replayed)."""
         msg_id = entry.msg_id
         retries = self.retries
         if not (retries.policy.limited or retries.policy.delays):
@@ -252,8 +256,9 @@ class SpoutTask(TaskRuntime):
         source = self.spout if isinstance(self.spout, PartitionedSource) else None
         if (source is not None and isinstance(msg_id, Range)
                 and not isinstance(msg_id, RecordRange) and retries.policy.limited):
-            # A Spark range is one tree for all its records: which one failed is unknown, so
-            # its records are replayed as ranges of one record each, continuing the count.
+            # A Spark range is one tree for all its records. Its records that failed (all of
+            # them when that is unknown: a timeout) are replayed as ranges of one record each,
+            # continuing the range's count.
             parts = source.split(msg_id)
             failures = retries.attempts(msg_id)
             if parts is None:
@@ -263,8 +268,20 @@ class SpoutTask(TaskRuntime):
                     self._call("fail", msg_id)
                 return
             retries.forget(msg_id)
-            for part in parts:
-                if retries.schedule(part, failures + 1, now) <= now:
+            if records is None:
+                # Which records failed is unknown: each is replayed alone to find out, the
+                # range's attempt counted but never its last.
+                for part in parts:
+                    if retries.schedule(part, failures + 1, now) <= now:
+                        self._call("fail", part)
+                return
+            for part in (parts[i] for i in records if i < len(parts)):
+                retries.carry(part, failures)  # the range's count so far, then this failure
+                due = retries.failed(part, now)
+                if due is None:
+                    self._dead_letter(PendingEntry(part, entry.stream, now), error,
+                                      retries.last_dead_attempts, now, source)
+                elif due <= now:
                     self._call("fail", part)
             return
         due = retries.failed(msg_id, now)

@@ -7,6 +7,7 @@ description pickles, which is how the Spark runner ships it to executors.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -14,6 +15,7 @@ from typing import Any, Literal
 
 import cloudpickle
 
+from squall.errors import InvalidTopologyError
 from squall.topology.declarer import StreamSpec
 from squall.topology.groupings import Grouping
 
@@ -108,6 +110,35 @@ class Topology:
             for sub in spec.inputs
             if sub.component == component_id and sub.stream == stream
         ]
+
+    def with_parallelism(self, changes: Mapping[str, int]) -> Topology:
+        """This topology with other numbers of tasks for some components (a rebalance):
+        parallelism and tasks both become the new number, since a squall task is executed by
+        one executor of its own.
+
+        >>> from squall import TopologyBuilder, Fields
+        >>> from squall.testing import FixedTupleSpout
+        >>> b = TopologyBuilder()
+        >>> _ = b.set_spout("words", FixedTupleSpout([["a"]], Fields("word")))
+        >>> b.create_topology().with_parallelism({"words": 3})
+        Topology(words[spout x3])
+        >>> b.create_topology().with_parallelism({"wrds": 3})
+        Traceback (most recent call last):
+        ...
+        squall.errors.InvalidTopologyError: no component 'wrds'; the topology has 'words'
+        """
+        for cid, n in changes.items():
+            if cid not in self._components:
+                known = ", ".join(repr(c) for c in self._components)
+                raise InvalidTopologyError(f"no component {cid!r}; "
+                                           f"the topology has {known}")
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise InvalidTopologyError(
+                    f"parallelism of {cid!r} must be a whole number >= 1, got {n!r}")
+        return Topology({cid: dataclasses.replace(spec, parallelism=changes[cid],
+                                                  num_tasks=changes[cid])
+                         if cid in changes else spec
+                         for cid, spec in self._components.items()})
 
     def __repr__(self) -> str:
         parts = ", ".join(f"{cid}[{s.kind} x{s.num_tasks}]" for cid, s in self._components.items())

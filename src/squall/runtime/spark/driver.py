@@ -27,7 +27,7 @@ from squall.atomic_files import latest_snapshot, read_or_none, snapshot_path, wr
 from squall.components.windowed import check_window_limits
 from squall.errors import InvalidTopologyError, ReliabilityError, SquallError
 from squall.protocols import Progress
-from squall.reliability.acker import AckerLedger, Outcome
+from squall.reliability.acker import RECORD_FLAG, AckerLedger, Outcome, base_root, record_index
 from squall.results import ComponentStats, ErrorLog, ErrorRecord, RunResult, aggregate_stats
 from squall.runtime.clock import wall_ms
 from squall.runtime.lifecycle import ACTIVE, STOPPING, Controls, Lifecycle
@@ -131,6 +131,7 @@ class SparkRunner(Controls):
         self.captures: dict[int, list[tuple[tuple[int, int], str, list[Any]]]] = {}
         self.bolt_stats: dict[int, dict[str, int]] = {}
         self.outcomes: list[tuple] = []  # the batch being applied's, for the spouts
+        self.record_errors: dict[int, tuple[str, str]] = {}  # range root -> its records' error
         self.settlement = Settlement(self._deliver, self._report_unknown)
         self.query: Any = None  # set by drive_query
         self.elapsed_ms = 0
@@ -250,7 +251,8 @@ class SparkRunner(Controls):
 
     def _apply(self, rows: BatchRows, batch_id: int) -> None:
         now = wall_ms()
-        agg: dict[int, list] = {}  # root -> [xor, spout task or None, failed, start]
+        # root -> [xor, spout task or None, failed, start, failed records]
+        agg: dict[int, list] = {}
         forget: list[int] = []
         resets: list[int] = []
         for ts, items in rows.messages:
@@ -261,11 +263,17 @@ class SparkRunner(Controls):
                 if mkind == row_schema.FAIL and mtask == TIMED_OUT:
                     forget.append(root)
                     continue
+                # A record root names one record of a range tree (squall.reliability.acker).
+                index = record_index(root) if root & RECORD_FLAG else None
+                root = base_root(root)
                 entry = agg.get(root)
                 if entry is None:
-                    entry = agg[root] = [0, None, False, ts]
+                    entry = agg[root] = [0, None, False, ts, []]
                 if mkind == row_schema.FAIL:
-                    entry[2] = True
+                    if index is None:
+                        entry[2] = True
+                    else:
+                        entry[4].append(index)
                 else:
                     entry[0] ^= value
                     if mkind == row_schema.INIT:
@@ -280,6 +288,7 @@ class SparkRunner(Controls):
         add_counters(self.bolt_stats, rows.stats)
         for root in forget:
             self.ledger.forget(root, now)
+            self.record_errors.pop(root, None)
         self.outcomes = []
         for root in resets:
             reset = self.ledger.reset(root, now)
@@ -291,12 +300,18 @@ class SparkRunner(Controls):
         if rows.errors:
             last = rows.errors[-1].error
             error = (type(last).__name__, str(last))
-        for root, (xor, spout_task, failed, start) in agg.items():
+        for root, (xor, spout_task, failed, start, records) in agg.items():
             outcome = self.ledger.apply(root, xor, now, spout_task=spout_task, failed=failed,
-                                        start_ms=start)
+                                        start_ms=start, failed_records=records)
+            if records and error is not None:
+                # A range fails once the rest of it completes, maybe batches later: its error
+                # is the one of the batch its records failed in.
+                self.record_errors[root] = error
             if outcome is not None:
-                if outcome.kind == "fail" and error is not None:
-                    outcome = outcome._replace(error=error)
+                if outcome.kind == "fail":
+                    failed_on = self.record_errors.pop(root, None) or error
+                    if failed_on is not None:
+                        outcome = outcome._replace(error=failed_on)
                 self.settlement.settle(outcome)
         write_outcomes(self.dir, batch_id, self.outcomes)
         commit = {"batch_id": batch_id, "ledger": self.ledger.snapshot()}

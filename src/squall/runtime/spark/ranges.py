@@ -30,6 +30,7 @@ from squall.components.partitioned_source import (
     RecordRange,
 )
 from squall.errors import EmitError
+from squall.reliability.acker import plain_root, range_root, record_index, record_root
 from squall.runtime.gc_pause import gc_paused
 from squall.runtime.spark import row_schema
 from squall.task.tasks import SpoutTask
@@ -114,9 +115,14 @@ def plan_ranges(task: SpoutTask, budget: int, now: int, next_seq: Any) -> list[t
     out = []
     root: int | None
     edge: int | None
+    # With a retry limit a range's records are told apart (squall.reliability.acker), so a
+    # failure replays only the records that failed.
+    per_record = task.retries.policy.limited
     for r in planned:
         if task.tracking:
-            root, edge = task.rand64(), task.rand64()
+            bits, edge = task.rand64(), task.rand64()
+            root = (range_root(bits) if per_record and not isinstance(r, RecordRange)
+                    else plain_root(bits))
             task.track(root, r, source.stream, edge)
         else:
             # No ackers: acked as soon as it is planned, as Storm acks an untracked emit.
@@ -195,12 +201,14 @@ def _read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
     source.component = task.component_id
     source._task_index = task.context.this_task_index
     tracking = part.root is not None
+    range_id = part.root or 0
+    per_record = tracking and record_index(range_id | 1) is not None  # a `range_root`
     rand = random.Random(part.root if tracking else part.seq).getrandbits
     check = task.collector._route
     emitted = transferred = 0
     ack_val = 0
     try:
-        for offset, values in source.read(*part.range):
+        for index, (offset, values) in enumerate(source.read(*part.range)):
             stream = source.stream
             if isinstance(values, MalformedRecord):
                 host.report_error(task.component_id, task.task_id, values, stream)
@@ -219,12 +227,13 @@ def _read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
                 host.rows.report(row_schema.CAPTURE, task=task.task_id, key=0, stream=stream,
                                  payload=list(values), ts=host.ts, seq=host.seq)
             origin = route.origin
+            root = record_root(range_id, index) if per_record else range_id
             for t in targets:
                 anchors = None
                 if tracking:
                     edge = rand(64)
                     ack_val ^= edge
-                    anchors = {part.root: edge}
+                    anchors = {root: edge}
                 host.send(t, _RuntimeTuple(values, origin, anchors, t))
     except Exception as exc:
         # The range could not be read (its store is down, say): drop what this attempt read and

@@ -29,6 +29,7 @@ from squall.atomic_files import (
     write_atomic,
 )
 from squall.errors import BatchRetryError
+from squall.reliability.acker import RECORD_FLAG, base_root
 from squall.runtime.gc_pause import gc_paused
 from squall.runtime.spark import row_schema
 from squall.task.end_of_input import END_OF_INPUT_SRC
@@ -226,14 +227,25 @@ def _run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
                            payload=row_schema.portable_error(exc), ts=host.now, seq=host.seq)
             _finish_task(plan, task, host, out, executed=executed)
             i = j
-    messages = [(row_schema.ACK, -1, root, value) for root, value in host.xor.items()]
-    messages += [(row_schema.FAIL, -1, root, 0) for root in host.fails]
-    messages += [(row_schema.RESET, -1, root, 0) for root in host.resets]
+    messages = _ack_messages(host.xor)
+    messages += [(row_schema.FAIL, -1, root, 0) for root in host.fails]  # records named
+    messages += [(row_schema.RESET, -1, base_root(root), 0) for root in host.resets]
     if messages:
         out.append(row_schema.messages_row(messages, host.now))
     out.rows.extend(host.packets.rows())
     if len(out):
         yield out.to_batch()
+
+
+def _ack_messages(xor: dict[int, int]) -> list[tuple[int, int, int, int]]:
+    """One ACK message per tree: the acks of a range's record roots fold into the range's root
+    (squall.reliability.acker.record_root), so telling records apart adds no ack rows."""
+    folded: dict[int, int] = {}
+    for root, value in xor.items():
+        if root & RECORD_FLAG:
+            root = base_root(root)
+        folded[root] = folded.get(root, 0) ^ value
+    return [(row_schema.ACK, -1, root, value) for root, value in folded.items()]
 
 
 def _run_packet(task: BoltTask, topology: Topology, host: StageHost, src: int, blob: bytes,
