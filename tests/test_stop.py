@@ -137,7 +137,8 @@ def _check_exact(tmp: Path, total: int) -> None:
 
 
 @pytest.mark.runners(spark_session=False)
-def test_sigterm_stops_gracefully_and_a_restart_resumes_exactly(runner, tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_stops_gracefully_and_a_restart_resumes_exactly(runner, signum, tmp_path):
     total = _input(tmp_path)
     # The signal must come mid-run: 20 ms per record, and on Spark micro-batches of at most 60
     # records (a first batch takes the whole input otherwise, and a stop waits for the trees
@@ -145,12 +146,12 @@ def test_sigterm_stops_gracefully_and_a_restart_resumes_exactly(runner, tmp_path
     proc = _start(tmp_path, runner, "-c", "stop.test.sleep.ms=20",
                   "-c", "squall.spark.batch.max.tuples=60")
     _started(tmp_path, proc)
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signum)
     err = _finish(proc)
     assert proc.returncode == 0, err[-3000:]
     _no_traceback(err)
-    assert "SIGTERM received: stopping gracefully" in err
-    assert "stopped on request (SIGTERM): every tuple tree in flight finished" in err
+    assert f"{signum.name} received: stopping gracefully" in err
+    assert f"stopped on request ({signum.name}): every tuple tree in flight finished" in err
     summary = err.split("squall: summary")[1]
     assert "count            bolt  x2" in summary and "errors reported: 0" in summary
     done = len(read_jsonl(tmp_path / "out"))
