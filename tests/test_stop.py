@@ -395,15 +395,15 @@ def test_local_engine_calls_the_spouts_deactivate_and_activate_and_drains_on_sto
     engine = LocalEngine(b.create_topology(), {"topology.max.spout.pending": 5})
     seen: list[tuple[str, int]] = []
 
-    def step(runner):  # called by the run loop (its thread) every 100 ms
-        emitted = runner.component_stats()["numbers"].emitted
-        seen.append((runner.status(), emitted))
+    def step(snapshot):  # called by the run loop (its thread) every 100 ms
+        emitted = snapshot.components["numbers"].emitted
+        seen.append((snapshot.status, emitted))
         if len(seen) == 2:
-            runner.deactivate()
+            engine.deactivate()
         elif len(seen) == 5:
-            runner.activate()
+            engine.activate()
         elif len(seen) == 7:
-            runner.request_stop(timeout_s=60)
+            engine.request_stop(timeout_s=60)
 
     result = engine.run(on_progress=step, progress_every_ms=100)
     spout = engine.spouts[0].spout

@@ -146,13 +146,14 @@ def test_an_idle_stream_starts_no_empty_transactions(runner, opaque, tmp_path, s
         else:
             from squall.runtime.spark.transactional import TransactionalSparkRunner
 
-            def stop_when_idle_again(runner: Any) -> None:
-                if idle_again():
-                    runner.query.stop()
+            tx = TransactionalSparkRunner(b.create_topology(), conf,
+                                          session=session_for(runner),
+                                          checkpoint_location=str(tmp_path / "ckpt"))
 
-            TransactionalSparkRunner(b.create_topology(), conf, session=session_for(runner),
-                                     checkpoint_location=str(tmp_path / "ckpt")
-                                     ).run(on_progress=stop_when_idle_again,
-                                           progress_every_ms=200, max_wait_ms=180_000)
+            def stop_when_idle_again(_snapshot: Any) -> None:
+                if idle_again():
+                    tx.query.stop()
+
+            tx.run(on_progress=stop_when_idle_again, progress_every_ms=200, max_wait_ms=180_000)
         adder.join(1)
     assert batches() == [(1, 5), (2, 5)]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from squall.metrics.snapshot import MetricsSnapshot
 from squall.results import ComponentStats, ErrorRecord, RunResult
 from squall.topology.description import Topology
 
@@ -157,13 +158,13 @@ class MergeAccumulation(Accumulation, Protocol):
 #
 # A runner is built from a topology and its configuration, and `run` executes it, blocking, until
 # its bounded input is processed (`until_complete`), `duration_ms` passes, or the runner's own stop
-# condition; it returns the `RunResult`. While it runs, `on_progress` receives the runner every
-# `progress_every_ms`, and may call `component_stats` (the CLI prints them). `LocalEngine`
+# condition; it returns the `RunResult`. While it runs, `on_progress` receives the runner's
+# `metrics()` (a `MetricsSnapshot`, public and documented) every `progress_every_ms`, and once
+# more when the run ends. `LocalEngine`
 # (`runtime/local`), `SparkRunner` and `TransactionalSparkRunner` (`runtime/spark`) implement it;
 # `squall.runners.make_runner` returns one of them as a `Runner`, which mypy checks structurally.
 
-# What `on_progress` receives is the runner itself (typed loosely: each runner passes `self`).
-Progress = Callable[[Any], None]
+Progress = Callable[[MetricsSnapshot], None]
 
 
 class Runner(Protocol):
@@ -185,6 +186,10 @@ class Runner(Protocol):
 
     def component_stats(self) -> dict[str, ComponentStats]:
         """Every component's counters so far; callable from another thread while running."""
+        ...
+
+    def metrics(self) -> MetricsSnapshot:
+        """Every figure so far (squall.metrics); callable from another thread while running."""
         ...
 
     def result(self) -> RunResult:

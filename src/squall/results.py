@@ -11,7 +11,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from squall.metrics.snapshot import ComponentMetrics, Latency
 from squall.topology.description import Topology
+
+# The counters a snapshot's `ComponentMetrics` takes as they are.
+METRIC_COUNTERS = ("emitted", "transferred", "executed", "acked", "failed", "timed_out", "errors",
+                   "pending", "dead_lettered")
 
 # The per-task counters a component's stats sum (a task reports any subset of them).
 SUMMED = ("emitted", "transferred", "executed", "acked", "failed", "timed_out", "errors",
@@ -60,22 +65,17 @@ class ComponentStats:
             return None
         return self.latency_total_ms / self.latency_count
 
+    def to_metrics(self) -> ComponentMetrics:
+        """These counters as a snapshot's `ComponentMetrics` (squall.metrics)."""
+        out = ComponentMetrics(self.component, self.kind, self.tasks,
+                               **{name: getattr(self, name) for name in METRIC_COUNTERS})
+        if self.kind == "spout" and self.latency_count:
+            mean = self.latency_total_ms / self.latency_count
+            out.complete_latency = Latency(self.latency_count, mean, mean, mean, mean)
+        return out
+
     def line(self) -> str:
-        parts = [f"{self.component:<16} {self.kind:<5} x{self.tasks}", f"emitted={self.emitted}"]
-        if self.kind == "bolt":
-            parts.append(f"executed={self.executed}")
-        parts += [f"acked={self.acked}", f"failed={self.failed}"]
-        if self.kind == "spout":
-            if self.timed_out:
-                parts.append(f"timed_out={self.timed_out}")
-            if self.dead_lettered:
-                parts.append(f"dead_lettered={self.dead_lettered}")
-            lat = self.complete_latency_ms
-            parts.append(f"pending={self.pending}")
-            parts.append("latency=" + ("-" if lat is None else f"{lat:.1f}ms"))
-        if self.errors:
-            parts.append(f"errors={self.errors}")
-        return "  ".join(parts)
+        return self.to_metrics().line()
 
 
 @dataclass

@@ -37,6 +37,7 @@ from squall.cli.target import (
     split_target,
 )
 from squall.errors import InvalidTopologyError, SquallError
+from squall.metrics.snapshot import MetricsSnapshot
 from squall.protocols import Runner
 from squall.runners import DEFAULT_RUNNER, RUNNERS, make_runner
 from squall.state.providers import DURABLE
@@ -74,15 +75,11 @@ def add_parser(verbs: Any) -> None:
 
 
 class _Progress:
-    """Prints every component's counters; elapsed time is wall time, for display only."""
+    """Prints every component's counters, stamped with the run's elapsed time."""
 
-    def __init__(self) -> None:
-        self.started = time.monotonic()
-
-    def __call__(self, runner: Any) -> None:
-        stats = runner.component_stats()
-        seconds = time.monotonic() - self.started
-        lines = [f"[{seconds:7.1f}s]"] + ["  " + s.line() for s in stats.values()]
+    def __call__(self, snapshot: MetricsSnapshot) -> None:
+        lines = [f"[{snapshot.elapsed_ms / 1000:7.1f}s]"]
+        lines += ["  " + c.line() for c in snapshot.components.values()]
         print("\n".join(lines), file=sys.stderr, flush=True)
 
 

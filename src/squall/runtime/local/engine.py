@@ -23,6 +23,7 @@ from squall.runtime.clock import Clock, RealClock
 from squall.runtime.gc_pause import full_collections_deferred
 from squall.runtime.lifecycle import Controls, Lifecycle
 from squall.runtime.local.transactions import LocalTransactions
+from squall.runtime.reporting import Reporting
 from squall.runtime.settlement import OutcomeReceiver, Settlement, deliver_to_spout
 from squall.task.checkpointing import CheckpointSpoutTask, is_stateful_topology
 from squall.task.end_of_input import EndOfInput
@@ -43,7 +44,7 @@ from squall.topology.tuple import Tuple, tick_tuple
 log = logging.getLogger("squall")
 
 
-class LocalEngine(Controls):
+class LocalEngine(Controls, Reporting):
     # As a Host (squall.protocols): tuples go through `send` one by one, acks to the ledger.
     packets: None = None
     ack_xor: None = None
@@ -384,7 +385,7 @@ class LocalEngine(Controls):
                     work += 1  # its acks reach the spouts in the next round
                 work += self._send_ticks(now)
                 if on_progress is not None and now >= next_progress:
-                    on_progress(self)
+                    on_progress(self.metrics())
                     next_progress = now + progress_every_ms
                 if duration_ms is not None and now - start >= duration_ms:
                     break
@@ -431,10 +432,10 @@ class LocalEngine(Controls):
         finally:
             self.stop()
         if on_progress is not None:
-            on_progress(self)
+            on_progress(self.metrics())
         return self.result()
 
-    def component_stats(self) -> dict[str, ComponentStats]:
+    def task_counters(self) -> list[tuple[int, dict[str, int]]]:
         def counters(task: TaskRuntime) -> dict[str, int]:
             out = task.stats.as_dict()
             # Executed tuples are counted where they are sent (see `received`).
@@ -442,8 +443,13 @@ class LocalEngine(Controls):
             out["pending"] = len(task.pending) if isinstance(task, SpoutTask) else 0
             return out
 
-        return aggregate_stats(self.topology,
-                               ((task.task_id, counters(task)) for task in self.tasks.values()))
+        return [(task.task_id, counters(task)) for task in self.tasks.values()]
+
+    def component_stats(self) -> dict[str, ComponentStats]:
+        return aggregate_stats(self.topology, self.task_counters())
+
+    def elapsed_now_ms(self) -> int:
+        return self.now_ms() - self._start_ms  # the runner's clock, as `result`
 
     def result(self) -> RunResult:
         return RunResult(

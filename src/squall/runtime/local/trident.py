@@ -25,6 +25,7 @@ from squall.protocols import Progress
 from squall.results import ComponentStats, ErrorRecord, RunResult
 from squall.runtime.clock import Clock, RealClock
 from squall.runtime.lifecycle import Controls, Lifecycle
+from squall.runtime.reporting import Reporting
 from squall.topology.config import Config
 from squall.topology.description import Topology
 from squall.transactional.progress_store import STORE
@@ -38,7 +39,7 @@ log = logging.getLogger("squall")
 BATCH_INTERVAL = "topology.trident.batch.emit.interval.millis"  # Storm's throttle, default 500
 
 
-class LocalTridentRunner(Controls):
+class LocalTridentRunner(Controls, Reporting):
     """Runs a topology built by `TridentTopology` (see the module documentation)."""
 
     def __init__(self, topology: Topology, conf: Mapping[str, Any] | None = None, *,
@@ -106,6 +107,7 @@ class LocalTridentRunner(Controls):
     def run(self, *, duration_ms: int | None = None, until_complete: bool = True,
             on_progress: Progress | None = None, progress_every_ms: int = 1000) -> RunResult:
         started = time.monotonic()
+        self._began = started
         clock = self.clock
         start = clock.now_ms()
         interval = int(self.conf.get(BATCH_INTERVAL) or 500)
@@ -126,14 +128,15 @@ class LocalTridentRunner(Controls):
                 elif not self.step():
                     clock.sleep_ms(interval)  # nothing came: wait as Storm's throttle does
                 if on_progress is not None and clock.now_ms() >= next_progress:
-                    on_progress(self)
+                    on_progress(self.metrics())
                     next_progress = clock.now_ms() + progress_every_ms
         finally:
             self.executor.close()
             self.coordinator.close()
             self.elapsed_ms = int((time.monotonic() - started) * 1000)
+            self._began = None  # elapsed_now_ms: the run's duration from now on
         if on_progress is not None:
-            on_progress(self)
+            on_progress(self.metrics())
         return self.result()
 
     def component_stats(self) -> dict[str, ComponentStats]:

@@ -26,16 +26,18 @@ import cloudpickle
 from squall.atomic_files import latest_snapshot, read_or_none, snapshot_path, write_atomic
 from squall.components.windowed import check_window_limits
 from squall.errors import InvalidTopologyError, ReliabilityError, SquallError
+from squall.metrics.snapshot import BatchMetrics
 from squall.protocols import Progress
 from squall.reliability.acker import RECORD_FLAG, AckerLedger, Outcome, base_root, record_index
 from squall.results import ComponentStats, ErrorLog, ErrorRecord, RunResult, aggregate_stats
 from squall.runtime.clock import wall_ms
 from squall.runtime.lifecycle import ACTIVE, STOPPING, Controls, Lifecycle
+from squall.runtime.reporting import Reporting
 from squall.runtime.settlement import Settlement
 from squall.runtime.spark import row_schema
 from squall.runtime.spark.batch_rows import BatchRows, add_counters, decode_batch
 from squall.runtime.spark.fingerprint import check_fingerprint
-from squall.runtime.spark.query import drive_query, routing_keys
+from squall.runtime.spark.query import batch_metrics, drive_query, routing_keys
 from squall.runtime.spark.rescale import migrate
 from squall.runtime.spark.session import get_session
 from squall.runtime.spark.shipping import portable
@@ -88,8 +90,10 @@ def _batch_ids(directory: str) -> list[int]:
     return sorted(int(n) for n in names if n.isdigit())
 
 
-class SparkRunner(Controls):
+class SparkRunner(Controls, Reporting):
     """Runs a topology as one Structured Streaming query (see the module doc)."""
+
+    runner_name = "spark"
 
     def __init__(
         self,
@@ -330,6 +334,7 @@ class SparkRunner(Controls):
         max_wait_ms: int | None = None,
     ) -> RunResult:
         started = time.monotonic()
+        self._began = started
 
         def complete() -> bool:
             if until_complete and self.complete():
@@ -344,8 +349,9 @@ class SparkRunner(Controls):
                     progress_every_ms=progress_every_ms)
         self._cleanup()
         self.elapsed_ms = int((time.monotonic() - started) * 1000)
+        self._began = None  # elapsed_now_ms: the run's duration from now on
         if on_progress is not None:
-            on_progress(self)
+            on_progress(self.metrics())
         return self.result()
 
     def restored_bolts(self) -> Iterator[BoltTask]:
@@ -425,11 +431,17 @@ class SparkRunner(Controls):
             return False
         return self._processed(status["seg"]) and len(self.ledger) == 0
 
-    def component_stats(self) -> dict[str, ComponentStats]:
+    def task_counters(self) -> list[tuple[int, dict[str, int]]]:
         status = read_status(self.dir) or {"spouts": {}}
         tasks = list(self.bolt_stats.items())
-        tasks += [(t, s["stats"]) for t, s in status["spouts"].items()]
-        return aggregate_stats(self.topology, tasks)
+        tasks += [(int(t), s["stats"]) for t, s in status["spouts"].items()]
+        return tasks
+
+    def component_stats(self) -> dict[str, ComponentStats]:
+        return aggregate_stats(self.topology, self.task_counters())
+
+    def batch_metrics(self) -> list[BatchMetrics]:
+        return batch_metrics(self.query)
 
     def result(self) -> RunResult:
         return RunResult(self.component_stats(), list(self.errors), self.elapsed_ms,

@@ -7,6 +7,7 @@ the way; `SparkRunner` and `TransactionalSparkRunner` differ only in the source 
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from typing import Any, Protocol
 from pyspark.sql import functions as F
 
 from squall.errors import SquallError
+from squall.metrics.snapshot import BatchMetrics, MetricsSnapshot
 from squall.runtime.lifecycle import Lifecycle
 
 TRIGGER_MS = "squall.spark.trigger.ms"
@@ -37,6 +39,9 @@ class QueryOwner(Protocol):
     def drained(self) -> bool:
         """Nothing is in flight: a requested stop may stop the query now."""
 
+    def metrics(self) -> MetricsSnapshot:
+        """What `on_progress` receives (squall.runtime.reporting)."""
+
 
 def drive_query(
     runner: QueryOwner,
@@ -47,15 +52,15 @@ def drive_query(
     started: float,
     duration_ms: int | None,
     max_wait_ms: int | None,
-    on_progress: Callable[[Any], None] | None,
+    on_progress: Callable[[MetricsSnapshot], None] | None,
     progress_every_ms: int,
 ) -> None:
     """Run the query `source` -> `foreachBatch(batch)` of a runner until `done()`, `duration_ms`
     or `max_wait_ms` (counted from `started`, a `time.monotonic()`), or until a stop the operator
     requested (`runner.lifecycle`) finds the runner `drained()` or is overdue, then stop it.
 
-    `on_progress` receives the runner every `progress_every_ms`. A failed query raises the
-    runner's `failure` if it set one, else a `SquallError` with Spark's reason.
+    `on_progress` receives the runner's `metrics()` every `progress_every_ms`. A failed query
+    raises the runner's `failure` if it set one, else a `SquallError` with Spark's reason.
     """
     reader = runner.spark.readStream.format(source).option("dir", runner.dir).load()
     trigger_ms = int(runner.conf.get(TRIGGER_MS) or 0)
@@ -80,7 +85,7 @@ def drive_query(
                 break  # the query failed: query.exception() below says why
             elapsed = int((time.monotonic() - started) * 1000)
             if on_progress is not None and elapsed >= next_progress:
-                on_progress(runner)
+                on_progress(runner.metrics())
                 next_progress = elapsed + progress_every_ms
             if done():
                 break
@@ -118,3 +123,27 @@ def routing_keys(spark: Any, n: int) -> list[int]:
             return [found[t] for t in range(n)]
         span *= 4
 
+
+
+RECENT_BATCHES = 20  # how many of Spark's recent progress reports a snapshot carries
+
+
+def batch_metrics(query: Any) -> list[BatchMetrics]:
+    """The recent micro-batches as Spark reported them (`StreamingQueryProgress`, what a
+    `StreamingQueryListener` receives): duration, input rows, planning and processing time."""
+    if query is None:
+        return []
+    out = []
+    for progress in list(query.recentProgress)[-RECENT_BATCHES:]:
+        p = json.loads(progress.json) if hasattr(progress, "json") else dict(progress)
+        d = p.get("durationMs") or {}
+        out.append(BatchMetrics(
+            batch_id=int(p.get("batchId", -1)),
+            duration_ms=int(d.get("triggerExecution", 0)),
+            input_rows=int(p.get("numInputRows", 0)),
+            planning_ms=int(d.get("latestOffset", 0)) + int(d.get("getBatch", 0))
+            + int(d.get("queryPlanning", 0)),
+            processing_ms=int(d.get("addBatch", 0)),
+            timestamp=str(p.get("timestamp", "")),
+        ))
+    return out

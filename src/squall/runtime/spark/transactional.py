@@ -50,6 +50,7 @@ from squall.protocols import Progress
 from squall.results import ComponentStats, ErrorLog, ErrorRecord, RunResult, aggregate_stats
 from squall.runtime.clock import wall_ms
 from squall.runtime.lifecycle import Controls, Lifecycle
+from squall.runtime.reporting import Reporting
 from squall.runtime.spark import row_schema
 from squall.runtime.spark.batch_rows import add_counters, decode_batch
 from squall.runtime.spark.fingerprint import check_fingerprint
@@ -141,8 +142,10 @@ def stage_order(topology: Topology) -> list[str]:
     return [c for c in order if not phase[c]] + [c for c in order if phase[c]]
 
 
-class TransactionalSparkRunner(Controls):
+class TransactionalSparkRunner(Controls, Reporting):
     """Runs a transactional topology, one transaction per micro-batch (see the module doc)."""
+
+    runner_name = "spark"
 
     def __init__(self, topology: Topology, conf: Mapping[str, Any] | None = None, *,
                  master: str | None = None, checkpoint_location: str | None = None,
@@ -302,14 +305,16 @@ class TransactionalSparkRunner(Controls):
             on_progress: Progress | None = None, progress_every_ms: int = 1000,
             max_wait_ms: int | None = None) -> RunResult:
         started = time.monotonic()
+        self._began = started
         self.exhausted = partitions_exhausted(self.spout, self.store, self.core.curr - 1)
         drive_query(self, TransactionalSource.name(), self._batch,
                     done=lambda: until_complete and self.exhausted, started=started,
                     duration_ms=duration_ms, max_wait_ms=max_wait_ms, on_progress=on_progress,
                     progress_every_ms=progress_every_ms)
         self.elapsed_ms = int((time.monotonic() - started) * 1000)
+        self._began = None  # elapsed_now_ms: the run's duration from now on
         if on_progress is not None:
-            on_progress(self)
+            on_progress(self.metrics())
         return self.result()
 
     def component_stats(self) -> dict[str, ComponentStats]:

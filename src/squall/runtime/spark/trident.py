@@ -52,6 +52,7 @@ from squall.errors import SquallError
 from squall.protocols import Progress
 from squall.results import ComponentStats, ErrorRecord, RunResult
 from squall.runtime.lifecycle import Controls, Lifecycle
+from squall.runtime.reporting import Reporting
 from squall.runtime.spark import trident_columns as cols
 from squall.runtime.spark import trident_windows as tw
 from squall.runtime.spark.fingerprint import check_fingerprint
@@ -634,8 +635,10 @@ def _batch_each(node: PlanNode, op: BatchFunction, columns: dict[str, Any],
 
 # ---- the runner ------------------------------------------------------------------------------
 
-class TridentSparkRunner(Controls):
+class TridentSparkRunner(Controls, Reporting):
     """Runs a Trident topology on Spark (see the module documentation)."""
+
+    runner_name = "spark"
 
     def __init__(self, topology: Topology, conf: Mapping[str, Any] | None = None, *,
                  master: str | None = None, checkpoint_location: str | None = None,
@@ -910,6 +913,7 @@ class TridentSparkRunner(Controls):
             on_progress: Progress | None = None, progress_every_ms: int = 1000,
             max_wait_ms: int | None = None) -> RunResult:
         started = time.monotonic()
+        self._began = started
         self.coordinator.open()
         self.executor = BatchExecutor(self.plan, self.user_conf, location=self.dir)
         self.exhausted = self.coordinator.exhausted()
@@ -923,8 +927,9 @@ class TridentSparkRunner(Controls):
             self.executor.close()
             self.coordinator.close()
             self.elapsed_ms = int((time.monotonic() - started) * 1000)
+            self._began = None  # elapsed_now_ms: the run's duration from now on
         if on_progress is not None:
-            on_progress(self)
+            on_progress(self.metrics())
         return self.result()
 
     def _uncollected(self) -> set[str]:
