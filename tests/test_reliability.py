@@ -136,7 +136,7 @@ def test_ledger_snapshot_restore_round_trip():
     ledger.init(2, 0b11, 4, now_ms=20)
     ledger.ack(2, 0b01, now_ms=25)
     snap = ledger.snapshot()
-    assert snap == {1: (0b101, 3, False, 10, None), 2: (0b10, 4, False, 20, None)}
+    assert snap == {1: (0b101, 3, False, 10, None, 1), 2: (0b10, 4, False, 20, None, 1)}
     again = AckerLedger.restore(snap, memory_ms=123)
     assert again.memory_ms == 123 and sorted(again.pending_roots()) == [1, 2]
     assert again.ack(2, 0b10, now_ms=60) == Outcome("ack", 2, 4, 40)

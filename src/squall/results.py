@@ -53,7 +53,7 @@ class ComponentStats:
     failed: int = 0
     timed_out: int = 0
     errors: int = 0
-    latency_total_ms: int = 0
+    latency_total_ms: float = 0
     latency_count: int = 0
     pending: int = 0
     dead_lettered: int = 0  # spouts: messages that failed past the retry limit

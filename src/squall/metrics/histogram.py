@@ -59,11 +59,12 @@ class LatencyHistogram:
         self.sum_us = 0
         self.max_us = 0
 
-    def record_us(self, us: int) -> None:
+    def record_us(self, us: int, times: int = 1) -> None:
+        """Record a value (microseconds) `times` times (a tree of several tuples)."""
         b = bucket_of(us)
-        self.buckets[b] = self.buckets.get(b, 0) + 1
-        self.count += 1
-        self.sum_us += us
+        self.buckets[b] = self.buckets.get(b, 0) + times
+        self.count += times
+        self.sum_us += us * times
         if us > self.max_us:
             self.max_us = us
 

@@ -11,9 +11,9 @@ tuple of the tree was acked.
 >>> ledger.ack(7, 0b1000, now_ms=120)                          # first acked, anchors nothing
 >>> ledger.ack(7, 0b0010 ^ 0b0100, now_ms=130)                 # second acked, anchors edge 0b0100
 >>> ledger.ack(7, 0b0100, now_ms=150)                          # the child is acked: tree complete
-Outcome(kind='ack', root=7, spout_task=1, latency_ms=50, error=None, records=None)
->>> ledger.ack(7, 0b0100, now_ms=160)                          # the root is gone: unknown
-Outcome(kind='unknown', root=7, spout_task=-1, latency_ms=0, error=None, records=None)
+Outcome(kind='ack', root=7, spout_task=1, latency_ms=50, error=None, records=None, tuples=1)
+>>> ledger.ack(7, 0b0100, now_ms=160).kind                     # the root is gone: unknown
+'unknown'
 
 A root with the top bit set stands for one record of a range tree (`record_root`): a Spark range
 is one tree for all its records, and with a retry limit its records' tuples are anchored to such
@@ -82,7 +82,8 @@ class Outcome(NamedTuple):
 
     A runner may add to a `fail` the `(kind, text)` of the error that failed the tree, for the
     dead-letter stream (squall.reliability.retries). `records`: for a range tree whose records
-    are told apart, the indices of the records whose tuples failed; the others completed."""
+    are told apart, the indices of the records whose tuples failed; the others completed.
+    `tuples`: how many spout tuples the tree holds, when a runner told the ledger (a range)."""
 
     kind: str
     root: int
@@ -90,10 +91,11 @@ class Outcome(NamedTuple):
     latency_ms: int
     error: tuple[str, str] | None = None
     records: tuple[int, ...] | None = None
+    tuples: int = 1  # how many spout tuples the tree holds (a range's records), for the counts
 
 
 class _Entry:
-    __slots__ = ("failed", "records", "spout_task", "start_ms", "val")
+    __slots__ = ("failed", "records", "spout_task", "start_ms", "tuples", "val")
 
     def __init__(self, start_ms: int) -> None:
         self.val = 0
@@ -101,6 +103,7 @@ class _Entry:
         self.failed = False
         self.records: set[int] | None = None  # failed records of a range (`record_root`)
         self.start_ms = start_ms
+        self.tuples = 1
 
 
 class AckerLedger:
@@ -166,13 +169,15 @@ class AckerLedger:
         failed: bool = False,
         start_ms: int | None = None,
         failed_records: Iterable[int] = (),
+        tuples: int | None = None,
     ) -> Outcome | None:
         """Apply many messages for `root` at once: their XOR, an init's task, any fail.
 
         A runner that aggregates a micro-batch's ack messages per root (a distributed `bit_xor`)
         feeds the result here; the outcome equals applying the messages one by one.
         `failed_records`: records of a range tree that failed (their XOR still counts); the
-        tree then fails when the rest of it completes, naming them.
+        tree then fails when the rest of it completes, naming them. `tuples`: how many spout
+        tuples the tree holds (a range's records), carried to its outcome.
         """
         entry = self._pending.get(root)
         if entry is None:
@@ -191,6 +196,8 @@ class AckerLedger:
             if entry.records is None:
                 entry.records = set()
             entry.records.add(index)
+        if tuples is not None:
+            entry.tuples = tuples
         return self._settle(root, entry, now_ms)
 
     def forget(self, root: int, now_ms: int) -> None:
@@ -201,7 +208,7 @@ class AckerLedger:
     def snapshot(self) -> dict[int, tuple]:
         """The pending entries as plain data, to persist between runs or micro-batches."""
         return {r: (e.val, e.spout_task, e.failed, e.start_ms,
-                    None if e.records is None else sorted(e.records))
+                    None if e.records is None else sorted(e.records), e.tuples)
                 for r, e in self._pending.items()}
 
     @classmethod
@@ -212,6 +219,8 @@ class AckerLedger:
             e.val, e.spout_task, e.failed = val, task, failed
             if rest and rest[0] is not None:  # snapshots since record roots exist
                 e.records = set(rest[0])
+            if len(rest) > 1:
+                e.tuples = rest[1]
         return ledger
 
     def _settle(self, root: int, entry: _Entry, now_ms: int) -> Outcome | None:
@@ -220,14 +229,16 @@ class AckerLedger:
         if entry.failed:
             del self._pending[root]
             self._remember_gone(root, now_ms)
-            return Outcome("fail", root, entry.spout_task, now_ms - entry.start_ms)
+            return Outcome("fail", root, entry.spout_task, now_ms - entry.start_ms,
+                           tuples=entry.tuples)
         if entry.val == 0:
             del self._pending[root]
             if entry.records:
                 self._remember_gone(root, now_ms)
                 return Outcome("fail", root, entry.spout_task, now_ms - entry.start_ms,
-                               records=tuple(sorted(entry.records)))
-            return Outcome("ack", root, entry.spout_task, now_ms - entry.start_ms)
+                               records=tuple(sorted(entry.records)), tuples=entry.tuples)
+            return Outcome("ack", root, entry.spout_task, now_ms - entry.start_ms,
+                           tuples=entry.tuples)
         return None
 
     def _absent(self, root: int, now_ms: int) -> Outcome:

@@ -11,13 +11,53 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from squall.metrics.histogram import LatencyHistogram
 from squall.metrics.snapshot import (
     BatchMetrics,
     ComponentMetrics,
     ErrorSummary,
+    Latency,
     MetricsSnapshot,
 )
 from squall.results import METRIC_COUNTERS, ComponentStats, ErrorRecord
+
+HISTOGRAMS = ("complete_latency", "execute_latency", "process_latency")
+
+
+def task_histograms(task: Any) -> dict[str, Any]:
+    """A task's histograms and per-stream counts, as a runner adds them to its counters: a
+    spout's complete latency, a bolt's execute and process latencies (plain data)."""
+    out: dict[str, Any] = {"streams": {r.stream: r.emitted for r in task.routes.values()
+                                       if r.emitted}}
+    latency = getattr(task, "complete_latency", None)
+    if latency is not None:
+        out["complete_latency"] = latency.state()
+    times = getattr(task, "times", None)
+    if times is not None:
+        out["execute_latency"] = times.execute.state()
+        out["process_latency"] = times.process.state()
+    return out
+
+
+def merge_counters(into: dict[str, Any], counters: Mapping[str, Any]) -> None:
+    """Add a task's `counters` into `into`: numbers summed, histograms merged, per-stream
+    counts summed by stream (a task reports once per batch on Spark)."""
+    for key, value in counters.items():
+        if isinstance(value, dict):
+            if key in HISTOGRAMS:
+                mine = into.get(key)
+                if mine is None:
+                    into[key] = dict(value, buckets=dict(value["buckets"]))
+                else:
+                    h = LatencyHistogram.from_state(mine)
+                    h.merge(LatencyHistogram.from_state(value))
+                    into[key] = h.state()
+            else:
+                sub = into.setdefault(key, {})
+                for k, v in value.items():
+                    sub[k] = sub.get(k, 0) + v
+        else:
+            into[key] = into.get(key, 0) + value
 
 
 def error_summaries(errors: Iterable[ErrorRecord]) -> list[ErrorSummary]:
@@ -64,21 +104,63 @@ class Reporting:
         return int((time.monotonic() - self._began) * 1000)
 
     def metrics(self) -> MetricsSnapshot:
+        elapsed = self.elapsed_now_ms()
         components = {cid: s.to_metrics() for cid, s in self.component_stats().items()}
+        merged: dict[str, dict[str, Any]] = {cid: {} for cid in components}
+        per_task: dict[int, dict[str, Any]] = {}
         for task, counters in self.task_counters():
+            merge_counters(per_task.setdefault(task, {}), counters)
+        for task, counters in per_task.items():
             cid = self._component_of(task)
             parent = components[cid]
-            per = parent.per_task.get(task)
-            if per is None:
-                per = parent.per_task[task] = ComponentMetrics(cid, parent.kind, 1)
-            for name in METRIC_COUNTERS:
-                value = counters.get(name)
-                if value:
-                    setattr(per, name, getattr(per, name) + value)
+            parent.per_task[task] = _figures(ComponentMetrics(cid, parent.kind, 1), counters)
+            merge_counters(merged[cid], {k: v for k, v in counters.items()
+                                         if k in HISTOGRAMS or k == "streams"})
+        for cid, counters in merged.items():
+            _figures(components[cid], counters, counts=False)
+        self._capacities(components, elapsed)
         return MetricsSnapshot(
-            runner=self.runner_name, status=self.status(), elapsed_ms=self.elapsed_now_ms(),
+            runner=self.runner_name, status=self.status(), elapsed_ms=elapsed,
             components=components, batches=self.batch_metrics(),
-            errors=error_summaries(self.errors))
+            errors=error_summaries(self.errors), restarted=self.restarted)
+
+    restarted = False  # set by a runner that resumed a checkpoint: counters are this run's
+
+    _last_busy: dict[str, tuple[int, float]]  # component -> (elapsed ms, busy ms) at the last
+
+    def _capacities(self, components: dict[str, ComponentMetrics], elapsed: int) -> None:
+        """Storm's capacity: the share of the time since the last snapshot that a bolt's
+        tasks spent executing (executed x mean execute latency), averaged over its tasks."""
+        last = getattr(self, "_last_busy", None)
+        if last is None:
+            last = self._last_busy = {}
+        for cid, c in components.items():
+            if c.kind != "bolt" or c.execute_latency is None:
+                continue
+            busy = c.executed * c.execute_latency.mean_ms
+            before_ms, before_busy = last.get(cid, (0, 0.0))
+            if elapsed > before_ms:
+                c.capacity = round(max(0.0, busy - before_busy) / (elapsed - before_ms)
+                                   / max(c.tasks, 1), 4)
+                last[cid] = (elapsed, busy)
 
     def _component_of(self, task: int) -> str:
         return self.topology.task_component(task)  # type: ignore[attr-defined]
+
+
+def _figures(into: ComponentMetrics, counters: Mapping[str, Any],
+             counts: bool = True) -> ComponentMetrics:
+    """Fill `into` from a task's (or a component's merged) counters."""
+    if counts:
+        for name in METRIC_COUNTERS:
+            value = counters.get(name)
+            if value:
+                setattr(into, name, getattr(into, name) + value)
+    for name in HISTOGRAMS:
+        state = counters.get(name)
+        if state:
+            setattr(into, name, Latency.of(LatencyHistogram.from_state(state)))
+    streams = counters.get("streams")
+    if streams:
+        into.streams = dict(streams)
+    return into

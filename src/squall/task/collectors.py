@@ -152,6 +152,7 @@ class SpoutOutputCollector(_Emitter):
     def _deliver(
         self, route: StreamRoute, values: Sequence[Any], targets: list[int], msg_id: Any
     ) -> None:
+        route.emitted += 1
         stats = self._stats
         stats.emitted += 1
         stats.transferred += len(targets)
@@ -202,6 +203,7 @@ class OutputCollector(_Emitter):
         if route is None or len(values) != route.arity or route.direct:
             route = self._route(stream, values, direct=False)
         targets = route.choose(values)
+        route.emitted += 1
         stats = self._stats
         stats.emitted += 1
         stats.transferred += len(targets)
@@ -263,6 +265,7 @@ class OutputCollector(_Emitter):
     ) -> list[int]:
         route = self._route(stream, values, direct=True)
         targets = self._direct_targets(route, task_id)
+        route.emitted += 1
         stats = self._stats
         stats.emitted += 1
         stats.transferred += len(targets)
@@ -415,6 +418,7 @@ class BasicOutputCollector:
         if route is None or len(values) != route.arity or route.direct:
             route = self._out._route(stream, values, direct=False)
         targets = route.choose(values)
+        route.emitted += 1
         stats = self._stats
         stats.emitted += 1
         stats.transferred += len(targets)

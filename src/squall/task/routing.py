@@ -17,7 +17,8 @@ from squall.topology.tuple import Origin
 class StreamRoute:
     """One output stream of one task: its fields and the choosers of its subscribers."""
 
-    __slots__ = ("arity", "choose", "direct", "direct_targets", "fields", "origin", "stream")
+    __slots__ = ("arity", "choose", "direct", "direct_targets", "emitted", "fields", "origin",
+                 "stream")
 
     def __init__(
         self, stream: str, fields: Fields, direct: bool, choosers: list[Chooser],
@@ -26,6 +27,7 @@ class StreamRoute:
         self.stream = stream
         self.origin = origin
         self.fields = fields
+        self.emitted = 0  # tuples emitted on this stream by this task (squall.metrics)
         self.arity = len(fields)
         self.direct = direct
         self.direct_targets = direct_targets

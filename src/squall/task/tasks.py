@@ -18,6 +18,7 @@ from squall.components.base import BasicBolt, Spout
 from squall.components.context import TopologyContext
 from squall.components.partitioned_source import PartitionedSource, Range, RecordRange
 from squall.errors import BatchRetryError, DeadLetterError, FailedException
+from squall.metrics.histogram import LatencyHistogram
 from squall.protocols import Host, OutputCollectorLike
 from squall.reliability.acker import Outcome
 from squall.reliability.pending import PendingEntry, PendingMap
@@ -34,7 +35,7 @@ from squall.task.collectors import (
 )
 from squall.task.roles import WindowRole, window_role
 from squall.task.routing import build_routes
-from squall.task.stats import TaskStats
+from squall.task.stats import ExecuteTimes, TaskStats
 from squall.topology.config import (
     Config,
     max_spout_pending,
@@ -128,6 +129,10 @@ class SpoutTask(TaskRuntime):
         # backoff; past the limit a message goes to the dead-letter stream and is acked.
         self.retries = Retries(RetryPolicy(*retry_settings(self.conf)))
         self.keep_values = self.retries.policy.limited
+        # Complete latencies (squall.metrics): the host's ledger measures them in its own unit
+        # (ms on Spark, us on the local runner).
+        self.complete_latency = LatencyHistogram()
+        self._latency_unit_ms = float(getattr(self.host, "ledger_unit_ms", 1.0))
 
     def rebind(self) -> None:
         super().rebind()
@@ -205,18 +210,33 @@ class SpoutTask(TaskRuntime):
             if entry is None:
                 continue  # already timed out and failed
             n += 1
+            # A tree may hold several spout tuples (a built-in source's range on Spark): acks
+            # and failures count tuples, as they do when each record is its own tree.
+            tuples = outcome.tuples
             if outcome.kind == "ack":
-                self.stats.acked += 1
-                self.stats.latency_total_ms += outcome.latency_ms
-                self.stats.latency_count += 1
+                self._completed(outcome.latency_ms, tuples)
                 if self.retries.counted:  # a replay that succeeded: its count is done
                     self.retries.forget(entry.msg_id)
                 self._call("ack", entry.msg_id)
             else:
-                self.stats.failed += 1
+                records = outcome.records
+                if records is None:
+                    self.stats.failed += tuples
+                else:  # its other records completed
+                    self.stats.failed += len(records)
+                    if tuples > len(records):
+                        self._completed(outcome.latency_ms, tuples - len(records))
                 self._failed(entry, outcome.error or ("failed", "the tuple was failed"),
-                             outcome.records)
+                             records)
         return n
+
+    def _completed(self, latency: float, tuples: int) -> None:
+        stats = self.stats
+        stats.acked += tuples
+        ms = latency * self._latency_unit_ms
+        stats.latency_total_ms += ms * tuples
+        stats.latency_count += tuples
+        self.complete_latency.record_us(int(ms * 1000), tuples)
 
     def expire(self, now_ms: int) -> int:
         """Fail the tracked tuples whose timeout has passed."""
@@ -341,6 +361,7 @@ class BoltTask(TaskRuntime):
         self.execute: Callable[[Tuple], None] = self._execute_basic if self.basic else (
             self._execute_rich if self.window is None else self._execute_windowed)
         self.on_execute_error = self._on_error
+        self.times = ExecuteTimes()  # sampled by the runner (squall.metrics)
         # In a stateful topology every bolt takes part in checkpoints (squall.task.checkpointing).
         self.checkpointing: TaskCheckpointing | None = None
         if is_stateful_topology(self.topology):

@@ -23,10 +23,11 @@ from squall.runtime.clock import Clock, RealClock
 from squall.runtime.gc_pause import full_collections_deferred
 from squall.runtime.lifecycle import Controls, Lifecycle
 from squall.runtime.local.transactions import LocalTransactions
-from squall.runtime.reporting import Reporting
+from squall.runtime.reporting import Reporting, task_histograms
 from squall.runtime.settlement import OutcomeReceiver, Settlement, deliver_to_spout
 from squall.task.checkpointing import CheckpointSpoutTask, is_stateful_topology
 from squall.task.end_of_input import EndOfInput
+from squall.task.stats import ExecuteTimes
 from squall.task.tasks import BoltTask, SpoutTask, TaskRuntime
 from squall.topology.config import (
     TOPOLOGY_SLEEP_SPOUT_WAIT_MS,
@@ -67,7 +68,7 @@ class LocalEngine(Controls, Reporting):
         self.tracking = n_ackers > 0
         # How long a ledger remembers a failed root: the timeout even when timeouts are off.
         timeout_ms = configured_message_timeout_ms(self.conf)
-        self.ackers = [AckerLedger(memory_ms=timeout_ms) for _ in range(n_ackers)]
+        self.ackers = [AckerLedger(memory_ms=timeout_ms * 1000) for _ in range(n_ackers)]
         self.queue: deque[tuple[Callable[[Tuple], None], Tuple]] = deque()
         self.errors: list[ErrorRecord] = []
         self.settlement = Settlement(self._deliver, self._report_unknown)
@@ -78,7 +79,9 @@ class LocalEngine(Controls, Reporting):
         # Logged rate-limited per component and error kind, on the engine's clock; all counted.
         self.error_log = ErrorLog(log, traceback=lambda e: not isinstance(e, ReliabilityError))
         self._recent_error: dict[str, tuple[str, str]] = {}
+        # Task id -> what executes its tuples (replaced for one call to time it).
         executors: dict[int, Callable[[Tuple], None]] = {}
+        self._executors = executors
         append = self.queue.append
         # Tuples received per task: every queued tuple gets executed, so this is "executed"
         # once the queue is drained, without a per-tuple counter in the execute path.
@@ -125,9 +128,11 @@ class LocalEngine(Controls, Reporting):
                 if self.transactions is not None and task.checkpointing is not None:
                     task.checkpointing.on_batch_transactions(self.transactions.dir)
         self.batch_id = 0
+        self._rounds = 0
         # Restored bolt instances (a restart) are not prepared again, as on Spark.
         self.restored: set[int] = (self.transactions.restore(self)
                                    if self.transactions is not None else set())
+        self.restarted = bool(self.restored)  # counters are this run's (squall.metrics)
         for task in self.bolts:
             # A rich bolt's own execute goes straight into the queue (one call less per
             # tuple); drain() catches its exceptions and hands them to the task. Bound after
@@ -160,20 +165,27 @@ class LocalEngine(Controls, Reporting):
     def now_ms(self) -> int:
         return self.clock.now_ms()
 
+    # The ledgers run on microseconds, so complete latencies have sub-millisecond resolution;
+    # an outcome's `latency_ms` is then in microseconds (the spout tasks scale it).
+    ledger_unit_ms = 0.001
+
+    def now_us(self) -> int:
+        return self.clock.now_us()
+
     def ack_init(self, root: int, xor: int, spout_task: int) -> None:
-        outcome = self.ackers[root % len(self.ackers)].init(root, xor, spout_task, self.now_ms())
+        outcome = self.ackers[root % len(self.ackers)].init(root, xor, spout_task, self.now_us())
         if outcome is not None:
             self._settle(outcome, None)
 
     def ack(self, root: int, value: int, component: str) -> None:
         if self._recent_error:  # the component went on: its last error failed nothing later
             self._recent_error.pop(component, None)
-        outcome = self.ackers[root % len(self.ackers)].ack(root, value, self.now_ms())
+        outcome = self.ackers[root % len(self.ackers)].ack(root, value, self.now_us())
         if outcome is not None:
             self._settle(outcome, component)
 
     def fail(self, root: int, component: str) -> None:
-        outcome = self.ackers[root % len(self.ackers)].fail(root, self.now_ms())
+        outcome = self.ackers[root % len(self.ackers)].fail(root, self.now_us())
         if outcome is not None:
             if outcome.kind == "fail":
                 # A bolt fails the tuple its execute raised on right after reporting the error:
@@ -184,12 +196,12 @@ class LocalEngine(Controls, Reporting):
             self._settle(outcome, component)
 
     def reset(self, root: int, component: str) -> None:
-        outcome = self.ackers[root % len(self.ackers)].reset(root, self.now_ms())
+        outcome = self.ackers[root % len(self.ackers)].reset(root, self.now_us())
         if outcome is not None:
             self._settle(outcome, component)
 
     def forget(self, root: int) -> None:
-        self.ackers[root % len(self.ackers)].forget(root, self.now_ms())
+        self.ackers[root % len(self.ackers)].forget(root, self.now_us())
 
     def report_error(
         self, component: str, task: int, error: BaseException, stream: str | None = None
@@ -296,11 +308,36 @@ class LocalEngine(Controls, Reporting):
         assert isinstance(task, BoltTask)
         task.on_execute_error(tup, exc)
 
+    SAMPLE_ROUNDS = 16  # every this many rounds, each bolt task's next tuple is timed
+
+    def _sample_executes(self) -> None:
+        """Time the next tuple of every bolt task (squall.task.stats.ExecuteTimes): its
+        executor is replaced for one call, so the other tuples' path costs nothing."""
+        executors = self._executors
+        for task in self.bolts:
+            tid = task.task_id
+            original = executors[tid]
+            if getattr(original, "sampling", False):
+                continue  # still waiting for a tuple
+            times = task.times
+            times.settle_open()
+
+            def once(tup: Tuple, tid: int = tid, original: Any = original,
+                     times: ExecuteTimes = times) -> None:
+                executors[tid] = original
+                times.timed(original, tup)
+
+            once.sampling = True  # type: ignore[attr-defined]
+            executors[tid] = once
+
     def round(self) -> int:
         """One scheduling round: settle acks and timeouts, then one `next_tuple` per spout.
 
         Returns the amount of work done (0 means the topology was idle this round).
         """
+        self._rounds += 1
+        if not self._rounds % self.SAMPLE_ROUNDS:
+            self._sample_executes()
         work = 0
         now = self.now_ms()
         for spout in self.spouts:
@@ -435,12 +472,13 @@ class LocalEngine(Controls, Reporting):
             on_progress(self.metrics())
         return self.result()
 
-    def task_counters(self) -> list[tuple[int, dict[str, int]]]:
-        def counters(task: TaskRuntime) -> dict[str, int]:
-            out = task.stats.as_dict()
+    def task_counters(self) -> list[tuple[int, dict[str, Any]]]:
+        def counters(task: TaskRuntime) -> dict[str, Any]:
+            out: dict[str, Any] = task.stats.as_dict()
             # Executed tuples are counted where they are sent (see `received`).
             out["executed"] = self.received[task.task_id] if task.kind == "bolt" else 0
             out["pending"] = len(task.pending) if isinstance(task, SpoutTask) else 0
+            out.update(task_histograms(task))
             return out
 
         return [(task.task_id, counters(task)) for task in self.tasks.values()]

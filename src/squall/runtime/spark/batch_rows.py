@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from squall.results import ErrorRecord
+from squall.runtime.reporting import merge_counters
 from squall.runtime.spark import row_schema
 from squall.topology.description import Topology
 from squall.transactional.reports import BatchReport
@@ -42,11 +43,9 @@ def component_of(topology: Topology, task: int) -> str:
 
 
 def add_counters(into: Counters, counters: Counters) -> None:
-    """Sum per-task `counters` into `into`."""
+    """Sum per-task `counters` into `into` (histograms merged, squall.runtime.reporting)."""
     for task, values in counters.items():
-        mine = into.setdefault(task, {})
-        for key, value in values.items():
-            mine[key] = mine.get(key, 0) + value
+        merge_counters(into.setdefault(task, {}), values)
 
 
 def decode_batch(cols: dict[str, list], topology: Topology) -> BatchRows:

@@ -148,11 +148,13 @@ class SparkRunner(Controls, Reporting):
         # A control file left inactive by a stopped run must not deactivate this one.
         write_control(self.dir, active=True)
         self._restore()
+        self.restarted = self.committed >= 0  # counters are this run's (squall.metrics)
         if self.committed >= 0 or os.path.isdir(os.path.join(self.dir, "spouts")):
             log.info("%s", self.recovery_note())
         plan = {
             "topology": self.topology, "conf": self.user_conf, "keys": self.keys,
             "seed": self.seed, "tracking": self.tracking, "capture": capture,
+            "run": self.run_id,  # the reader's counters start from zero on a new run
             "max_batch": int(self.conf.get(MAX_BATCH_TUPLES) or 100_000),
         }
         write_atomic(os.path.join(self.dir, "plan.pkl"), cloudpickle.dumps(plan))
@@ -255,7 +257,7 @@ class SparkRunner(Controls, Reporting):
 
     def _apply(self, rows: BatchRows, batch_id: int) -> None:
         now = wall_ms()
-        # root -> [xor, spout task or None, failed, start, failed records]
+        # root -> [xor, spout task or None, failed, start, failed records, records in the tree]
         agg: dict[int, list] = {}
         forget: list[int] = []
         resets: list[int] = []
@@ -272,8 +274,10 @@ class SparkRunner(Controls, Reporting):
                 root = base_root(root)
                 entry = agg.get(root)
                 if entry is None:
-                    entry = agg[root] = [0, None, False, ts, []]
-                if mkind == row_schema.FAIL:
+                    entry = agg[root] = [0, None, False, ts, [], None]
+                if mkind == row_schema.SIZE:
+                    entry[5] = mtask
+                elif mkind == row_schema.FAIL:
                     if index is None:
                         entry[2] = True
                     else:
@@ -304,9 +308,9 @@ class SparkRunner(Controls, Reporting):
         if rows.errors:
             last = rows.errors[-1].error
             error = (type(last).__name__, str(last))
-        for root, (xor, spout_task, failed, start, records) in agg.items():
+        for root, (xor, spout_task, failed, start, records, size) in agg.items():
             outcome = self.ledger.apply(root, xor, now, spout_task=spout_task, failed=failed,
-                                        start_ms=start, failed_records=records)
+                                        start_ms=start, failed_records=records, tuples=size)
             if records and error is not None:
                 # A range fails once the rest of it completes, maybe batches later: its error
                 # is the one of the batch its records failed in.

@@ -205,10 +205,12 @@ def _read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
     per_record = tracking and record_index(range_id | 1) is not None  # a `range_root`
     rand = random.Random(part.root if tracking else part.seq).getrandbits
     check = task.collector._route
-    emitted = transferred = 0
+    emitted = transferred = records = 0
+    streams: dict[str, int] = {}
     ack_val = 0
     try:
         for index, (offset, values) in enumerate(source.read(*part.range)):
+            records = index + 1
             stream = source.stream
             if isinstance(values, MalformedRecord):
                 host.report_error(task.component_id, task.task_id, values, stream)
@@ -221,6 +223,7 @@ def _read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
                 continue
             targets = route.choose(values)
             emitted += 1
+            streams[stream] = streams.get(stream, 0) + 1
             transferred += len(targets)
             if task.capture is not None:
                 host.seq += 1
@@ -248,8 +251,10 @@ def _read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
         return
     if part.root is not None and part.edge is not None:  # tracking: a root comes with its edge
         host.rows.append(row_schema.messages_row(
-            [(row_schema.ACK, -1, part.root, part.edge ^ ack_val)], host.ts))
+            [(row_schema.ACK, -1, part.root, part.edge ^ ack_val),
+             (row_schema.SIZE, records, part.root, 0)], host.ts))
     host.rows.report(row_schema.STATS, task=task.task_id, key=0, stream=None,
-                     payload={"emitted": emitted, "transferred": transferred}, ts=host.ts, seq=0)
+                     payload={"emitted": emitted, "transferred": transferred,
+                              "streams": streams}, ts=host.ts, seq=0)
     host.rows.rows.extend(host.packets.rows())
     yield host.rows.to_batch()

@@ -28,6 +28,7 @@ import pyarrow as pa
 from squall.transactional.reports import BatchReport
 
 TUPLE, ACK, FAIL, RESET, INIT, ERROR, CAPTURE, STATS, PACKET, MESSAGES, ABORT, REPORT = range(12)
+SIZE = 12  # a message only (`messages_row`): how many records a range's tree holds
 # ABORT: a task raised `BatchRetryError` at the end of the batch; the batch must not commit.
 # REPORT: a transactional task's `BatchReport` (finished or failed its part of an attempt), which
 # the transactional Spark runner reads to decide whether the attempt commits; not an error.
@@ -97,7 +98,8 @@ def messages_row(items: list[tuple[int, int, int, int]], ts: int) -> tuple:
     """One row carrying a host's ack messages: `(kind, task, root, value)` items (unsigned ids).
 
     Kinds are ACK (value: the XOR of the host's acks for the root), INIT (task: the spout task,
-    value: the XOR of the first edges), FAIL and RESET. Like packets, this keeps a batch's ack
+    value: the XOR of the first edges), FAIL, RESET and SIZE (task: how many records a range's
+    tree holds, so its spout counts acks per tuple). Like packets, this keeps a batch's ack
     traffic to a few rows whatever the number of tuple trees.
     """
     return (MESSAGES, -1, 0, None, -1, marshal.dumps(items), None, None, None, ts, 0)

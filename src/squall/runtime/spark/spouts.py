@@ -27,6 +27,7 @@ from squall.components.partitioned_source import PartitionedSource
 from squall.reliability.acker import Outcome
 from squall.runtime.clock import wall_ms  # planning time of a batch, recorded in its rows
 from squall.runtime.gc_pause import gc_paused
+from squall.runtime.reporting import task_histograms
 from squall.runtime.settlement import deliver_to_spout
 from squall.runtime.spark import row_schema
 from squall.runtime.spark.ranges import (
@@ -125,6 +126,7 @@ class SpoutReader(DataSourceStreamReader):
             plan = cloudpickle.load(f)
         topology = plan["topology"]
         self.max_batch = int(plan["max_batch"])
+        self.run_id = plan.get("run")  # which run of the topology (counters are per run)
         first = {cid: topology.component_tasks(cid)[0] for cid in topology.components}
         keys = {t: plan["keys"][cid][t - first[cid]] if cid in plan["keys"] else 0
                 for cid in topology.components for t in topology.component_tasks(cid)}
@@ -187,8 +189,11 @@ class SpoutReader(DataSourceStreamReader):
                 retries = pickle.loads(rest[0])
                 retries.policy = task.retries.policy  # the configuration of this run
                 task.retries = retries
-            for key, value in stats.items():
-                setattr(task.stats, key, value)
+            if state.get("run") == self.run_id:
+                # The same run's reader started again: its counters go on. A new run (a
+                # restart on the checkpoint) counts from zero, as its bolts do.
+                for key, value in stats.items():
+                    setattr(task.stats, key, value)
         now = self.host.now
         for task in self.tasks.values():
             # The time the topology was down does not count against trees whose batch had
@@ -214,7 +219,7 @@ class SpoutReader(DataSourceStreamReader):
             tasks[task_id] = (instance, pickle.dumps(task.pending), task.stats.as_dict(),
                               pickle.dumps(task.retries))
         state = {"tasks": tasks, "seq": self.host.seq, "delivered": self.delivered,
-                 "turn": self.turn, "ended": self.ended}
+                 "turn": self.turn, "ended": self.ended, "run": self.run_id}
         write_atomic(spout_snapshot_path(self.run_dir, seg), pickle.dumps(state))
         for old in _spout_snapshots(self.run_dir)[:-2]:
             os.unlink(spout_snapshot_path(self.run_dir, old))
@@ -377,7 +382,8 @@ class SpoutReader(DataSourceStreamReader):
             "spouts": {
                 t: {
                     "settled_ids": task.settled_ids,
-                    "stats": task.stats.as_dict(),
+                    "stats": {**task.stats.as_dict(), "pending": len(task.pending),
+                              **task_histograms(task)},
                 }
                 for t, task in self.tasks.items()
             },

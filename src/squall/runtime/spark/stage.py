@@ -31,6 +31,7 @@ from squall.atomic_files import (
 from squall.errors import BatchRetryError
 from squall.reliability.acker import RECORD_FLAG, base_root
 from squall.runtime.gc_pause import gc_paused
+from squall.runtime.reporting import task_histograms
 from squall.runtime.spark import row_schema
 from squall.task.end_of_input import END_OF_INPUT_SRC
 from squall.task.snapshot import dump_instance, load_instance
@@ -216,7 +217,11 @@ def _run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
                 host.set_now(tss[k])
                 root = roots[k]
                 anchors = None if root is None else anchors_of(root, edges[k], mores[k])
-                execute(_RuntimeTuple(decode(blobs[k]), origin, anchors, task_id))
+                tup = _RuntimeTuple(decode(blobs[k]), origin, anchors, task_id)
+                if executed % SAMPLE_EVERY != 1:
+                    execute(tup)
+                else:  # timed now and then (squall.task.stats.ExecuteTimes)
+                    task.times.timed(execute, tup)
             try:
                 task.end_batch(plan.batch_id)
             except BatchRetryError as exc:
@@ -274,6 +279,9 @@ def _run_packet(task: BoltTask, topology: Topology, host: StageHost, src: int, b
             host.set_now(item[1])
             continue
         n += 1
+        if n % SAMPLE_EVERY == 1:  # timed now and then (squall.task.stats.ExecuteTimes)
+            _timed(task, execute, direct, on_error, tup)
+            continue
         if direct is None:
             execute(tup)
             continue
@@ -282,6 +290,20 @@ def _run_packet(task: BoltTask, topology: Topology, host: StageHost, src: int, b
         except Exception as exc:
             on_error(tup, exc)
     return n
+
+
+SAMPLE_EVERY = 20  # timed: the first tuple of a packet, then one in 20 (Storm samples 5%)
+
+
+def _timed(task: BoltTask, execute: Callable[[Any], None], direct: Callable[[Any], None] | None,
+           on_error: Callable[[Any, Exception], None], tup: Any) -> None:
+    if direct is None:
+        task.times.timed(execute, tup)
+        return
+    try:
+        task.times.timed(direct, tup)
+    except Exception as exc:
+        on_error(tup, exc)
 
 
 def _finish_task(
@@ -293,11 +315,16 @@ def _finish_task(
             out.report(row_schema.CAPTURE, task=task.task_id, key=0, stream=stream, payload=values,
                        ts=host.now, seq=host.seq)
         task.capture.clear()
-    stats = task.stats.as_dict()
+    stats: dict[str, Any] = task.stats.as_dict()
     stats["executed"] = executed
+    task.times.settle_open()
+    stats.update(task_histograms(task))
     out.report(row_schema.STATS, task=task.task_id, key=0, stream=None, payload=stats, ts=host.now,
                seq=0)
     task.stats.reset()  # counters are per batch; the driver sums them
+    task.times.reset()
+    for route in task.routes.values():
+        route.emitted = 0
     write_atomic(snapshot_path(plan.state_dir, task.task_id, plan.batch_id), dump_instance(task))
     prune_snapshots(plan.state_dir, task.task_id, plan.committed)
     _TASKS[(plan.run_id, task.task_id)] = (plan.batch_id, task)
