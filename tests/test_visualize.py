@@ -374,3 +374,11 @@ def test_cli_refuses_with_one_line_and_exit_2(args, message):
     assert proc.stdout == ""
     assert len(proc.stderr.splitlines()) == 1, proc.stderr
     assert message in proc.stderr
+
+
+def test_the_readme_pictures_are_up_to_date():
+    """docs/images and the README's Mermaid block are what scripts/readme_images.py draws now."""
+    proc = subprocess.run([sys.executable, "scripts/readme_images.py", "--check"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert '![The word-count topology' in (ROOT / "README.md").read_text(encoding="utf-8")
