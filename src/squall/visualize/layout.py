@@ -254,7 +254,8 @@ def layout(graph: TopologyGraph) -> Layout:
             if pos:
                 y += gap(layer[pos - 1], v)
             top[v] = y
-            left[v] = column_x[i] + (column_width[i] - width[v]) / 2
+            # A box is centred in its column; an edge passing through runs the column's width.
+            left[v] = column_x[i] + ((column_width[i] - width[v]) / 2 if v < len(ids) else 0.0)
             y += height[v]
     preds: dict[int, list[int]] = {v: [] for v in range(n_vertices)}
     succs: dict[int, list[int]] = {v: [] for v in range(n_vertices)}
