@@ -67,9 +67,12 @@ def load_target(target: str) -> tuple[Topology, dict[str, Any]]:
         obj, conf_obj = obj
         conf = dict(conf_obj or {})
     if not isinstance(obj, Topology):
+        # A builder (TopologyBuilder, TransactionalTopologyBuilder, TridentTopology) makes one.
+        hint = next((f" (call its {method}())" for method in ("create_topology", "build")
+                     if callable(getattr(obj, method, None))), "")
         raise TargetError(
             f"{target} is a {type(obj).__name__}; it must be a Topology or a function "
-            "returning a Topology or (topology, conf)"
+            f"returning a Topology or (topology, conf){hint}"
         )
     return obj, conf
 

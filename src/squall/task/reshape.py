@@ -41,9 +41,9 @@ from squall.state.backends import DELETED, StoreKeyValueState
 from squall.state.providers import DURABLE, MEMORY, REDIS, provider_name
 from squall.task.checkpointing import namespace
 from squall.topology.config import Config
-from squall.topology.description import Subscription, Topology
+from squall.topology.description import Topology
 from squall.topology.fields import Fields
-from squall.topology.groupings import CustomGrouping, FieldsGrouping, make_chooser
+from squall.topology.groupings import FieldsGrouping, grouping_text, make_chooser
 from squall.topology.roles import BASIC, RICH, STATEFUL, STATEFUL_WINDOWED, is_stateful_role
 
 SHAPE_VERSION = 1
@@ -54,23 +54,6 @@ Shape = dict[str, Any]
 class RescaleError(SquallError):
     """A checkpoint cannot be resumed by this topology: a structural change, or a change of
     parallelism that cannot be carried."""
-
-
-def grouping_text(sub: Subscription) -> str:
-    """How a subscription's grouping is shown in messages: `fields(word)`, `shuffle`, ...
-
-    >>> from squall.topology.groupings import ShuffleGrouping
-    >>> grouping_text(Subscription("split", "default", FieldsGrouping(("word", "lang"))))
-    'fields(word, lang)'
-    >>> grouping_text(Subscription("split", "default", ShuffleGrouping()))
-    'shuffle'
-    """
-    g = sub.grouping
-    if isinstance(g, FieldsGrouping):
-        return f"fields({', '.join(g.fields)})"
-    if isinstance(g, CustomGrouping):
-        return f"custom({type(g.grouping).__qualname__})"
-    return g.name
 
 
 def shape(topology: Topology) -> Shape:
@@ -84,7 +67,7 @@ def shape(topology: Topology) -> Shape:
                 "class": spec.class_name,
                 "tasks": spec.num_tasks,
                 "streams": {s: list(st.fields) for s, st in sorted(spec.streams.items())},
-                "inputs": sorted([sub.component, sub.stream, grouping_text(sub)]
+                "inputs": sorted([sub.component, sub.stream, grouping_text(sub.grouping)]
                                  for sub in spec.inputs),
             }
             for cid, spec in sorted(topology.components.items())
@@ -220,7 +203,7 @@ def _state_problem(topology: Topology, cid: str, conf: Mapping[str, Any],
     keys = {sub.grouping.fields if isinstance(sub.grouping, FieldsGrouping) else None
             for sub in spec.inputs}
     if None in keys or len(keys) != 1:
-        bad = [f"{sub.component}:{sub.stream} is {grouping_text(sub)}-grouped"
+        bad = [f"{sub.component}:{sub.stream} is {grouping_text(sub.grouping)}-grouped"
                for sub in spec.inputs if not isinstance(sub.grouping, FieldsGrouping)]
         return ("its state can only be redistributed by the key of a fields grouping on the "
                 "same fields for every input, and "
@@ -357,7 +340,6 @@ __all__ = [
     "Reshape",
     "Shape",
     "compare",
-    "grouping_text",
     "key_fields",
     "owner",
     "redistribute",

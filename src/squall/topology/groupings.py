@@ -87,6 +87,21 @@ class CustomGrouping(Grouping):
     name = "custom"
 
 
+def grouping_text(grouping: Grouping) -> str:
+    """How a grouping is shown in messages and pictures: `fields(word)`, `shuffle`, ...
+
+    >>> grouping_text(FieldsGrouping(("word", "lang")))
+    'fields(word, lang)'
+    >>> grouping_text(ShuffleGrouping())
+    'shuffle'
+    """
+    if isinstance(grouping, FieldsGrouping):
+        return f"fields({', '.join(grouping.fields)})"
+    if isinstance(grouping, CustomGrouping):
+        return f"custom({type(grouping.grouping).__qualname__})"
+    return grouping.name
+
+
 def _hash_bytes(value: Any, out: list[bytes]) -> None:
     # Type tags keep 1 and "1" and True apart; the encoding is identical in every process.
     cls = value.__class__
