@@ -11,19 +11,29 @@ import time
 
 import pytest
 
-from squall import Bolt, Fields, TopologyBuilder, Values, run
-from squall.connectors import MemorySource
+from squall import Bolt, Duration, Fields, TopologyBuilder, Values, WindowedBolt, run
+from squall.connectors import JsonLinesSource, MemorySource
 from squall.metrics import LatencyHistogram, MetricsSnapshot
+from squall.metrics.user import CountMetric, MeanReducer, MultiCountMetric, ReducedMetric
 from squall.testing import FixedTupleSpout
 
 PER_PARTITION = 100
 
 
 class Split(Bolt):
-    """Every record on `default`, the odd ones also on `odd`."""
+    """Every record on `default`, the odd ones also on `odd`; counts in its own metrics."""
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.seen = context.register_metric("seen", CountMetric())
+        self.parity = context.register_metric("parity", MultiCountMetric())
+        self.mean_i = context.register_metric("mean_i", ReducedMetric(MeanReducer()))
 
     def execute(self, tup):
         i = tup["i"]
+        self.seen.incr()
+        self.parity.scope("odd" if i % 2 else "even").incr()
+        self.mean_i.update(i)
         self.collector.emit(Values(i), anchors=tup)
         if i % 2:
             self.collector.emit(Values(i), anchors=tup, stream="odd")
@@ -59,7 +69,9 @@ def test_every_figure_of_a_known_topology(runner):
     assert snapshots and all(isinstance(s, MetricsSnapshot) for s in snapshots)
     last = snapshots[-1]
     assert last.runner == runner
-    assert 0 < last.elapsed_ms <= result.elapsed_ms
+    # The last snapshot is the run's end: its time is the result's, and it says so.
+    assert 0 < last.elapsed_ms == result.elapsed_ms and last.status == "finished"
+    assert all(s.status != "finished" for s in snapshots[:-1])
     total = 2 * PER_PARTITION
     numbers, split, sink = (last.components[c] for c in ("numbers", "split", "sink"))
 
@@ -93,6 +105,17 @@ def test_every_figure_of_a_known_topology(runner):
         c = last.components[cid]
         assert (c.emitted, c.executed, c.acked, c.failed) == (
             stats.emitted, stats.executed, stats.acked, stats.failed)
+
+    # The bolt's own metrics, summed over its tasks (and Spark's batches).
+    assert last.user_metrics == {"split": {"seen": total, "parity": {"odd": total // 2,
+                                                                     "even": total // 2},
+                                           "mean_i": (PER_PARTITION - 1) / 2}}
+    # Spark's micro-batches, as Spark reported them.
+    if runner == "spark":
+        assert last.batches and sum(b.input_rows for b in last.batches) > 0
+        assert all(b.duration_ms >= b.processing_ms >= 0 for b in last.batches)
+    else:
+        assert last.batches == []
 
     # The snapshot is plain JSON and comes back equal.
     text = json.dumps(last.to_dict())
@@ -130,6 +153,36 @@ def test_pending_counts_trees_in_flight(runner):
     for emitted, acked, pending in seen:
         assert pending <= 50 and acked + pending <= emitted, seen
     assert seen[-1] == (200, 200, 0)
+
+
+class Window(WindowedBolt):
+    def execute(self, window):
+        self.collector.emit(Values(len(window.get())))
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("n"))
+
+
+@pytest.mark.runners("local", "spark")
+def test_malformed_late_and_windowed_counts(runner, tmp_path):
+    # Three records and a line that is not JSON; then a tuple behind the watermark.
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_text('{"v": 1, "ts": 5000}\nnot json\n'
+                                             '{"v": 2, "ts": 6000}\n{"v": 3, "ts": 3000}\n')
+    b = TopologyBuilder()
+    b.set_spout("lines", JsonLinesSource(str(tmp_path / "in"), ["v", "ts"], bounded=True))
+    b.set_bolt("w", Window().with_tumbling_window(Duration.seconds(10))
+               .with_timestamp_field("ts")).shuffle_grouping("lines")
+    snapshots: list[MetricsSnapshot] = []
+    run(b.create_topology(), {"squall.spark.batch.max.tuples": 1}, runner=runner,
+        on_progress=snapshots.append)
+    lines, w = snapshots[-1].components["lines"], snapshots[-1].components["w"]
+    assert (lines.emitted, lines.malformed, lines.streams) == (4, 1, {"default": 3,
+                                                                      "malformed": 1})
+    # Three tuples acked, one of them late. Executed may count tick tuples too, as Storm's UI
+    # does (a time window's bolt gets ticks; on Spark a run lasts long enough for some).
+    assert (w.acked, w.late) == (3, 1) and w.executed >= 3
+    assert w.in_windows is not None and w.in_windows >= 0
 
 
 def test_histogram_percentiles_within_a_sixteenth():

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from squall.metrics.user import METRIC_TYPES
 from squall.topology.description import Topology
 from squall.topology.fields import Fields
 from squall.topology.groupings import Grouping
@@ -36,6 +37,27 @@ class TopologyContext:
         self.this_component_id = topology.task_component(task_id)
         tasks = topology.component_tasks(self.this_component_id)
         self.this_task_index = tasks.index(task_id)
+        self.registered_metrics: dict[str, Any] = {}  # register_metric's, by name
+
+    def register_metric(self, name: str, metric: Any, time_bucket_size_secs: int = 60) -> Any:
+        """Storm's `registerMetric`: `metric` (a `CountMetric`, `MultiCountMetric` or
+        `ReducedMetric`, squall.metrics.user) is collected by the runner and shown in the run's
+        metrics under this component and `name`; returns it. Keep it as an attribute of the
+        component, as Storm's examples do: a restored component's metrics are found there.
+        `time_bucket_size_secs` is accepted for Storm's signature; squall shows totals since the
+        run started."""
+        if not isinstance(metric, METRIC_TYPES):
+            raise TypeError(
+                f"component {self.this_component_id!r}: metric {name!r} is a "
+                f"{type(metric).__name__}; register a CountMetric, MultiCountMetric or "
+                "ReducedMetric(MeanReducer()) from squall.metrics.user")
+        known = self.registered_metrics.get(name)
+        if known is not None and known is not metric:
+            raise ValueError(f"component {self.this_component_id!r} already registered a metric "
+                             f"named {name!r}; give each metric its own name")
+        metric._squall_name = name
+        self.registered_metrics[name] = metric
+        return metric
 
     def __reduce__(self) -> tuple[Any, tuple[()]]:
         # In a snapshot of a component, the context is the restoring task's own.

@@ -63,7 +63,8 @@ class ComponentMetrics:
     pending: int = 0  # spouts: trees started and not yet completed or failed
     dead_lettered: int = 0  # spouts: messages past the retry limit
     malformed: int = 0  # spouts: records that could not be read (the `malformed` stream)
-    late: int = 0  # windowed bolts: tuples behind the watermark (the late stream)
+    late: int = 0  # windowed bolts and operators: tuples behind the watermark, not windowed
+    in_windows: int | None = None  # windowed bolts: input tuples their windows hold now
     complete_latency: Latency | None = None  # spouts: emit to the tree's completion
     execute_latency: Latency | None = None  # bolts: time in execute (sampled)
     process_latency: Latency | None = None  # bolts: execute's start to the tuple's ack (sampled)

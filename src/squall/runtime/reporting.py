@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from squall.components.partitioned_source import MALFORMED
 from squall.metrics.histogram import LatencyHistogram
 from squall.metrics.snapshot import (
     BatchMetrics,
@@ -19,16 +20,31 @@ from squall.metrics.snapshot import (
     Latency,
     MetricsSnapshot,
 )
+from squall.metrics.user import merge_partial, value_of
 from squall.results import METRIC_COUNTERS, ComponentStats, ErrorRecord
 
 HISTOGRAMS = ("complete_latency", "execute_latency", "process_latency")
+MERGED = (*HISTOGRAMS, "streams", "user_metrics", "late", "in_windows")  # beside the counters
+GAUGES = ("in_windows",)  # a task's value now, not a count: the latest report replaces it
 
 
-def task_histograms(task: Any) -> dict[str, Any]:
-    """A task's histograms and per-stream counts, as a runner adds them to its counters: a
-    spout's complete latency, a bolt's execute and process latencies (plain data)."""
+def task_histograms(task: Any, per_batch: bool = False) -> dict[str, Any]:
+    """A task's figures beside its counters, as a runner adds them: per-stream counts, a
+    spout's complete latency, a bolt's execute and process latencies, its registered metrics
+    (since the last call when `per_batch`, else since it started), tuples late and held in
+    windows (plain data)."""
     out: dict[str, Any] = {"streams": {r.stream: r.emitted for r in task.routes.values()
                                        if r.emitted}}
+    if task.context.registered_metrics:
+        out["user_metrics"] = task.metric_partials() if per_batch else task.metric_totals()
+    window = getattr(task, "window", None)
+    if window is not None:
+        out["late"] = window.late_count
+        if per_batch:
+            window.late_count = 0
+        held = window.held()
+        if held is not None:
+            out["in_windows"] = held  # a gauge: a runner keeps each task's latest
     latency = getattr(task, "complete_latency", None)
     if latency is not None:
         out["complete_latency"] = latency.state()
@@ -44,7 +60,11 @@ def merge_counters(into: dict[str, Any], counters: Mapping[str, Any]) -> None:
     counts summed by stream (a task reports once per batch on Spark)."""
     for key, value in counters.items():
         if isinstance(value, dict):
-            if key in HISTOGRAMS:
+            if key == "user_metrics":
+                mine = into.setdefault(key, {})
+                for name, partial in value.items():
+                    mine[name] = merge_partial(mine.get(name), partial)
+            elif key in HISTOGRAMS:
                 mine = into.get(key)
                 if mine is None:
                     into[key] = dict(value, buckets=dict(value["buckets"]))
@@ -93,15 +113,28 @@ class Reporting:
     def batch_metrics(self) -> list[BatchMetrics]:
         return []
 
-    def mark_run_started(self) -> None:
-        self._began = time.monotonic()
+    _ended_ms: int | None = None  # the run's elapsed time, frozen when it ended
+
+    def mark_run_ended(self) -> None:
+        """`run` is returning: elapsed time stops, and the status says `finished`."""
+        self._ended_ms = None
+        self._ended_ms = self.elapsed_now_ms()
 
     def elapsed_now_ms(self) -> int:
-        """Time since `run` started, while it runs; its whole duration afterwards (the
-        runner's `elapsed_ms`, which it sets when `run` ends and clears `_began`)."""
+        """Time since `run` started, while it runs; its whole duration afterwards."""
+        if self._ended_ms is not None:
+            return self._ended_ms
+        return self._live_elapsed_ms()
+
+    def _live_elapsed_ms(self) -> int:
+        # The Spark runners set `_began` when `run` starts, and `elapsed_ms` (clearing
+        # `_began`) when it ends.
         if self._began is None:
             return int(getattr(self, "elapsed_ms", 0))
         return int((time.monotonic() - self._began) * 1000)
+
+    def run_status(self) -> str:
+        return "finished" if self._ended_ms is not None else self.status()
 
     def metrics(self) -> MetricsSnapshot:
         elapsed = self.elapsed_now_ms()
@@ -114,15 +147,17 @@ class Reporting:
             cid = self._component_of(task)
             parent = components[cid]
             parent.per_task[task] = _figures(ComponentMetrics(cid, parent.kind, 1), counters)
-            merge_counters(merged[cid], {k: v for k, v in counters.items()
-                                         if k in HISTOGRAMS or k == "streams"})
+            merge_counters(merged[cid], {k: v for k, v in counters.items() if k in MERGED})
+        user: dict[str, dict[str, Any]] = {}
         for cid, counters in merged.items():
             _figures(components[cid], counters, counts=False)
+            if counters.get("user_metrics"):
+                user[cid] = {name: value_of(p) for name, p in counters["user_metrics"].items()}
         self._capacities(components, elapsed)
         return MetricsSnapshot(
-            runner=self.runner_name, status=self.status(), elapsed_ms=elapsed,
+            runner=self.runner_name, status=self.run_status(), elapsed_ms=elapsed,
             components=components, batches=self.batch_metrics(),
-            errors=error_summaries(self.errors), restarted=self.restarted)
+            errors=error_summaries(self.errors), user_metrics=user, restarted=self.restarted)
 
     restarted = False  # set by a runner that resumed a checkpoint: counters are this run's
 
@@ -163,4 +198,9 @@ def _figures(into: ComponentMetrics, counters: Mapping[str, Any],
     streams = counters.get("streams")
     if streams:
         into.streams = dict(streams)
+        into.malformed = streams.get(MALFORMED, 0)
+    if "late" in counters:
+        into.late = counters["late"]
+    if counters.get("in_windows") is not None:
+        into.in_windows = counters["in_windows"]
     return into

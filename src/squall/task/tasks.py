@@ -19,6 +19,7 @@ from squall.components.context import TopologyContext
 from squall.components.partitioned_source import PartitionedSource, Range, RecordRange
 from squall.errors import BatchRetryError, DeadLetterError, FailedException
 from squall.metrics.histogram import LatencyHistogram
+from squall.metrics.user import merge_partial
 from squall.protocols import Host, OutputCollectorLike
 from squall.reliability.acker import Outcome
 from squall.reliability.pending import PendingEntry, PendingMap
@@ -78,6 +79,7 @@ class TaskRuntime:
         # may be 0 (probability 2^-64), which is harmless; not guarding saves a call per edge.
         ids = random.Random((seed << 20) ^ task_id)
         self.rand64: Callable[[], int] = functools.partial(ids.getrandbits, 64)
+        self._metric_totals: dict[str, dict[str, Any]] = {}  # metric_totals
         self.context = TopologyContext(topology, self.conf, task_id)
         self.routes = build_routes(topology, task_id, seed, self.context)
         self.instance = spec.new_instance()
@@ -85,6 +87,25 @@ class TaskRuntime:
     def rebind(self) -> None:
         """After a snapshot replaced instance, routes and ids (squall.task.snapshot)."""
         self._bind_collectors()
+        # The restored component's registered metrics are its attributes that carry a name
+        # (`TopologyContext.register_metric`); the context is this task's, new.
+        for value in vars(self.instance).values() if hasattr(self.instance, "__dict__") else ():
+            name = getattr(value, "_squall_name", None)
+            if isinstance(name, str):
+                self.context.registered_metrics[name] = value
+
+    def metric_partials(self) -> dict[str, dict[str, Any]]:
+        """The registered metrics' values since the last call (squall.metrics.user)."""
+        return {name: m.partial_and_reset()
+                for name, m in self.context.registered_metrics.items()}
+
+    def metric_totals(self) -> dict[str, dict[str, Any]]:
+        """The registered metrics' values since the task started (for a runner whose tasks
+        report what they counted so far rather than per batch)."""
+        totals = self._metric_totals
+        for name, partial in self.metric_partials().items():
+            totals[name] = merge_partial(totals.get(name), partial)
+        return dict(totals)
 
     def _bind_collectors(self) -> None:
         """Bind the task's collectors to its host, routes and id generator (one call)."""

@@ -401,6 +401,7 @@ class LocalEngine(Controls, Reporting):
         max_idle_rounds: int | None,
     ) -> RunResult:
         self.start()
+        self._ended_ms = None  # a run again: the clock goes on (squall.runtime.reporting)
         clock = self.clock
         start = clock.now_ms()
         wait_ms = int(self.conf.get(TOPOLOGY_SLEEP_SPOUT_WAIT_MS) or 1)
@@ -468,6 +469,7 @@ class LocalEngine(Controls, Reporting):
                     clock.sleep_ms(wait_ms)
         finally:
             self.stop()
+        self.mark_run_ended()
         if on_progress is not None:
             on_progress(self.metrics())
         return self.result()
@@ -486,13 +488,13 @@ class LocalEngine(Controls, Reporting):
     def component_stats(self) -> dict[str, ComponentStats]:
         return aggregate_stats(self.topology, self.task_counters())
 
-    def elapsed_now_ms(self) -> int:
+    def _live_elapsed_ms(self) -> int:
         return self.now_ms() - self._start_ms  # the runner's clock, as `result`
 
     def result(self) -> RunResult:
         return RunResult(
             self.component_stats(),
             list(self.errors),
-            self.now_ms() - self._start_ms,
+            self.elapsed_now_ms(),
             {"late_acks": self.late_acks},
         )

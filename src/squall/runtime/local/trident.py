@@ -107,7 +107,7 @@ class LocalTridentRunner(Controls, Reporting):
     def run(self, *, duration_ms: int | None = None, until_complete: bool = True,
             on_progress: Progress | None = None, progress_every_ms: int = 1000) -> RunResult:
         started = time.monotonic()
-        self._began = started
+        self._began, self._ended_ms = started, None
         clock = self.clock
         start = clock.now_ms()
         interval = int(self.conf.get(BATCH_INTERVAL) or 500)
@@ -135,6 +135,7 @@ class LocalTridentRunner(Controls, Reporting):
             self.coordinator.close()
             self.elapsed_ms = int((time.monotonic() - started) * 1000)
             self._began = None  # elapsed_now_ms: the run's duration from now on
+        self.mark_run_ended()
         if on_progress is not None:
             on_progress(self.metrics())
         return self.result()

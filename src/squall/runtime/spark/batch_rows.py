@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from squall.results import ErrorRecord
-from squall.runtime.reporting import merge_counters
+from squall.runtime.reporting import GAUGES, merge_counters
 from squall.runtime.spark import row_schema
 from squall.topology.description import Topology
 from squall.transactional.reports import BatchReport
@@ -45,7 +45,11 @@ def component_of(topology: Topology, task: int) -> str:
 def add_counters(into: Counters, counters: Counters) -> None:
     """Sum per-task `counters` into `into` (histograms merged, squall.runtime.reporting)."""
     for task, values in counters.items():
-        merge_counters(into.setdefault(task, {}), values)
+        mine = into.setdefault(task, {})
+        for gauge in GAUGES:
+            if gauge in values:
+                mine[gauge] = values[gauge]
+        merge_counters(mine, {k: v for k, v in values.items() if k not in GAUGES})
 
 
 def decode_batch(cols: dict[str, list], topology: Topology) -> BatchRows:

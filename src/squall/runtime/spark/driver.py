@@ -338,7 +338,7 @@ class SparkRunner(Controls, Reporting):
         max_wait_ms: int | None = None,
     ) -> RunResult:
         started = time.monotonic()
-        self._began = started
+        self._began, self._ended_ms = started, None
 
         def complete() -> bool:
             if until_complete and self.complete():
@@ -354,6 +354,7 @@ class SparkRunner(Controls, Reporting):
         self._cleanup()
         self.elapsed_ms = int((time.monotonic() - started) * 1000)
         self._began = None  # elapsed_now_ms: the run's duration from now on
+        self.mark_run_ended()
         if on_progress is not None:
             on_progress(self.metrics())
         return self.result()

@@ -318,7 +318,7 @@ def _finish_task(
     stats: dict[str, Any] = task.stats.as_dict()
     stats["executed"] = executed
     task.times.settle_open()
-    stats.update(task_histograms(task))
+    stats.update(task_histograms(task, per_batch=True))
     out.report(row_schema.STATS, task=task.task_id, key=0, stream=None, payload=stats, ts=host.now,
                seq=0)
     task.stats.reset()  # counters are per batch; the driver sums them

@@ -305,7 +305,7 @@ class TransactionalSparkRunner(Controls, Reporting):
             on_progress: Progress | None = None, progress_every_ms: int = 1000,
             max_wait_ms: int | None = None) -> RunResult:
         started = time.monotonic()
-        self._began = started
+        self._began, self._ended_ms = started, None
         self.exhausted = partitions_exhausted(self.spout, self.store, self.core.curr - 1)
         drive_query(self, TransactionalSource.name(), self._batch,
                     done=lambda: until_complete and self.exhausted, started=started,
@@ -313,6 +313,7 @@ class TransactionalSparkRunner(Controls, Reporting):
                     progress_every_ms=progress_every_ms)
         self.elapsed_ms = int((time.monotonic() - started) * 1000)
         self._began = None  # elapsed_now_ms: the run's duration from now on
+        self.mark_run_ended()
         if on_progress is not None:
             on_progress(self.metrics())
         return self.result()

@@ -913,7 +913,7 @@ class TridentSparkRunner(Controls, Reporting):
             on_progress: Progress | None = None, progress_every_ms: int = 1000,
             max_wait_ms: int | None = None) -> RunResult:
         started = time.monotonic()
-        self._began = started
+        self._began, self._ended_ms = started, None
         self.coordinator.open()
         self.executor = BatchExecutor(self.plan, self.user_conf, location=self.dir)
         self.exhausted = self.coordinator.exhausted()
@@ -928,6 +928,7 @@ class TridentSparkRunner(Controls, Reporting):
             self.coordinator.close()
             self.elapsed_ms = int((time.monotonic() - started) * 1000)
             self._began = None  # elapsed_now_ms: the run's duration from now on
+        self.mark_run_ended()
         if on_progress is not None:
             on_progress(self.metrics())
         return self.result()

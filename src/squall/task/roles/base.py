@@ -26,8 +26,14 @@ class WindowRole:
     the component (a stateful windowed bolt's `init_state`, `pre_*` are the user's).
     """
 
+    late_count = 0  # tuples found late since the runner last read it (squall.metrics)
+
     def __init__(self, instance: Any) -> None:
         self.instance = instance
+
+    def held(self) -> int | None:
+        """How many input tuples the windows hold now (None: not known for this role)."""
+        return None
 
     @property
     def emits_unanchored(self) -> bool:

@@ -357,6 +357,7 @@ class OperatorRole(WindowRole):
 
     def _late(self, tup: Tuple, ts: int) -> None:
         self.late_tuples += 1
+        self.late_count += 1
         op = self.instance
         if self._late_records is not None:
             record = self._late_records.values(tup, ts, watermark_ms(self.engine.watermark), LATE)

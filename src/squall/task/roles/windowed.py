@@ -147,6 +147,7 @@ class WindowedRole(WindowRole):
                 self.activate(action.window)
             elif isinstance(action, Late):
                 tup = action.event
+                self.late_count += 1
                 if self.late_records is not None:
                     record = self.late_records.values(
                         tup, action.ts, watermark_ms(action.watermark), LATE)
@@ -155,6 +156,11 @@ class WindowedRole(WindowRole):
                     log.info("windowed bolt %s: late tuple %r (ts %s < watermark %s)",
                              type(self.instance).__name__, tup, action.ts, action.watermark)
                 out.ack(tup)
+
+    def held(self) -> int | None:
+        manager = getattr(self, "manager", None)
+        events = getattr(manager, "events", None)
+        return None if events is None else len(events)
 
     def activate(self, window: TupleWindow) -> None:
         """Call the bolt's `execute(window)`, its unanchored emits anchored to the window."""
