@@ -1,5 +1,12 @@
 """`squall run TARGET`: run a topology, showing live progress per component and a summary.
 
+Progress goes to standard error (`squall.cli.progress`): on a terminal one line per component
+updated in place, elsewhere plain lines when something changed; the summary at the end gives
+totals, rates and latencies. `--metrics-json FILE` appends every interval's `MetricsSnapshot` as
+a JSON line (`squall.cli.metrics_file`); `--metrics-port PORT` serves it to Prometheus
+(`squall.cli.prometheus`). On Spark, Spark's own output goes to a log file unless `--verbose`,
+and the Spark UI's address is printed once Spark has started.
+
 While it runs, the topology is registered in the run directory (`squall.cli.rundir`) under its
 `--name`, with a control endpoint on loopback (`squall.cli.control`) that `squall list`, `kill`,
 `deactivate`, `activate` and `rebalance` use. SIGINT/SIGTERM stop it gracefully
@@ -18,14 +25,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import signal
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TextIO
 
 from squall.cli.control import ControlServer
+from squall.cli.metrics_file import MetricsFile, MetricsFileError
+from squall.cli.progress import ProgressDisplay, summary
+from squall.cli.prometheus import MetricsServer, MetricsServerError
 from squall.cli.rundir import RunDirError, RunEntry, check_name, register, unregister
 from squall.cli.stopping import DEFAULT_STOP_TIMEOUT_S, SignalStop, route_spark_output
 from squall.cli.target import (
@@ -38,7 +49,7 @@ from squall.cli.target import (
 )
 from squall.errors import InvalidTopologyError, SquallError
 from squall.metrics.snapshot import MetricsSnapshot
-from squall.protocols import Runner
+from squall.protocols import Progress, Runner
 from squall.runners import DEFAULT_RUNNER, RUNNERS, make_runner
 from squall.state.providers import DURABLE
 from squall.task.reshape import compare, shape
@@ -71,16 +82,57 @@ def add_parser(verbs: Any) -> None:
                    metavar="SECONDS",
                    help="on SIGINT/SIGTERM, how long work in flight may take to finish before "
                         f"the run stops anyway (default {DEFAULT_STOP_TIMEOUT_S:g})")
+    p.add_argument("--metrics-json", default=None, metavar="FILE",
+                   help="append every progress interval's metrics snapshot to FILE as one JSON "
+                        "line, and the final one when the run ends (see squall.metrics)")
+    p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                   help="serve the latest metrics at http://HOST:PORT/metrics in Prometheus' "
+                        "text format (0 picks a free port; the URL is printed at start)")
+    p.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
+                   help="the address --metrics-port listens on (default 127.0.0.1, loopback "
+                        "only; 0.0.0.0 for every interface)")
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help="show Spark's own output (JVM, Py4J, Python workers) on the terminal "
+                        "instead of writing it to a log file")
     p.set_defaults(func=main)
 
 
-class _Progress:
-    """Prints every component's counters, stamped with the run's elapsed time."""
+def _fan_out(callbacks: list[Progress]) -> Progress:
+    """One `on_progress` callback calling each of `callbacks` in turn."""
+    def each(snapshot: MetricsSnapshot) -> None:
+        for callback in callbacks:
+            callback(snapshot)
+    return each
 
-    def __call__(self, snapshot: MetricsSnapshot) -> None:
-        lines = [f"[{snapshot.elapsed_ms / 1000:7.1f}s]"]
-        lines += ["  " + c.line() for c in snapshot.components.values()]
-        print("\n".join(lines), file=sys.stderr, flush=True)
+
+def _spark_ui(runner: Runner) -> str | None:
+    """The Spark UI's address, for a runner on Spark that has one (pyspark is not imported
+    here: the runner's session is asked, typed loosely)."""
+    spark: Any = getattr(runner, "spark", None)
+    url = getattr(getattr(spark, "sparkContext", None), "uiWebUrl", None)
+    return url if isinstance(url, str) and url else None
+
+
+class _Terminal:
+    """Points standard error, standard output (when a terminal) and the log handlers that
+    write to standard error at `display.wrap(...)`, so that they erase the live progress
+    block before writing; `restore` puts everything back."""
+
+    def __init__(self, display: ProgressDisplay) -> None:
+        self.saved = (sys.stdout, sys.stderr)
+        self.handlers: list[tuple[logging.StreamHandler, TextIO]] = []
+        sys.stderr = display.wrap(sys.stderr)
+        if sys.stdout.isatty():
+            sys.stdout = display.wrap(sys.stdout)
+        for handler in logging.getLogger().handlers:
+            if isinstance(handler, logging.StreamHandler) and handler.stream is self.saved[1]:
+                self.handlers.append((handler, handler.stream))
+                handler.setStream(sys.stderr)
+
+    def restore(self) -> None:
+        for handler, stream in self.handlers:
+            handler.setStream(stream)
+        sys.stdout, sys.stderr = self.saved
 
 
 def main(args: argparse.Namespace) -> int:
@@ -100,9 +152,36 @@ def main(args: argparse.Namespace) -> int:
         print(f"squall run: --stop-timeout must be >= 0 seconds, got {args.stop_timeout:g}",
               file=sys.stderr)
         return 2
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        print(f"squall run: --metrics-port must be 0 to 65535, got {args.metrics_port}",
+              file=sys.stderr)
+        return 2
+    metrics_file = metrics_server = None
+    try:
+        if args.metrics_json is not None:
+            metrics_file = MetricsFile(args.metrics_json)
+        if args.metrics_port is not None:
+            metrics_server = MetricsServer(args.metrics_host, args.metrics_port, args.runner)
+    except (MetricsFileError, MetricsServerError) as exc:
+        if metrics_file is not None:
+            metrics_file.close()
+        print(f"squall run: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return _run(args, topology, conf, name, metrics_file, metrics_server)
+    finally:
+        if metrics_server is not None:
+            metrics_server.close()
+        if metrics_file is not None:
+            metrics_file.close()
+
+
+def _run(args: argparse.Namespace, topology: Topology, conf: dict[str, Any], name: str,
+         metrics_file: MetricsFile | None, metrics_server: MetricsServer | None) -> int:
+    """`main` once the arguments are checked and the metrics outputs are open."""
     print(f"squall: running {args.target} as {name!r} on the {args.runner} runner: "
           f"{topology}", file=sys.stderr)
-    signals = SignalStop(args.stop_timeout, lambda r: r.result().summary())
+    signals = SignalStop(args.stop_timeout, lambda r: summary(r.metrics()))
     signals.install()  # before Spark starts: a stop asked for meanwhile is kept for later
     holder: list[Runner] = []
 
@@ -121,9 +200,12 @@ def main(args: argparse.Namespace) -> int:
                            stop_timeout_s=args.stop_timeout, on_kill=kill,
                            on_rebalance=on_rebalance)
     log_path = None
-    if args.runner == "spark":
+    if args.runner == "spark" and not args.verbose:
         log_path = str(route_spark_output(name))
         print(f"squall: Spark's own output (JVM, Py4J, Python workers) goes to {log_path}",
+              file=sys.stderr, flush=True)
+    elif args.runner == "spark":
+        print("squall: --verbose: Spark's own output (JVM, Py4J, Python workers) comes here",
               file=sys.stderr, flush=True)
     entry = RunEntry(name=name, pid=os.getpid(), port=server.port, token=server.token,
                      runner=args.runner, started=time.time(),
@@ -136,7 +218,28 @@ def main(args: argparse.Namespace) -> int:
         print(f"squall run: {exc}", file=sys.stderr)
         return 2
     server.start()
-    progress = _Progress() if args.progress_every > 0 else None
+    final: list[MetricsSnapshot] = []  # the last snapshot: every runner hands one over at its end
+
+    def keep(snapshot: MetricsSnapshot) -> None:
+        final[:] = [snapshot]
+
+    callbacks: list[Progress] = [keep]
+    if metrics_file is not None:
+        callbacks.append(metrics_file)
+    if metrics_server is not None:
+        metrics_server.start()
+        callbacks.append(metrics_server.update)
+        print(f"squall: Prometheus metrics at {metrics_server.url}", file=sys.stderr,
+              flush=True)
+    display = None
+    if args.progress_every > 0:
+        # With --verbose on Spark the JVM writes to the terminal too, behind squall's back:
+        # lines in place would be overwritten, so they are appended instead.
+        display = ProgressDisplay(sys.stderr,
+                                  live=False if args.verbose and args.runner == "spark" else None)
+        callbacks.append(display)
+    terminal = _Terminal(display) if display is not None else None
+    ui_shown = False
     ran_ms = 0
     try:
         while True:
@@ -145,21 +248,27 @@ def main(args: argparse.Namespace) -> int:
                                  checkpoint_location=args.checkpoint)
             holder[:] = [runner]
             signals.attach(runner)
+            ui = _spark_ui(runner)
+            if ui is not None and not ui_shown:
+                print(f"squall: Spark UI at {ui}", file=sys.stderr, flush=True)
+                ui_shown = True
             duration_ms = None
             if args.duration is not None:  # the time run so far counts, across rebalances
                 duration_ms = max(0, int(args.duration * 1000) - ran_ms)
             began = time.monotonic()
-            result = runner.run(
+            runner.run(
                 duration_ms=duration_ms,
                 until_complete=True,
-                on_progress=progress,
+                on_progress=_fan_out(callbacks),
                 progress_every_ms=int(args.progress_every * 1000) or 1000,
             )
             ran_ms += int((time.monotonic() - began) * 1000)
             if not rebalance or signals.signum is not None or runner.stopped() is None:
                 break
             holder.clear()  # requests wait for the next start ("starting")
-            print(result.summary(), file=sys.stderr)
+            if display is not None:
+                display.close()
+            print(summary(final[0] if final else runner.metrics()), file=sys.stderr)
             before = current[0]
             current[0] = before.with_parallelism(rebalance)
             moves = ", ".join(f"{cid} {len(before.component_tasks(cid))} -> {n}"
@@ -176,12 +285,17 @@ def main(args: argparse.Namespace) -> int:
         print("squall: interrupted while Spark was starting", file=sys.stderr)
         return 130
     finally:
+        if display is not None:
+            display.close()
+        if terminal is not None:
+            terminal.restore()
         unregister(entry)
         with contextlib.suppress(Exception):
             server.close()
         signals.restore()
     print("squall: summary", file=sys.stderr)
-    print(result.summary(), file=sys.stderr)
+    # The runner's last snapshot, the one the JSON file and Prometheus end with.
+    print(summary(final[0] if final else runner.metrics()), file=sys.stderr)
     return _stop_status(runner.stopped(), signals.signum)
 
 

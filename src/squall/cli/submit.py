@@ -63,6 +63,14 @@ def add_parser(verbs: Any) -> None:
     p.add_argument("--stop-timeout", type=float, default=None, metavar="SECONDS",
                    help="on SIGINT/SIGTERM, how long work in flight may take to finish "
                         "(default: squall run's)")
+    p.add_argument("--metrics-json", default=None, metavar="FILE",
+                   help="as squall run's: the driver appends its metrics snapshots to FILE")
+    p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                   help="as squall run's: the driver serves /metrics for Prometheus on PORT")
+    p.add_argument("--metrics-host", default=None, metavar="HOST",
+                   help="the address --metrics-port listens on (default 127.0.0.1)")
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help="Spark's own output on the terminal instead of the driver's log file")
     p.add_argument("--deploy-mode", default="client", choices=["client"],
                    help="client only: the driver runs here (Spark standalone cannot run a "
                         "Python driver in cluster mode)")
@@ -206,6 +214,14 @@ def build_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str], 
         cmd += ["--name", args.name]
     if getattr(args, "stop_timeout", None) is not None:
         cmd += ["--stop-timeout", repr(args.stop_timeout)]
+    if getattr(args, "metrics_json", None) is not None:
+        cmd += ["--metrics-json", os.path.abspath(args.metrics_json)]
+    if getattr(args, "metrics_port", None) is not None:
+        cmd += ["--metrics-port", str(args.metrics_port)]
+    if getattr(args, "metrics_host", None) is not None:
+        cmd += ["--metrics-host", args.metrics_host]
+    if getattr(args, "verbose", False):
+        cmd.append("--verbose")
 
     def prepare() -> None:
         if package is not None and zip_dest is not None:
