@@ -11,7 +11,16 @@ import time
 
 import pytest
 
-from squall import Bolt, Duration, Fields, TopologyBuilder, Values, WindowedBolt, run
+from squall import (
+    Bolt,
+    Duration,
+    Fields,
+    StatefulBolt,
+    TopologyBuilder,
+    Values,
+    WindowedBolt,
+    run,
+)
 from squall.connectors import JsonLinesSource, MemorySource
 from squall.metrics import LatencyHistogram, MetricsSnapshot
 from squall.metrics.user import CountMetric, MeanReducer, MultiCountMetric, ReducedMetric
@@ -183,6 +192,36 @@ def test_malformed_late_and_windowed_counts(runner, tmp_path):
     # does (a time window's bolt gets ticks; on Spark a run lasts long enough for some).
     assert (w.acked, w.late) == (3, 1) and w.executed >= 3
     assert w.in_windows is not None and w.in_windows >= 0
+
+
+class KeyCount(StatefulBolt):
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, tup):
+        self.state.put(tup["k"], self.state.get(tup["k"], 0) + 1)
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        pass
+
+
+@pytest.mark.runners("local", "spark")
+def test_state_size_counts_the_keys_of_a_stateful_bolt(runner, tmp_path):
+    # 7 keys, all in the first 60 records; the state's size is its committed keys, so later
+    # batches see all 7.
+    data = {"p": [[f"k{i % 7}"] for i in range(300)]}
+    b = TopologyBuilder()
+    b.set_spout("keys", MemorySource(data, Fields("k"), records_per_range=30))
+    b.set_bolt("count", KeyCount(), 2).fields_grouping("keys", Fields("k"))
+    snapshots: list[MetricsSnapshot] = []
+    run(b.create_topology(), {"squall.spark.batch.max.tuples": 60,
+                              "topology.state.checkpoint.interval.ms": 100},
+        runner=runner, checkpoint_location=str(tmp_path / "ckpt"), on_progress=snapshots.append,
+        progress_every_ms=100)
+    count = snapshots[-1].components["count"]
+    assert count.state_size == 7
+    assert len(count.per_task) == 2 and sum(t.state_size for t in count.per_task.values()) == 7
 
 
 def test_histogram_percentiles_within_a_sixteenth():

@@ -65,6 +65,7 @@ class ComponentMetrics:
     malformed: int = 0  # spouts: records that could not be read (the `malformed` stream)
     late: int = 0  # windowed bolts and operators: tuples behind the watermark, not windowed
     in_windows: int | None = None  # windowed bolts: input tuples their windows hold now
+    state_size: int | None = None  # stateful bolts: keys in their key-value state (committed)
     complete_latency: Latency | None = None  # spouts: emit to the tree's completion
     execute_latency: Latency | None = None  # bolts: time in execute (sampled)
     process_latency: Latency | None = None  # bolts: execute's start to the tuple's ack (sampled)

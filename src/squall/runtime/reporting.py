@@ -22,10 +22,13 @@ from squall.metrics.snapshot import (
 )
 from squall.metrics.user import merge_partial, value_of
 from squall.results import METRIC_COUNTERS, ComponentStats, ErrorRecord
+from squall.state.base import KeyValueState
 
 HISTOGRAMS = ("complete_latency", "execute_latency", "process_latency")
-MERGED = (*HISTOGRAMS, "streams", "user_metrics", "late", "in_windows")  # beside the counters
-GAUGES = ("in_windows",)  # a task's value now, not a count: the latest report replaces it
+# Figures beside the counters; the gauges are a task's value now, not a count: a runner that
+# reports per batch keeps each task's latest.
+MERGED = (*HISTOGRAMS, "streams", "user_metrics", "late", "in_windows", "state_size")
+GAUGES = ("in_windows", "state_size")
 
 
 def task_histograms(task: Any, per_batch: bool = False) -> dict[str, Any]:
@@ -37,6 +40,10 @@ def task_histograms(task: Any, per_batch: bool = False) -> dict[str, Any]:
                                        if r.emitted}}
     if task.context.registered_metrics:
         out["user_metrics"] = task.metric_partials() if per_batch else task.metric_totals()
+    checkpointing = getattr(task, "checkpointing", None)
+    state = None if checkpointing is None else checkpointing.state
+    if isinstance(state, KeyValueState):
+        out["state_size"] = state.size()  # a gauge
     window = getattr(task, "window", None)
     if window is not None:
         out["late"] = window.late_count
@@ -203,4 +210,6 @@ def _figures(into: ComponentMetrics, counters: Mapping[str, Any],
         into.late = counters["late"]
     if counters.get("in_windows") is not None:
         into.in_windows = counters["in_windows"]
+    if counters.get("state_size") is not None:
+        into.state_size = counters["state_size"]
     return into

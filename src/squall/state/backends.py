@@ -116,6 +116,11 @@ class StoreKeyValueState(KeyValueState):
         self.dirty[key] = _DELETED
         return value
 
+    def size(self) -> int:
+        """The store's committed keys (changes not yet committed are not counted)."""
+        size = getattr(self.store, "size", None)
+        return int(size()) if size is not None else super().size()
+
     def __iter__(self) -> Iterator[tuple[Any, Any]]:
         overlay = {**self.prepared, **self.dirty}
         for key, value in self.store.items():
@@ -225,6 +230,10 @@ class SqliteStore:
     def items(self) -> Iterator[tuple[Any, Any]]:
         for k, v in self.conn.execute("SELECT k, v FROM kv"):
             yield self.keys.loads(k), self.values.loads(v)
+
+    def size(self) -> int:
+        """Committed keys."""
+        return int(self.conn.execute("SELECT COUNT(*) FROM kv").fetchone()[0])
 
     def _rows(self, changes: dict[Any, Any]) -> list[tuple[bytes, bytes | None, int]]:
         return [(self.keys.dumps(k), None if v is DELETED else self.values.dumps(v),
@@ -376,6 +385,10 @@ class RedisStore:
     def items(self) -> Iterator[tuple[Any, Any]]:
         for k, v in self._call(lambda c: list(c.hscan_iter(self.k_data, count=1000))):
             yield self.keys.loads(k), self.values.loads(v)
+
+    def size(self) -> int:
+        """Committed keys."""
+        return int(self._call(lambda c: c.hlen(self.k_data)))
 
     def write_version(self, txid: int, changes: dict[Any, Any]) -> None:
         puts = {self.keys.dumps(k): self.values.dumps(v) for k, v in changes.items()

@@ -60,6 +60,11 @@ class KeyValueState(State):
     def items(self) -> Iterator[tuple[Any, Any]]:
         return iter(self)
 
+    def size(self) -> int:
+        """How many keys the state holds, for metrics: a store's committed keys (its own count,
+        cheap), the working map's in memory; by iteration for a state that has neither."""
+        return sum(1 for _ in self)
+
 
 class MemoryKeyValueState(KeyValueState):
     """Storm's `InMemoryKeyValueState`, except that rollback copies the committed map (Storm
@@ -82,6 +87,9 @@ class MemoryKeyValueState(KeyValueState):
 
     def __iter__(self) -> Iterator[tuple[Any, Any]]:
         return iter(list(self.working.items()))
+
+    def size(self) -> int:
+        return len(self.working)
 
     def prepare_commit(self, txid: int) -> None:
         if self.prepared is not None and txid > self.prepared[0]:
