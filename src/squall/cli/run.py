@@ -43,6 +43,7 @@ from squall.runners import DEFAULT_RUNNER, RUNNERS, make_runner
 from squall.state.providers import DURABLE
 from squall.task.reshape import compare, shape
 from squall.topology.description import Topology
+from squall.ui import UiServer
 
 
 def add_parser(verbs: Any) -> None:
@@ -71,6 +72,12 @@ def add_parser(verbs: Any) -> None:
                    metavar="SECONDS",
                    help="on SIGINT/SIGTERM, how long work in flight may take to finish before "
                         f"the run stops anyway (default {DEFAULT_STOP_TIMEOUT_S:g})")
+    p.add_argument("--ui", action="store_true",
+                   help="serve a live web UI of the run (its address is printed at start)")
+    p.add_argument("--ui-port", type=int, default=0, metavar="PORT",
+                   help="the web UI's port (default: a free one)")
+    p.add_argument("--ui-host", default="127.0.0.1", metavar="HOST",
+                   help="the web UI's address (default 127.0.0.1: this machine only)")
     p.set_defaults(func=main)
 
 
@@ -129,13 +136,21 @@ def main(args: argparse.Namespace) -> int:
                      runner=args.runner, started=time.time(),
                      checkpoint=os.path.abspath(args.checkpoint) if args.checkpoint else None,
                      target=args.target, log=log_path)
+    ui = None
     try:
+        ui = UiServer(lambda: holder[0] if holder else None, lambda: current[0], name=name,
+                      runner_name=args.runner, host=args.ui_host, port=args.ui_port,
+                      spark_ui_of=_spark_ui_url) if args.ui else None
         register(entry)
     except (RunDirError, OSError) as exc:
         server.close()
+        if ui is not None:
+            ui.close()
         print(f"squall run: {exc}", file=sys.stderr)
         return 2
     server.start()
+    if ui is not None:
+        print(f"squall: web UI at {ui.start().url}", file=sys.stderr, flush=True)
     progress = _Progress() if args.progress_every > 0 else None
     ran_ms = 0
     try:
@@ -179,10 +194,19 @@ def main(args: argparse.Namespace) -> int:
         unregister(entry)
         with contextlib.suppress(Exception):
             server.close()
+        if ui is not None:
+            with contextlib.suppress(Exception):
+                ui.finish()
+            ui.close()
         signals.restore()
     print("squall: summary", file=sys.stderr)
     print(result.summary(), file=sys.stderr)
     return _stop_status(runner.stopped(), signals.signum)
+
+
+def _spark_ui_url(runner: Runner) -> str | None:
+    """The Spark UI's address of a runner on Spark (None without Spark or its UI)."""
+    return getattr(getattr(getattr(runner, "spark", None), "sparkContext", None), "uiWebUrl", None)
 
 
 def _rebalance(topology: Topology, conf: dict[str, Any], checkpoint: str | None,
