@@ -319,6 +319,9 @@ def test_page_shows_text_from_the_topology_as_text(browser):
         assert ids == [NASTY_ID, NASTY_BOLT]
         assert page.evaluate("document.querySelector('#errors td.message').textContent") \
             == NASTY_ERROR
+        badges = page.evaluate("[...document.querySelectorAll('#graph svg g.node g.errors')]"
+                               ".map(g => g.getAttribute('visibility'))")
+        assert badges == ["hidden", "visible"]  # the bolt's errors, counted on its box
         rows = page.evaluate("[...document.querySelectorAll('#spouts tbody td.id, "
                              "#bolts tbody td.id')].map(td => td.textContent)")
         assert rows == [NASTY_ID, NASTY_BOLT]

@@ -317,7 +317,11 @@
       const counter = g.classList.contains("spout") ? "emitted" : "executed";
       const r = rate(rates, id, counter);
       setBadge(g.querySelector("g.badge"), isNumber(r) ? `${fmtRate(r)}/s` : "");
-      const errors = c && c.errors ? fmtRate(c.errors) : "";
+      // The errors counter, or the error records' count where that is higher (both are kept).
+      const reported = ((answer.metrics && answer.metrics.errors) || [])
+        .filter((e) => e.component === id).reduce((sum, e) => sum + (e.count || 0), 0);
+      const count = Math.max(c && isNumber(c.errors) ? c.errors : 0, reported);
+      const errors = count ? fmtRate(count) : "";
       setBadge(g.querySelector("g.errors"), errors ? `!${errors}` : "");
       g.classList.toggle("hot", Boolean(c && isNumber(c.capacity) && c.capacity >= 0.8));
       g.classList.toggle("selected", id === state.selected);
