@@ -335,28 +335,24 @@ def test_page_shows_text_from_the_topology_as_text(browser):
 # ---- squall run --ui --------------------------------------------------------------------------
 
 
-def test_squall_run_ui_prints_the_address_and_serves_the_run():
-    proc = subprocess.Popen(
-        [*SQUALL, "run", "examples/wordcount.py:topology", "--runner", "local", "--ui",
-         "--duration", "4", "--progress-every", "0", "-c", "wordcount.sentences=1000000"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+@contextlib.contextmanager
+def squall_run_ui(*args: str) -> Iterator[tuple[subprocess.Popen[str], urllib.request.Request]]:
+    """`squall run ... --ui` in a subprocess, and a request for its `/api/metrics`, made from
+    the address it printed."""
+    proc = subprocess.Popen([*SQUALL, "run", *args, "--ui", "--progress-every", "0"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None
-        url = None
         for line in proc.stderr:
-            match = re.match(r"squall: web UI at (http://127\.0\.0\.1:(\d+)/\?token=(\S+))$",
+            match = re.match(r"squall: web UI at http://127\.0\.0\.1:(\d+)/\?token=(\S+)$",
                              line.strip())
             if match:
-                url, port, token = match.groups()
                 break
-        assert url is not None, "no address printed"
-        request = urllib.request.Request(f"http://127.0.0.1:{port}/api/metrics",
-                                         headers={TOKEN_HEADER: token})
-        answer = wait_until(lambda: _answer(request), what="an active run")
-        assert answer["name"] == "topology" and answer["runner"] == "local"
-        assert set(answer["metrics"]["components"]) == {"sentences", "split", "count", "report"}
-        rest = proc.communicate(timeout=60)[1]
-        assert proc.returncode == 0, rest
+        else:
+            raise AssertionError(f"no address printed; exit {proc.wait()}")
+        port, token = match.groups()
+        yield proc, urllib.request.Request(f"http://127.0.0.1:{port}/api/metrics",
+                                           headers={TOKEN_HEADER: token})
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -364,9 +360,47 @@ def test_squall_run_ui_prints_the_address_and_serves_the_run():
 
 
 def _answer(request: urllib.request.Request) -> dict[str, Any] | None:
-    with urllib.request.urlopen(request, timeout=10) as response:
-        answer = json.loads(response.read())
-    return answer if answer["status"] == "active" and answer["metrics"] else None
+    """The run's metrics answer, or None once squall has gone."""
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read())
+    except (urllib.error.URLError, ConnectionError):
+        return None
+
+
+def test_squall_run_ui_prints_the_address_and_serves_the_run():
+    with squall_run_ui("examples/wordcount.py:topology", "--runner", "local", "--duration", "4",
+                       "-c", "wordcount.sentences=1000000") as (proc, request):
+        answer = wait_until(lambda: (a := _answer(request)) and a["metrics"] and a,
+                            what="an active run")
+        assert answer["name"] == "topology" and answer["runner"] == "local"
+        assert answer["status"] == "active" and answer["spark_ui"] is None
+        assert set(answer["metrics"]["components"]) == {"sentences", "split", "count", "report"}
+        rest = proc.communicate(timeout=60)[1]
+        assert proc.returncode == 0, rest
+
+
+@pytest.mark.spark
+def test_squall_run_ui_on_spark_links_the_spark_ui_and_shows_batches():
+    answers = []
+    with squall_run_ui("examples/wordcount.py:topology",
+                       "-c", "wordcount.sentences=300") as (proc, request):
+        deadline = time.monotonic() + 240
+        while proc.poll() is None and time.monotonic() < deadline:
+            answer = _answer(request)
+            if answer is not None:
+                answers.append(answer)
+            time.sleep(0.5)
+        rest = proc.communicate(timeout=60)[1]
+        assert proc.returncode == 0, rest
+    statuses = [a["status"] for a in answers]
+    assert statuses[0] == "starting" and "active" in statuses, statuses
+    links = {a["spark_ui"] for a in answers if a["status"] == "active"}
+    assert len(links) == 1 and re.match(r"http://[^/]+:\d+$", links.pop()), links
+    last = answers[-1]  # squall waited for this page's last look before it exited
+    assert last["status"] == "finished" and last["metrics"]["runner"] == "spark"
+    assert last["metrics"]["batches"]
+    assert last["metrics"]["components"]["sentences"]["acked"] == 300
 
 
 def test_squall_run_ui_port_in_use_is_refused_in_one_line():
