@@ -21,6 +21,7 @@ import contextlib
 import fcntl
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -107,7 +108,8 @@ class Chromium:
 
     def _read(self, deadline: float) -> dict[str, Any]:
         while b"\0" not in self._buffer:
-            if time.monotonic() > deadline:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([self._answers], [], [], remaining)[0]:
                 raise ChromiumError(f"no answer from Chromium in {self.timeout_s:g} s"
                                     f"{self._log_tail()}")
             chunk = self._answers.read(1 << 16)
