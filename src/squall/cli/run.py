@@ -54,6 +54,7 @@ from squall.runners import DEFAULT_RUNNER, RUNNERS, make_runner
 from squall.state.providers import DURABLE
 from squall.task.reshape import compare, shape
 from squall.topology.description import Topology
+from squall.ui import UiServer
 
 
 def add_parser(verbs: Any) -> None:
@@ -94,6 +95,12 @@ def add_parser(verbs: Any) -> None:
     p.add_argument("--verbose", "-v", action="store_true",
                    help="show Spark's own output (JVM, Py4J, Python workers) on the terminal "
                         "instead of writing it to a log file")
+    p.add_argument("--ui", action="store_true",
+                   help="serve a live web UI of the run (its address is printed at start)")
+    p.add_argument("--ui-port", type=int, default=0, metavar="PORT",
+                   help="the web UI's port (default: a free one)")
+    p.add_argument("--ui-host", default="127.0.0.1", metavar="HOST",
+                   help="the web UI's address (default 127.0.0.1: this machine only)")
     p.set_defaults(func=main)
 
 
@@ -211,13 +218,21 @@ def _run(args: argparse.Namespace, topology: Topology, conf: dict[str, Any], nam
                      runner=args.runner, started=time.time(),
                      checkpoint=os.path.abspath(args.checkpoint) if args.checkpoint else None,
                      target=args.target, log=log_path)
+    ui = None
     try:
+        ui = UiServer(lambda: holder[0] if holder else None, lambda: current[0], name=name,
+                      runner_name=args.runner, host=args.ui_host, port=args.ui_port,
+                      spark_ui_of=_spark_ui) if args.ui else None
         register(entry)
     except (RunDirError, OSError) as exc:
         server.close()
+        if ui is not None:
+            ui.close()
         print(f"squall run: {exc}", file=sys.stderr)
         return 2
     server.start()
+    if ui is not None:
+        print(f"squall: web UI at {ui.start().url}", file=sys.stderr, flush=True)
     final: list[MetricsSnapshot] = []  # the last snapshot: every runner hands one over at its end
 
     def keep(snapshot: MetricsSnapshot) -> None:
@@ -248,9 +263,9 @@ def _run(args: argparse.Namespace, topology: Topology, conf: dict[str, Any], nam
                                  checkpoint_location=args.checkpoint)
             holder[:] = [runner]
             signals.attach(runner)
-            ui = _spark_ui(runner)
-            if ui is not None and not ui_shown:
-                print(f"squall: Spark UI at {ui}", file=sys.stderr, flush=True)
+            spark_ui = _spark_ui(runner)
+            if spark_ui is not None and not ui_shown:
+                print(f"squall: Spark UI at {spark_ui}", file=sys.stderr, flush=True)
                 ui_shown = True
             duration_ms = None
             if args.duration is not None:  # the time run so far counts, across rebalances
@@ -292,6 +307,10 @@ def _run(args: argparse.Namespace, topology: Topology, conf: dict[str, Any], nam
         unregister(entry)
         with contextlib.suppress(Exception):
             server.close()
+        if ui is not None:
+            with contextlib.suppress(Exception):
+                ui.finish()
+            ui.close()
         signals.restore()
     print("squall: summary", file=sys.stderr)
     # The runner's last snapshot, the one the JSON file and Prometheus end with.
