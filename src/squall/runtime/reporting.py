@@ -7,7 +7,9 @@ and their definitions are `squall.metrics.snapshot`'s.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -23,6 +25,8 @@ from squall.metrics.snapshot import (
 from squall.metrics.user import merge_partial, value_of
 from squall.results import METRIC_COUNTERS, ComponentStats, ErrorRecord
 from squall.state.base import KeyValueState
+
+CAPACITY_WINDOW_MS = 10_000
 
 HISTOGRAMS = ("complete_latency", "execute_latency", "process_latency")
 # Figures beside the counters; the gauges are a task's value now, not a count: a runner that
@@ -168,26 +172,31 @@ class Reporting:
 
     restarted = False  # set by a runner that resumed a checkpoint: counters are this run's
 
-    _last_busy: dict[str, tuple[int, float]]  # component -> (elapsed ms, busy ms) at the last
-
-    def _capacities(self, components: dict[str, ComponentMetrics], elapsed: int) -> None:
-        """Storm's capacity: the share of the time since the last snapshot that a bolt's
-        tasks spent executing (executed x mean execute latency), averaged over its tasks."""
-        last = getattr(self, "_last_busy", None)
-        if last is None:
-            last = self._last_busy = {}
-        for cid, c in components.items():
-            if c.kind != "bolt" or c.execute_latency is None:
-                continue
-            busy = c.executed * c.execute_latency.mean_ms
-            before_ms, before_busy = last.get(cid, (0, 0.0))
-            if elapsed > before_ms:
-                c.capacity = round(max(0.0, busy - before_busy) / (elapsed - before_ms)
-                                   / max(c.tasks, 1), 4)
-                last[cid] = (elapsed, busy)
-
     def _component_of(self, task: int) -> str:
         return self.topology.task_component(task)  # type: ignore[attr-defined]
+
+    def _capacities(self, components: dict[str, ComponentMetrics], elapsed: int) -> None:
+        """Storm's capacity: the share of the recent past (up to `CAPACITY_WINDOW_MS`; Storm's
+        is 10 minutes) that a bolt's tasks spent executing (executed x mean execute latency),
+        averaged over its tasks. Reference points are kept at most one a second, so every caller
+        (progress, Prometheus, the UI, at any rate) sees the same window."""
+        lock = self.__dict__.setdefault("_capacity_lock", threading.Lock())
+        with lock:
+            history: dict[str, deque[tuple[int, float]]] = self.__dict__.setdefault(
+                "_busy_history", {})
+            for cid, c in components.items():
+                if c.kind != "bolt" or c.execute_latency is None:
+                    continue
+                busy = c.executed * c.execute_latency.mean_ms
+                points = history.setdefault(cid, deque([(0, 0.0)]))  # the run's start: idle
+                while len(points) > 1 and points[1][0] <= elapsed - CAPACITY_WINDOW_MS:
+                    points.popleft()
+                since, before = points[0]
+                if elapsed > since:
+                    c.capacity = round(max(0.0, busy - before) / (elapsed - since)
+                                       / max(c.tasks, 1), 4)
+                if elapsed - points[-1][0] >= 1000:
+                    points.append((elapsed, busy))
 
 
 def _figures(into: ComponentMetrics, counters: Mapping[str, Any],

@@ -118,6 +118,7 @@ class _Emitter:
         )
 
     def report_error(self, error: BaseException) -> None:
+        self._stats.errors += 1  # every reported error counts (squall.metrics), as the task's
         self._host.report_error(self._component, self._task_id, error)
 
     def __reduce__(self) -> tuple[Any, tuple[str]]:
