@@ -94,11 +94,13 @@ def rate_text(per_s: float | None) -> str:
 def ms_text(ms: float) -> str:
     """A latency for a line.
 
-    >>> [ms_text(v) for v in (0.04, 1.234, 56.78, 7428.0)]
-    ['0.04ms', '1.2ms', '57ms', '7428ms']
+    Below a millisecond in microseconds, so that sub-millisecond latencies keep their figures.
+
+    >>> [ms_text(v) for v in (0.0042, 0.04, 1.234, 56.78, 7428.0)]
+    ['4us', '40us', '1.2ms', '57ms', '7428ms']
     """
     if ms < 1:
-        return f"{ms:.2f}ms"
+        return f"{ms * 1000:.0f}us"
     return f"{ms:.1f}ms" if ms < 10 else f"{ms:.0f}ms"
 
 
