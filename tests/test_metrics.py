@@ -123,8 +123,13 @@ def test_every_figure_of_a_known_topology(runner):
     if runner == "spark":
         assert last.batches and sum(b.input_rows for b in last.batches) > 0
         assert all(b.duration_ms >= b.processing_ms >= 0 for b in last.batches)
+        # Start-up: the session (shared here, so about 0), then the query and its first batch.
+        up = last.startup
+        assert set(up) == {"session_ms", "query_ms", "first_batch_started_ms",
+                           "first_batch_done_ms"}
+        assert up["query_ms"] <= up["first_batch_started_ms"] <= up["first_batch_done_ms"]
     else:
-        assert last.batches == []
+        assert last.batches == [] and last.startup == {}
 
     # The snapshot is plain JSON and comes back equal.
     text = json.dumps(last.to_dict())

@@ -145,7 +145,10 @@ class MetricsSnapshot:
     batches: list[BatchMetrics] = field(default_factory=list)  # Spark: the recent ones
     errors: list[ErrorSummary] = field(default_factory=list)
     user_metrics: dict[str, dict[str, Any]] = field(default_factory=dict)  # register_metric
-    restarted: bool = False  # counters continue a checkpoint's (see docs/metrics.md)
+    restarted: bool = False  # the run resumed a checkpoint (counters are still this run's)
+    # Spark: how long start-up took: `session_ms` (starting Spark), then from `run`'s start
+    # `query_ms` (starting the streaming query), `first_batch_started_ms`, `first_batch_done_ms`.
+    startup: dict[str, int] = field(default_factory=dict)
     version: int = SNAPSHOT_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -156,7 +159,7 @@ class MetricsSnapshot:
             "components": {cid: c.to_dict() for cid, c in self.components.items()},
             "batches": [dataclasses.asdict(b) for b in self.batches],
             "errors": [dataclasses.asdict(e) for e in self.errors],
-            "user_metrics": self.user_metrics,
+            "user_metrics": self.user_metrics, "startup": dict(self.startup),
         }
 
     @classmethod
@@ -167,5 +170,6 @@ class MetricsSnapshot:
             batches=[BatchMetrics(**b) for b in d.get("batches", [])],
             errors=[ErrorSummary(**e) for e in d.get("errors", [])],
             user_metrics=d.get("user_metrics", {}), restarted=d.get("restarted", False),
+            startup=d.get("startup", {}),
             version=d.get("version", SNAPSHOT_VERSION),
         )

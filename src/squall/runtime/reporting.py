@@ -168,7 +168,8 @@ class Reporting:
         return MetricsSnapshot(
             runner=self.runner_name, status=self.run_status(), elapsed_ms=elapsed,
             components=components, batches=self.batch_metrics(),
-            errors=error_summaries(self.errors), user_metrics=user, restarted=self.restarted)
+            errors=error_summaries(self.errors), user_metrics=user, restarted=self.restarted,
+            startup=dict(getattr(self, "startup", {})))
 
     restarted = False  # set by a runner that resumed a checkpoint: counters are this run's
 

@@ -117,7 +117,12 @@ class SparkRunner(Controls, Reporting):
         self.dir = os.path.abspath(checkpoint_location or tempfile.mkdtemp(prefix="squall-"))
         os.makedirs(self.dir, exist_ok=True)
         check_fingerprint(self.dir, topology, conf, migrate=migrate)
+        began = time.monotonic()
         self.spark = session or get_session(master, self.user_conf)
+        # Start-up, for the metrics (squall.metrics.snapshot.MetricsSnapshot.startup): the
+        # session (about 0 when it was running already), then from `run`'s start the query's
+        # start, its first batch's start and end.
+        self.startup = {"session_ms": int((time.monotonic() - began) * 1000)}
         self.spark.dataSource.register(SpoutSource)
         self.topology = portable(topology)
         self.capture = capture
@@ -191,6 +196,8 @@ class SparkRunner(Controls, Reporting):
 
     # ---- one micro-batch -----------------------------------------------------------------
     def _batch(self, df: Any, batch_id: int) -> None:
+        if "first_batch_started_ms" not in self.startup and self._began is not None:
+            self.startup["first_batch_started_ms"] = int((time.monotonic() - self._began) * 1000)
         if batch_id <= self.committed:
             return  # already applied: Spark replays a batch whose commit it did not log
         plan = StagePlan(
@@ -209,6 +216,9 @@ class SparkRunner(Controls, Reporting):
                 errors = rows.aborts  # tasks that refused to commit (BatchRetryError)
                 if not errors:
                     self._apply(rows, batch_id)
+                    if "first_batch_done_ms" not in self.startup and self._began is not None:
+                        self.startup["first_batch_done_ms"] = int(
+                            (time.monotonic() - self._began) * 1000)
                     return
             # Nothing of this attempt is applied: its rows are dropped, the tasks restore the
             # last committed snapshots, and the same input runs again (docs/design/

@@ -62,6 +62,7 @@ def drive_query(
     `on_progress` receives the runner's `metrics()` every `progress_every_ms`. A failed query
     raises the runner's `failure` if it set one, else a `SquallError` with Spark's reason.
     """
+    began = time.monotonic()
     reader = runner.spark.readStream.format(source).option("dir", runner.dir).load()
     trigger_ms = int(runner.conf.get(TRIGGER_MS) or 0)
     query = (
@@ -71,6 +72,9 @@ def drive_query(
         .start()
     )
     runner.query = query
+    startup = getattr(runner, "startup", None)  # squall.metrics.snapshot.MetricsSnapshot
+    if isinstance(startup, dict):
+        startup.setdefault("query_ms", int((time.monotonic() - began) * 1000))
     next_progress = progress_every_ms
     life = runner.lifecycle
     applied = True  # the reader starts with its spouts active
