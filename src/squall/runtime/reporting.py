@@ -7,6 +7,7 @@ and their definitions are `squall.metrics.snapshot`'s.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections import deque
@@ -211,7 +212,13 @@ def _figures(into: ComponentMetrics, counters: Mapping[str, Any],
     for name in HISTOGRAMS:
         state = counters.get(name)
         if state:
-            setattr(into, name, Latency.of(LatencyHistogram.from_state(state)))
+            latency = Latency.of(LatencyHistogram.from_state(state))
+            exact = getattr(into, name)
+            if latency is not None and exact is not None:
+                # Complete latency: every tree's count and mean (the counters'), the sampled
+                # histogram's percentiles.
+                latency = dataclasses.replace(latency, count=exact.count, mean_ms=exact.mean_ms)
+            setattr(into, name, latency)
     streams = counters.get("streams")
     if streams:
         into.streams = dict(streams)

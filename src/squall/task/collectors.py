@@ -13,7 +13,6 @@ from typing import Any
 
 from squall.errors import EmitError, ReliabilityError
 from squall.protocols import Host, OutputCollectorLike
-from squall.reliability.acker import RECORD_FLAG
 from squall.task.routing import StreamRoute
 from squall.task.snapshot import current_collector
 from squall.task.surfaces import EmittingTask, TrackingTask
@@ -167,7 +166,7 @@ class SpoutOutputCollector(_Emitter):
                 task.ack_untracked(msg_id)  # ackers = 0: acked at once, as in Storm
             return
         rand = self._rand
-        root = rand() & ~RECORD_FLAG  # a plain root (squall.reliability.acker.plain_root)
+        root = rand() >> 1  # a plain root: top bit clear (squall.reliability.acker.RECORD_FLAG)
         edges = [rand() for _ in targets]
         xor = 0
         for edge in edges:
