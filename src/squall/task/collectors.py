@@ -18,6 +18,7 @@ from squall.task.snapshot import current_collector
 from squall.task.surfaces import EmittingTask, TrackingTask
 from squall.topology.declarer import DEFAULT_STREAM as DEFAULT
 from squall.topology.tuple import ACKED, FAILED, PENDING, Tuple, _RuntimeTuple
+from squall.transactional.reports import BatchReport
 
 
 def host_channels(host: Host) -> tuple[Mapping[Any, list[Any]] | None, Any]:
@@ -117,7 +118,8 @@ class _Emitter:
         )
 
     def report_error(self, error: BaseException) -> None:
-        self._stats.errors += 1  # every reported error counts (squall.metrics), as the task's
+        if not isinstance(error, BatchReport):  # a transactional task's report, not an error
+            self._stats.errors += 1  # every reported error counts (squall.metrics)
         self._host.report_error(self._component, self._task_id, error)
 
     def __reduce__(self) -> tuple[Any, tuple[str]]:

@@ -46,6 +46,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 
 from squall.atomic_files import write_atomic
 from squall.errors import InvalidTopologyError, SquallError
+from squall.metrics.snapshot import BatchMetrics
 from squall.protocols import Progress
 from squall.results import ComponentStats, ErrorLog, ErrorRecord, RunResult, aggregate_stats
 from squall.runtime.clock import wall_ms
@@ -54,7 +55,7 @@ from squall.runtime.reporting import Reporting
 from squall.runtime.spark import row_schema
 from squall.runtime.spark.batch_rows import add_counters, decode_batch
 from squall.runtime.spark.fingerprint import check_fingerprint
-from squall.runtime.spark.query import drive_query, routing_keys
+from squall.runtime.spark.query import batch_metrics, drive_query, routing_keys
 from squall.runtime.spark.session import get_session
 from squall.runtime.spark.shipping import portable
 from squall.runtime.spark.stage import StagePlan, chain_stages
@@ -317,6 +318,9 @@ class TransactionalSparkRunner(Controls, Reporting):
         if on_progress is not None:
             on_progress(self.metrics())
         return self.result()
+
+    def batch_metrics(self) -> list[BatchMetrics]:
+        return batch_metrics(self.query)
 
     def component_stats(self) -> dict[str, ComponentStats]:
         """Every component's counters so far (as `SparkRunner.component_stats`): the bolt tasks'

@@ -49,6 +49,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 
 from squall.atomic_files import write_atomic
 from squall.errors import SquallError
+from squall.metrics.snapshot import BatchMetrics
 from squall.protocols import Progress
 from squall.results import ComponentStats, ErrorRecord, RunResult
 from squall.runtime.lifecycle import Controls, Lifecycle
@@ -56,7 +57,7 @@ from squall.runtime.reporting import Reporting
 from squall.runtime.spark import trident_columns as cols
 from squall.runtime.spark import trident_windows as tw
 from squall.runtime.spark.fingerprint import check_fingerprint
-from squall.runtime.spark.query import drive_query
+from squall.runtime.spark.query import batch_metrics, drive_query
 from squall.runtime.spark.session import get_session
 from squall.runtime.spark.shipping import ship_by_value
 from squall.topology.config import Config
@@ -939,6 +940,9 @@ class TridentSparkRunner(Controls, Reporting):
         return {cid for cid in self.inside
                 if self.plan.node(cid).kind != "spout"
                 or isinstance(self.plan.node(cid).args["op"], FileBatchSpout)}
+
+    def batch_metrics(self) -> list[BatchMetrics]:
+        return batch_metrics(self.query)
 
     def component_stats(self) -> dict[str, ComponentStats]:
         with self._stats_lock:
