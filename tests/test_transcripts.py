@@ -211,7 +211,8 @@ def _window_state(m: WindowManager) -> dict[str, Any]:
     return {"watermark": m.watermark, "queued": list(m.events), "late_count": m.late_count}
 
 
-def _pane_step(e: WindowedEngine, step: dict[str, Any]) -> dict[str, Any]:
+def _pane_step(e: WindowedEngine, step: dict[str, Any], width: int = 7) -> dict[str, Any]:
+    """One step on the engine; its panes cut to `width` fields (7: without pane info)."""
     out: dict[str, Any] = {}
     if "tuple" in step:
         key, ts, value = step["tuple"]
@@ -223,7 +224,7 @@ def _pane_step(e: WindowedEngine, step: dict[str, Any]) -> dict[str, Any]:
         e.batch_end(step["batch_end"])
     else:
         e.end_of_input(step["end"])
-    panes = [list(p) for p in e.take()]
+    panes = [list(p[:width]) for p in e.take()]
     if panes:
         out["panes"] = panes
     return out

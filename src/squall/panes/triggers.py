@@ -18,9 +18,9 @@ import enum
 from dataclasses import dataclass
 
 from squall.duration import Duration, to_millis
+from squall.panes.pane_info import EARLY, LATE, ON_TIME
 
-EARLY, ON_TIME, LATE = "EARLY", "ON_TIME", "LATE"
-"""Pane timings: before the watermark reaches the window end, at it, after it."""
+__all__ = ["EARLY", "LATE", "ON_TIME", "AccumulationMode", "TriggerOption", "validate_mode"]
 
 
 class AccumulationMode(enum.Enum):
@@ -94,9 +94,16 @@ class TriggerOption:
         if self.only_updated and self.mode is AccumulationMode.DISCARDING:
             raise ValueError("fire_only_updated_panes needs an accumulating mode: a discarding "
                              "pane never repeats a value, so there is nothing to suppress")
-        if self.mode is AccumulationMode.ACCUMULATING_AND_RETRACTING and not retractable:
-            raise ValueError(f"{what} has no real retraction: use accumulating or discarding "
-                             "panes, or an accumulation such as Sum or Count")
+        validate_mode(self.mode, retractable, what)
+
+
+def validate_mode(mode: AccumulationMode, retractable: bool, what: str) -> None:
+    """Accumulating-and-retracting needs an accumulation with a real retraction."""
+    if not isinstance(mode, AccumulationMode):
+        raise TypeError(f"accumulation mode must be an AccumulationMode, got {mode!r}")
+    if mode is AccumulationMode.ACCUMULATING_AND_RETRACTING and not retractable:
+        raise ValueError(f"{what} has no real retraction: use accumulating or discarding "
+                         "panes, or an accumulation such as Sum or Count")
 
 
 def _count(n: int) -> int:
