@@ -48,27 +48,54 @@ from squall.panes.windows import Window
 BITS = 0
 """The slot of a (key, window)'s trigger state that holds the finished bits (bit i: node i)."""
 
+ELEMENT, WATERMARK, BATCH_END, BEFORE_ELEMENT = "element", "watermark", "batch_end", "before"
+"""Why a trigger is asked (`TriggerContext.kind`): a tuple was added; the watermark reached the
+window end; a batch ended (processing time); processing time, before a tuple is added."""
+
 
 class TriggerContext:
     """What a trigger node sees of one (key, window) at one moment.
 
     `s` is the (key, window)'s trigger state (`new_state`), `window` the window, `watermark` the
     operator's input watermark, `now` the processing time (of the tuple, or of the batch end or
-    watermark step being handled). `merging`: the window option merges windows (sessions), so
+    watermark step being handled), `kind` why the trigger is asked (ELEMENT, WATERMARK,
+    BATCH_END, BEFORE_ELEMENT). `merging`: the window option merges windows (sessions), so
     composite triggers keep every branch's state up to date. `parts` (on a merge only): the
-    trigger states of the windows being merged into this one.
+    trigger states of the windows being merged into this one. `pane`: the engine's record of
+    the pane (`count`, `fresh`, `last_fired` read it), or None.
+
+    Beam's triggers keep their own state in `s`; Apex's rules (`TriggerOption.as_trigger()`)
+    are conditions on the engine's record of the pane: tuples and time since its last pane.
     """
 
-    __slots__ = ("merging", "now", "parts", "s", "watermark", "window")
+    __slots__ = ("kind", "merging", "now", "pane", "parts", "s", "watermark", "window")
 
     def __init__(self, s: list[Any], window: Window, watermark: int, now: int,
-                 merging: bool = False, parts: Sequence[list[Any]] = ()) -> None:
+                 merging: bool = False, parts: Sequence[list[Any]] = (),
+                 kind: str = ELEMENT, pane: Any = None) -> None:
         self.s = s
         self.window = window
         self.watermark = watermark
         self.now = now
         self.merging = merging
         self.parts = parts
+        self.kind = kind
+        self.pane = pane
+
+    @property
+    def count(self) -> int:
+        """Tuples added to the (key, window) since its last pane."""
+        return int(self.pane.count)
+
+    @property
+    def fresh(self) -> bool:
+        """Whether any tuple was added since the last pane (the pane would not be empty)."""
+        return bool(self.pane.updated)
+
+    @property
+    def last_fired(self) -> int:
+        """The processing time of the last pane of the (key, window), or of its creation."""
+        return int(self.pane.fired_ms)
 
     @property
     def end_reached(self) -> bool:
@@ -143,6 +170,17 @@ class Trigger:
     @property
     def uses_processing_time(self) -> bool:
         return any(t.uses_processing_time for t in self.subtriggers())
+
+    @property
+    def has_on_time_pane(self) -> bool:
+        """Whether the trigger fires when the watermark reaches the window end (Beam Python's
+        `has_ontime_pane`): only then can a final pane at the window's close be ON_TIME."""
+        return any(t.has_on_time_pane for t in self.subtriggers())
+
+    fires_empty_panes = False
+    """Whether a firing with nothing new since the last pane emits a pane (besides the on-time
+    and final panes, which follow the operator's on-time and closing behaviours). Beam: never;
+    Apex's accumulating time triggers repeat unchanged panes."""
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and repr(other) == repr(self)
@@ -339,6 +377,8 @@ class AfterWatermark(Trigger):
     and `late` after it, each repeated. Without `late` the trigger finishes at the on-time pane
     (the window closes: later tuples are dropped); with it, it never finishes.
     """
+
+    has_on_time_pane = True
 
     def __init__(self, early: Trigger | None = None, late: Trigger | None = None) -> None:
         self.early = _check(early) if early is not None else None
@@ -548,6 +588,9 @@ def _check(t: Any) -> Trigger:
     return t
 
 
-__all__ = ["AfterAll", "AfterAny", "AfterCount", "AfterEach", "AfterProcessingTime",
-           "AfterWatermark", "Always", "Never", "Node", "OrFinally", "Repeatedly", "Trigger",
-           "TriggerContext", "compile_trigger", "new_state", "processing_delays"]
+__all__ = [
+    "BATCH_END", "BEFORE_ELEMENT", "ELEMENT", "WATERMARK", "AfterAll", "AfterAny", "AfterCount",
+    "AfterEach", "AfterProcessingTime", "AfterWatermark", "Always", "Never", "Node", "OrFinally",
+    "Repeatedly", "Trigger", "TriggerContext", "compile_trigger", "new_state",
+    "processing_delays",
+]

@@ -61,6 +61,10 @@ from collections.abc import MutableMapping
 from typing import Any
 
 from squall.panes.beam_triggers import (
+    BATCH_END,
+    BEFORE_ELEMENT,
+    ELEMENT,
+    WATERMARK,
     Node,
     Trigger,
     TriggerContext,
@@ -75,7 +79,7 @@ from squall.panes.pane_info import (
     OnTimeBehavior,
     TimestampCombiner,
 )
-from squall.panes.triggers import AccumulationMode, TriggerOption, validate_mode
+from squall.panes.triggers import AccumulationMode, ApexTrigger, TriggerOption, validate_mode
 from squall.panes.windows import (
     MAX_TIMESTAMP,
     MIN_TIMESTAMP,
@@ -174,6 +178,12 @@ class WindowedEngine:
                                  "its discarding/accumulating methods, not mode=")
             trigger.validate(retractable, what)
             mode = trigger.mode
+        elif isinstance(trigger, ApexTrigger):  # TriggerOption.as_trigger(): its own mode
+            if mode is not None and mode is not trigger.option.mode:
+                raise ValueError("an ApexTrigger carries its TriggerOption's accumulation mode")
+            trigger.option.validate(retractable, what)
+            mode = trigger.option.mode
+            self._root = compile_trigger(trigger)
         elif isinstance(trigger, Trigger):
             mode = AccumulationMode.DISCARDING if mode is None else mode
             validate_mode(mode, retractable, what)
@@ -217,12 +227,13 @@ class WindowedEngine:
         beam = self._root is not None
         self._discarding = mode is AccumulationMode.DISCARDING
         self._retracting = mode is AccumulationMode.ACCUMULATING_AND_RETRACTING
-        self._only_updated = not beam and trigger.only_updated  # type: ignore[union-attr]
+        self._only_updated = bool(getattr(trigger, "only_updated", False))
         self._keep_last = self._retracting or self._only_updated
         # A pane with nothing new since the previous one: Apex repeats it in accumulating modes
         # (time triggers); Beam triggers and discarding panes skip it. On-time and final panes
         # follow the on-time and closing behaviours.
-        self._skip_empty = beam or self._discarding
+        self._skip_empty = self._discarding or (
+            beam and not trigger.fires_empty_panes)  # type: ignore[union-attr]
         self._on_time_always = self.on_time_behavior is OnTimeBehavior.FIRE_ALWAYS
         self._closing_always = self.closing_behavior is ClosingBehavior.FIRE_ALWAYS
         self._track_ts = self.timestamp_combiner is not TimestampCombiner.OUTPUT_AT_EOW
@@ -481,7 +492,7 @@ class WindowedEngine:
                 st.ext = [None, None, 0, None]
             st.ext[TRIG] = new_state(root)
             c = TriggerContext(st.ext[TRIG], w, self.watermark, now, True,
-                               [p.ext[TRIG] for p in parts])  # type: ignore[index]
+                               [p.ext[TRIG] for p in parts], ELEMENT, st)  # type: ignore[index]
             root.on_merge(c)
             self._element(key, w, st, value, ts, now, second)
             return
@@ -505,7 +516,8 @@ class WindowedEngine:
             self.closed_drops += 1
             return
         if self._pt:
-            c = TriggerContext(trig, w, self.watermark, now, self._merging)
+            c = TriggerContext(trig, w, self.watermark, now, self._merging, (), BEFORE_ELEMENT,
+                               st)
             if root.should_fire(c):
                 self._beam_fire(key, w, st, c, False)
                 if trig[0] & 1:
@@ -518,7 +530,7 @@ class WindowedEngine:
         st.count += 1
         if self._track_ts:
             self._track(st, ts)
-        c = TriggerContext(trig, w, self.watermark, now, self._merging)
+        c = TriggerContext(trig, w, self.watermark, now, self._merging, (), ELEMENT, st)
         root.on_element(c)
         if root.should_fire(c):
             self._beam_fire(key, w, st, c, False)
@@ -658,7 +670,7 @@ class WindowedEngine:
             trig = st.ext[TRIG]  # type: ignore[index]
             if trig[0] & 1:
                 continue
-            c = TriggerContext(trig, w, watermark, now, merging)
+            c = TriggerContext(trig, w, watermark, now, merging, (), WATERMARK, st)
             if root.should_fire(c):
                 self._beam_fire(key, w, st, c, True, final)
 
@@ -717,7 +729,8 @@ class WindowedEngine:
         trig = st.ext[TRIG]  # type: ignore[index]
         if trig[0] & 1:
             return  # the trigger finished: its pane was the last
-        self._fire(key, w, st, self._timing(w, st, timer), True)
+        self._fire(key, w, st, self._timing(w, st, timer and self._root.trigger.has_on_time_pane),
+                   True)
         trig[0] |= 1
 
     def batch_end(self, now: int) -> None:
@@ -750,7 +763,7 @@ class WindowedEngine:
                 trig = st.ext[TRIG]  # type: ignore[index]
                 if trig[0] & 1:
                     continue
-                c = TriggerContext(trig, w, watermark, now, merging)
+                c = TriggerContext(trig, w, watermark, now, merging, (), BATCH_END, st)
                 if root.should_fire(c):
                     self._beam_fire(key, w, st, c, False)
 
