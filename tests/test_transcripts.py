@@ -79,6 +79,22 @@ BASE_CONF: dict[str, Any] = {"topology.message.timeout.secs": 120,
 LATE_STREAM = "late"
 
 
+def parse_trigger(text: str) -> Trigger:
+    """A trigger of Beam's model written as Python (`AfterWatermark(early=AfterCount(2))`):
+    calls of the trigger classes with int arguments, nothing else."""
+    def build(node: ast.expr) -> Any:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id in TRIGGER_NAMES:
+            return TRIGGER_NAMES[node.func.id](*[build(a) for a in node.args],
+                                               **{k.arg: build(k.value) for k in node.keywords
+                                                  if k.arg is not None})
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        raise ValueError(f"not a trigger expression: {ast.unparse(node)}")
+
+    return build(ast.parse(text, mode="eval").body)  # type: ignore[no-any-return]
+
+
 # ---- loading -----------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -208,22 +224,6 @@ def window_option(w: dict[str, Any]) -> GlobalWindow | TimeWindows | SessionWind
         return SessionWindows(Duration(w["session_gap_ms"]))
     tw = TimeWindows(Duration(w["time_ms"]))
     return tw.slide_by(Duration(w["slide_ms"])) if "slide_ms" in w else tw
-
-
-def parse_trigger(text: str) -> Trigger:
-    """A trigger of Beam's model written as Python (`AfterWatermark(early=AfterCount(2))`):
-    calls of the trigger classes with int arguments, nothing else."""
-    def build(node: ast.expr) -> Any:
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-                and node.func.id in TRIGGER_NAMES:
-            return TRIGGER_NAMES[node.func.id](*[build(a) for a in node.args],
-                                               **{k.arg: build(k.value) for k in node.keywords
-                                                  if k.arg is not None})
-        if isinstance(node, ast.Constant) and isinstance(node.value, int):
-            return node.value
-        raise ValueError(f"not a trigger expression: {ast.unparse(node)}")
-
-    return build(ast.parse(text, mode="eval").body)  # type: ignore[no-any-return]
 
 
 def trigger_option(t: dict[str, Any]) -> TriggerOption:
