@@ -24,6 +24,8 @@ import pytest
 
 from squall import Bolt, Duration, Fields, TopologyBuilder
 from squall.panes.beam_triggers import processing_delays
+from squall.panes.state_mapping import StateSessions, StateWindowStore
+from squall.state import MemoryKeyValueState
 from squall.testing import FixedTupleSpout, complete_topology
 from squall.windows import (
     AccumulationMode,
@@ -260,6 +262,31 @@ def test_batch_ends_do_not_change_event_time_triggers(seed: int) -> None:
                               mode=AccumulationMode.ACCUMULATING)
 
     assert run(engine(), steps)[0] == run(engine(), cut)[0]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_trigger_state_in_the_state_provider(seed: int) -> None:
+    """`stateful=True` keeps panes, with their trigger state, pickled in the task's state,
+    written back and forgotten at every checkpoint: the same panes as in memory."""
+    rnd = random.Random(300 + seed)
+    trigger = random_trigger(rnd)
+    window = rnd.choice(WINDOWS)
+    steps = random_steps(rnd, 100)
+
+    def engine(store: Any = None, sessions: Any = None) -> WindowedEngine:
+        return WindowedEngine(window, accumulations.ToList(), trigger, 2000, store, sessions,
+                              mode=AccumulationMode.ACCUMULATING,
+                              timestamp_combiner=TimestampCombiner.OUTPUT_AT_EARLIEST)
+
+    state = MemoryKeyValueState()
+    store, sessions = StateWindowStore(state), StateSessions(state)
+    stored = engine(store, sessions)
+    panes: list[tuple] = []
+    for step in steps:
+        panes += run(stored, [step])[0]
+        store.flush()
+        sessions.flush()
+    assert panes == run(engine(), steps)[0], trigger
 
 
 # ---- older snapshots -----------------------------------------------------------------------------

@@ -637,7 +637,8 @@ class WindowedEngine:
         append = self.out.append
         get_output = self.accumulation.get_output
         discarding = self._discarding
-        skip = not self._on_time_always and not (final and self._closing_always)
+        closing = final and self._closing_always  # the panes are final, and noted as such
+        skip = not self._on_time_always and not closing
         default = self.accumulation.default_accumulated_value
         now = self.now
         stamp = end - 1
@@ -656,7 +657,7 @@ class WindowedEngine:
             st.index = index + 1
             if discarding:
                 st.acc = default()
-            if final and self._closing_always:
+            if closing:
                 self._finals.add((key, w))
 
     def _on_time_beam(self, w: Window, keys: dict[Any, PaneState], final: bool) -> None:
