@@ -72,7 +72,7 @@ class OnTimeBehavior(enum.Enum):
     firings took everything), so a consumer can treat it as "the window is complete"."""
     FIRE_IF_NON_EMPTY = "fire_if_non_empty"
     """Only if something arrived since the previous pane (squall's behaviour before
-    2026-11-26 in discarding mode)."""
+    2026-11-25 in discarding mode)."""
 
 
 class ClosingBehavior(enum.Enum):
