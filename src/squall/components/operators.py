@@ -265,6 +265,14 @@ class KeyedWindowedOperator(WindowedOperatorBase):
     with the topology's state (a stateful topology: Storm's checkpoints on the local runner,
     micro-batch commits on Spark). Only the (key, window)s a checkpoint interval touches are in
     memory, and a restarted task resumes from the last commit.
+
+    `trigger`: Apex's `TriggerOption` (default `TriggerOption.at_watermark()`; it carries the
+    accumulation mode), or a trigger of Beam's model (`AfterWatermark(early=, late=)`, ...) with
+    `accumulation_mode` (discarding by default). `on_time_behavior`, `closing_behavior`: whether
+    the on-time pane and a window's final pane fire with nothing new since the previous pane
+    (defaults, Beam's: the on-time pane always, the final pane if non-empty).
+    `timestamp_combiner`: the panes' output timestamp. `pane_info=True`: output rows also carry
+    `is_first, is_last, on_time_index, timestamp` (docs/design/triggers.md).
     """
 
     keyed = True
