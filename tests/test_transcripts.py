@@ -16,10 +16,16 @@ steps, and gives after each step exactly what it produces. It runs
 
 Processing-time transcripts depend on when tuples, ticks and batch ends arrive, which only the
 core (time given per step) and the local runner (simulated clock) control; they list no `spark`.
+
+Pane transcripts with Apex's trigger option run on the engine a second time with the option
+expressed in Beam's trigger model (`TriggerOption.as_trigger()`, the engine's general trigger
+driver): the same panes. Transcripts marked `"batch_cuts": true` also run on Spark with one tuple
+per micro-batch.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import pickle
 from collections.abc import Callable
@@ -31,14 +37,21 @@ import pytest
 
 from squall import Count, Duration, Fields, TopologyBuilder, Values, WindowedBolt
 from squall.components.side_records import RECORD_FIELDS
+from squall.panes import beam_triggers
+from squall.panes.beam_triggers import processing_delays
 from squall.testing import FixedTupleSpout, complete_topology, current_clock, simulated_time
 from squall.tuple_windows import Activation, Expired, Late, WindowManager, WindowSpec
 from squall.windows import (
     WATERMARK_STREAM,
+    AccumulationMode,
+    ClosingBehavior,
     GlobalWindow,
     KeyedWindowedOperator,
+    OnTimeBehavior,
     SessionWindows,
+    TimestampCombiner,
     TimeWindows,
+    Trigger,
     TriggerOption,
     WindowedEngine,
     accumulations,
@@ -51,11 +64,35 @@ STEP_KINDS = {"tuple_windows": ("add", "tick", "end"),
               "panes": ("tuple", "watermark", "batch_end", "end")}
 OUTPUTS = {"tuple_windows": ("windows", "acked", "late"), "panes": ("panes", "dropped")}
 STATE_KEYS = {"tuple_windows": ("watermark", "queued", "late_count"),
-              "panes": ("windows", "sessions", "watermark", "dropped", "purge_heap")}
+              "panes": ("windows", "sessions", "watermark", "dropped", "purge_heap",
+                        "closed_drops")}
+# The operator's keys besides window, accumulation, trigger and allowed lateness: the engine's
+# options (Beam's windowing strategy) and whether panes carry their pane info.
+OPERATOR_KEYS = {"window", "accumulation", "trigger", "allowed_lateness_ms", "accumulation_mode",
+                 "on_time_behavior", "closing_behavior", "timestamp_combiner", "pane_info"}
+TRIGGER_NAMES = {name: getattr(beam_triggers, name) for name in (
+    "AfterWatermark", "AfterCount", "AfterProcessingTime", "Repeatedly", "AfterAny", "AfterAll",
+    "AfterEach", "OrFinally", "Never", "Always")}
 # Message timeout well above every window's length (the runners check it); few Spark partitions.
 BASE_CONF: dict[str, Any] = {"topology.message.timeout.secs": 120,
                              "spark.sql.shuffle.partitions": 2}
 LATE_STREAM = "late"
+
+
+def parse_trigger(text: str) -> Trigger:
+    """A trigger of Beam's model written as Python (`AfterWatermark(early=AfterCount(2))`):
+    calls of the trigger classes with int arguments, nothing else."""
+    def build(node: ast.expr) -> Any:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id in TRIGGER_NAMES:
+            return TRIGGER_NAMES[node.func.id](*[build(a) for a in node.args],
+                                               **{k.arg: build(k.value) for k in node.keywords
+                                                  if k.arg is not None})
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        raise ValueError(f"not a trigger expression: {ast.unparse(node)}")
+
+    return build(ast.parse(text, mode="eval").body)  # type: ignore[no-any-return]
 
 
 # ---- loading -----------------------------------------------------------------------------------
@@ -86,7 +123,14 @@ class Transcript:
         if self.core == "tuple_windows":
             return not self.data["window"].get("event_time", False)
         trigger = self.data["operator"].get("trigger", {})
+        if isinstance(trigger, str):
+            return bool(processing_delays(parse_trigger(trigger)))
         return any(isinstance(trigger.get(k), dict) for k in ("early", "late"))
+
+    @property
+    def width(self) -> int:
+        """The fields of a pane as the transcript writes them: 11 with pane info, else 7."""
+        return 11 if self.data.get("operator", {}).get("pane_info") else 7
 
     def kind(self, step: dict[str, Any]) -> str:
         (kind,) = [k for k in STEP_KINDS[self.core] if k in step]
@@ -101,13 +145,27 @@ def _check(t: Transcript) -> None:
     assert t.core in CORES, f"{t.name}: core must be one of {CORES}"
     config = "window" if t.core == "tuple_windows" else "operator"
     allowed_top = {"name", "core", "why", "runners", "runners_note", "steps", "local_batch_ms",
-                   config, *(("streams",) if config == "window" else ())}
+                   "batch_cuts", config, *(("streams",) if config == "window" else ())}
     assert set(d) <= allowed_top, f"{t.name}: unknown keys {set(d) - allowed_top}"
     assert config in d, f"{t.name}: no {config!r}"
     assert "core" in t.runners and set(t.runners) <= set(RUNNERS), (
         f"{t.name}: runners must include 'core' and be among {RUNNERS}")
     assert not (t.processing_time and "spark" in t.runners), (
         f"{t.name}: a processing-time transcript cannot run on Spark (its clock is real)")
+    assert not d.get("batch_cuts") or "spark" in t.runners, f"{t.name}: batch cuts need Spark"
+    if t.core == "panes":
+        op = d["operator"]
+        assert set(op) <= OPERATOR_KEYS, f"{t.name}: operator keys {set(op) - OPERATOR_KEYS}?"
+        trigger = op.get("trigger", {})
+        if isinstance(trigger, str):
+            # Written as the trigger prints itself, so the file reads as the code would.
+            assert repr(parse_trigger(trigger)) == trigger, (
+                f"{t.name}: write the trigger as {parse_trigger(trigger)!r}")
+        else:
+            assert "accumulation_mode" not in op, f"{t.name}: the Apex option has its mode"
+        for i, step in enumerate(t.steps):
+            for pane in step.get("panes", []):
+                assert len(pane) == t.width, f"{t.name} step {i}: panes have {t.width} fields"
     allowed = {*STEP_KINDS[t.core], *OUTPUTS[t.core], "now", "ts", "stream", "state", "note"}
     for i, step in enumerate(t.steps):
         kinds = [k for k in STEP_KINDS[t.core] if k in step]
@@ -179,10 +237,33 @@ def trigger_option(t: dict[str, Any]) -> TriggerOption:
     return trigger.fire_only_updated_panes() if t.get("only_updated") else trigger
 
 
-def operator_parts(op: dict[str, Any]) -> tuple[Any, accumulations.Accumulation, TriggerOption,
-                                                 int | None]:
-    return (window_option(op["window"]), getattr(accumulations, op["accumulation"])(),
-            trigger_option(op.get("trigger", {})), op.get("allowed_lateness_ms"))
+def operator_parts(op: dict[str, Any], apex_as_model: bool = False
+                   ) -> tuple[Any, accumulations.Accumulation, TriggerOption | Trigger,
+                              int | None]:
+    """Window, accumulation, trigger and lateness (`apex_as_model`: an Apex option as
+    `TriggerOption.as_trigger()`, run by the engine's general trigger driver)."""
+    spec = op.get("trigger", {})
+    trigger: TriggerOption | Trigger
+    if isinstance(spec, str):
+        trigger = parse_trigger(spec)
+    else:
+        trigger = trigger_option(spec)
+        if apex_as_model:
+            trigger = trigger.as_trigger()
+    return (window_option(op["window"]), getattr(accumulations, op["accumulation"])(), trigger,
+            op.get("allowed_lateness_ms"))
+
+
+def operator_options(op: dict[str, Any]) -> dict[str, Any]:
+    """The engine's options the transcript sets (Beam's windowing strategy)."""
+    out: dict[str, Any] = {}
+    if "accumulation_mode" in op:
+        out["mode"] = AccumulationMode(op["accumulation_mode"])
+    for key, kind in (("on_time_behavior", OnTimeBehavior), ("closing_behavior", ClosingBehavior),
+                      ("timestamp_combiner", TimestampCombiner)):
+        if key in op:
+            out[key] = kind(op[key])
+    return out
 
 
 # ---- (a) the cores ------------------------------------------------------------------------------
@@ -211,7 +292,8 @@ def _window_state(m: WindowManager) -> dict[str, Any]:
     return {"watermark": m.watermark, "queued": list(m.events), "late_count": m.late_count}
 
 
-def _pane_step(e: WindowedEngine, step: dict[str, Any]) -> dict[str, Any]:
+def _pane_step(e: WindowedEngine, step: dict[str, Any], width: int = 7) -> dict[str, Any]:
+    """One step on the engine; its panes cut to `width` fields (7: without pane info)."""
     out: dict[str, Any] = {}
     if "tuple" in step:
         key, ts, value = step["tuple"]
@@ -223,7 +305,7 @@ def _pane_step(e: WindowedEngine, step: dict[str, Any]) -> dict[str, Any]:
         e.batch_end(step["batch_end"])
     else:
         e.end_of_input(step["end"])
-    panes = [list(p) for p in e.take()]
+    panes = [list(p[:width]) for p in e.take()]
     if panes:
         out["panes"] = panes
     return out
@@ -233,10 +315,10 @@ def _pane_state(e: WindowedEngine) -> dict[str, Any]:
     return {"windows": sorted(list(w) for w in e.windows),
             "sessions": {k: [list(w) for w in v] for k, v in e.sessions.items()},
             "watermark": e.watermark, "dropped": e.dropped,
-            "purge_heap": sorted(list(w) for w in e.purge_heap)}
+            "purge_heap": sorted(list(w) for w in e.purge_heap), "closed_drops": e.closed_drops}
 
 
-def run_core(t: Transcript, snapshot_every_step: bool) -> None:
+def run_core(t: Transcript, snapshot_every_step: bool, apex_as_model: bool = False) -> None:
     """Drive the core step by step; every step's output and named state exactly as written."""
     core: Any
     step_fn: Callable[[Any, dict[str, Any]], dict[str, Any]]
@@ -250,8 +332,13 @@ def run_core(t: Transcript, snapshot_every_step: bool) -> None:
 
         state_fn = _window_state
     else:
-        core = WindowedEngine(*operator_parts(t.data["operator"]))
-        step_fn, state_fn = _pane_step, _pane_state
+        op = t.data["operator"]
+        core = WindowedEngine(*operator_parts(op, apex_as_model), **operator_options(op))
+
+        def step_fn(e: Any, s: dict[str, Any]) -> dict[str, Any]:
+            return _pane_step(e, s, t.width)
+
+        state_fn = _pane_state
     for i, step in enumerate(t.steps):
         got = step_fn(core, step)
         want = {k: step[k] for k in OUTPUTS[t.core] if k in step}
@@ -267,6 +354,17 @@ def run_core(t: Transcript, snapshot_every_step: bool) -> None:
 @pytest.mark.parametrize("snapshots", [False, True], ids=["plain", "pickled-each-step"])
 def test_core(transcript: Transcript, snapshots: bool) -> None:
     run_core(transcript, snapshots)
+
+
+APEX = [t for t in TRANSCRIPTS
+        if t.core == "panes" and not isinstance(t.data["operator"].get("trigger", {}), str)]
+
+
+@pytest.mark.parametrize("transcript", APEX, ids=lambda t: t.name)
+def test_apex_option_expressed_in_beams_model(transcript: Transcript) -> None:
+    """Apex's TriggerOption as a trigger of Beam's model (the engine's general trigger driver)
+    gives the panes its inlined rules give: every Apex transcript, step by step."""
+    run_core(transcript, snapshot_every_step=True, apex_as_model=True)
 
 
 # ---- (b, c) topologies --------------------------------------------------------------------------
@@ -377,11 +475,15 @@ def add_to(b: TopologyBuilder, t: Transcript, spout: str, bolt: str, timed: bool
     else:
         fields = {"default": ["key", "ts", "value"], WATERMARK_STREAM: ["watermark"]}
         b.set_spout(spout, ScriptSpout(rows, fields))
-        window, acc, trigger, lateness = operator_parts(t.data["operator"])
+        op = t.data["operator"]
+        window, acc, trigger, lateness = operator_parts(op)
+        options = operator_options(op)
         b.set_bolt(bolt, KeyedWindowedOperator(
             window=window, accumulation=acc, trigger=trigger,
             allowed_lateness=None if lateness is None else Duration(lateness),
             late_stream=LATE_STREAM, timestamp_field="ts", key_field="key", value_field="value",
+            accumulation_mode=options.pop("mode", None), pane_info=bool(op.get("pane_info")),
+            **options,
         )).shuffle_grouping(spout)  # the `_watermark` subscription is implicit
     return Expected(out, late, inputs)
 
@@ -412,32 +514,41 @@ def run_local(t: Transcript) -> None:
 
 
 SPARK = [t for t in TRANSCRIPTS if "spark" in t.runners]
+CUTS = [t for t in SPARK if t.data.get("batch_cuts")]
+# One tuple (or watermark) per Spark micro-batch: the cut that differs most from whole input.
+ONE_TUPLE = {"squall.spark.batch.max.tuples": 1}
 _SPARK_RUN: dict[str, tuple[Any, dict[str, Expected]]] = {}
 
 
-def spark_run() -> tuple[Any, dict[str, Expected]]:
-    """All Spark transcripts in one topology (one spout and one window task each), run once."""
-    if "run" not in _SPARK_RUN:
+def spark_run(cut: str = "spark") -> tuple[Any, dict[str, Expected]]:
+    """All Spark transcripts (`cut` "spark-1tuple": those with batch cuts, one tuple per
+    micro-batch) in one topology, one spout and one window task each, run once per module."""
+    if cut not in _SPARK_RUN:
         b = TopologyBuilder()
+        chosen = SPARK if cut == "spark" else CUTS
         expected = {t.name: add_to(b, t, f"src{i}", f"win{i}", timed=False)
-                    for i, t in enumerate(SPARK)}
-        _SPARK_RUN["run"] = (complete_topology(b.create_topology(), BASE_CONF, runner="spark"),
-                             expected)
-    return _SPARK_RUN["run"]
+                    for i, t in enumerate(chosen)}
+        conf = BASE_CONF if cut == "spark" else {**BASE_CONF, **ONE_TUPLE}
+        _SPARK_RUN[cut] = (complete_topology(b.create_topology(), conf, runner="spark"),
+                           expected)
+    return _SPARK_RUN[cut]
 
 
 CASES = [pytest.param(r, t, id=f"{t.name}-{r}", marks=[pytest.mark.spark] if r == "spark" else [])
          for t in TRANSCRIPTS for r in t.runners if r != "core"]
+CASES += [pytest.param("spark-1tuple", t, id=f"{t.name}-spark-1tuple", marks=[pytest.mark.spark])
+          for t in CUTS]
 
 
 @pytest.mark.parametrize("runner,transcript", CASES, indirect=["runner"])
-def test_on_runner(runner: str, transcript: Transcript) -> None:
+def test_on_runner(runner: str, transcript: Transcript, request: pytest.FixtureRequest) -> None:
     if runner == "local":
         run_local(transcript)
         return
-    result, expected = spark_run()
+    cut = request.node.callspec.params["runner"]
+    result, expected = spark_run(cut)
     assert result.errors == []
-    i = SPARK.index(transcript)
+    i = (SPARK if cut == "spark" else CUTS).index(transcript)
     check_run(result, transcript, f"src{i}", f"win{i}", expected[transcript.name])
 
 

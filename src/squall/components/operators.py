@@ -7,7 +7,14 @@ the operator role adapter (`squall.task.roles.operator.OperatorRole`), which the
 the recorded role. Every input tuple is accumulated (or dropped as too late) and acked at once:
 the operator keeps values in its state, not tuples, so panes are emitted unanchored. Output
 fields: `key, window_start, window_end, value, timing, pane_index, is_retraction` (the non-keyed
-operators omit `key`).
+operators omit `key`); with `pane_info=True` also Beam's pane info, `is_first, is_last,
+on_time_index, timestamp` (`squall.panes.pane_info`; `PaneInfo.of_tuple(tup)` reads it).
+
+Triggers: Apex's `TriggerOption` (which carries the accumulation mode), or a trigger of Beam's
+model (`AfterWatermark(early=..., late=...)`, `AfterCount`, `AfterProcessingTime`, `Repeatedly`,
+`AfterAny`, `AfterAll`, `AfterEach`, `OrFinally`, `Never`, `Always`; squall.panes.beam_triggers)
+with `accumulation_mode=`. Both take `on_time_behavior=` (the on-time pane fires also when empty
+by default, as Beam's), `closing_behavior=` and `timestamp_combiner=` (the pane's `timestamp`).
 
 Watermarks: an operator emits its watermark on the stream `_watermark` (field `watermark`);
 `TopologyBuilder` subscribes every operator to that stream of each upstream operator it reads,
@@ -33,6 +40,23 @@ event time (largest timestamp seen minus the delay), and uses the larger of the 
 ['a', 1000, 2000, 3, 'ON_TIME', 0, False]
 >>> result.tuples("totals", "late")   # 50 < watermark 1100 - 1000: a late record
 [['b', 9, 50, 'events', 'default', 1, 50, 100, 'late']]
+
+The same with a Beam trigger, an early pane every two tuples, accumulating, and pane info:
+
+>>> from squall.windows import AccumulationMode, AfterCount, AfterWatermark
+>>> b = TopologyBuilder()
+>>> _ = b.set_spout("events", FixedTupleSpout(rows, Fields("user", "amount", "ts")))
+>>> op = KeyedWindowedOperator(window=TimeWindows(Duration.seconds(1)),
+...     accumulation=accumulations.Sum(), trigger=AfterWatermark(early=AfterCount(2)),
+...     accumulation_mode=AccumulationMode.ACCUMULATING, pane_info=True,
+...     allowed_lateness=Duration(0), watermark_delay=Duration(1000),
+...     timestamp_field="ts", key_field="user", value_field="amount")
+>>> _ = b.set_bolt("totals", op).fields_grouping("events", Fields("user"))
+>>> for row in complete_topology(b.create_topology()).tuples("totals"): print(row)
+['a', 0, 1000, 5, 'EARLY', 0, False, True, False, -1, 999]
+['a', 0, 1000, 5, 'ON_TIME', 1, False, False, True, 0, 999]
+['b', 0, 1000, 2, 'ON_TIME', 0, False, True, True, 0, 999]
+['a', 1000, 2000, 3, 'ON_TIME', 0, False, True, True, 0, 1999]
 """
 
 from __future__ import annotations
@@ -46,7 +70,15 @@ from squall.components.side_records import side_fields
 from squall.components.windowed import ERROR_STREAM
 from squall.duration import Duration, to_millis
 from squall.errors import InvalidTopologyError
-from squall.panes.triggers import TriggerOption
+from squall.panes.beam_triggers import Trigger, processing_delays
+from squall.panes.engine import WindowedEngine
+from squall.panes.pane_info import (
+    PANE_INFO_FIELDS,
+    ClosingBehavior,
+    OnTimeBehavior,
+    TimestampCombiner,
+)
+from squall.panes.triggers import AccumulationMode, TriggerOption
 from squall.panes.windows import WindowOption
 from squall.protocols import Accumulation
 from squall.topology import roles
@@ -63,6 +95,8 @@ WATERMARK_FIELDS = Fields("watermark")
 PANE_FIELDS = ("window_start", "window_end", "value", "timing", "pane_index", "is_retraction")
 KEYED_FIELDS = Fields("key", *PANE_FIELDS)
 UNKEYED_FIELDS = Fields(*PANE_FIELDS)
+KEYED_INFO_FIELDS = Fields("key", *PANE_FIELDS, *PANE_INFO_FIELDS)
+UNKEYED_INFO_FIELDS = Fields(*PANE_FIELDS, *PANE_INFO_FIELDS)
 
 Extractor = Callable[[Tuple], Any]
 DurationLike = Duration | datetime.timedelta | int
@@ -83,7 +117,7 @@ class WindowedOperatorBase(Bolt):
         *,
         accumulation: Accumulation,
         window: WindowOption | None = None,
-        trigger: TriggerOption | None = None,
+        trigger: TriggerOption | Trigger | None = None,
         allowed_lateness: DurationLike | None = None,
         watermark_delay: DurationLike | None = None,
         late_stream: str | None = None,
@@ -94,6 +128,11 @@ class WindowedOperatorBase(Bolt):
         value_fields: tuple[str | None, ...] = (None,),
         value_extractors: tuple[Extractor | None, ...] = (None,),
         stateful: bool = False,
+        accumulation_mode: AccumulationMode | None = None,
+        on_time_behavior: OnTimeBehavior = OnTimeBehavior.FIRE_ALWAYS,
+        closing_behavior: ClosingBehavior = ClosingBehavior.FIRE_IF_NON_EMPTY,
+        timestamp_combiner: TimestampCombiner = TimestampCombiner.OUTPUT_AT_EOW,
+        pane_info: bool = False,
     ) -> None:
         if window is not None and not isinstance(window, WindowOption):
             raise TypeError(f"window must be GlobalWindow(), TimeWindows(...) or "
@@ -104,8 +143,13 @@ class WindowedOperatorBase(Bolt):
         self.window = window
         self.accumulation = accumulation
         self.trigger = trigger if trigger is not None else TriggerOption.at_watermark()
-        self.trigger.validate(bool(getattr(accumulation, "retractable", False)),
-                              type(accumulation).__name__)
+        self.accumulation_mode = accumulation_mode
+        self.on_time_behavior = on_time_behavior
+        self.closing_behavior = closing_behavior
+        self.timestamp_combiner = timestamp_combiner
+        self.pane_info = bool(pane_info)
+        # The engine checks the trigger, the mode and the behaviours (one thrown away here).
+        WindowedEngine(window, accumulation, self.trigger, **self.engine_options())
         self.allowed_lateness_ms = None if allowed_lateness is None else to_millis(
             allowed_lateness)
         self.watermark_delay_ms = None if watermark_delay is None else to_millis(
@@ -133,14 +177,33 @@ class WindowedOperatorBase(Bolt):
         self.stateful = bool(stateful)
         self.role = roles.STATEFUL_OPERATOR if stateful else roles.OPERATOR
 
+    def engine_options(self) -> dict[str, Any]:
+        """The pane engine's keyword arguments besides window, accumulation, trigger, lateness
+        (operators pickled before these settings get the defaults)."""
+        return {"mode": getattr(self, "accumulation_mode", None),
+                "on_time_behavior": getattr(self, "on_time_behavior", OnTimeBehavior.FIRE_ALWAYS),
+                "closing_behavior": getattr(self, "closing_behavior",
+                                            ClosingBehavior.FIRE_IF_NON_EMPTY),
+                "timestamp_combiner": getattr(self, "timestamp_combiner",
+                                              TimestampCombiner.OUTPUT_AT_EOW)}
+
+    @property
+    def output_width(self) -> int:
+        """How many of an engine pane's fields the output carries (with the key)."""
+        return 11 if getattr(self, "pane_info", False) else 7
+
     # ---- declaration -----------------------------------------------------------------------
+    def _output_fields(self) -> Fields:
+        if getattr(self, "pane_info", False):
+            return KEYED_INFO_FIELDS if self.keyed else UNKEYED_INFO_FIELDS
+        return KEYED_FIELDS if self.keyed else UNKEYED_FIELDS
+
     def declare_output_fields(self, declarer: Any) -> None:
-        declarer.declare(KEYED_FIELDS if self.keyed else UNKEYED_FIELDS)
+        declarer.declare(self._output_fields())
 
     def declared_streams(self) -> dict[str, StreamSpec]:
         streams = super().declared_streams()
-        streams.setdefault(DEFAULT_STREAM, StreamSpec(KEYED_FIELDS if self.keyed
-                                                      else UNKEYED_FIELDS))
+        streams.setdefault(DEFAULT_STREAM, StreamSpec(self._output_fields()))
         streams[WATERMARK_STREAM] = StreamSpec(WATERMARK_FIELDS)
         return streams
 
@@ -169,7 +232,11 @@ class WindowedOperatorBase(Bolt):
         # On Spark a task runs only in batches that hold rows for it: ticks wake it up so that
         # time triggers fire at batch boundaries even without input (the local runner ends a
         # batch for every task anyway).
-        period = self.trigger.time_ms
+        if isinstance(self.trigger, TriggerOption):
+            period = self.trigger.time_ms
+        else:  # Beam: the shortest processing-time delay (1 s for delays of 0)
+            delays = processing_delays(self.trigger)
+            period = (min(d for d in delays if d > 0) if any(delays) else 1000) if delays else None
         return {TOPOLOGY_TICK_TUPLE_FREQ_SECS: period / 1000} if period else None
 
     def input_of(self, component: str) -> int:
@@ -198,24 +265,40 @@ class KeyedWindowedOperator(WindowedOperatorBase):
     with the topology's state (a stateful topology: Storm's checkpoints on the local runner,
     micro-batch commits on Spark). Only the (key, window)s a checkpoint interval touches are in
     memory, and a restarted task resumes from the last commit.
+
+    `trigger`: Apex's `TriggerOption` (default `TriggerOption.at_watermark()`; it carries the
+    accumulation mode), or a trigger of Beam's model (`AfterWatermark(early=, late=)`, ...) with
+    `accumulation_mode` (discarding by default). `on_time_behavior`, `closing_behavior`: whether
+    the on-time pane and a window's final pane fire with nothing new since the previous pane
+    (defaults, Beam's: the on-time pane always, the final pane if non-empty).
+    `timestamp_combiner`: the panes' output timestamp. `pane_info=True`: output rows also carry
+    `is_first, is_last, on_time_index, timestamp` (docs/design/triggers.md).
     """
 
     keyed = True
 
     def __init__(self, *, accumulation: Accumulation, window: WindowOption | None = None,
-                 trigger: TriggerOption | None = None,
+                 trigger: TriggerOption | Trigger | None = None,
                  allowed_lateness: DurationLike | None = None,
                  watermark_delay: DurationLike | None = None, late_stream: str | None = None,
                  timestamp_field: str | None = None,
                  timestamp_extractor: Extractor | None = None, key_field: str | None = None,
                  key_extractor: Extractor | None = None, value_field: str | None = None,
-                 value_extractor: Extractor | None = None, stateful: bool = False) -> None:
+                 value_extractor: Extractor | None = None, stateful: bool = False,
+                 accumulation_mode: AccumulationMode | None = None,
+                 on_time_behavior: OnTimeBehavior = OnTimeBehavior.FIRE_ALWAYS,
+                 closing_behavior: ClosingBehavior = ClosingBehavior.FIRE_IF_NON_EMPTY,
+                 timestamp_combiner: TimestampCombiner = TimestampCombiner.OUTPUT_AT_EOW,
+                 pane_info: bool = False) -> None:
         super().__init__(accumulation=accumulation, window=window, trigger=trigger,
                          allowed_lateness=allowed_lateness, watermark_delay=watermark_delay,
                          late_stream=late_stream, timestamp_fields=(timestamp_field,),
                          timestamp_extractors=(timestamp_extractor,), key_fields=(key_field,),
                          key_extractors=(key_extractor,), value_fields=(value_field,),
-                         value_extractors=(value_extractor,), stateful=stateful)
+                         value_extractors=(value_extractor,), stateful=stateful,
+                         accumulation_mode=accumulation_mode,
+                         on_time_behavior=on_time_behavior, closing_behavior=closing_behavior,
+                         timestamp_combiner=timestamp_combiner, pane_info=pane_info)
 
 
 class WindowedOperator(WindowedOperatorBase):
@@ -224,18 +307,25 @@ class WindowedOperator(WindowedOperatorBase):
     keyed = False
 
     def __init__(self, *, accumulation: Accumulation, window: WindowOption | None = None,
-                 trigger: TriggerOption | None = None,
+                 trigger: TriggerOption | Trigger | None = None,
                  allowed_lateness: DurationLike | None = None,
                  watermark_delay: DurationLike | None = None, late_stream: str | None = None,
                  timestamp_field: str | None = None,
                  timestamp_extractor: Extractor | None = None, value_field: str | None = None,
-                 value_extractor: Extractor | None = None, stateful: bool = False) -> None:
+                 value_extractor: Extractor | None = None, stateful: bool = False,
+                 accumulation_mode: AccumulationMode | None = None,
+                 on_time_behavior: OnTimeBehavior = OnTimeBehavior.FIRE_ALWAYS,
+                 closing_behavior: ClosingBehavior = ClosingBehavior.FIRE_IF_NON_EMPTY,
+                 timestamp_combiner: TimestampCombiner = TimestampCombiner.OUTPUT_AT_EOW,
+                 pane_info: bool = False) -> None:
         super().__init__(accumulation=accumulation, window=window, trigger=trigger,
                          allowed_lateness=allowed_lateness, watermark_delay=watermark_delay,
                          late_stream=late_stream, timestamp_fields=(timestamp_field,),
                          timestamp_extractors=(timestamp_extractor,),
                          value_fields=(value_field,), value_extractors=(value_extractor,),
-                         stateful=stateful)
+                         stateful=stateful, accumulation_mode=accumulation_mode,
+            on_time_behavior=on_time_behavior, closing_behavior=closing_behavior,
+            timestamp_combiner=timestamp_combiner, pane_info=pane_info)
 
 
 class WindowedMergeOperator(WindowedOperatorBase):
@@ -251,7 +341,7 @@ class WindowedMergeOperator(WindowedOperatorBase):
 
     def __init__(self, *, accumulation: Accumulation, input1: str | tuple[str, ...],
                  input2: str | tuple[str, ...], window: WindowOption | None = None,
-                 trigger: TriggerOption | None = None,
+                 trigger: TriggerOption | Trigger | None = None,
                  allowed_lateness: DurationLike | None = None,
                  watermark_delay: DurationLike | None = None, late_stream: str | None = None,
                  timestamp_field: str | None = None,
@@ -262,7 +352,12 @@ class WindowedMergeOperator(WindowedOperatorBase):
                  key_field2: str | None = None, key_extractor2: Extractor | None = None,
                  value_field: str | None = None, value_extractor: Extractor | None = None,
                  value_field2: str | None = None,
-                 value_extractor2: Extractor | None = None, stateful: bool = False) -> None:
+                 value_extractor2: Extractor | None = None, stateful: bool = False,
+                 accumulation_mode: AccumulationMode | None = None,
+                 on_time_behavior: OnTimeBehavior = OnTimeBehavior.FIRE_ALWAYS,
+                 closing_behavior: ClosingBehavior = ClosingBehavior.FIRE_IF_NON_EMPTY,
+                 timestamp_combiner: TimestampCombiner = TimestampCombiner.OUTPUT_AT_EOW,
+                 pane_info: bool = False) -> None:
         if not callable(getattr(accumulation, "accumulate2", None)):
             raise TypeError(f"the merge operator needs an accumulation with accumulate2() "
                             f"(InnerJoin, CoGroup), got {accumulation!r}")
@@ -284,7 +379,9 @@ class WindowedMergeOperator(WindowedOperatorBase):
             timestamp_extractors=(timestamp_extractor, ts2[1]),
             key_fields=(key_field, key2[0]), key_extractors=(key_extractor, key2[1]),
             value_fields=(value_field, value2[0]), value_extractors=(value_extractor, value2[1]),
-            stateful=stateful)
+            stateful=stateful, accumulation_mode=accumulation_mode,
+            on_time_behavior=on_time_behavior, closing_behavior=closing_behavior,
+            timestamp_combiner=timestamp_combiner, pane_info=pane_info)
 
     def input_of(self, component: str) -> int:
         if component in self.input1:

@@ -4,7 +4,11 @@
 (accumulator, counters, last emitted value, pane index). The caller feeds it tuples
 (`process`), watermarks (`advance`), batch boundaries (`batch_end`) and the end of input; every
 call takes the processing time `now` from the caller and appends the panes it fires to `out`
-as `(key, window_start, window_end, value, timing, pane_index, is_retraction)`.
+as `(key, window_start, window_end, value, timing, pane_index, is_retraction, is_first, is_last,
+on_time_index, timestamp)`: the pane, then its pane info (`squall.panes.pane_info.PaneInfo.of`).
+
+Triggers: Apex's `TriggerOption` (its rules inlined here: the operators' hot path) or a trigger
+of Beam's model (`squall.panes.beam_triggers`), run over a per-(key, window) state context.
 
 Rules (docs/design/windowed-operators.md has the reasons):
 - a tuple whose timestamp is below watermark - allowed lateness is dropped (`dropped` counts it);
@@ -12,7 +16,10 @@ Rules (docs/design/windowed-operators.md has the reasons):
 - count triggers fire at exactly the N-th tuple of a (key, window) since its last firing; time
   triggers at `batch_end`, once `now` is a period past the last firing;
 - a window is purged once its end is at or before W - allowed lateness, after a final (LATE) pane
-  if it holds data no pane has emitted;
+  if it holds data no pane has emitted; the pane fired last before a purge (or at the end of
+  input) has `is_last`;
+- the on-time pane fires also when nothing arrived since the previous pane (Beam's default,
+  `OnTimeBehavior.FIRE_ALWAYS`), unless `on_time_behavior=OnTimeBehavior.FIRE_IF_NON_EMPTY`;
 - sessions merge on strict overlap, transitively; in accumulating-and-retracting mode the panes
   already emitted for the merged sessions are retracted.
 
@@ -26,11 +33,24 @@ Rules (docs/design/windowed-operators.md has the reasons):
 ...     _ = e.process("k", ts, v, now=0)
 >>> e.advance(1000, now=0)   # [0, 1000) is due; [1000, 2000) is not
 >>> for pane in e.out: print(pane)
-('k', 0, 1000, 5, 'EARLY', 0, False)
-('k', 0, 1000, -5, 'EARLY', 0, True)
-('k', 0, 1000, 14, 'EARLY', 1, False)
-('k', 0, 1000, -14, 'ON_TIME', 1, True)
-('k', 0, 1000, 14, 'ON_TIME', 2, False)
+('k', 0, 1000, 5, 'EARLY', 0, False, True, False, -1, 999)
+('k', 0, 1000, -5, 'EARLY', 0, True, True, False, -1, 999)
+('k', 0, 1000, 14, 'EARLY', 1, False, False, False, -1, 999)
+('k', 0, 1000, -14, 'ON_TIME', 1, True, False, False, -1, 999)
+('k', 0, 1000, 14, 'ON_TIME', 2, False, False, False, 0, 999)
+
+A trigger of Beam's model, with the earliest tuple as the panes' timestamp:
+
+>>> from squall.panes.beam_triggers import AfterCount, AfterWatermark
+>>> from squall.panes.pane_info import TimestampCombiner
+>>> e = WindowedEngine(TimeWindows(1000), Sum(), AfterWatermark(early=AfterCount(2)),
+...                    timestamp_combiner=TimestampCombiner.OUTPUT_AT_EARLIEST)
+>>> for ts, v in [(300, 2), (100, 3), (700, 4)]:
+...     _ = e.process("k", ts, v, now=0)
+>>> e.advance(1000, now=0)
+>>> for pane in e.take(): print(pane)
+('k', 0, 1000, 5, 'EARLY', 0, False, True, False, -1, 100)
+('k', 0, 1000, 4, 'ON_TIME', 1, False, False, True, 0, 700)
 """
 
 from __future__ import annotations
@@ -40,7 +60,26 @@ import heapq
 from collections.abc import MutableMapping
 from typing import Any
 
-from squall.panes.triggers import EARLY, LATE, ON_TIME, AccumulationMode, TriggerOption
+from squall.panes.beam_triggers import (
+    BATCH_END,
+    BEFORE_ELEMENT,
+    ELEMENT,
+    WATERMARK,
+    Node,
+    Trigger,
+    TriggerContext,
+    compile_trigger,
+    new_state,
+)
+from squall.panes.pane_info import (
+    EARLY,
+    LATE,
+    ON_TIME,
+    ClosingBehavior,
+    OnTimeBehavior,
+    TimestampCombiner,
+)
+from squall.panes.triggers import AccumulationMode, ApexTrigger, TriggerOption, validate_mode
 from squall.panes.windows import (
     MAX_TIMESTAMP,
     MIN_TIMESTAMP,
@@ -50,7 +89,9 @@ from squall.panes.windows import (
 )
 from squall.protocols import Accumulation
 
-Pane = tuple[Any, int, int, Any, str, int, bool]
+Pane = tuple[Any, int, int, Any, str, int, bool, bool, bool, int, int]
+"""(key, window_start, window_end, value, timing, pane_index, is_retraction, is_first, is_last,
+on_time_index, timestamp)"""
 
 # What `WindowedEngine.process` returns when it also generates the watermark (`delay=`), as
 # bit flags: the tuple was accumulated (not dropped); the watermark moved with nothing due below
@@ -60,31 +101,47 @@ WATERMARK_MOVED = 2
 WATERMARK_DUE = 4
 
 
-class PaneState:
-    """The state of one (key, window): plain data, so it pickles into snapshots."""
+# The slots of `PaneState.ext`: the smallest and largest timestamp since the last pane (for
+# TimestampCombiner), the next on-time (non-speculative) index and the trigger state (Beam
+# triggers only).
+LO, HI, NONSPEC, TRIG = 0, 1, 2, 3
 
-    __slots__ = ("acc", "count", "fired_ms", "index", "last", "late", "updated")
+
+class PaneState:
+    """The state of one (key, window): plain data, so it pickles into snapshots.
+
+    `late` is False until the watermark reaches the window end (or the window is created behind
+    it); then it is 1 + the pane index at that moment (True, which counts as 1, for a window
+    created late), so that a later pane's on-time index is `index - late + 1` (Apex triggers).
+    `ext` is None or `[lo, hi, nonspec, trigger state]` (the slots LO, HI, NONSPEC, TRIG).
+    """
+
+    __slots__ = ("acc", "count", "ext", "fired_ms", "index", "last", "late", "updated")
 
     def __init__(self, acc: Any, now: int, late: bool) -> None:
         self.acc = acc
         self.count = 0  # tuples since the last firing (count triggers)
         self.updated = False  # accumulated since the last firing
-        self.last: tuple[Any] | None = None  # (last emitted value,) when one is kept
+        self.last: tuple[Any, ...] | None = None  # (value, on-time index, timestamp) of the
+        # last pane, when one is kept
         self.index = 0  # index of the next pane
         self.fired_ms = now  # processing time of the last firing (or of creation)
-        self.late = late  # the watermark has reached the window end
+        self.late: bool | int = late  # the watermark has reached the window end (see above)
+        self.ext: list[Any] | None = None
 
     def __getstate__(self) -> tuple:
         return (self.acc, self.count, self.updated, self.last, self.index, self.fired_ms,
-                self.late)
+                self.late, self.ext)
 
     def __setstate__(self, s: tuple) -> None:
+        if len(s) == 7:  # written before pane info
+            s = (*s, None)
         (self.acc, self.count, self.updated, self.last, self.index, self.fired_ms,
-         self.late) = s
+         self.late, self.ext) = s
 
     def __repr__(self) -> str:
         return (f"PaneState(acc={self.acc!r}, count={self.count}, updated={self.updated}, "
-                f"last={self.last!r}, index={self.index}, late={self.late})")
+                f"last={self.last!r}, index={self.index}, late={self.late}, ext={self.ext!r})")
 
 
 WindowStore = MutableMapping[Window, dict[Any, PaneState]]
@@ -97,16 +154,55 @@ class WindowedEngine:
 
     `window=None` means the windows come with the tuples (window propagation: pass `window=` to
     `process`). `allowed_lateness_ms=None` never drops or purges (state grows without bound).
+    `trigger`: Apex's `TriggerOption` (it carries the accumulation mode) or a trigger of Beam's
+    model (`squall.panes.beam_triggers`; `mode` is the accumulation mode, discarding by default).
+    `on_time_behavior`, `closing_behavior`: whether the on-time pane and the final pane fire when
+    nothing arrived since the previous pane. `timestamp_combiner`: the panes' output timestamp.
     """
 
     def __init__(self, window: WindowOption | None, accumulation: Accumulation,
-                 trigger: TriggerOption, allowed_lateness_ms: int | None = None,
+                 trigger: TriggerOption | Trigger, allowed_lateness_ms: int | None = None,
                  store: WindowStore | None = None,
-                 sessions: MutableMapping[Any, list[Window]] | None = None) -> None:
-        trigger.validate(getattr(accumulation, "retractable", False), type(accumulation).__name__)
+                 sessions: MutableMapping[Any, list[Window]] | None = None, *,
+                 mode: AccumulationMode | None = None,
+                 on_time_behavior: OnTimeBehavior = OnTimeBehavior.FIRE_ALWAYS,
+                 closing_behavior: ClosingBehavior = ClosingBehavior.FIRE_IF_NON_EMPTY,
+                 timestamp_combiner: TimestampCombiner = TimestampCombiner.OUTPUT_AT_EOW
+                 ) -> None:
+        retractable = getattr(accumulation, "retractable", False)
+        what = type(accumulation).__name__
+        self._root: Node | None = None
+        if isinstance(trigger, TriggerOption):
+            if mode is not None and mode is not trigger.mode:
+                raise ValueError("a TriggerOption carries its accumulation mode: set it with "
+                                 "its discarding/accumulating methods, not mode=")
+            trigger.validate(retractable, what)
+            mode = trigger.mode
+        elif isinstance(trigger, ApexTrigger):  # TriggerOption.as_trigger(): its own mode
+            if mode is not None and mode is not trigger.option.mode:
+                raise ValueError("an ApexTrigger carries its TriggerOption's accumulation mode")
+            trigger.option.validate(retractable, what)
+            mode = trigger.option.mode
+            self._root = compile_trigger(trigger)
+        elif isinstance(trigger, Trigger):
+            mode = AccumulationMode.DISCARDING if mode is None else mode
+            validate_mode(mode, retractable, what)
+            self._root = compile_trigger(trigger)
+        else:
+            raise TypeError(f"trigger must be a TriggerOption or a trigger (AfterWatermark, "
+                            f"AfterCount, ...), got {trigger!r}")
+        for name, value, kind in (("on_time_behavior", on_time_behavior, OnTimeBehavior),
+                                  ("closing_behavior", closing_behavior, ClosingBehavior),
+                                  ("timestamp_combiner", timestamp_combiner, TimestampCombiner)):
+            if not isinstance(value, kind):
+                raise TypeError(f"{name} must be a {kind.__name__}, got {value!r}")
         self.window = window
         self.accumulation = accumulation
         self.trigger = trigger
+        self.mode = mode
+        self.on_time_behavior = on_time_behavior
+        self.closing_behavior = closing_behavior
+        self.timestamp_combiner = timestamp_combiner
         self.lateness = allowed_lateness_ms
         self.windows: WindowStore = {} if store is None else store
         # key -> its sessions, by start (any dict-like store, as `windows`)
@@ -120,46 +216,77 @@ class WindowedEngine:
         self.due = MAX_TIMESTAMP + 1
         self.out: list[Pane] = []
         self.dropped = 0
+        self.closed_drops = 0  # (tuple, window)s dropped because the window's trigger finished
         self.now = 0
-        mode = trigger.mode
-        self._discarding = mode is AccumulationMode.DISCARDING
-        self._retracting = mode is AccumulationMode.ACCUMULATING_AND_RETRACTING
-        self._keep_last = self._retracting or trigger.only_updated
         self._init_fast_path()
 
     def _init_fast_path(self) -> None:
         window = self.window
-        # Time windows (tumbling or sliding) take the hot path of `process`: duration, slide.
-        self._fixed = window.duration_ms if isinstance(window, TimeWindows) else 0
+        trigger = self.trigger
+        mode = self.mode
+        beam = self._root is not None
+        self._discarding = mode is AccumulationMode.DISCARDING
+        self._retracting = mode is AccumulationMode.ACCUMULATING_AND_RETRACTING
+        self._only_updated = bool(getattr(trigger, "only_updated", False))
+        self._keep_last = self._retracting or self._only_updated
+        # A pane with nothing new since the previous one: Apex repeats it in accumulating modes
+        # (time triggers); Beam triggers and discarding panes skip it. On-time and final panes
+        # follow the on-time and closing behaviours.
+        self._skip_empty = self._discarding or (
+            beam and not trigger.fires_empty_panes)  # type: ignore[union-attr]
+        self._on_time_always = self.on_time_behavior is OnTimeBehavior.FIRE_ALWAYS
+        self._closing_always = self.closing_behavior is ClosingBehavior.FIRE_ALWAYS
+        self._track_ts = self.timestamp_combiner is not TimestampCombiner.OUTPUT_AT_EOW
+        self._earliest = self.timestamp_combiner is TimestampCombiner.OUTPUT_AT_EARLIEST
+        self._pt = beam and trigger.uses_processing_time  # type: ignore[union-attr]
+        # Time windows (tumbling or sliding) with Apex triggers take the hot path of `process`.
+        self._fixed = window.duration_ms if isinstance(window, TimeWindows) and not beam else 0
         self._slide = window.slide_ms if isinstance(window, TimeWindows) else 0
         self._default = self.accumulation.default_accumulated_value
         self._accumulate1 = self.accumulation.accumulate
-        self._counting = bool(self.trigger.early_count or self.trigger.late_count)
+        self._early_count = None if beam else trigger.early_count  # type: ignore[union-attr]
+        self._late_count = None if beam else trigger.late_count  # type: ignore[union-attr]
+        self._counting = bool(self._early_count or self._late_count)
         self._merging = bool(window is not None and window.merging)
+        self._final = False  # panes fired now are the last of their (key, window)
+        self._finals: set[tuple[Any, Window]] = set()  # ... and had one (closing FIRE_ALWAYS)
 
-    # Bound methods are not state: a snapshot leaves them out and a restore rebuilds them.
+    # Bound methods and flags derived from the configuration are not state: a snapshot leaves
+    # them out and a restore rebuilds them.
+    _DERIVED = frozenset(("_fixed", "_slide", "_default", "_accumulate1", "_counting",
+                          "_merging", "_discarding", "_retracting", "_only_updated",
+                          "_keep_last", "_skip_empty", "_on_time_always", "_closing_always",
+                          "_track_ts", "_earliest", "_pt", "_final", "_finals",
+                          "_early_count", "_late_count"))
+
     def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items()
-                if k not in ("_fixed", "_slide", "_default", "_accumulate1", "_counting",
-                             "_merging")}
+        return {k: v for k, v in self.__dict__.items() if k not in self._DERIVED}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        # Snapshots written before Beam triggers lack the new settings: their defaults.
+        self.__dict__.update({"_root": None, "closed_drops": 0,
+                              "on_time_behavior": OnTimeBehavior.FIRE_IF_NON_EMPTY,
+                              "closing_behavior": ClosingBehavior.FIRE_IF_NON_EMPTY,
+                              "timestamp_combiner": TimestampCombiner.OUTPUT_AT_EOW})
         self.__dict__.update(state)
+        if "mode" not in state:
+            self.mode = self.trigger.mode  # type: ignore[union-attr]
         self._init_fast_path()
         self._update_due()  # derived from the heaps (and absent from older snapshots)
 
     # What defines the engine besides its two stores: small (per window at most, never per key).
-    PROGRESS = ("watermark", "on_time_heap", "purge_heap", "dropped", "now")
+    PROGRESS = ("watermark", "on_time_heap", "purge_heap", "dropped", "now", "closed_drops")
 
     def progress(self) -> dict[str, Any]:
         """The engine's state outside `windows` and `sessions` (a stored operator keeps it
         next to them); the heaps are copied, so later changes do not alter the result."""
         return {"watermark": self.watermark, "on_time_heap": list(self.on_time_heap),
-                "purge_heap": list(self.purge_heap), "dropped": self.dropped, "now": self.now}
+                "purge_heap": list(self.purge_heap), "dropped": self.dropped, "now": self.now,
+                "closed_drops": self.closed_drops}
 
     def restore_progress(self, progress: dict[str, Any]) -> None:
         for name in self.PROGRESS:
-            value = progress[name]
+            value = progress.get(name, 0)  # (progress written before closed_drops: 0)
             setattr(self, name, list(value) if isinstance(value, list) else value)
         self._update_due()
 
@@ -194,6 +321,7 @@ class WindowedEngine:
             last = ts - ts % slide
             start = last - fixed + slide  # the earliest window: by end, as `assign`
             windows = self.windows
+            track = self._track_ts
             while True:  # (not a loop over a range: for one tumbling window that costs more)
                 w = (start, start + fixed)
                 keys = windows.get(w)
@@ -206,20 +334,22 @@ class WindowedEngine:
                 st.acc = self._accumulate1(st.acc, value)
                 st.updated = True
                 st.count += 1
+                if track:
+                    self._track(st, ts)
                 if self._counting:
-                    n = self.trigger.late_count if st.late else self.trigger.early_count
+                    n = self._late_count if st.late else self._early_count
                     if n is not None and st.count >= n:
                         self._fire(key, w, st, LATE if st.late else EARLY)
                 if start == last:
                     break
                 start += slide
         elif window is not None:
-            self._add(key, window, value, now, second)
+            self._add(key, window, value, ts, now, second)
         elif self.window.merging:  # type: ignore[union-attr]
             self._add_session(key, ts, value, now, second)
         else:
             for w in self.window.assign(ts):  # type: ignore[union-attr]
-                self._add(key, w, value, now, second)
+                self._add(key, w, value, ts, now, second)
         if delay is None:
             return True
         # `_generated` inlined: this runs for every tuple of the hot path.
@@ -241,7 +371,8 @@ class WindowedEngine:
             return WATERMARK_MOVED
         return WATERMARK_DUE
 
-    def _add(self, key: Any, w: Window, value: Any, now: int, second: bool) -> None:
+    def _state(self, key: Any, w: Window, now: int) -> PaneState:
+        """The state of (key, w), created (and the window scheduled) if new."""
         keys = self.windows.get(w)
         if keys is None:
             keys = self.windows[w] = {}
@@ -250,18 +381,41 @@ class WindowedEngine:
         if st is None:
             st = keys[key] = PaneState(self.accumulation.default_accumulated_value(), now,
                                        w[1] <= self.watermark)
-        self._accumulate(key, w, st, value, second)
+            if self._root is not None:
+                st.ext = [None, None, 0, new_state(self._root)]
+        return st
 
-    def _accumulate(self, key: Any, w: Window, st: PaneState, value: Any, second: bool) -> None:
+    def _add(self, key: Any, w: Window, value: Any, ts: int, now: int, second: bool) -> None:
+        st = self._state(key, w, now)
+        if self._root is not None:
+            self._element(key, w, st, value, ts, now, second)
+        else:
+            self._accumulate(key, w, st, value, second, ts)
+
+    def _accumulate(self, key: Any, w: Window, st: PaneState, value: Any, second: bool,
+                    ts: int) -> None:
         acc = self.accumulation
         st.acc = acc.accumulate2(st.acc, value) if second else acc.accumulate(  # type: ignore
             st.acc, value)
         st.updated = True
         st.count += 1
-        t = self.trigger
-        n = t.late_count if st.late else t.early_count
+        if self._track_ts:
+            self._track(st, ts)
+        n = self._late_count if st.late else self._early_count
         if n is not None and st.count >= n:
             self._fire(key, w, st, LATE if st.late else EARLY)
+
+    def _track(self, st: PaneState, ts: int) -> None:
+        """Remember the smallest and largest timestamp since the last pane (TimestampCombiner)."""
+        ext = st.ext
+        if ext is None:
+            st.ext = [ts, ts, 0, None]
+        elif ext[LO] is None:
+            ext[LO] = ext[HI] = ts
+        elif ts < ext[LO]:
+            ext[LO] = ts
+        elif ts > ext[HI]:
+            ext[HI] = ts
 
     def _scheduled(self, w: Window) -> None:
         """A window came into existence: schedule its on-time pane and its purge."""
@@ -287,37 +441,38 @@ class WindowedEngine:
         while lo > 0 and sessions[lo - 1][1] > start:
             lo -= 1
         if hi - lo == 1 and sessions[lo][0] <= start and end <= sessions[lo][1]:
-            self._add(key, sessions[lo], value, now, second)  # inside an existing session
+            self._add(key, sessions[lo], value, ts, now, second)  # inside an existing session
             return
         if hi == lo:  # a new session
             w = (start, end)
             sessions.insert(lo, w)
-            self._add(key, w, value, now, second)
+            self._add(key, w, value, ts, now, second)
             return
         merged = sessions[lo:hi]
         w = (min(start, merged[0][0]), max(end, merged[-1][1]))
         sessions[lo:hi] = [w]
-        self._merge_sessions(key, merged, w, value, now, second)
+        self._merge_sessions(key, merged, w, value, ts, now, second)
 
-    def _merge_sessions(self, key: Any, merged: list[Window], w: Window, value: Any, now: int,
-                        second: bool) -> None:
+    def _merge_sessions(self, key: Any, merged: list[Window], w: Window, value: Any, ts: int,
+                        now: int, second: bool) -> None:
         acc = self.accumulation
         windows = self.windows
         new_acc = acc.default_accumulated_value()
         count, updated, fired_ms, emitted = 0, False, now, False
+        parts: list[PaneState] = []
         for old in merged:
             keys = windows[old]
             st = keys.pop(key)
             if not keys:
                 del windows[old]
             if self._retracting and st.last is not None:
-                self.out.append((key, old[0], old[1], acc.get_retraction(st.last[0]),
-                                 LATE if st.late else EARLY, st.index - 1, True))
+                self.out.append(self._retraction(key, old, st, LATE if st.late else EARLY))
             new_acc = acc.merge(new_acc, st.acc)
             count += st.count
             updated = updated or st.updated
             fired_ms = min(fired_ms, st.fired_ms)
             emitted = emitted or st.index > 0
+            parts.append(st)
         target = windows.get(w)
         if target is None:
             target = windows[w] = {}
@@ -325,48 +480,156 @@ class WindowedEngine:
         # A merged session is a new window: pane index from 0, nothing emitted yet.
         st = target[key] = PaneState(new_acc, fired_ms, w[1] <= self.watermark)
         st.count, st.updated = count, updated
-        self._accumulate(key, w, st, value, second)
+        exts = [p.ext for p in parts if p.ext is not None]
+        lows = [e[LO] for e in exts if e[LO] is not None]
+        if lows:
+            st.ext = [min(lows), max(e[HI] for e in exts if e[HI] is not None), 0, None]
+        root = self._root
+        if root is not None:
+            # Beam: the trigger merges its parts' states (counts summed, the earliest due time,
+            # finished bits after each trigger's rule); the pane index restarts (Beam Python).
+            if st.ext is None:
+                st.ext = [None, None, 0, None]
+            st.ext[TRIG] = new_state(root)
+            c = TriggerContext(st.ext[TRIG], w, self.watermark, now, True,
+                               [p.ext[TRIG] for p in parts], ELEMENT, st)  # type: ignore[index]
+            root.on_merge(c)
+            self._element(key, w, st, value, ts, now, second)
+            return
+        self._accumulate(key, w, st, value, second, ts)
         if st.late and emitted and st.updated:
             # Behind the watermark no on-time pane will come: replace the superseded (and, in
             # accumulating-and-retracting mode, retracted) panes at once.
             self._fire(key, w, st, LATE)
 
+    # ---- Beam triggers ---------------------------------------------------------------------
+    def _element(self, key: Any, w: Window, st: PaneState, value: Any, ts: int, now: int,
+                 second: bool) -> None:
+        """A tuple for (key, w) under a Beam trigger: processing-time firings due before it,
+        then the tuple, then the trigger (each tuple is a bundle: results do not depend on how
+        input is cut into batches)."""
+        ext = st.ext
+        assert ext is not None and self._root is not None
+        trig = ext[TRIG]
+        root = self._root
+        if trig[0] & 1:  # the trigger finished: the window is closed for this key
+            self.closed_drops += 1
+            return
+        if self._pt:
+            c = TriggerContext(trig, w, self.watermark, now, self._merging, (), BEFORE_ELEMENT,
+                               st)
+            if root.should_fire(c):
+                self._beam_fire(key, w, st, c, False)
+                if trig[0] & 1:
+                    self.closed_drops += 1
+                    return
+        acc = self.accumulation
+        st.acc = acc.accumulate2(st.acc, value) if second else acc.accumulate(  # type: ignore
+            st.acc, value)
+        st.updated = True
+        st.count += 1
+        if self._track_ts:
+            self._track(st, ts)
+        c = TriggerContext(trig, w, self.watermark, now, self._merging, (), ELEMENT, st)
+        root.on_element(c)
+        if root.should_fire(c):
+            self._beam_fire(key, w, st, c, False)
+
+    def _beam_fire(self, key: Any, w: Window, st: PaneState, c: TriggerContext, timer: bool,
+                   last: bool = False) -> None:
+        """The trigger of (key, w) fires: its state moves on and the pane goes out (unless it is
+        empty and the behaviours say so). `timer`: fired by the watermark reaching the window
+        end, which makes the first non-early pane ON_TIME (Beam Python)."""
+        root = self._root
+        assert root is not None and st.ext is not None
+        root.on_fire(c)
+        finished = c.finished(root)
+        self._fire(key, w, st, self._timing(w, st, timer), last or finished)
+        if finished:  # the window is closed for this key: its data is not kept
+            st.acc = self.accumulation.default_accumulated_value()
+            st.updated = False
+
+    def _timing(self, w: Window, st: PaneState, timer: bool) -> str:
+        if self.watermark < w[1]:
+            return EARLY
+        return ON_TIME if timer and st.ext[NONSPEC] == 0 else LATE  # type: ignore[index]
+
     # ---- firing --------------------------------------------------------------------------
-    def _fire(self, key: Any, w: Window, st: PaneState, timing: str) -> None:
-        if self._discarding and not st.updated:
-            return  # nothing arrived since the last pane: there is no pane to emit
+    def _fire(self, key: Any, w: Window, st: PaneState, timing: str, last: bool = False
+              ) -> None:
+        if not st.updated:  # nothing arrived since the last pane
+            if timing is ON_TIME:
+                if not (self._on_time_always or (last and self._closing_always)):
+                    return
+            elif last:
+                if not self._closing_always:
+                    return
+            elif self._skip_empty:
+                return
         acc = self.accumulation
         value = acc.get_output(st.acc)
-        last = st.last
+        prev = st.last
         st.count = 0
         st.updated = False
         st.fired_ms = self.now
-        if last is not None:
-            if self.trigger.only_updated and last[0] == value:
-                return
-            if self._retracting:
-                self.out.append((key, w[0], w[1], acc.get_retraction(last[0]), timing,
-                                 st.index - 1, True))
-        self.out.append((key, w[0], w[1], value, timing, st.index, False))
-        st.index += 1
+        if prev is not None and self._only_updated and prev[0] == value:
+            return
+        index = st.index
+        if timing is EARLY:
+            on_time_index = -1
+        elif self._root is not None:
+            ext = st.ext
+            on_time_index = ext[NONSPEC]  # type: ignore[index]
+            ext[NONSPEC] = on_time_index + 1  # type: ignore[index]
+        else:
+            on_time_index = index - st.late + 1
+        stamp = self._stamp(st, w)
+        if prev is not None and self._retracting:
+            self.out.append(self._retraction(key, w, st, timing))
+        self.out.append((key, w[0], w[1], value, timing, index, False, index == 0, last,
+                         on_time_index, stamp))
+        st.index = index + 1
         if self._keep_last:
-            st.last = (value,)
+            st.last = (value, on_time_index, stamp)
         if self._discarding:
             st.acc = acc.default_accumulated_value()
+        if last and self._closing_always:
+            self._finals.add((key, w))
 
-    def _fire_on_time(self, w: Window, keys: dict[Any, PaneState]) -> None:
+    def _retraction(self, key: Any, w: Window, st: PaneState, timing: str) -> Pane:
+        """The retraction of the last pane of (key, w): its value retracted, the timing of the
+        pane that replaces it, the retracted pane's index, on-time index and timestamp."""
+        last = st.last
+        assert last is not None
+        index = st.index - 1
+        on_time_index, stamp = last[1:] if len(last) == 3 else (-1, w[1] - 1)
+        return (key, w[0], w[1], self.accumulation.get_retraction(last[0]),
+                timing, index, True, index == 0, False, on_time_index, stamp)
+
+    def _stamp(self, st: PaneState, w: Window) -> int:
+        """The output timestamp of the pane (key, w) fires now; forgets the tuples' range."""
+        ext = st.ext
+        if not self._track_ts or ext is None or ext[LO] is None:
+            return w[1] - 1
+        stamp = ext[LO] if self._earliest else ext[HI]
+        ext[LO] = ext[HI] = None
+        return stamp
+
+    def _fire_on_time(self, w: Window, keys: dict[Any, PaneState], final: bool) -> None:
         """The watermark reached the end of `w`: every key not yet late becomes late and fires
         its on-time pane (`_fire(key, w, st, ON_TIME)`). A key already late belongs to a
-        duplicate schedule of a re-created window: it fired once already."""
-        if not self.trigger.on_time:
+        duplicate schedule of a re-created window: it fired once already. `final`: the window is
+        purged in this step (or input ended), so the panes are its last."""
+        if not self.trigger.on_time:  # type: ignore[union-attr]
             for st in keys.values():
-                st.late = True
+                if not st.late:
+                    st.late = st.index + 1
             return
-        if self._keep_last:  # retractions or suppressed repeats: the general path
+        if self._keep_last or self._track_ts:  # retractions, suppressed repeats, timestamps
             for key, st in keys.items():
                 if not st.late:
-                    st.late = True
-                    self._fire(key, w, st, ON_TIME)
+                    st.late = st.index + 1
+                    self._fire(key, w, st, ON_TIME, final)
             return
         # `_fire` inlined for the common modes (no last value kept): a window's on-time firing
         # is one pane per key, the bulk of all panes of a tumbling-window count.
@@ -374,44 +637,70 @@ class WindowedEngine:
         append = self.out.append
         get_output = self.accumulation.get_output
         discarding = self._discarding
+        closing = final and self._closing_always  # the panes are final, and noted as such
+        skip = not self._on_time_always and not closing
         default = self.accumulation.default_accumulated_value
         now = self.now
+        stamp = end - 1
         for key, st in keys.items():
             if st.late:
                 continue
-            st.late = True
-            if discarding and not st.updated:
-                continue  # nothing arrived since the last pane: there is no pane to emit
-            append((key, start, end, get_output(st.acc), ON_TIME, st.index, False))
+            index = st.index
+            st.late = index + 1
+            if skip and not st.updated:
+                continue  # nothing arrived since the last pane (FIRE_IF_NON_EMPTY)
+            append((key, start, end, get_output(st.acc), ON_TIME, index, False, index == 0,
+                    final, 0, stamp))
             st.count = 0
             st.updated = False
             st.fired_ms = now
-            st.index += 1
+            st.index = index + 1
             if discarding:
                 st.acc = default()
+            if closing:
+                self._finals.add((key, w))
+
+    def _on_time_beam(self, w: Window, keys: dict[Any, PaneState], final: bool) -> None:
+        """The watermark reached the end of `w` (Beam triggers): each key's trigger is asked, as
+        by Beam's end-of-window timer."""
+        root = self._root
+        assert root is not None
+        watermark, now, merging = self.watermark, self.now, self._merging
+        for key, st in list(keys.items()):
+            st.late = st.late or st.index + 1
+            trig = st.ext[TRIG]  # type: ignore[index]
+            if trig[0] & 1:
+                continue
+            c = TriggerContext(trig, w, watermark, now, merging, (), WATERMARK, st)
+            if root.should_fire(c):
+                self._beam_fire(key, w, st, c, True, final)
 
     def advance(self, watermark: int, now: int) -> None:
         """Apply a watermark (ignored unless it is larger than the current one): on-time panes
         for the windows it reaches, in window order (end, start), then purges."""
-        if watermark <= self.watermark:
+        previous = self.watermark
+        if watermark <= previous:
             return
         self.watermark = watermark
         self.now = now
         if watermark < self.due:
             return  # nothing is due yet
+        self._finals.clear()
         windows = self.windows
         heap = self.on_time_heap
+        horizon = None if self.lateness is None else watermark - self.lateness
+        on_time = self._fire_on_time if self._root is None else self._on_time_beam
         while heap and heap[0][0] <= watermark:
             end, start = heapq.heappop(heap)
             w = (start, end)
             keys = windows.get(w)
             if keys:  # else merged away
-                self._fire_on_time(w, keys)
-        if self.lateness is not None:
-            self._purge(watermark - self.lateness)
+                on_time(w, keys, self._final or (horizon is not None and end <= horizon))
+        if horizon is not None:
+            self._purge(horizon, previous)
         self._update_due()
 
-    def _purge(self, horizon: int) -> None:
+    def _purge(self, horizon: int, previous: int) -> None:
         windows = self.windows
         heap = self.purge_heap
         while heap and heap[0][0] <= horizon:
@@ -421,18 +710,37 @@ class WindowedEngine:
             if not keys:
                 continue
             for key, st in keys.items():
-                if st.updated:  # data no pane has emitted: a final pane, not a silent loss
-                    self._fire(key, w, st, LATE)
+                # Data no pane has emitted: a final pane, not a silent loss.
+                self._final_pane(key, w, st, end > previous)
                 if self._merging:  # (the session map may be a store: not tested for emptiness)
                     sessions = self.sessions[key]
                     sessions.remove(w)
                     if not sessions:
                         del self.sessions[key]
 
+    def _final_pane(self, key: Any, w: Window, st: PaneState, timer: bool) -> None:
+        """The window closes (purge, end of input): a last pane if it holds data no pane has
+        emitted (or always, with ClosingBehavior.FIRE_ALWAYS). `timer`: the watermark reached
+        the window end in this step (Beam: the pane may be ON_TIME)."""
+        if not (st.updated or self._closing_always) or (key, w) in self._finals:
+            return
+        if self._root is None:
+            self._fire(key, w, st, LATE, True)
+            return
+        trig = st.ext[TRIG]  # type: ignore[index]
+        if trig[0] & 1:
+            return  # the trigger finished: its pane was the last
+        self._fire(key, w, st, self._timing(w, st, timer and self._root.trigger.has_on_time_pane),
+                   True)
+        trig[0] |= 1
+
     def batch_end(self, now: int) -> None:
         """A batch boundary at processing time `now`: time triggers that are due fire."""
+        if self._root is not None:
+            self._batch_end_beam(now)
+            return
         t = self.trigger
-        early, late = t.early_ms, t.late_ms
+        early, late = t.early_ms, t.late_ms  # type: ignore[union-attr]
         if not (early or late):
             return
         self.now = now
@@ -444,15 +752,35 @@ class WindowedEngine:
                 if period and now - st.fired_ms >= period and (st.updated or not ended):
                     self._fire(key, w, st, LATE if st.late else EARLY)
 
+    def _batch_end_beam(self, now: int) -> None:
+        """Processing-time triggers (AfterProcessingTime) that are due fire, in window order."""
+        if not self._pt or self.watermark == MAX_TIMESTAMP:
+            return
+        self.now = now
+        root, watermark, merging = self._root, self.watermark, self._merging
+        assert root is not None
+        for w in sorted(self.windows, key=_by_end):
+            for key, st in list(self.windows[w].items()):
+                trig = st.ext[TRIG]  # type: ignore[index]
+                if trig[0] & 1:
+                    continue
+                c = TriggerContext(trig, w, watermark, now, merging, (), BATCH_END, st)
+                if root.should_fire(c):
+                    self._beam_fire(key, w, st, c, False)
+
     def end_of_input(self, now: int) -> None:
         """Input ended: the watermark goes to the end of time, every window fires its final pane
-        (on-time, or LATE for data that arrived after it), and windows are purged."""
-        self.advance(MAX_TIMESTAMP, now)
-        self.now = now
-        for w in sorted(self.windows, key=_by_end):
-            for key, st in self.windows[w].items():
-                if st.updated:
-                    self._fire(key, w, st, LATE)
+        (on-time, or LATE for data that arrived after it), and windows are purged. Every pane
+        fired here is the last of its (key, window)."""
+        self._final = True
+        try:
+            self.advance(MAX_TIMESTAMP, now)
+            self.now = now
+            for w in sorted(self.windows, key=_by_end):
+                for key, st in self.windows[w].items():
+                    self._final_pane(key, w, st, False)
+        finally:
+            self._final = False
 
     def take(self) -> list[Pane]:
         """The panes fired since the last call, in firing order."""

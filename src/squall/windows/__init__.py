@@ -1,8 +1,11 @@
 """Windowed operators with Apache Beam / Apex Malhar semantics.
 
 Windows (`GlobalWindow`, `TimeWindows`, `SessionWindows`), triggers and accumulation modes
-(`TriggerOption`), accumulations (`accumulations.Sum`, ...), and the operators that host them in a
-topology (`KeyedWindowedOperator`, `WindowedOperator`, `WindowedMergeOperator`). The engine
+(Apex's `TriggerOption`, or Beam's trigger model: `AfterWatermark`, `AfterCount`,
+`AfterProcessingTime`, `Repeatedly`, `AfterAny`, `AfterAll`, `AfterEach`, `OrFinally`, `Never`,
+`Always` with `AccumulationMode`), pane info (`PaneInfo`, `OnTimeBehavior`, `ClosingBehavior`,
+`TimestampCombiner`), accumulations (`accumulations.Sum`, ...), and the operators that host them
+in a topology (`KeyedWindowedOperator`, `WindowedOperator`, `WindowedMergeOperator`). The engine
 (`squall.panes.engine`) is pure Python and runner-independent.
 """
 
@@ -14,7 +17,27 @@ from squall.components.operators import (
     WindowedOperatorBase,
 )
 from squall.panes import accumulations
+from squall.panes.beam_triggers import (
+    AfterAll,
+    AfterAny,
+    AfterCount,
+    AfterEach,
+    AfterProcessingTime,
+    AfterWatermark,
+    Always,
+    Never,
+    OrFinally,
+    Repeatedly,
+    Trigger,
+)
 from squall.panes.engine import InputWatermarks, PaneState, WindowedEngine
+from squall.panes.pane_info import (
+    PANE_INFO_FIELDS,
+    ClosingBehavior,
+    OnTimeBehavior,
+    PaneInfo,
+    TimestampCombiner,
+)
 from squall.panes.triggers import EARLY, LATE, ON_TIME, AccumulationMode, TriggerOption
 from squall.panes.windows import (
     GLOBAL_WINDOW,
@@ -35,16 +58,32 @@ __all__ = [
     "MAX_TIMESTAMP",
     "MIN_TIMESTAMP",
     "ON_TIME",
+    "PANE_INFO_FIELDS",
     "WATERMARK_STREAM",
     "Accumulation",
     "AccumulationMode",
+    "AfterAll",
+    "AfterAny",
+    "AfterCount",
+    "AfterEach",
+    "AfterProcessingTime",
+    "AfterWatermark",
+    "Always",
+    "ClosingBehavior",
     "GlobalWindow",
     "InputWatermarks",
     "KeyedWindowedOperator",
     "MergeAccumulation",
+    "Never",
+    "OnTimeBehavior",
+    "OrFinally",
+    "PaneInfo",
     "PaneState",
+    "Repeatedly",
     "SessionWindows",
     "TimeWindows",
+    "TimestampCombiner",
+    "Trigger",
     "TriggerOption",
     "Window",
     "WindowOption",

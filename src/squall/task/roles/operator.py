@@ -122,7 +122,8 @@ class OperatorRole(WindowRole):
         """The state of a task that has seen nothing (with `store` and `sessions`: in them)."""
         op = self.instance
         self.engine = WindowedEngine(op.window, op.accumulation, op.trigger,
-                                     op.allowed_lateness_ms, store=store, sessions=sessions)
+                                     op.allowed_lateness_ms, store=store, sessions=sessions,
+                                     **op.engine_options())
         self.watermarks = InputWatermarks(list(self._sources), op.watermark_delay_ms)
         self._pending_wm: int | None = None
         self.late_tuples = 0
@@ -278,7 +279,10 @@ class OperatorRole(WindowRole):
         if self._pending_wm is not None:
             self._send_watermark()
         panes = self.engine.take()
-        rows = [list(p) for p in panes] if self._keyed else [list(p[1:]) for p in panes]
+        # A pane is (key, the pane's six fields, its pane info): the operator's output fields.
+        width = self.instance.output_width
+        rows = ([list(p[:width]) for p in panes] if self._keyed
+                else [list(p[1:width]) for p in panes])
         if self._bulk is not None:
             self._bulk.emit_many(rows)  # one route lookup per firing, not per pane
         else:
