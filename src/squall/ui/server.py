@@ -304,7 +304,8 @@ class UiServer:
 
 def static_file(name: str) -> bytes:
     """A file of the page, from the package's `static` folder."""
-    return resources.files("squall.ui").joinpath("static", name).read_bytes()
+    package = __name__.rsplit(".", 1)[0]  # squall.ui
+    return resources.files(package).joinpath("static", name).read_bytes()
 
 
 __all__ = ["TOKEN_HEADER", "UiServer", "finite", "static_file", "topology_document", "url_host"]
