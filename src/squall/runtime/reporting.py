@@ -48,7 +48,9 @@ def task_histograms(task: Any, per_batch: bool = False) -> dict[str, Any]:
     checkpointing = getattr(task, "checkpointing", None)
     state = None if checkpointing is None else checkpointing.state
     if isinstance(state, KeyValueState):
-        out["state_size"] = state.size()  # a gauge
+        size = state.size()
+        if size is not None:
+            out["state_size"] = size  # a gauge
     window = getattr(task, "window", None)
     if window is not None:
         out["late"] = window.late_count

@@ -20,6 +20,7 @@ location on Spark) and `RedisStore` (provider `redis`).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -116,10 +117,17 @@ class StoreKeyValueState(KeyValueState):
         self.dirty[key] = _DELETED
         return value
 
-    def size(self) -> int:
-        """The store's committed keys (changes not yet committed are not counted)."""
+    def size(self) -> int | None:
+        """The store's committed keys. A store may refuse a thread other than its own (SQLite:
+        a metrics reader beside the runner's thread): then the count of the last commit, or of
+        the last call that could count; None before any."""
+        with contextlib.suppress(sqlite3.ProgrammingError):
+            self._count_committed()
+        return getattr(self, "committed_size", None)
+
+    def _count_committed(self) -> None:
         size = getattr(self.store, "size", None)
-        return int(size()) if size is not None else super().size()
+        self.committed_size = int(size()) if size is not None else None
 
     def __iter__(self) -> Iterator[tuple[Any, Any]]:
         overlay = {**self.prepared, **self.dirty}
@@ -144,12 +152,14 @@ class StoreKeyValueState(KeyValueState):
             self.store.write_committed(_wire(self.dirty))
             self._absorb(self.dirty)
             self.dirty = {}
+            self._count_committed()
             return
         if self.prepared_txid is not None and self.prepared_txid != txid and self.prepared:
             raise StateError(f"commit of txid {txid}, but txid {self.prepared_txid} is prepared")
         self.store.promote(txid)
         self._absorb(self.prepared)
         self.prepared, self.prepared_txid = {}, None
+        self._count_committed()
 
     def rollback(self) -> None:
         self.store.discard_above(self.store.committed_txid())

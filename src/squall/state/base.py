@@ -60,9 +60,9 @@ class KeyValueState(State):
     def items(self) -> Iterator[tuple[Any, Any]]:
         return iter(self)
 
-    def size(self) -> int:
-        """How many keys the state holds, for metrics: a store's committed keys (its own count,
-        cheap), the working map's in memory; by iteration for a state that has neither."""
+    def size(self) -> int | None:
+        """How many keys the state holds, for metrics (None: not known): a store's committed
+        keys as of its last commit, the working map's in memory; by iteration otherwise."""
         return sum(1 for _ in self)
 
 
