@@ -467,7 +467,9 @@ def test_sigkill_mid_batch_then_restart_writes_every_item_once(tmp_path, redis_s
     assert second.returncode == 0, out[-4000:]
     assert (tmp_path / "done.json").exists(), out[-4000:]
     done = json.loads((tmp_path / "done.json").read_text())
-    assert done == {"acked": items, "errors": 0}, out[-4000:]
+    # Counters are the run's (docs/metrics.md): the restart acks what the first run had not
+    # committed; that every item reached the sink once is checked on the records below.
+    assert done["errors"] == 0 and 0 < done["acked"] <= items, out[-4000:]
 
     # The killed batch was replayed: its files were replaced (new inodes), not added to.
     rewritten = {p.name: p.stat().st_ino for p in (tmp_path / "jsonl").glob(
