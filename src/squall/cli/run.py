@@ -188,7 +188,10 @@ def _run(args: argparse.Namespace, topology: Topology, conf: dict[str, Any], nam
     """`main` once the arguments are checked and the metrics outputs are open."""
     print(f"squall: running {args.target} as {name!r} on the {args.runner} runner: "
           f"{topology}", file=sys.stderr)
-    signals = SignalStop(args.stop_timeout, lambda r: summary(r.metrics()))
+    # At a second signal the counters come from `result()`, which asks nothing of Spark: the
+    # handler interrupts the main thread, maybe inside a Py4J call, so `metrics()` (which asks
+    # the query for its progress) could fail there.
+    signals = SignalStop(args.stop_timeout, lambda r: r.result().summary())
     signals.install()  # before Spark starts: a stop asked for meanwhile is kept for later
     holder: list[Runner] = []
 
