@@ -36,7 +36,7 @@ MERGED = (*HISTOGRAMS, "streams", "user_metrics", "late", "in_windows", "state_s
 GAUGES = ("in_windows", "state_size")
 
 
-def task_histograms(task: Any, per_batch: bool = False) -> dict[str, Any]:
+def task_figures(task: Any, per_batch: bool = False) -> dict[str, Any]:
     """A task's figures beside its counters, as a runner adds them: per-stream counts, a
     spout's complete latency, a bolt's execute and process latencies, its registered metrics
     (since the last call when `per_batch`, else since it started), tuples late and held in

@@ -23,7 +23,7 @@ from squall.runtime.clock import Clock, RealClock
 from squall.runtime.gc_pause import full_collections_deferred
 from squall.runtime.lifecycle import Controls, Lifecycle
 from squall.runtime.local.transactions import LocalTransactions
-from squall.runtime.reporting import Reporting, task_histograms
+from squall.runtime.reporting import Reporting, task_figures
 from squall.runtime.settlement import OutcomeReceiver, Settlement, deliver_to_spout
 from squall.task.checkpointing import CheckpointSpoutTask, is_stateful_topology
 from squall.task.end_of_input import EndOfInput
@@ -486,7 +486,7 @@ class LocalEngine(Controls, Reporting):
             # Executed tuples are counted where they are sent (see `received`).
             out["executed"] = self.received[task.task_id] if task.kind == "bolt" else 0
             out["pending"] = len(task.pending) if isinstance(task, SpoutTask) else 0
-            out.update(task_histograms(task))
+            out.update(task_figures(task))
             return out
 
         return [(task.task_id, counters(task)) for task in self.tasks.values()]

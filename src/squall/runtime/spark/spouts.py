@@ -27,7 +27,7 @@ from squall.components.partitioned_source import PartitionedSource
 from squall.reliability.acker import Outcome
 from squall.runtime.clock import wall_ms  # planning time of a batch, recorded in its rows
 from squall.runtime.gc_pause import gc_paused
-from squall.runtime.reporting import task_histograms
+from squall.runtime.reporting import task_figures
 from squall.runtime.settlement import deliver_to_spout
 from squall.runtime.spark import row_schema
 from squall.runtime.spark.ranges import (
@@ -383,7 +383,7 @@ class SpoutReader(DataSourceStreamReader):
                 t: {
                     "settled_ids": task.settled_ids,
                     "stats": {**task.stats.as_dict(), "pending": len(task.pending),
-                              **task_histograms(task)},
+                              **task_figures(task)},
                 }
                 for t, task in self.tasks.items()
             },

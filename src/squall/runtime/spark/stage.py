@@ -31,7 +31,7 @@ from squall.atomic_files import (
 from squall.errors import BatchRetryError
 from squall.reliability.acker import RECORD_FLAG, base_root
 from squall.runtime.gc_pause import gc_paused
-from squall.runtime.reporting import task_histograms
+from squall.runtime.reporting import task_figures
 from squall.runtime.spark import row_schema
 from squall.task.end_of_input import END_OF_INPUT_SRC
 from squall.task.snapshot import dump_instance, load_instance
@@ -318,7 +318,7 @@ def _finish_task(
     stats: dict[str, Any] = task.stats.as_dict()
     stats["executed"] = executed
     task.times.settle_open()
-    stats.update(task_histograms(task, per_batch=True))
+    stats.update(task_figures(task, per_batch=True))
     out.report(row_schema.STATS, task=task.task_id, key=0, stream=None, payload=stats, ts=host.now,
                seq=0)
     task.stats.reset()  # counters are per batch; the driver sums them
