@@ -45,6 +45,10 @@ class SpoutOutputCollectorLike(Protocol):
     def emit_direct(self, task_id: int, values: Sequence[Any], msg_id: Any = None,
                     stream: str = ...) -> list[int]: ...
 
+    def emit_control(self, values: Sequence[Any], stream: str) -> None:
+        """The framework's control tuples (a partitioned source's partition events)."""
+        ...
+
     def report_error(self, error: BaseException) -> None: ...
 
 

@@ -80,6 +80,7 @@ from squall.panes.pane_info import (
 )
 from squall.panes.triggers import AccumulationMode, TriggerOption
 from squall.panes.windows import WindowOption
+from squall.partition_watermarks import PARTITIONS_STREAM
 from squall.protocols import Accumulation
 from squall.topology import roles
 from squall.topology.config import TOPOLOGY_TICK_TUPLE_FREQ_SECS
@@ -133,6 +134,7 @@ class WindowedOperatorBase(Bolt):
         closing_behavior: ClosingBehavior = ClosingBehavior.FIRE_IF_NON_EMPTY,
         timestamp_combiner: TimestampCombiner = TimestampCombiner.OUTPUT_AT_EOW,
         pane_info: bool = False,
+        source_watermarks: bool = True,
     ) -> None:
         if window is not None and not isinstance(window, WindowOption):
             raise TypeError(f"window must be GlobalWindow(), TimeWindows(...) or "
@@ -148,6 +150,10 @@ class WindowedOperatorBase(Bolt):
         self.closing_behavior = closing_behavior
         self.timestamp_combiner = timestamp_combiner
         self.pane_info = bool(pane_info)
+        # With `watermark_delay`, inputs read from partitioned sources take the watermark per
+        # source partition (squall.partition_watermarks); False: from the input's largest
+        # timestamp, whichever partition it came from.
+        self.source_watermarks = bool(source_watermarks)
         # The engine checks the trigger, the mode and the behaviours (one thrown away here).
         WindowedEngine(window, accumulation, self.trigger, **self.engine_options())
         self.allowed_lateness_ms = None if allowed_lateness is None else to_millis(
@@ -218,14 +224,19 @@ class WindowedOperatorBase(Bolt):
 
     def implicit_inputs(self, inputs: list[Any], streams: Mapping[str, Mapping[str, Any]]
                         ) -> list[Any]:
-        """The watermark subscriptions `TopologyBuilder` adds: one per upstream operator."""
+        """The watermark subscriptions `TopologyBuilder` adds: one per upstream operator, and
+        with a `watermark_delay` one per upstream partitioned source (its partition events)."""
         have = {(s.component, s.stream) for s in inputs}
         extra = []
+        control = [WATERMARK_STREAM]
+        if self.watermark_delay_ms is not None and getattr(self, "source_watermarks", True):
+            control.append(PARTITIONS_STREAM)
         for sub in inputs:
-            key = (sub.component, WATERMARK_STREAM)
-            if WATERMARK_STREAM in streams.get(sub.component, {}) and key not in have:
-                have.add(key)
-                extra.append(Subscription(sub.component, WATERMARK_STREAM, AllGrouping()))
+            for stream in control:
+                key = (sub.component, stream)
+                if stream in streams.get(sub.component, {}) and key not in have:
+                    have.add(key)
+                    extra.append(Subscription(sub.component, stream, AllGrouping()))
         return extra
 
     def get_component_configuration(self) -> Mapping[str, Any] | None:
@@ -259,7 +270,11 @@ class KeyedWindowedOperator(WindowedOperatorBase):
     or `key_extractor`, values from `value_field` or `value_extractor` (default: the tuple's
     values as a tuple). `allowed_lateness`: tuples older than watermark - lateness are dropped
     (to `late_stream` if given) and windows purged (None: never). `watermark_delay`: generate
-    the watermark from event time, trailing the largest timestamp by this much.
+    the watermark from event time, trailing the largest timestamp by this much: per partition
+    of the upstream partitioned sources (files, Redis streams, Kafka), the slowest partition
+    deciding and each tuple judged late against its own partition, so results do not depend on
+    parallelism (`source_watermarks=False`: the largest timestamp of the whole input;
+    docs/design/source-watermarks.md).
     `stateful=True`: windows, accumulators and sessions live in the topology's state provider
     (`topology.state.provider`: memory, durable, redis; `squall.panes.state_mapping`), checkpointed
     with the topology's state (a stateful topology: Storm's checkpoints on the local runner,
@@ -289,7 +304,7 @@ class KeyedWindowedOperator(WindowedOperatorBase):
                  on_time_behavior: OnTimeBehavior = OnTimeBehavior.FIRE_ALWAYS,
                  closing_behavior: ClosingBehavior = ClosingBehavior.FIRE_IF_NON_EMPTY,
                  timestamp_combiner: TimestampCombiner = TimestampCombiner.OUTPUT_AT_EOW,
-                 pane_info: bool = False) -> None:
+                 pane_info: bool = False, source_watermarks: bool = True) -> None:
         super().__init__(accumulation=accumulation, window=window, trigger=trigger,
                          allowed_lateness=allowed_lateness, watermark_delay=watermark_delay,
                          late_stream=late_stream, timestamp_fields=(timestamp_field,),
@@ -298,7 +313,8 @@ class KeyedWindowedOperator(WindowedOperatorBase):
                          value_extractors=(value_extractor,), stateful=stateful,
                          accumulation_mode=accumulation_mode,
                          on_time_behavior=on_time_behavior, closing_behavior=closing_behavior,
-                         timestamp_combiner=timestamp_combiner, pane_info=pane_info)
+                         timestamp_combiner=timestamp_combiner, pane_info=pane_info,
+            source_watermarks=source_watermarks)
 
 
 class WindowedOperator(WindowedOperatorBase):
@@ -317,7 +333,7 @@ class WindowedOperator(WindowedOperatorBase):
                  on_time_behavior: OnTimeBehavior = OnTimeBehavior.FIRE_ALWAYS,
                  closing_behavior: ClosingBehavior = ClosingBehavior.FIRE_IF_NON_EMPTY,
                  timestamp_combiner: TimestampCombiner = TimestampCombiner.OUTPUT_AT_EOW,
-                 pane_info: bool = False) -> None:
+                 pane_info: bool = False, source_watermarks: bool = True) -> None:
         super().__init__(accumulation=accumulation, window=window, trigger=trigger,
                          allowed_lateness=allowed_lateness, watermark_delay=watermark_delay,
                          late_stream=late_stream, timestamp_fields=(timestamp_field,),
@@ -325,7 +341,8 @@ class WindowedOperator(WindowedOperatorBase):
                          value_fields=(value_field,), value_extractors=(value_extractor,),
                          stateful=stateful, accumulation_mode=accumulation_mode,
             on_time_behavior=on_time_behavior, closing_behavior=closing_behavior,
-            timestamp_combiner=timestamp_combiner, pane_info=pane_info)
+            timestamp_combiner=timestamp_combiner, pane_info=pane_info,
+            source_watermarks=source_watermarks)
 
 
 class WindowedMergeOperator(WindowedOperatorBase):
@@ -357,7 +374,7 @@ class WindowedMergeOperator(WindowedOperatorBase):
                  on_time_behavior: OnTimeBehavior = OnTimeBehavior.FIRE_ALWAYS,
                  closing_behavior: ClosingBehavior = ClosingBehavior.FIRE_IF_NON_EMPTY,
                  timestamp_combiner: TimestampCombiner = TimestampCombiner.OUTPUT_AT_EOW,
-                 pane_info: bool = False) -> None:
+                 pane_info: bool = False, source_watermarks: bool = True) -> None:
         if not callable(getattr(accumulation, "accumulate2", None)):
             raise TypeError(f"the merge operator needs an accumulation with accumulate2() "
                             f"(InnerJoin, CoGroup), got {accumulation!r}")
@@ -381,7 +398,8 @@ class WindowedMergeOperator(WindowedOperatorBase):
             value_fields=(value_field, value2[0]), value_extractors=(value_extractor, value2[1]),
             stateful=stateful, accumulation_mode=accumulation_mode,
             on_time_behavior=on_time_behavior, closing_behavior=closing_behavior,
-            timestamp_combiner=timestamp_combiner, pane_info=pane_info)
+            timestamp_combiner=timestamp_combiner, pane_info=pane_info,
+            source_watermarks=source_watermarks)
 
     def input_of(self, component: str) -> int:
         if component in self.input1:

@@ -15,8 +15,11 @@ records go:
   ranges there. Ranges are written under the checkpoint location before Spark plans the batch, so
   a batch replayed after a crash reads exactly the same offsets.
 
-Partitions are spread over the source's tasks: a fixed list (streams, in-memory partitions) by
-position, files by a stable hash of their names, so a file stays with one task as new ones arrive.
+Partitions are spread evenly over the source's tasks: a fixed list (streams, in-memory
+partitions) by position; files, which come and go, by a `PartitionAssignment` the tasks of the
+component share (the runner hosts them in one process): each new file goes to the task with the
+fewest, and stays there; a restart gives every task back the files it has offsets for. A source
+without a shared assignment (hosted alone) falls back to a stable hash of the file name.
 
 A record that cannot be read (bad JSON, a missing field, a value that does not convert) is reported
 as an error naming the component, stream and field, counted, and emitted on the `malformed` stream
@@ -27,6 +30,12 @@ Every source also declares the `dead_letter` stream (`squall.reliability.retries
 limit (`squall.retry.max.retries`), a record that failed too often goes out on it, with its
 partition and offset, and is not replayed again. A record that keeps failing without a limit
 does not hold the others up: replays and new records take turns.
+
+Operators that generate their watermark from event time read it per source partition
+(squall.partition_watermarks): a source tells them, on its control stream `_partitions`, which
+partitions each task owns, which partition its next tuples come from, and which partitions are
+idle (nothing new for `squall.watermark.idle.timeout.ms` of the runner's clock) or read to their
+end. It sends these only when some component subscribes to that stream.
 
 Every source reads from its constructor's settings only: on Spark the executors unpickle a fresh
 copy, never `open` it, and call `read` on it. The built-in sources are in `squall.connectors`.
@@ -42,7 +51,9 @@ from typing import Any, NamedTuple
 
 from squall.components.base import Spout
 from squall.errors import SquallError
+from squall.partition_watermarks import DONE, FROM, IDLE, OWN, PARTITIONS_FIELDS, PARTITIONS_STREAM
 from squall.reliability.retries import DEAD_LETTER, DEAD_LETTER_FIELDS
+from squall.topology.config import idle_timeout_ms
 from squall.topology.fields import Fields
 
 MALFORMED = "malformed"
@@ -77,6 +88,40 @@ class MalformedRecord(SquallError):
     record: str = ""
 
 
+class PartitionAssignment:
+    """Which task of a source component reads each partition: new partitions, in name order, go
+    to the task with the fewest (the lowest index on a tie) and stay with it.
+
+    >>> a = PartitionAssignment(2)
+    >>> a.mine(0, ["web1", "web2"]), a.mine(1, ["web1", "web2", "web3"])
+    (['web1'], ['web2'])
+    >>> a.mine(0, ["web1", "web2", "web3"])
+    ['web1', 'web3']
+    """
+
+    def __init__(self, tasks: int) -> None:
+        self.owner: dict[str, int] = {}
+        self.loads = [0] * tasks
+
+    def claim(self, task: int, partitions: Iterable[str]) -> None:
+        """`task` has read these (its offsets after a restart): they stay its own."""
+        for p in partitions:
+            old = self.owner.get(p)
+            if old is not None:
+                self.loads[old] -= 1
+            self.owner[p] = task
+            self.loads[task] += 1
+
+    def mine(self, task: int, partitions: Iterable[str]) -> list[str]:
+        partitions = list(partitions)
+        owner, loads = self.owner, self.loads
+        for p in sorted(p for p in partitions if p not in owner):
+            least = min(range(len(loads)), key=loads.__getitem__)
+            owner[p] = least
+            loads[least] += 1
+        return [p for p in partitions if owner[p] == task]
+
+
 class PartitionedSource(Spout):
     """Base of the built-in sources. Subclasses implement `discover`, `initial_offset`,
     `end_offset` and `read` (and may override `cut` and `estimate`)."""
@@ -98,12 +143,33 @@ class PartitionedSource(Spout):
         self._last_error: str | None = None
         self._replayed_last = False  # the last next_tuple replayed: the next reads a new record
         self.component = type(self).__name__
+        self._watching = False  # someone reads `_partitions` (open)
+        # Shared by the component's tasks when the runner hosts them together (files).
+        self.assignment: PartitionAssignment | None = None
+        self._idle_ms: int | None = None
+        self._forget_partition_events()
+
+    def _forget_partition_events(self) -> None:
+        # What the `_partitions` control stream has said (all of it is said again after a
+        # restart: each event is idempotent for the operators).
+        self._from: str | None = None  # the partition the last emitted record came from
+        self._owned: tuple[str, ...] | None = None
+        self._seen: list[str] | None = None  # the partitions the last plan looked at
+        self._planned: set[str] = set()  # partitions that got records since the last watch
+        self._last_new: dict[str, int] = {}
+        self._idle: set[str] = set()
+        self._read_out: set[str] = set()  # read to their end at the last watch
+        self._done: set[str] = set()
 
     def __setstate__(self, state: dict) -> None:
         # A bounded source reads what exists when a run begins; a run resumed from a snapshot
         # (a restart on Spark's checkpoint) begins again, so it looks at its partitions anew.
         self.__dict__.update(state)
         self._bounds = None
+        self.__dict__.setdefault("_watching", False)
+        self.assignment = None  # the restoring task hands the shared one again
+        self.__dict__.setdefault("_idle_ms", None)
+        self._forget_partition_events()
 
     # ---- what a subclass provides ---------------------------------------------------------
     def discover(self) -> list[str]:
@@ -139,20 +205,27 @@ class PartitionedSource(Spout):
         declarer.declare_stream(self.stream, self.fields)
         declarer.declare_stream(MALFORMED, MALFORMED_FIELDS)
         declarer.declare_stream(DEAD_LETTER, DEAD_LETTER_FIELDS)
+        declarer.declare_stream(PARTITIONS_STREAM, Fields(*PARTITIONS_FIELDS))
 
     def open(self, conf: Any, context: Any, collector: Any) -> None:
         super().open(conf, context, collector)
         self.component = context.this_component_id
         self._task_index = context.this_task_index
         self._tasks = len(context.this_component_tasks)
+        self._watching = bool(context.this_targets.get(PARTITIONS_STREAM))
+        self._idle_ms = idle_timeout_ms(conf)
+        self._forget_partition_events()
 
     # Fixed partition lists (memory, Redis streams) are dealt out by position, evenly; partitions
-    # that come and go (files) by a stable hash of the name, so none ever changes task.
+    # that come and go (files) by the shared assignment, or a stable hash of the name, so none
+    # ever changes task.
     assign_by_hash = False
 
     def mine(self, partitions: Iterable[str]) -> list[str]:
         if self._tasks == 1:
             return list(partitions)
+        if self.assign_by_hash and self.assignment is not None:
+            return self.assignment.mine(self._task_index, partitions)
         if self.assign_by_hash:
             return [p for p in partitions
                     if zlib.crc32(p.encode()) % self._tasks == self._task_index]
@@ -177,6 +250,7 @@ class PartitionedSource(Spout):
                 self._bounds[p] = self.end_offset(p, start)
         partitions = list(self._bounds) if self._bounds is not None else self.mine(
             self.discover())
+        self._seen = partitions
         for p in partitions:
             if not room():
                 break
@@ -188,6 +262,7 @@ class PartitionedSource(Spout):
                 continue
             r = Range(p, start, self.cut(p, start, end, budget))
             self._offsets[p] = r.end
+            self._planned.add(p)
             out.append(r)
             budget -= self.estimate(r)
         return out
@@ -220,6 +295,9 @@ class PartitionedSource(Spout):
             self._emit(*self._buffer.popleft())
 
     def _emit(self, partition: str, offset: Any, values: Any) -> None:
+        if self._watching and partition != self._from:
+            self._from = partition
+            self.collector.emit_control([FROM, [partition]], PARTITIONS_STREAM)
         msg_id = (partition, offset)
         if isinstance(values, MalformedRecord):
             self.collector.report_error(values)
@@ -233,6 +311,45 @@ class PartitionedSource(Spout):
             self._replay_ranges.append(msg_id)
         else:
             self._replay_records.append(msg_id)
+
+    # ---- partition events for the operators' watermarks (squall.partition_watermarks) -------
+    def watch_partitions(self, now_ms: int) -> None:
+        """Tell the operators what changed about this task's partitions since the last call:
+        the partitions it owns (`own`), those with nothing new for the idleness timeout
+        (`idle`), those read to their end (`done`). Called by the task after each poll (the
+        local runner) or plan (the Spark reader), with the runner's processing time."""
+        if not self._watching or self._seen is None:
+            return  # nobody listens, or nothing planned yet: nothing to say
+        emit = self.collector.emit_control
+        owned = tuple(sorted(self._seen))
+        if owned != self._owned:
+            self._owned = owned
+            emit([OWN, list(owned)], PARTITIONS_STREAM)
+        buffered = {p for p, _off, _v in self._buffer}
+        planned, self._planned = self._planned, set()
+        for p in planned:
+            self._last_new[p] = now_ms
+        self._idle -= planned
+        if self._idle_ms is not None:
+            bounds = self._bounds or {}
+            idle = [p for p in owned if p not in self._idle and p not in buffered
+                    and now_ms - self._last_new.setdefault(p, now_ms) >= self._idle_ms
+                    and not (p in bounds and not bounds[p] > self._offsets.get(p, bounds[p]))]
+            if idle:
+                self._idle.update(idle)
+                if self._from in idle:
+                    self._from = None  # its next record says `from` again, which wakes it
+                emit([IDLE, idle], PARTITIONS_STREAM)
+        if self._bounds is not None:
+            # Done once read out at the previous call as well: on Spark the ranges a plan made
+            # are read after the rows the reader emits with it, so the event waits a plan.
+            read_out = {p for p, end in self._bounds.items()
+                        if not end > self._offsets.get(p, end) and p not in buffered}
+            done = sorted((read_out & self._read_out) - self._done)
+            self._read_out = read_out
+            if done:
+                self._done.update(done)
+                emit([DONE, done], PARTITIONS_STREAM)
 
     def is_read_out(self) -> bool:
         """A bounded source has planned every record up to its bounds (replays aside)."""
@@ -290,6 +407,8 @@ class PartitionedSource(Spout):
         before the offsets are not read again, the failed ones are emitted first. Call after
         `open`. A bounded source then reads up to what exists now."""
         self._offsets = dict(position["offsets"])
+        if self.assignment is not None:
+            self.assignment.claim(self._task_index, self._offsets)
         self._replay_records = deque(position.get("replay", ()))
         self._replay_ranges = deque(position.get("ranges", ()))
         self._buffer.clear()

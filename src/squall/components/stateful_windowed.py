@@ -61,6 +61,7 @@ from typing import Any
 from squall.components.windowed import (
     LATE_TUPLE_STREAM,
     PERSISTENT,
+    SOURCE_WATERMARKS,
     TIMESTAMP_FIELD,
     WindowedBolt,
 )
@@ -137,6 +138,11 @@ class StatefulWindowedBolt(WindowedBolt):
                 f"stateful windowed bolt {type(self).__name__} needs with_message_id_field(name) "
                 "(recovery from replayed tuples) or with_persistence() (window kept in state)",
                 component=component_id)
+        if conf.get(SOURCE_WATERMARKS):
+            raise InvalidTopologyError(
+                "source watermarks (with_source_watermarks) are not supported by stateful "
+                "windowed bolts yet; use a WindowedBolt or a windowed operator "
+                "(squall.windows), or Storm's rule (with_lag)", component=component_id)
         if MAX_EVENTS_IN_MEMORY in conf and not self.persistent:
             raise InvalidTopologyError(
                 "with_max_events_in_memory(n) needs with_persistence()", component=component_id)

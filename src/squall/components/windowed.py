@@ -53,6 +53,7 @@ from squall.components.base import Bolt
 from squall.components.side_records import side_fields
 from squall.duration import Duration, to_millis
 from squall.errors import InvalidTopologyError, SquallError
+from squall.partition_watermarks import PARTITIONS_STREAM
 from squall.topology import roles
 from squall.topology.config import (
     TOPOLOGY_STATE_CHECKPOINT_INTERVAL,
@@ -64,6 +65,7 @@ from squall.topology.config import (
 )
 from squall.topology.declarer import StreamSpec
 from squall.topology.description import Subscription, Topology
+from squall.topology.groupings import AllGrouping
 from squall.topology.tuple import Tuple
 from squall.tuple_windows.spec import Count, WindowSpec
 from squall.tuple_windows.window import TupleWindow
@@ -79,6 +81,8 @@ WATERMARK_EVENT_INTERVAL_MS = "topology.bolts.watermark.event.interval.ms"
 LATE_TUPLE_STREAM = "topology.bolts.late.tuple.stream"
 # squall's own: a tuple without a valid timestamp stops being routed and raises instead.
 TIMESTAMP_ERRORS_FATAL = "squall.window.timestamp.errors.fatal"
+# Event time from the upstream sources' partitions (squall.partition_watermarks), opted into.
+SOURCE_WATERMARKS = "squall.window.source.watermarks"
 
 ERROR_STREAM = "window_errors"
 """Stream of tuples whose timestamp is missing or invalid, as side records
@@ -171,6 +175,25 @@ class WindowedBolt(Bolt):
         """How often, in processing time, event-time windows are evaluated (default 1 s)."""
         self._window_conf()[WATERMARK_EVENT_INTERVAL_MS] = to_millis(interval)
         return self
+
+    def with_source_watermarks(self, enabled: bool = True):
+        """Take the watermark per partition of the upstream partitioned sources (files, Redis
+        streams, Kafka) instead of Storm's rule (the largest timestamp per input stream, less
+        the lag): a tuple is late when it is behind its own partition, the watermark is the
+        slowest partition's, so results do not depend on how partitions are spread over tasks
+        (docs/design/source-watermarks.md)."""
+        self._window_conf()[SOURCE_WATERMARKS] = bool(enabled)
+        return self
+
+    def implicit_inputs(self, inputs: list[Subscription],
+                        streams: Mapping[str, Mapping[str, StreamSpec]]) -> list[Subscription]:
+        """With source watermarks, the partition events of every upstream partitioned source."""
+        if not (self._window_conf().get(SOURCE_WATERMARKS) and self.event_time):
+            return []
+        have = {(s.component, s.stream) for s in inputs}
+        return [Subscription(c, PARTITIONS_STREAM, AllGrouping())
+                for c in dict.fromkeys(s.component for s in inputs)
+                if PARTITIONS_STREAM in streams.get(c, {}) and (c, PARTITIONS_STREAM) not in have]
 
     def with_late_tuple_stream(self, stream: str):
         """Emit late tuples on `stream` (single field `late_tuple`) instead of only logging."""

@@ -87,6 +87,7 @@ from squall.panes.windows import (
     Window,
     WindowOption,
 )
+from squall.partition_watermarks import PartitionWatermarks
 from squall.protocols import Accumulation
 
 Pane = tuple[Any, int, int, Any, str, int, bool, bool, bool, int, int]
@@ -809,12 +810,22 @@ class InputWatermarks:
     4000
     """
 
-    def __init__(self, sources: list[frozenset[int]], delay_ms: int | None) -> None:
+    def __init__(self, sources: list[frozenset[int]], delay_ms: int | None,
+                 partitioned: list[PartitionWatermarks | None] | None = None) -> None:
         self.sources = sources
         self.delay = delay_ms
         self.latest: list[dict[int, int]] = [{} for _ in sources]
         self.max_ts: list[int | None] = [None for _ in sources]
         self.value: int | None = None
+        # Inputs read from partitioned sources generate their watermark per source partition
+        # (squall.partition_watermarks) instead of from the largest timestamp of the input.
+        self.partitioned: list[PartitionWatermarks | None] = (
+            partitioned if partitioned is not None else [None for _ in sources])
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Snapshots written before partition watermarks existed.
+        state.setdefault("partitioned", [None for _ in state["sources"]])
+        self.__dict__.update(state)
 
     def observe(self, i: int, ts: int) -> int | None:
         """A tuple of input `i` at `ts`; returns the operator's watermark if it moved."""
@@ -840,14 +851,23 @@ class InputWatermarks:
         latest = self.latest[i]
         if self.sources[i] and len(latest) >= len(self.sources[i]):
             up = min(latest.values())
-        m = self.max_ts[i]
-        gen = None if m is None or self.delay is None else m - self.delay
+        parts = self.partitioned[i]
+        if parts is not None:
+            gen = parts.value
+        else:
+            m = self.max_ts[i]
+            gen = None if m is None or self.delay is None else m - self.delay
         if up is None:
             return gen
         return up if gen is None else max(up, gen)
 
     def current(self) -> int | None:
         return self.value
+
+    def refresh(self) -> int | None:
+        """Input `i`'s partition watermarks moved: returns the operator's watermark if it
+        moved."""
+        return self._recompute()
 
     def _recompute(self) -> int | None:
         values = [self.input_watermark(i) for i in range(len(self.sources))]

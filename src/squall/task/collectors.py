@@ -151,6 +151,14 @@ class SpoutOutputCollector(_Emitter):
         self._deliver(route, values, targets, msg_id)
         return targets
 
+    def emit_control(self, values: Sequence[Any], stream: str) -> None:
+        """The framework's control tuple (a source's partition events): unanchored, not counted
+        as emitted and not captured, since it is not the component's output."""
+        route = self._route(stream, values, direct=False)
+        targets = route.choose(values)
+        if targets:
+            self._send_unanchored(values, route.origin, targets)
+
     def _deliver(
         self, route: StreamRoute, values: Sequence[Any], targets: list[int], msg_id: Any
     ) -> None:

@@ -10,13 +10,19 @@ from __future__ import annotations
 import functools
 import logging
 import random
+import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from squall.components.base import BasicBolt, Spout
 from squall.components.context import TopologyContext
-from squall.components.partitioned_source import PartitionedSource, Range, RecordRange
+from squall.components.partitioned_source import (
+    PartitionAssignment,
+    PartitionedSource,
+    Range,
+    RecordRange,
+)
 from squall.errors import BatchRetryError, DeadLetterError, FailedException
 from squall.metrics.histogram import LatencyHistogram
 from squall.metrics.user import merge_partial
@@ -49,6 +55,10 @@ from squall.topology.roles import BASIC, is_windowed_role
 from squall.topology.tuple import Tuple
 
 log = logging.getLogger("squall")
+
+# Per host (one runner's tasks), per source component: the partition assignment its tasks share.
+_ASSIGNMENTS: weakref.WeakKeyDictionary[Any, dict[str, PartitionAssignment]] = (
+    weakref.WeakKeyDictionary())
 
 
 class TaskRuntime:
@@ -142,6 +152,7 @@ class SpoutTask(TaskRuntime):
         self.spout: Spout = self.instance
         self.active = True  # pulled by the runner (set_active); framework state, not the spout's
         self._untracked_acks: list[Any] = []
+        self._watch: Callable[[int], None] | None = None
         # When the run captures (complete_topology), the message ids handed to the spout's ack
         # and fail, in order: the framework's record, whatever the spout keeps itself.
         self.settled_ids: dict[str, list[Any]] | None = (
@@ -163,11 +174,31 @@ class SpoutTask(TaskRuntime):
     def rebind(self) -> None:
         super().rebind()
         self.spout = self.instance
+        self._watch_partitions()
 
     def open(self) -> None:
         self.spout.open(self.conf, self.context, self.collector)
+        self._watch_partitions()
         if self.active:  # opened while the topology is deactivated: activate() comes later
             self.spout.activate()
+
+    def _watch_partitions(self) -> None:
+        # A source whose partition events someone reads says what changed after each poll, at
+        # the runner's time (squall.partition_watermarks).
+        spout = self.spout
+        self._watch = (
+            spout.watch_partitions
+            if isinstance(spout, PartitionedSource) and spout._watching else None)
+        if isinstance(spout, PartitionedSource) and spout.assign_by_hash:
+            # The component's tasks share one assignment of partitions (they are hosted
+            # together); what this task has offsets for (a restart) stays its own.
+            shared = _ASSIGNMENTS.setdefault(self.host, {})
+            assignment = shared.get(self.component_id)
+            if assignment is None:
+                tasks = len(self.topology.component_tasks(self.component_id))
+                assignment = shared[self.component_id] = PartitionAssignment(tasks)
+            spout.assignment = assignment
+            assignment.claim(self.context.this_task_index, spout._offsets)
 
     def close(self) -> None:
         try:
@@ -198,6 +229,8 @@ class SpoutTask(TaskRuntime):
         before = self.stats.emitted
         try:
             self.spout.next_tuple()
+            if self._watch is not None:
+                self._watch(self.host.now_ms())
         except Exception as exc:
             self.report(exc)
         if self._untracked_acks:

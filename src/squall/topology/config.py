@@ -313,3 +313,27 @@ def retry_settings(conf: Mapping[str, Any]) -> tuple[int | None, int, float, int
     if multiplier < 1:
         raise _bad(key, value, "a number >= 1")
     return max_retries, delays[0], multiplier, delays[1]
+
+
+SQUALL_WATERMARK_IDLE_TIMEOUT_MS = "squall.watermark.idle.timeout.ms"
+
+
+def idle_timeout_ms(conf: Mapping[str, Any]) -> int | None:
+    """How long a source partition may deliver nothing before it stops holding the operators'
+    watermark back (`squall.watermark.idle.timeout.ms`), or None: never.
+
+    >>> idle_timeout_ms({"squall.watermark.idle.timeout.ms": 30000}), idle_timeout_ms({})
+    (30000, None)
+    >>> idle_timeout_ms({"squall.watermark.idle.timeout.ms": -1})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    squall.errors.ConfigError: squall.watermark.idle.timeout.ms must be an integer ..., got -1
+    """
+    key = SQUALL_WATERMARK_IDLE_TIMEOUT_MS
+    value = conf.get(key)
+    if value is None:
+        return None
+    allowed = "an integer number of milliseconds >= 0 (unset: a partition never counts as idle)"
+    ms = _number(key, value, allowed)
+    if ms < 0 or ms != int(ms):
+        raise _bad(key, value, allowed)
+    return int(ms)

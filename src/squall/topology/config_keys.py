@@ -161,6 +161,7 @@ KEYS: dict[str, KeySpec] = {
     "squall.random.seed": KeySpec("an integer", integer(unset_ok=True)),
     "squall.window.timestamp.errors.fatal": KeySpec("true or false", boolean),
     "squall.window.persistent": KeySpec("true or false", boolean),
+    "squall.window.source.watermarks": KeySpec("true or false", boolean),
     "squall.window.max.events.in.memory": KeySpec("a positive integer", integer(1, True)),
     "squall.transactional.max.attempts": KeySpec(_ATTEMPTS, integer(1, unset_ok=True)),
     "squall.transactional.progress_store": KeySpec(
@@ -184,6 +185,10 @@ KEYS: dict[str, KeySpec] = {
     "squall.retry.multiplier": KeySpec("a number >= 1",
                                        lambda v: v is None or (_is_number(v) and float(v) >= 1)),
     "squall.retry.max.delay.ms": KeySpec("an integer >= 0 of ms", integer(0, True)),
+    # Source partitions' watermarks (squall.partition_watermarks).
+    "squall.watermark.idle.timeout.ms": KeySpec(
+        "an integer number of milliseconds >= 0 (unset: a partition never counts as idle)",
+        integer(0, unset_ok=True)),
 }
 
 # Storm's topology keys (storm-client's Config) that squall accepts and ignores, so a config

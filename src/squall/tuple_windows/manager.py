@@ -30,6 +30,7 @@ from bisect import bisect_right
 from collections.abc import Hashable, Iterable
 from typing import Any
 
+from squall.partition_watermarks import PartitionWatermarks
 from squall.tuple_windows.policies import aligned_end, eviction_for
 from squall.tuple_windows.spec import WindowSpec
 from squall.tuple_windows.watermarks import INFINITY, WatermarkTracker
@@ -89,11 +90,19 @@ class WindowManager:
     time only).
     """
 
-    def __init__(self, spec: WindowSpec, streams: Iterable[Hashable] = ()) -> None:
+    # With source watermarks (`partition_tasks`): the upstream sources' partitions, which make
+    # the watermark and judge lateness instead of the per-stream rule (squall.partition_watermarks).
+    partitions: PartitionWatermarks | None = None
+
+    def __init__(self, spec: WindowSpec, streams: Iterable[Hashable] = (),
+                 partition_tasks: dict[int, str] | None = None) -> None:
         self.spec = spec
         self.eviction = eviction_for(spec)
         self.tracker = (WatermarkTracker(streams, spec.watermark_lag_ms) if spec.event_time
                         else None)
+        if partition_tasks and spec.event_time:
+            self.partitions = PartitionWatermarks(frozenset(partition_tasks),
+                                                  spec.watermark_lag_ms, dict(partition_tasks))
         self.events: list[Any] = []  # the queued values, in key order
         self.keys: list[tuple] = []  # (ts, source, seq) of each queued value
         self.ts: list[int] = []  # the timestamps alone, for bisecting
@@ -126,6 +135,21 @@ class WindowManager:
                 raise ValueError("an event-time window needs each event's timestamp")
             tracker = self.tracker
             assert tracker is not None
+            partitions = self.partitions
+            if partitions is not None:
+                # Late against its own partition (or behind the watermark: a partition that was
+                # idle and woke up late).
+                before = partitions.before(source_task)
+                if tracker.is_late(ts) or (before is not None and ts < before):
+                    self.late_count += 1
+                    return [Late(event, ts, before if before is not None  # type: ignore[arg-type]
+                                 else tracker.watermark)]
+                self._insert(event, ts, (stream, source_task))
+                if partitions.observe(source_task, ts) is not None:
+                    tracker.advance(partitions.value)
+                if self._due(now_ms):
+                    self._evaluate_event_time()
+                return self._flush()
             if tracker.is_late(ts):
                 self.late_count += 1
                 return [Late(event, ts, tracker.watermark)]  # type: ignore[arg-type]
@@ -146,6 +170,17 @@ class WindowManager:
             if self.count_since >= spec.slide_count:
                 self.count_since = 0
                 self._activate_processing(now_ms)
+        return self._flush()
+
+    def partition_event(self, source_task: int, event: str, partitions: list[Any],
+                        now_ms: int) -> list[Action]:
+        """A partition event of an upstream source task (squall.partition_watermarks)."""
+        watched = self.partitions
+        if watched is not None and self.tracker is not None:
+            if watched.control(source_task, event, partitions) is not None:
+                self.tracker.advance(watched.value)
+            if self._due(now_ms):
+                self._evaluate_event_time()
         return self._flush()
 
     def tick(self, now_ms: int) -> list[Action]:

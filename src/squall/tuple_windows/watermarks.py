@@ -62,6 +62,12 @@ class WatermarkTracker:
         if candidate > (self.watermark if self.watermark is not None else 0):
             self.watermark = candidate
 
+    def advance(self, watermark: int | None) -> None:
+        """A watermark given from outside (the upstream sources' partitions): kept if higher."""
+        if watermark is not None and self.watermark != INFINITY and (
+                self.watermark is None or watermark > self.watermark):
+            self.watermark = watermark
+
     def advance_to_infinity(self) -> None:
         """All input is over: every window can close, and any later tuple is late."""
         self.watermark = INFINITY

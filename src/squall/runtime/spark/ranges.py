@@ -30,6 +30,7 @@ from squall.components.partitioned_source import (
     RecordRange,
 )
 from squall.errors import EmitError
+from squall.partition_watermarks import FROM, PARTITIONS_STREAM
 from squall.reliability.acker import plain_root, range_root, record_index, record_root
 from squall.runtime.gc_pause import gc_paused
 from squall.runtime.spark import row_schema
@@ -112,6 +113,8 @@ def plan_ranges(task: SpoutTask, budget: int, now: int, next_seq: Any) -> list[t
     source = task.spout
     assert isinstance(source, PartitionedSource)  # `is_source(task)`
     planned = source.plan(budget, max_ranges)
+    # Partition events are rows of the reader's segment, which come before every range's rows.
+    source.watch_partitions(now)
     out = []
     root: int | None
     edge: int | None
@@ -208,6 +211,12 @@ def _read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
     emitted = transferred = records = 0
     streams: dict[str, int] = {}
     ack_val = 0
+    events = task.routes.get(PARTITIONS_STREAM)
+    if events is not None:
+        # The operators' partition watermarks: this range's records come from its partition.
+        control = [FROM, [part.range.partition]]
+        for t in events.choose(control):
+            host.send(t, _RuntimeTuple(control, events.origin, None, t))
     try:
         for index, (offset, values) in enumerate(source.read(*part.range)):
             records = index + 1

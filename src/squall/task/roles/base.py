@@ -10,12 +10,74 @@ input tuple `execute`, and once every spout is exhausted `end_of_input`. A snaps
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from squall.components.context import TopologyContext
+from squall.components.operators import WATERMARK_STREAM
+from squall.partition_watermarks import PARTITIONS_STREAM
 from squall.protocols import OutputCollectorLike
-from squall.topology.tuple import Tuple
+from squall.topology.tuple import TICK_STREAM, Tuple
+
+
+def source_partition_tasks(context: TopologyContext, n_inputs: int = 1,
+                           input_of: Callable[[str], int] = lambda component: 0,
+                           ) -> list[dict[int, str] | None]:
+    """Per input, the upstream source tasks (and their components) whose partition events the
+    component reads, when everything the input reads comes from such sources; else None (a
+    plain bolt in between does not pass partitions on, so the input keeps its own rule)."""
+    tasks: list[dict[int, str]] = [{} for _ in range(n_inputs)]
+    data: list[set[str]] = [set() for _ in range(n_inputs)]
+    for cid, stream in context.this_sources:
+        i = input_of(cid)
+        if stream == PARTITIONS_STREAM:
+            tasks[i].update((t, cid) for t in context.component_tasks(cid))
+        elif stream not in (TICK_STREAM, WATERMARK_STREAM):
+            data[i].add(cid)
+    return [t if t and data[i] <= set(t.values()) else None for i, t in enumerate(tasks)]
+
+
+class LateLog:
+    """Logs the late tuples a windowed component drops, rate-limited on processing time.
+
+    The first `burst` are logged one line each; after that at most one line per `every_ms`
+    says how many more were dropped since the last line (every one is still counted, and routed
+    to the late stream when there is one).
+
+    >>> import sys
+    >>> logger = logging.getLogger("squall.example.late")
+    >>> logger.addHandler(logging.StreamHandler(sys.stdout)); logger.propagate = False
+    >>> late = LateLog(logger, "count", burst=1, every_ms=1000)
+    >>> for now in range(0, 2100, 100):
+    ...     late.record(("u", 5), 5, 900, now)
+    count: late tuple ('u', 5) dropped (timestamp 5 < 900: the watermark less the allowed lateness)
+    count: 10 more late tuples dropped (11 in all)
+    count: 10 more late tuples dropped (21 in all)
+    """
+
+    def __init__(self, logger: logging.Logger, component: str, *, burst: int = 5,
+                 every_ms: int = 10_000) -> None:
+        self.logger = logger
+        self.component = component
+        self.burst = burst
+        self.every_ms = every_ms
+        self.count = 0
+        self._unlogged = 0
+        self._last_ms = 0
+
+    def record(self, values: Any, ts: int, limit: int | float | None, now_ms: int) -> None:
+        self.count += 1
+        if self.count <= self.burst:
+            self.logger.warning("%s: late tuple %r dropped (timestamp %s < %s: the watermark "
+                                "less the allowed lateness)", self.component, values, ts, limit)
+            self._last_ms = now_ms
+            return
+        self._unlogged += 1
+        if now_ms - self._last_ms >= self.every_ms:
+            self.logger.warning("%s: %d more late tuples dropped (%d in all)", self.component,
+                                self._unlogged, self.count)
+            self._last_ms, self._unlogged = now_ms, 0
 
 
 class WindowRole:

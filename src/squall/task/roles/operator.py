@@ -36,10 +36,11 @@ from squall.panes.engine import (
 )
 from squall.panes.state_mapping import META_KEY, StateSessions, StateWindowStore
 from squall.panes.windows import Window
+from squall.partition_watermarks import PARTITIONS_STREAM, PartitionWatermarks
 from squall.protocols import OutputCollectorLike
 from squall.state.base import KeyValueState
 from squall.task.collectors import OutputCollector
-from squall.task.roles.base import WindowRole
+from squall.task.roles.base import LateLog, WindowRole, source_partition_tasks
 from squall.task.snapshot import SnapshotFormatError
 from squall.timestamps import valid_timestamp
 from squall.topology.fields import Fields
@@ -54,7 +55,8 @@ _MOVED = ACCEPTED | WATERMARK_MOVED
 # operator (the snapshot has it) and the field-position cache of the fast path (rebuilt from the
 # first tuple). The collectors among them pickle as references to the restoring task's.
 _SAVED = (
-    "_out", "_bulk", "_inputs", "_n_inputs", "_sources", "_sends_wm", "_fast",
+    "_out", "_bulk", "_inputs", "_n_inputs", "_sources", "_partition_tasks", "_sends_wm",
+    "_fast", "_late_log",
     "_keyed", "_late_records", "_error_records",
     "engine", "watermarks", "_pending_wm", "late_tuples", "window_errors",
     "_state", "_store", "_session_store", "_stale",
@@ -90,6 +92,9 @@ class OperatorRole(WindowRole):
                 sources[i].update(context.component_tasks(cid))
         self._inputs = inputs
         self._sources = [frozenset(s) for s in sources]
+        # Inputs read from partitioned sources take their watermark per source partition.
+        self._partition_tasks = source_partition_tasks(context, n_inputs, op.input_of)
+        self._late_log = LateLog(log, context.this_component_id)
         self._late_records = (None if op.late_stream is None else
                               SideRecords.of(context, op.late_stream))
         self._error_records = SideRecords.of(context, ERROR_STREAM)
@@ -101,7 +106,8 @@ class OperatorRole(WindowRole):
         ts_f, key_f, value_f = op.timestamp_fields[0], op.key_fields[0], op.value_fields[0]
         delay = op.watermark_delay_ms
         self._fast: tuple[str, str | None, str, int] | None = None
-        if (n_inputs == 1 and not sources[0] and delay is not None and ts_f is not None
+        if (n_inputs == 1 and not sources[0] and self._partition_tasks[0] is None
+                and delay is not None and ts_f is not None
                 and value_f is not None and (not op.keyed or key_f is not None)):
             self._fast = (ts_f, key_f, value_f, delay)
         self._reset_fast_cache()
@@ -124,7 +130,11 @@ class OperatorRole(WindowRole):
         self.engine = WindowedEngine(op.window, op.accumulation, op.trigger,
                                      op.allowed_lateness_ms, store=store, sessions=sessions,
                                      **op.engine_options())
-        self.watermarks = InputWatermarks(list(self._sources), op.watermark_delay_ms)
+        delay = op.watermark_delay_ms
+        self.watermarks = InputWatermarks(list(self._sources), delay, [
+            None if tasks is None or delay is None
+            else PartitionWatermarks(frozenset(tasks), delay, dict(tasks))
+            for tasks in self._partition_tasks])
         self._pending_wm: int | None = None
         self.late_tuples = 0
         self.window_errors = 0
@@ -141,6 +151,9 @@ class OperatorRole(WindowRole):
                 "state (written before operators kept it in the role): start from a new "
                 "checkpoint location")
         super().restore(saved, instance)
+        # Snapshots written before partition watermarks lack their two entries.
+        saved.setdefault("_partition_tasks", [None] * saved["_n_inputs"])
+        saved.setdefault("_late_log", LateLog(log, type(instance).__name__))
         for name in _SAVED:
             setattr(self, name, saved[name])
         self._reset_fast_cache()
@@ -205,6 +218,13 @@ class OperatorRole(WindowRole):
         if stream == TICK_STREAM:
             return  # a wake-up: the batch end that follows runs the time triggers
         i = self._inputs[origin.component] if self._n_inputs > 1 else 0
+        if stream == PARTITIONS_STREAM:
+            parts = self.watermarks.partitioned[i]
+            if parts is not None:
+                event, partitions = tup.values
+                if parts.control(origin.task, event, partitions) is not None:
+                    self._refresh(now_ms)
+            return
         fast = self._fast
         if fast is not None and i == 0:
             # The hot path: timestamp, key and value are fields, the watermark is generated.
@@ -238,7 +258,7 @@ class OperatorRole(WindowRole):
                         if engine.out:
                             self._flush()
                     else:
-                        self._late(tup, ts)
+                        self._late(tup, ts, now_ms)
                     if result & WATERMARK_MOVED:
                         # Sent lazily, as in `_advance`.
                         self._pending_wm = engine.watermark
@@ -254,15 +274,45 @@ class OperatorRole(WindowRole):
             self._invalid(tup, exc)
             return
         out = self._out
+        parts = self.watermarks.partitioned[i]
+        if parts is not None:
+            self._partitioned(tup, parts, ts, key, value, window, now_ms, i)
+            return
         if engine.process(key, ts, value, now_ms, i == 1, window):
             if engine.out:
                 self._flush()
         else:
-            self._late(tup, ts)
+            self._late(tup, ts, now_ms)
         w = self.watermarks.observe(i, ts)
         if w is not None:
             self._advance(w, now_ms)
         out.ack(tup)
+
+    def _partitioned(self, tup: Tuple, parts: PartitionWatermarks, ts: int, key: Any,
+                     value: Any, window: Window | None, now_ms: int, i: int) -> None:
+        """A tuple of an input read from partitioned sources: late against its own partition's
+        watermark (squall.partition_watermarks), so which tuples are late does not depend on
+        how partitions are spread over tasks or interleaved."""
+        lateness = self.instance.allowed_lateness_ms
+        before = parts.before(tup._origin.task)
+        if before is not None and lateness is not None and ts < before - lateness:
+            self._late(tup, ts, now_ms, before)
+        else:
+            engine = self.engine
+            if engine.process(key, ts, value, now_ms, i == 1, window):
+                if engine.out:
+                    self._flush()
+            else:  # behind the operator's watermark: a partition that was idle woke up late
+                self._late(tup, ts, now_ms)
+            if parts.observe(tup._origin.task, ts) is not None:
+                self._refresh(now_ms)
+        self._out.ack(tup)
+
+    def _refresh(self, now_ms: int) -> None:
+        """An input's partition watermarks moved: so may the operator's."""
+        w = self.watermarks.refresh()
+        if w is not None:
+            self._advance(w, now_ms)
 
     def _advance(self, w: int, now_ms: int) -> None:
         engine = self.engine
@@ -359,17 +409,18 @@ class OperatorRole(WindowRole):
             return tup.values[tup._origin.fields._index[f]]
         return tuple(tup.values)
 
-    def _late(self, tup: Tuple, ts: int) -> None:
+    def _late(self, tup: Tuple, ts: int, now_ms: int, watermark: int | None = None) -> None:
+        """`watermark`: the one the tuple was judged against (its partition's), if not the
+        operator's."""
         self.late_tuples += 1
         self.late_count += 1
-        op = self.instance
+        w = self.engine.watermark if watermark is None else watermark
         if self._late_records is not None:
-            record = self._late_records.values(tup, ts, watermark_ms(self.engine.watermark), LATE)
+            record = self._late_records.values(tup, ts, watermark_ms(w), LATE)
             self._out.emit(record, anchors=tup, stream=self._late_records.stream)
         else:
-            log.info("windowed operator %s: late tuple %r dropped (ts %s < watermark %s - "
-                     "allowed lateness %s)", type(op).__name__, tup, ts,
-                     self.engine.watermark, op.allowed_lateness_ms)
+            lateness = self.instance.allowed_lateness_ms or 0
+            self._late_log.record(tup.values, ts, None if w is None else w - lateness, now_ms)
 
     def _invalid(self, tup: Tuple, exc: Exception) -> None:
         self.window_errors += 1

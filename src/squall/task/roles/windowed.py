@@ -21,14 +21,16 @@ from squall.components.side_records import LATE, SideRecords, watermark_ms
 from squall.components.windowed import (
     ERROR_STREAM,
     LATE_TUPLE_STREAM,
+    SOURCE_WATERMARKS,
     TIMESTAMP_ERRORS_FATAL,
     TIMESTAMP_FIELD,
     WindowedBolt,
     WindowTimestampError,
 )
+from squall.partition_watermarks import PARTITIONS_STREAM
 from squall.protocols import OutputCollectorLike
 from squall.task.collectors import WindowedOutputCollector
-from squall.task.roles.base import WindowRole
+from squall.task.roles.base import WindowRole, source_partition_tasks
 from squall.timestamps import valid_timestamp
 from squall.topology.tuple import Tuple, is_tick_tuple
 from squall.tuple_windows.manager import Activation, Expired, Late, WindowManager
@@ -74,8 +76,11 @@ class WindowedRole(WindowRole):
 
     def new_manager(self, spec: WindowSpec, conf: Mapping[str, Any],
                     context: TopologyContext) -> WindowManager:
-        """The task's window manager over its input streams."""
-        return WindowManager(spec, list(context.this_sources))
+        """The task's window manager over its input streams (with source watermarks, over the
+        upstream sources' partitions)."""
+        streams = [s for s in context.this_sources if s[1] != PARTITIONS_STREAM]
+        return WindowManager(spec, streams, source_partition_tasks(context)[0] if conf.get(
+            SOURCE_WATERMARKS) else None)
 
     def saved(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in _SAVED if name in self.__dict__}
@@ -98,6 +103,10 @@ class WindowedRole(WindowRole):
         manager = self.manager
         if is_tick_tuple(tup):
             self.apply(manager.tick(now_ms))
+            return
+        if tup._origin.stream == PARTITIONS_STREAM:
+            event, partitions = tup.values
+            self.apply(manager.partition_event(tup._origin.task, event, partitions, now_ms))
             return
         if not manager.spec.event_time:
             self.apply(manager.add(tup, now_ms))

@@ -1,0 +1,148 @@
+"""Event-time progress per source partition: the watermark an operator takes from its sources.
+
+A partitioned source (a file, a Redis stream, a Kafka partition) is read in order, so each of
+its partitions has its own event-time progress: the largest timestamp read from it so far. An
+operator that reads several partitions, from one spout task or many, must not let the fastest
+one decide which tuples are late (Beam's and Flink's source watermarks). The source's tasks
+tell the operators which partition their next tuples come from, on the control stream
+`_partitions` (an all-grouping subscription the builder adds), and the operator keeps:
+
+- per partition, the largest timestamp seen, and its watermark: that minus the delay;
+- the input watermark: the smallest partition watermark over the partitions every upstream
+  source task has announced that are neither idle nor done (None until every task announced and
+  every such partition delivered a tuple);
+- the lateness of a tuple against *its own partition's* watermark just before it (`before`).
+
+Judging a tuple against its own partition makes the choice of late tuples independent of
+parallelism and of how partitions are spread over tasks and interleaved: a partition's tuples
+arrive in its own order whatever the topology. Since the input watermark is never above any
+active partition's, a tuple that is not late for its partition is not late for the operator.
+
+Control events (values `[event, partitions]` on `_partitions`):
+`own` (the task's partitions now, a list), `from` (its next tuples come from this one partition),
+`idle` (these had no new records for the idleness timeout: they stop holding the watermark back
+until they deliver again), `done` (these are read to their end: they never hold it back again).
+
+>>> w = PartitionWatermarks(frozenset({1, 2}), delay_ms=10)
+>>> w.control(1, OWN, ["a"]), w.control(2, OWN, ["b"]), w.control(1, FROM, ["a"])
+(None, None, None)
+>>> w.observe(1, 100), w.value       # b has delivered nothing yet: no watermark
+(None, None)
+>>> w.control(2, FROM, ["b"]); w.observe(2, 50)
+40
+>>> w.before(1), w.before(2)         # each tuple is judged against its own partition
+(90, 40)
+>>> w.observe(2, 500)                # b passes a: the watermark follows the slower one
+90
+>>> w.control(1, DONE, ["a"])        # a is read out: b alone holds the watermark
+490
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+
+PARTITIONS_STREAM = "_partitions"
+"""The control stream on which partitioned sources tell operators about their partitions."""
+PARTITIONS_FIELDS = ("event", "partitions")
+OWN, FROM, IDLE, DONE = "own", "from", "idle", "done"
+EVENTS = frozenset({OWN, FROM, IDLE, DONE})
+
+
+class PartitionWatermarks:
+    """One input's partition watermarks (see the module doc); plain picklable state.
+
+    `tasks`: the upstream source tasks, each of which announces its partitions (`own`) before
+    the input has a watermark. Partition names are qualified by the task's component by the
+    caller when two sources may share names.
+    """
+
+    def __init__(self, tasks: frozenset[int], delay_ms: int,
+                 component_of: dict[int, str] | None = None) -> None:
+        self.tasks = tasks
+        self.delay = delay_ms
+        self.component_of = component_of or {}
+        self.owned: dict[int, frozenset[Hashable]] = {}
+        self.current: dict[int, Hashable] = {}  # task -> the partition its tuples come from
+        self.max_ts: dict[Hashable, int] = {}
+        self.idle: set[Hashable] = set()
+        self.done: set[Hashable] = set()
+        self.value: int | None = None
+        # The smallest largest-timestamp over the active partitions (None: not all known): a
+        # partition's new largest timestamp can move the watermark only if it was this one.
+        self._low: int | None = None
+
+    def _key(self, task: int, partition: Hashable) -> Hashable:
+        component = self.component_of.get(task)
+        return partition if component is None else (component, partition)
+
+    def partition_of(self, task: int) -> Hashable | None:
+        """The partition the next tuple of `task` comes from (None: not told)."""
+        return self.current.get(task)
+
+    def before(self, task: int) -> int | None:
+        """The watermark of the partition `task`'s next tuple comes from, before that tuple."""
+        p = self.current.get(task)
+        if p is None:
+            return None
+        m = self.max_ts.get(p)
+        return None if m is None else m - self.delay
+
+    def observe(self, task: int, ts: int) -> int | None:
+        """A tuple of `task` at `ts`; returns the input watermark if it moved."""
+        p = self.current.get(task)
+        if p is None:
+            return None  # a tuple before its task said where it comes from: nothing to learn
+        m = self.max_ts.get(p)
+        if m is not None and ts <= m:
+            return None
+        self.max_ts[p] = ts
+        if m is not None and self._low is not None and m > self._low:
+            return None  # not the slowest partition: the minimum stays
+        return self._recompute()
+
+    def control(self, task: int, event: str, partitions: Iterable[Hashable]) -> int | None:
+        """A control event from upstream source task `task`; returns the input watermark if it
+        moved."""
+        keys = [self._key(task, p) for p in partitions]
+        if event == FROM:
+            p = keys[0]
+            self.current[task] = p
+            if p not in self.idle:
+                return None
+            self.idle.discard(p)  # delivering again: it holds the watermark from now on
+        elif event == OWN:
+            self.owned[task] = frozenset(keys)
+        elif event == IDLE:
+            self.idle.update(keys)
+        elif event == DONE:
+            self.done.update(keys)
+        else:
+            raise ValueError(f"unknown partition event {event!r}; expected one of "
+                             f"{sorted(EVENTS)}")
+        return self._recompute()
+
+    def _recompute(self) -> int | None:
+        self._low = None
+        low = None
+        idle, done, max_ts, owned = self.idle, self.done, self.max_ts, self.owned
+        for task in self.tasks:
+            parts = owned.get(task)
+            if parts is None:
+                return None  # a task that has not said which partitions it reads
+            for p in parts:
+                if p in idle or p in done:
+                    continue
+                m = max_ts.get(p)
+                if m is None:
+                    return None  # an active partition that has delivered nothing holds it
+                if low is None or m < low:
+                    low = m
+        if low is None:
+            return None  # every partition idle or done: nothing moves the watermark
+        self._low = low
+        w = low - self.delay
+        if self.value is not None and w <= self.value:
+            return None
+        self.value = w
+        return w

@@ -1,0 +1,287 @@
+"""Source-aware watermarks (squall.partition_watermarks), the clickstream scenario of issue 18.
+
+Two web servers each write a JSON-lines file covering the same five days, with at most two
+minutes of disorder, plus ten very late events each (an hour behind their file). A
+`JsonLinesSource` reads both into a `KeyedWindowedOperator` with session windows, allowed lateness
+10 min and watermark delay 5 min. Every good event is in the panes and only the 20 very late ones
+are late, whatever the spout's parallelism (1: one task reads one file to its end before the
+other; 2 and 3: the files on different tasks, one task idle at 3) and on both runners; the panes
+are the ones a sessionising of the good events gives, so they are the same at every parallelism.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from squall import Duration, Fields, TopologyBuilder, WindowedBolt
+from squall.connectors import JsonLinesSource
+from squall.testing import complete_topology
+from squall.windows import KeyedWindowedOperator, SessionWindows, accumulations
+
+MINUTE = 60_000
+DAY = 24 * 60 * MINUTE
+GAP = 30 * MINUTE
+USERS = [f"user{i}" for i in range(12)]
+FIELDS = ["user", "ts", "page"]
+CONF = {"topology.message.timeout.secs": 600, "spark.sql.shuffle.partitions": 2}
+STORM_CONF = {**CONF, "topology.message.timeout.secs": 3 * 3600}  # above window + slide
+
+
+def clickstream(seed: int) -> tuple[list[dict], list[dict]]:
+    """One server's events in file order (good and very late), and its very late ones."""
+    rnd = random.Random(seed)
+    ts, events = 0, []
+    while len(events) < 1510:
+        ts += rnd.randrange(30_000, 5 * MINUTE)  # 1,510 events over about five days
+        events.append({"user": rnd.choice(USERS), "ts": ts, "page": f"/p{rnd.randrange(40)}"})
+    # At most two minutes of disorder: swap neighbours less than two minutes apart.
+    for i in range(len(events) - 1):
+        if events[i + 1]["ts"] - events[i]["ts"] < 2 * MINUTE and rnd.random() < 0.5:
+            events[i], events[i + 1] = events[i + 1], events[i]
+    late = []
+    for k in range(10):  # an hour behind the file at its position, well past 5 + 10 min
+        at = 100 + k * 140
+        newest = max(e["ts"] for e in events[:at])
+        late.append({"user": rnd.choice(USERS), "ts": newest - 60 * MINUTE - rnd.randrange(MINUTE),
+                     "page": "/late"})
+        events.insert(at, late[-1])
+    return events, late
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory) -> tuple[Path, list[dict], list[dict]]:
+    directory = tmp_path_factory.mktemp("clicks")
+    good, late = [], []
+    for server, seed in (("web1", 1), ("web2", 2)):
+        events, very_late = clickstream(seed)
+        (directory / f"{server}.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+        good += [e for e in events if e not in very_late]
+        late += very_late
+    assert len(good) == 3020 and len(late) == 20
+    return directory, good, late
+
+
+def sessions(events: list[dict]) -> set[tuple]:
+    """Sessions per user (gap 30 min): (user, start, end, count), computed here directly."""
+    out = set()
+    for user in USERS:
+        stamps = sorted(e["ts"] for e in events if e["user"] == user)
+        start = end = None
+        count = 0
+        for ts in stamps:
+            if end is not None and ts < end:
+                end, count = max(end, ts + GAP), count + 1
+                continue
+            if end is not None:
+                out.add((user, start, end, count))
+            start, end, count = ts, ts + GAP, 1
+        if end is not None:
+            out.add((user, start, end, count))
+    return out
+
+
+def build(directory: Path, spout_parallelism: int, **operator):
+    b = TopologyBuilder()
+    b.set_spout("clicks", JsonLinesSource(str(directory), FIELDS, bounded=True),
+                spout_parallelism)
+    b.set_bolt("sessions", KeyedWindowedOperator(
+        accumulation=accumulations.Count(), window=SessionWindows(Duration(GAP)),
+        allowed_lateness=Duration(10 * MINUTE), watermark_delay=Duration(5 * MINUTE),
+        timestamp_field="ts", key_field="user", value_field="page", late_stream="late",
+        **operator), 2).fields_grouping("clicks", ["user"])
+    return b.create_topology()
+
+
+@pytest.mark.parametrize("parallelism", [1, 2, 3])
+def test_only_the_truly_late_events_are_late_at_any_parallelism(runner, logs, parallelism):
+    directory, good, late = logs
+    result = complete_topology(build(directory, parallelism), CONF, runner=runner)
+    assert not result.errors
+    late_out = result.tuples("sessions", "late")
+    assert sorted(r[:3] for r in late_out) == sorted([e["user"], e["ts"], e["page"]]
+                                                     for e in late)
+    panes = result.tuples("sessions")
+    assert all(p[4] == "ON_TIME" and p[5] == 0 and not p[6] for p in panes)
+    assert {tuple(p[:4]) for p in panes} == sessions(good)
+    assert len(panes) == len(sessions(good))  # one pane per session, none twice
+
+
+def test_the_watermark_of_the_input_as_a_whole_loses_good_events(logs):
+    """What the issue saw: with `source_watermarks=False` the operator's watermark follows the
+    largest timestamp of its input, so one task reading one file before the other makes good
+    events late (the check that the test above tells the two apart)."""
+    directory = logs[0]
+    result = complete_topology(build(directory, 1, source_watermarks=False), CONF)
+    assert len(result.tuples("sessions", "late")) > 1000
+
+
+def _panes(directory: Path) -> list[dict]:
+    return [json.loads(line) for f in sorted(directory.glob("*.jsonl"))
+            for line in f.read_text().splitlines()]
+
+
+def idle_topology(src: Path, out: Path):
+    from squall.connectors import JsonLinesSink
+    from squall.windows import TimeWindows
+
+    b = TopologyBuilder()
+    b.set_spout("clicks", JsonLinesSource(str(src), FIELDS), 2)  # unbounded: never read out
+    b.set_bolt("count", KeyedWindowedOperator(
+        accumulation=accumulations.Count(), window=TimeWindows(Duration(MINUTE)),
+        allowed_lateness=Duration(0), watermark_delay=Duration(0), timestamp_field="ts",
+        key_field="user", value_field="page"), 1).fields_grouping("clicks", ["user"])
+    b.set_bolt("sink", JsonLinesSink(str(out))).shuffle_grouping("count")
+    return b.create_topology()
+
+
+@pytest.mark.parametrize("idle_ms", [None, 300])
+def test_an_idle_partition_stops_holding_the_watermark_back(runner, tmp_path, idle_ms):
+    """One file gets ten minutes of clicks, the other nothing: without an idleness timeout the
+    empty partition holds the watermark (an unbounded file may still grow), so no window fires;
+    with `squall.watermark.idle.timeout.ms` it stops counting and the windows the first file
+    passed fire on time."""
+    from squall import run
+
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    (src / "web1.jsonl").write_text("".join(
+        json.dumps({"user": "u", "ts": i * 20_000, "page": "/"}) + "\n" for i in range(30)))
+    (src / "web2.jsonl").write_text("")
+    conf = dict(CONF)
+    if idle_ms is not None:
+        conf["squall.watermark.idle.timeout.ms"] = idle_ms
+    run(idle_topology(src, out), conf, runner=runner, duration=12 if runner == "spark" else 1.5,
+        checkpoint_location=str(tmp_path / "ckpt") if runner == "spark" else None)
+    panes = _panes(out) if out.exists() else []
+    if idle_ms is None:
+        assert panes == []
+    else:
+        # The newest click is at 580 s: windows ending at or before it are on time, 3 each.
+        assert sorted((p["window_start"], p["value"], p["timing"]) for p in panes) == [
+            (w * MINUTE, 3, "ON_TIME") for w in range(9)]
+
+
+class HourlyClicks(WindowedBolt):
+    """Storm's windowed bolt: clicks per hour of event time."""
+
+    def execute(self, window):
+        self.collector.emit([window.end_timestamp, len(window.get())])
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("end", "clicks"))
+
+
+def storm_topology(directory: Path, spout_parallelism: int, source_watermarks: bool):
+    bolt = (HourlyClicks().with_tumbling_window(Duration(60 * MINUTE)).with_timestamp_field("ts")
+            .with_lag(Duration(5 * MINUTE)).with_late_tuple_stream("late"))
+    if source_watermarks:
+        bolt = bolt.with_source_watermarks()
+    b = TopologyBuilder()
+    b.set_spout("clicks", JsonLinesSource(str(directory), FIELDS, bounded=True),
+                spout_parallelism)
+    b.set_bolt("hourly", bolt).shuffle_grouping("clicks")
+    return b.create_topology()
+
+
+@pytest.mark.parametrize("parallelism", [1, 3])
+def test_storm_windowed_bolts_opt_in_to_source_watermarks(runner, logs, parallelism):
+    """A windowed bolt keeps Storm's rule unless it opts in; with `with_source_watermarks()`
+    only the very late clicks are late and every hour holds its clicks, at any parallelism."""
+    directory, good, late = logs
+    result = complete_topology(storm_topology(directory, parallelism, True), STORM_CONF,
+                               runner=runner)
+    assert sorted(r[:3] for r in result.tuples("hourly", "late")) == sorted(
+        [e["user"], e["ts"], e["page"]] for e in late)
+    hours: dict[int, int] = {}
+    for e in good:  # windows are (end - length, end], ends on the hour
+        end = -(-e["ts"] // (60 * MINUTE)) * 60 * MINUTE
+        end = end if end > e["ts"] else end + 60 * MINUTE
+        hours[end] = hours.get(end, 0) + 1
+    assert sorted(map(tuple, result.tuples("hourly"))) == sorted(hours.items())
+
+
+def test_storm_windowed_bolts_keep_storms_rule_by_default(logs):
+    result = complete_topology(storm_topology(logs[0], 1, False), STORM_CONF)
+    assert len(result.tuples("hourly", "late")) > 1000
+
+
+def test_stateful_windowed_bolts_refuse_source_watermarks_for_now(logs):
+    from squall import StatefulWindowedBolt
+    from squall.errors import InvalidTopologyError
+
+    class Stateful(StatefulWindowedBolt):
+        def execute(self, window):
+            pass
+
+    b = TopologyBuilder()
+    b.set_spout("clicks", JsonLinesSource(str(logs[0]), FIELDS, bounded=True))
+    b.set_bolt("s", Stateful().with_tumbling_window(Duration(MINUTE)).with_timestamp_field("ts")
+               .with_persistence().with_source_watermarks()).shuffle_grouping("clicks")
+    with pytest.raises(InvalidTopologyError, match=r"with_source_watermarks.*not supported"):
+        b.create_topology()
+
+
+# ---- the pure core and the source's events -----------------------------------------------------
+
+
+def test_partition_watermarks_idle_wake_done_and_components():
+    from squall.partition_watermarks import DONE, FROM, IDLE, OWN, PartitionWatermarks
+
+    w = PartitionWatermarks(frozenset({1, 2, 3}), 0, {1: "a", 2: "a", 3: "b"})
+    w.control(1, OWN, ["0"])
+    w.control(2, OWN, [])  # a task with no partition holds nothing back
+    assert w.control(3, OWN, ["0"]) is None  # b's "0" is another partition than a's
+    w.control(1, FROM, ["0"])
+    w.control(3, FROM, ["0"])
+    assert w.observe(1, 100) is None  # b:0 has delivered nothing
+    assert w.observe(3, 40) == 40
+    assert w.before(1) == 100 and w.before(3) == 40
+    assert w.control(3, IDLE, ["0"]) == 100  # idle: a:0 alone
+    assert w.control(3, FROM, ["0"]) is None  # awake again, behind: the watermark stays
+    assert w.value == 100 and w.observe(3, 50) is None
+    assert w.observe(1, 300) is None  # b:0 at 50 holds it now
+    assert w.control(3, DONE, ["0"]) == 300
+    assert w.observe(2, 10**9) is None  # a tuple before its task said `from`: nothing learnt
+    with pytest.raises(ValueError, match="unknown partition event 'bogus'"):
+        w.control(1, "bogus", ["0"])
+
+
+def test_a_source_says_own_from_and_done_in_order(tmp_path):
+    """The events of a bounded source's task on the local runner, as a subscriber sees them."""
+    from squall import Bolt
+    from squall.partition_watermarks import PARTITIONS_STREAM
+
+    class Listen(Bolt):
+        def execute(self, tup):
+            self.collector.emit([tup.source_stream_id, list(tup.values)])
+            self.collector.ack(tup)
+
+        def declare_output_fields(self, declarer):
+            declarer.declare(Fields("stream", "values"))
+
+    (tmp_path / "a.jsonl").write_text('{"user": "u", "ts": 1, "page": "/"}\n' * 2)
+    (tmp_path / "b.jsonl").write_text("")
+    b = TopologyBuilder()
+    b.set_spout("clicks", JsonLinesSource(str(tmp_path), FIELDS, bounded=True))
+    b.set_bolt("listen", Listen()).shuffle_grouping("clicks").all_grouping(
+        "clicks", PARTITIONS_STREAM)
+    result = complete_topology(b.create_topology(), {"squall.watermark.idle.timeout.ms": 0})
+    seen = [tuple(row) for row in result.tuples("listen")]
+    # `own` follows the first poll; `done` a poll after a partition is read out (the empty file
+    # at once), never `idle` for a read-out partition, even with an idleness timeout of 0.
+    assert seen == [(PARTITIONS_STREAM, ["from", ["a.jsonl"]]), ("default", ["u", 1, "/"]),
+                    (PARTITIONS_STREAM, ["own", ["a.jsonl", "b.jsonl"]]),
+                    ("default", ["u", 1, "/"]), (PARTITIONS_STREAM, ["done", ["b.jsonl"]]),
+                    (PARTITIONS_STREAM, ["done", ["a.jsonl"]])], seen
+    assert result.stats["clicks"].emitted == 2  # control tuples are not the source's output
+
+
+def test_files_are_spread_evenly_over_the_spout_tasks(runner, logs):
+    """Two files, two tasks: one each (a hash of the names had put both on one task)."""
+    result = complete_topology(build(logs[0], 2), CONF, runner=runner)
+    per_task = result.tuples_by_task("clicks")
+    assert sorted(len(rows) for rows in per_task.values()) == [1520, 1520]
