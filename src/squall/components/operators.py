@@ -80,7 +80,7 @@ from squall.panes.pane_info import (
     TimestampCombiner,
 )
 from squall.panes.triggers import AccumulationMode, TriggerOption
-from squall.panes.windows import SessionWindows, WindowOption
+from squall.panes.windows import WindowOption
 from squall.protocols import Accumulation
 from squall.topology import roles
 from squall.topology.config import TOPOLOGY_TICK_TUPLE_FREQ_SECS
@@ -139,9 +139,9 @@ class WindowedOperatorBase(Bolt):
             raise TypeError(f"window must be GlobalWindow(), TimeWindows(...) or "
                             f"SessionWindows(...), got {window!r}")
         check_accumulation(accumulation)
-        if isinstance(window, SessionWindows) and not getattr(accumulation, "mergeable", True):
+        if window is not None and window.merging and not getattr(accumulation, "mergeable", True):
             raise ValueError(
-                f"{type(self).__name__}: SessionWindows merge sessions with the accumulation's "
+                f"{type(self).__name__}: {type(window).__name__} merge with the accumulation's "
                 f"merge(), and this {type(accumulation).__name__} has none: give it one (as "
                 f"Fold(initial, add, merge=fn)) or use TimeWindows or GlobalWindow")
         self.window = window
