@@ -257,6 +257,7 @@ AT_WM = TriggerOption.at_watermark()
 FIELDS = Fields("user", "amount", "ts")
 DELAY = 1000  # no tuple arrives later than this behind the largest timestamp: none is late
 GAP = 300
+ALL_GAP = 180  # sessions over all users' tuples (about 110 ms apart)
 
 
 def _events() -> list[list]:
@@ -329,7 +330,8 @@ def single_topology():
     sessions = SessionWindows(Duration(GAP))
     bolts = {
         "composite": keyed(window=second, accumulation=Composite(
-            n=A.Count(), total=A.Sum(), top=A.TopN(2), sorted=Sorted())),
+            n=A.Count(), total=A.Sum(), top=A.TopN(2), sorted=Sorted(),
+            odd=(lambda v: v % 2, A.Sum()))),
         # retractable parts: accumulating-and-retracting, an early pane per tuple, sessions
         "composite_ar": keyed(window=sessions, accumulation=Composite(A.Count(), A.Sum()),
                               trigger=AT_WM.with_early_firings_at_every(1)
@@ -349,6 +351,10 @@ def single_topology():
         b.set_bolt(name, WindowedOperator(
             window=second, accumulation=acc, timestamp_field="ts", value_extractor=pair,
             watermark_delay=Duration(DELAY))).global_grouping("events")
+    b.set_bolt("top_sessions", WindowedOperator(
+        window=SessionWindows(Duration(ALL_GAP)), accumulation=TopNByKey(2, combine=operator.add),
+        timestamp_field="ts", value_extractor=pair, watermark_delay=Duration(DELAY)),
+    ).global_grouping("events")
     b.set_bolt("sorted_all", WindowedOperator(
         window=TimeWindows(Duration.seconds(2)), accumulation=Sorted(key=operator.itemgetter(1)),
         timestamp_field="ts", value_extractor=lambda t: (t["user"], t["amount"] % 7),
@@ -387,7 +393,7 @@ def test_composite_per_key_and_window(request, runner, runner_conf):
     result = run_single(request, runner, runner_conf)
     expected = {w: {"n": len(vs), "total": sum(a for _, a in vs),
                     "top": sorted((a for _, a in vs), reverse=True)[:2],
-                    "sorted": sorted(a for _, a in vs)}
+                    "sorted": sorted(a for _, a in vs), "odd": sum(a % 2 for _, a in vs)}
                 for w, vs in fixed_groups(EVENTS, 1000).items()}
     assert on_time(result, "composite") == expected
     assert result.errors == [] and result.failed("events") == []
@@ -433,6 +439,12 @@ def test_top_n_by_key_and_sorted_over_all_keys(request, runner, runner_conf):
         w: _top_by_key(vs, 2) for w, vs in groups.items()}
     assert on_time(result, "top_summed", keyed=False) == {
         w: _top_by_key(vs, 2, operator.add) for w, vs in groups.items()}
+    # sessions over all keys (one state per session), merged as tuples bridge them
+    all_sessions = session_groups([["all", (u, a), ts] for u, a, ts in EVENTS], ALL_GAP)
+    assert len(all_sessions) > 5
+    assert bridging_tuples([["all", 0, ts] for _, _, ts in EVENTS], ALL_GAP) >= 2
+    assert on_time(result, "top_sessions", keyed=False) == {
+        (s, e): _top_by_key(vs, 2, operator.add) for (_, s, e), vs in all_sessions.items()}
     assert on_time(result, "sorted_all", keyed=False) == {
         w: sorted(((u, a % 7) for u, a in vs), key=lambda p: p[1])
         for w, vs in fixed_groups(EVENTS, 2000, keyed=False).items()}
