@@ -215,6 +215,8 @@ def test_top_n_by_key():
             TopNByKey(bad)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="TopN needs n >= 1"):
         A.TopN(0)
+    with pytest.raises(TypeError, match=r"\(key, value\) pairs, got 7: .*value_extractor"):
+        TopNByKey(2).accumulate({}, 7)
     with pytest.raises(TypeError, match="TopNByKey: combine must be a function or None"):
         TopNByKey(2, combine=1)  # type: ignore[arg-type]
 

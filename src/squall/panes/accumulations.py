@@ -541,7 +541,11 @@ class TopNByKey(_NoRetraction):
         return {}
 
     def accumulate(self, acc: dict, value: Any) -> dict:
-        k, v = value
+        try:
+            k, v = value
+        except (TypeError, ValueError):
+            raise TypeError(f"TopNByKey accumulates (key, value) pairs, got {value!r}: give the "
+                            "operator a value_extractor returning the pair") from None
         if self.combine is not None and k in acc:
             v = self.combine(acc[k], v)
         acc[k] = v
