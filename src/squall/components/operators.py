@@ -70,6 +70,7 @@ from squall.components.side_records import side_fields
 from squall.components.windowed import ERROR_STREAM
 from squall.duration import Duration, to_millis
 from squall.errors import InvalidTopologyError
+from squall.panes.accumulations import check_accumulation
 from squall.panes.beam_triggers import Trigger, processing_delays
 from squall.panes.engine import WindowedEngine
 from squall.panes.pane_info import (
@@ -139,9 +140,12 @@ class WindowedOperatorBase(Bolt):
         if window is not None and not isinstance(window, WindowOption):
             raise TypeError(f"window must be GlobalWindow(), TimeWindows(...) or "
                             f"SessionWindows(...), got {window!r}")
-        for op in ("default_accumulated_value", "accumulate", "merge", "get_output"):
-            if not callable(getattr(accumulation, op, None)):
-                raise TypeError(f"accumulation {accumulation!r} has no {op}() method")
+        check_accumulation(accumulation)
+        if window is not None and window.merging and not getattr(accumulation, "mergeable", True):
+            raise ValueError(
+                f"{type(self).__name__}: {type(window).__name__} merge with the accumulation's "
+                f"merge(), and this {type(accumulation).__name__} has none: give it one (as "
+                f"Fold(initial, add, merge=fn)) or use TimeWindows or GlobalWindow")
         self.window = window
         self.accumulation = accumulation
         self.trigger = trigger if trigger is not None else TriggerOption.at_watermark()
@@ -347,7 +351,8 @@ class WindowedOperator(WindowedOperatorBase):
 
 class WindowedMergeOperator(WindowedOperatorBase):
     """Two inputs into one window state: tuples of the components `input1` go to the
-    accumulation's `accumulate`, those of `input2` to `accumulate2` (`InnerJoin`, `CoGroup`).
+    accumulation's `accumulate`, those of `input2` to `accumulate2` (`InnerJoin`,
+    `LeftOuterJoin`, `RightOuterJoin`, `FullOuterJoin`, `CoGroup`).
 
     Keyed when `key_field`/`key_extractor` are given (for both inputs, or per input with the
     `*2` variants). The watermark is the minimum of the two inputs' watermarks, and there is
@@ -376,8 +381,9 @@ class WindowedMergeOperator(WindowedOperatorBase):
                  timestamp_combiner: TimestampCombiner = TimestampCombiner.OUTPUT_AT_EOW,
                  pane_info: bool = False, source_watermarks: bool = True) -> None:
         if not callable(getattr(accumulation, "accumulate2", None)):
-            raise TypeError(f"the merge operator needs an accumulation with accumulate2() "
-                            f"(InnerJoin, CoGroup), got {accumulation!r}")
+            raise TypeError("the merge operator needs an accumulation with accumulate2() "
+                            "(InnerJoin, LeftOuterJoin, RightOuterJoin, FullOuterJoin, "
+                            f"CoGroup), got {accumulation!r}")
         self.input1 = (input1,) if isinstance(input1, str) else tuple(input1)
         self.input2 = (input2,) if isinstance(input2, str) else tuple(input2)
         if set(self.input1) & set(self.input2):

@@ -4,7 +4,9 @@ Windows (`GlobalWindow`, `TimeWindows`, `SessionWindows`), triggers and accumula
 (Apex's `TriggerOption`, or Beam's trigger model: `AfterWatermark`, `AfterCount`,
 `AfterProcessingTime`, `Repeatedly`, `AfterAny`, `AfterAll`, `AfterEach`, `OrFinally`, `Never`,
 `Always` with `AccumulationMode`), pane info (`PaneInfo`, `OnTimeBehavior`, `ClosingBehavior`,
-`TimestampCombiner`), accumulations (`accumulations.Sum`, ...), and the operators that host them
+`TimestampCombiner`), accumulations (`accumulations.Sum`, ...; the composite and the outer joins
+also here: `Composite`, `Reduce`, `Fold`, `Sorted`, `TopNByKey`, `LeftOuterJoin`,
+`RightOuterJoin`, `FullOuterJoin`), and the operators that host them
 in a topology (`KeyedWindowedOperator`, `WindowedOperator`, `WindowedMergeOperator`). The engine
 (`squall.panes.engine`) is pure Python and runner-independent.
 """
@@ -17,6 +19,16 @@ from squall.components.operators import (
     WindowedOperatorBase,
 )
 from squall.panes import accumulations
+from squall.panes.accumulations import (
+    Composite,
+    Fold,
+    FullOuterJoin,
+    LeftOuterJoin,
+    Reduce,
+    RightOuterJoin,
+    Sorted,
+    TopNByKey,
+)
 from squall.panes.beam_triggers import (
     AfterAll,
     AfterAny,
@@ -70,19 +82,27 @@ __all__ = [
     "AfterWatermark",
     "Always",
     "ClosingBehavior",
+    "Composite",
+    "Fold",
+    "FullOuterJoin",
     "GlobalWindow",
     "InputWatermarks",
     "KeyedWindowedOperator",
+    "LeftOuterJoin",
     "MergeAccumulation",
     "Never",
     "OnTimeBehavior",
     "OrFinally",
     "PaneInfo",
     "PaneState",
+    "Reduce",
     "Repeatedly",
+    "RightOuterJoin",
     "SessionWindows",
+    "Sorted",
     "TimeWindows",
     "TimestampCombiner",
+    "TopNByKey",
     "Trigger",
     "TriggerOption",
     "Window",
