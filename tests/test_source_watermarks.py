@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from squall import Duration, Fields, TopologyBuilder, WindowedBolt
+from squall import Bolt, Duration, Fields, Spout, TopologyBuilder, WindowedBolt
 from squall.connectors import JsonLinesSource
 from squall.testing import complete_topology
 from squall.windows import KeyedWindowedOperator, SessionWindows, accumulations
@@ -154,8 +154,14 @@ def test_an_idle_partition_stops_holding_the_watermark_back(runner, tmp_path, id
     conf = dict(CONF)
     if idle_ms is not None:
         conf["squall.watermark.idle.timeout.ms"] = idle_ms
-    run(idle_topology(src, out), conf, runner=runner, duration=12 if runner == "spark" else 1.5,
-        checkpoint_location=str(tmp_path / "ckpt") if runner == "spark" else None)
+    if runner == "spark":
+        run(idle_topology(src, out), conf, runner=runner, duration=12,
+            checkpoint_location=str(tmp_path / "ckpt"))
+    else:
+        from squall.testing import simulated_time
+
+        with simulated_time():  # 3 s of the runner's clock, whatever the machine's load
+            run(idle_topology(src, out), conf, runner=runner, duration=3)
     panes = _panes(out) if out.exists() else []
     if idle_ms is None:
         assert panes == []
@@ -285,3 +291,78 @@ def test_files_are_spread_evenly_over_the_spout_tasks(runner, logs):
     result = complete_topology(build(logs[0], 2), CONF, runner=runner)
     per_task = result.tuples_by_task("clicks")
     assert sorted(len(rows) for rows in per_task.values()) == [1520, 1520]
+
+
+# ---- Apex's processing-time watermark generator ------------------------------------------------
+
+
+class Watermarks(Bolt):
+    """Passes on the operator's watermarks and panes as rows (stream, value)."""
+
+    def execute(self, tup):
+        value = tup.values[0] if tup.source_stream_id == "_watermark" else tup.values[3]
+        self.collector.emit([tup.source_stream_id, value])
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("stream", "value"))
+
+
+class Paced(Spout):
+    """Emits one click per poll every other poll: idle polls let the simulated clock move, so
+    the local runner's batches end between clicks."""
+
+    def __init__(self, clicks):
+        self.clicks = clicks
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.polls = 0
+
+    def next_tuple(self):
+        self.polls += 1
+        if self.polls % 2 == 0 and self.polls // 2 <= len(self.clicks):
+            i = self.polls // 2 - 1
+            self.collector.emit(self.clicks[i], msg_id=i)
+
+    def is_exhausted(self):
+        return self.polls // 2 >= len(self.clicks)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields(*FIELDS))
+
+
+@pytest.mark.runners("local", "spark-1tuple")
+def test_a_processing_time_watermark_trails_the_batch_time(runner, runner_conf):
+    """`processing_time_watermark=d`: from the first batch end the watermark is the batch's
+    processing time less d, whatever the event times; clicks of the distant past are on time only
+    before it, late after (nothing is lost: each is in a pane or on the late stream)."""
+    import time
+
+    from squall.testing import simulated_time
+    from squall.windows import TimeWindows
+
+    clicks = [["u", 1000 + i, "/"] for i in range(8)]  # all in the window [0, 60 s)
+    b = TopologyBuilder()
+    b.set_spout("clicks", Paced(clicks))
+    b.set_bolt("count", KeyedWindowedOperator(
+        accumulation=accumulations.Count(), window=TimeWindows(Duration(MINUTE)),
+        allowed_lateness=Duration(0), processing_time_watermark=Duration(DAY),
+        timestamp_field="ts", key_field="user", value_field="page", late_stream="late"),
+    ).shuffle_grouping("clicks")
+    b.set_bolt("seen", Watermarks()).all_grouping("count", "_watermark").shuffle_grouping("count")
+    start = 10**12  # the local runner's simulated clock; Spark's batches take the wall clock
+    before = time.time() * 1000 if runner == "spark" else start
+    with simulated_time(start):
+        # A batch a millisecond (the local runner's idle polls move its clock by one).
+        conf = {**CONF, **runner_conf, "squall.local.batch.ms": 1}
+        result = complete_topology(b.create_topology(), conf, runner=runner)
+    after = time.time() * 1000 if runner == "spark" else start + 10**9
+    seen = result.tuples("seen")
+    marks = [v for s, v in seen if s == "_watermark"]
+    assert marks and before - DAY <= marks[0] <= after - DAY
+    panes = [v for s, v in seen if s == "default"]
+    late = result.tuples("count", "late")
+    assert sum(panes) + len(late) == len(clicks)
+    # One click per batch: the first batch end makes the rest late.
+    assert panes == [1] and len(late) == 7

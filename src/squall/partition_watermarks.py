@@ -10,7 +10,8 @@ tell the operators which partition their next tuples come from, on the control s
 - per partition, the largest timestamp seen, and its watermark: that minus the delay;
 - the input watermark: the smallest partition watermark over the partitions every upstream
   source task has announced that are neither idle nor done (None until every task announced and
-  every such partition delivered a tuple);
+  every such partition delivered a tuple); when all are idle or done, the smallest over the idle
+  ones that delivered a tuple (nothing is arriving anywhere);
 - the lateness of a tuple against *its own partition's* watermark just before it (`before`).
 
 Judging a tuple against its own partition makes the choice of late tuples independent of
@@ -124,22 +125,34 @@ class PartitionWatermarks:
 
     def _recompute(self) -> int | None:
         self._low = None
-        low = None
+        low = idle_low = None
         idle, done, max_ts, owned = self.idle, self.done, self.max_ts, self.owned
         for task in self.tasks:
             parts = owned.get(task)
             if parts is None:
                 return None  # a task that has not said which partitions it reads
             for p in parts:
-                if p in idle or p in done:
+                if p in done:
                     continue
                 m = max_ts.get(p)
+                if p in idle:
+                    if m is not None and (idle_low is None or m < idle_low):
+                        idle_low = m
+                    continue
                 if m is None:
                     return None  # an active partition that has delivered nothing holds it
                 if low is None or m < low:
                     low = m
         if low is None:
-            return None  # every partition idle or done: nothing moves the watermark
+            # Every partition idle (or done): nothing is arriving, so the idle ones that
+            # delivered something decide, the slowest first (else nothing moves).
+            if idle_low is None:
+                return None
+            w = idle_low - self.delay
+            if self.value is not None and w <= self.value:
+                return None
+            self.value = w
+            return w
         self._low = low
         w = low - self.delay
         if self.value is not None and w <= self.value:

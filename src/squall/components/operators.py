@@ -136,6 +136,7 @@ class WindowedOperatorBase(Bolt):
         timestamp_combiner: TimestampCombiner = TimestampCombiner.OUTPUT_AT_EOW,
         pane_info: bool = False,
         source_watermarks: bool = True,
+        processing_time_watermark: DurationLike | None = None,
     ) -> None:
         if window is not None and not isinstance(window, WindowOption):
             raise TypeError(f"window must be GlobalWindow(), TimeWindows(...) or "
@@ -158,6 +159,14 @@ class WindowedOperatorBase(Bolt):
         # source partition (squall.partition_watermarks); False: from the input's largest
         # timestamp, whichever partition it came from.
         self.source_watermarks = bool(source_watermarks)
+        # Apex's FixedDiffProcessingTimeWatermarkGen: at every batch end the watermark is at least
+        # the batch's processing time less this much (the "fixed watermark").
+        self.processing_time_watermark_ms = None if processing_time_watermark is None else (
+            to_millis(processing_time_watermark))
+        if self.processing_time_watermark_ms is not None and (
+                self.processing_time_watermark_ms < 0):
+            raise ValueError(f"processing_time_watermark must be >= 0, got "
+                             f"{processing_time_watermark!r}")
         # The engine checks the trigger, the mode and the behaviours (one thrown away here).
         WindowedEngine(window, accumulation, self.trigger, **self.engine_options())
         self.allowed_lateness_ms = None if allowed_lateness is None else to_millis(
@@ -252,6 +261,8 @@ class WindowedOperatorBase(Bolt):
         else:  # Beam: the shortest processing-time delay (1 s for delays of 0)
             delays = processing_delays(self.trigger)
             period = (min(d for d in delays if d > 0) if any(delays) else 1000) if delays else None
+        if not period and getattr(self, "processing_time_watermark_ms", None) is not None:
+            period = 1000  # the processing-time watermark moves at batch ends, input or not
         return {TOPOLOGY_TICK_TUPLE_FREQ_SECS: period / 1000} if period else None
 
     def input_of(self, component: str) -> int:
@@ -278,7 +289,9 @@ class KeyedWindowedOperator(WindowedOperatorBase):
     of the upstream partitioned sources (files, Redis streams, Kafka), the slowest partition
     deciding and each tuple judged late against its own partition, so results do not depend on
     parallelism (`source_watermarks=False`: the largest timestamp of the whole input;
-    docs/design/source-watermarks.md).
+    docs/design/source-watermarks.md). `processing_time_watermark`: at every batch end the
+    watermark is at least the batch's processing time less this much (Apex's fixed watermark,
+    `FixedDiffProcessingTimeWatermarkGen`), whatever the event times.
     `stateful=True`: windows, accumulators and sessions live in the topology's state provider
     (`topology.state.provider`: memory, durable, redis; `squall.panes.state_mapping`), checkpointed
     with the topology's state (a stateful topology: Storm's checkpoints on the local runner,
@@ -308,7 +321,8 @@ class KeyedWindowedOperator(WindowedOperatorBase):
                  on_time_behavior: OnTimeBehavior = OnTimeBehavior.FIRE_ALWAYS,
                  closing_behavior: ClosingBehavior = ClosingBehavior.FIRE_IF_NON_EMPTY,
                  timestamp_combiner: TimestampCombiner = TimestampCombiner.OUTPUT_AT_EOW,
-                 pane_info: bool = False, source_watermarks: bool = True) -> None:
+                 pane_info: bool = False, source_watermarks: bool = True,
+                 processing_time_watermark: DurationLike | None = None) -> None:
         super().__init__(accumulation=accumulation, window=window, trigger=trigger,
                          allowed_lateness=allowed_lateness, watermark_delay=watermark_delay,
                          late_stream=late_stream, timestamp_fields=(timestamp_field,),
@@ -318,7 +332,8 @@ class KeyedWindowedOperator(WindowedOperatorBase):
                          accumulation_mode=accumulation_mode,
                          on_time_behavior=on_time_behavior, closing_behavior=closing_behavior,
                          timestamp_combiner=timestamp_combiner, pane_info=pane_info,
-            source_watermarks=source_watermarks)
+            source_watermarks=source_watermarks,
+            processing_time_watermark=processing_time_watermark)
 
 
 class WindowedOperator(WindowedOperatorBase):
@@ -337,7 +352,8 @@ class WindowedOperator(WindowedOperatorBase):
                  on_time_behavior: OnTimeBehavior = OnTimeBehavior.FIRE_ALWAYS,
                  closing_behavior: ClosingBehavior = ClosingBehavior.FIRE_IF_NON_EMPTY,
                  timestamp_combiner: TimestampCombiner = TimestampCombiner.OUTPUT_AT_EOW,
-                 pane_info: bool = False, source_watermarks: bool = True) -> None:
+                 pane_info: bool = False, source_watermarks: bool = True,
+                 processing_time_watermark: DurationLike | None = None) -> None:
         super().__init__(accumulation=accumulation, window=window, trigger=trigger,
                          allowed_lateness=allowed_lateness, watermark_delay=watermark_delay,
                          late_stream=late_stream, timestamp_fields=(timestamp_field,),
@@ -346,7 +362,8 @@ class WindowedOperator(WindowedOperatorBase):
                          stateful=stateful, accumulation_mode=accumulation_mode,
             on_time_behavior=on_time_behavior, closing_behavior=closing_behavior,
             timestamp_combiner=timestamp_combiner, pane_info=pane_info,
-            source_watermarks=source_watermarks)
+            source_watermarks=source_watermarks,
+            processing_time_watermark=processing_time_watermark)
 
 
 class WindowedMergeOperator(WindowedOperatorBase):
@@ -379,7 +396,8 @@ class WindowedMergeOperator(WindowedOperatorBase):
                  on_time_behavior: OnTimeBehavior = OnTimeBehavior.FIRE_ALWAYS,
                  closing_behavior: ClosingBehavior = ClosingBehavior.FIRE_IF_NON_EMPTY,
                  timestamp_combiner: TimestampCombiner = TimestampCombiner.OUTPUT_AT_EOW,
-                 pane_info: bool = False, source_watermarks: bool = True) -> None:
+                 pane_info: bool = False, source_watermarks: bool = True,
+                 processing_time_watermark: DurationLike | None = None) -> None:
         if not callable(getattr(accumulation, "accumulate2", None)):
             raise TypeError("the merge operator needs an accumulation with accumulate2() "
                             "(InnerJoin, LeftOuterJoin, RightOuterJoin, FullOuterJoin, "
@@ -405,7 +423,8 @@ class WindowedMergeOperator(WindowedOperatorBase):
             stateful=stateful, accumulation_mode=accumulation_mode,
             on_time_behavior=on_time_behavior, closing_behavior=closing_behavior,
             timestamp_combiner=timestamp_combiner, pane_info=pane_info,
-            source_watermarks=source_watermarks)
+            source_watermarks=source_watermarks,
+            processing_time_watermark=processing_time_watermark)
 
     def input_of(self, component: str) -> int:
         if component in self.input1:

@@ -352,6 +352,11 @@ class OperatorRole(WindowRole):
         if self._stale:
             self._load()
         engine = self.engine
+        fixed = getattr(self.instance, "processing_time_watermark_ms", None)
+        # Apex's processing-time watermark generator: applied at the batch end, before the time
+        # triggers, if it is above the watermark the inputs give.
+        if fixed is not None and now_ms - fixed > engine.watermark:
+            self._advance(now_ms - fixed, now_ms)
         engine.batch_end(now_ms)
         if engine.out:
             self._flush()
