@@ -17,7 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from squall import Bolt, Duration, Fields, Spout, TopologyBuilder, WindowedBolt
+from squall import (
+    Bolt,
+    Duration,
+    Fields,
+    Spout,
+    StatefulWindowedBolt,
+    TopologyBuilder,
+    WindowedBolt,
+)
 from squall.connectors import JsonLinesSource
 from squall.testing import complete_topology
 from squall.windows import KeyedWindowedOperator, SessionWindows, accumulations
@@ -202,12 +210,17 @@ def test_storm_windowed_bolts_opt_in_to_source_watermarks(runner, logs, parallel
                                runner=runner)
     assert sorted(r[:3] for r in result.tuples("hourly", "late")) == sorted(
         [e["user"], e["ts"], e["page"]] for e in late)
+    assert sorted(map(tuple, result.tuples("hourly"))) == sorted(hourly(good).items())
+
+
+def hourly(events: list[dict]) -> dict[int, int]:
+    """Clicks per Storm window (end - 1 h, end], ends on the hour, computed here directly."""
     hours: dict[int, int] = {}
-    for e in good:  # windows are (end - length, end], ends on the hour
+    for e in events:
         end = -(-e["ts"] // (60 * MINUTE)) * 60 * MINUTE
         end = end if end > e["ts"] else end + 60 * MINUTE
         hours[end] = hours.get(end, 0) + 1
-    assert sorted(map(tuple, result.tuples("hourly"))) == sorted(hours.items())
+    return hours
 
 
 def test_storm_windowed_bolts_keep_storms_rule_by_default(logs):
@@ -215,19 +228,43 @@ def test_storm_windowed_bolts_keep_storms_rule_by_default(logs):
     assert len(result.tuples("hourly", "late")) > 1000
 
 
-def test_stateful_windowed_bolts_refuse_source_watermarks_for_now(logs):
-    from squall import StatefulWindowedBolt
-    from squall.errors import InvalidTopologyError
+class StatefulHourlyClicks(StatefulWindowedBolt):
+    """Storm's stateful windowed bolt, its window kept in state (persistent mode)."""
 
-    class Stateful(StatefulWindowedBolt):
-        def execute(self, window):
-            pass
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, window):
+        self.collector.emit([window.end_timestamp, len(window.get())])
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("end", "clicks"))
+
+
+@pytest.mark.parametrize("parallelism", [1, 3])
+def test_persistent_stateful_windowed_bolts_take_source_watermarks(runner, logs, parallelism):
+    directory, good, late = logs
+    bolt = (StatefulHourlyClicks().with_tumbling_window(Duration(60 * MINUTE))
+            .with_timestamp_field("ts").with_lag(Duration(5 * MINUTE))
+            .with_late_tuple_stream("late").with_persistence().with_source_watermarks())
+    b = TopologyBuilder()
+    b.set_spout("clicks", JsonLinesSource(str(directory), FIELDS, bounded=True), parallelism)
+    b.set_bolt("hourly", bolt).shuffle_grouping("clicks")
+    result = complete_topology(b.create_topology(), STORM_CONF, runner=runner)
+    assert sorted(r[:3] for r in result.tuples("hourly", "late")) == sorted(
+        [e["user"], e["ts"], e["page"]] for e in late)
+    assert sorted(map(tuple, result.tuples("hourly"))) == sorted(hourly(good).items())
+
+
+def test_message_id_mode_refuses_source_watermarks(logs):
+    from squall.errors import InvalidTopologyError
 
     b = TopologyBuilder()
     b.set_spout("clicks", JsonLinesSource(str(logs[0]), FIELDS, bounded=True))
-    b.set_bolt("s", Stateful().with_tumbling_window(Duration(MINUTE)).with_timestamp_field("ts")
-               .with_persistence().with_source_watermarks()).shuffle_grouping("clicks")
-    with pytest.raises(InvalidTopologyError, match=r"with_source_watermarks.*not supported"):
+    b.set_bolt("s", StatefulHourlyClicks().with_tumbling_window(Duration(MINUTE))
+               .with_timestamp_field("ts").with_message_id_field("ts")
+               .with_source_watermarks()).shuffle_grouping("clicks")
+    with pytest.raises(InvalidTopologyError, match=r"with_source_watermarks.*with_persistence"):
         b.create_topology()
 
 

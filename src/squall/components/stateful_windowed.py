@@ -138,11 +138,11 @@ class StatefulWindowedBolt(WindowedBolt):
                 f"stateful windowed bolt {type(self).__name__} needs with_message_id_field(name) "
                 "(recovery from replayed tuples) or with_persistence() (window kept in state)",
                 component=component_id)
-        if conf.get(SOURCE_WATERMARKS):
+        if conf.get(SOURCE_WATERMARKS) and not self.persistent:
             raise InvalidTopologyError(
-                "source watermarks (with_source_watermarks) are not supported by stateful "
-                "windowed bolts yet; use a WindowedBolt or a windowed operator "
-                "(squall.windows), or Storm's rule (with_lag)", component=component_id)
+                "source watermarks (with_source_watermarks) need with_persistence() in a stateful "
+                "windowed bolt: message-id mode rebuilds its windows from replayed tuples, whose "
+                "partitions it does not track", component=component_id)
         if MAX_EVENTS_IN_MEMORY in conf and not self.persistent:
             raise InvalidTopologyError(
                 "with_max_events_in_memory(n) needs with_persistence()", component=component_id)

@@ -360,8 +360,8 @@ class PersistentWindowManager(WindowManager):
     """
 
     def __init__(self, spec: WindowSpec, streams: Iterable[Hashable] = (), *,
-                 queue: PartitionedQueue) -> None:
-        super().__init__(spec, streams)
+                 queue: PartitionedQueue, partition_tasks: dict[int, str] | None = None) -> None:
+        super().__init__(spec, streams, partition_tasks)
         self.queue = queue
         self.events = _View(queue, _event)  # type: ignore[assignment]
         self.keys = _View(queue, _key)  # type: ignore[assignment]

@@ -30,10 +30,12 @@ from squall.components.stateful_windowed import (
     StatefulWindowedBolt,
     TupleCodec,
 )
-from squall.components.windowed import PERSISTENT, detached
+from squall.components.windowed import PERSISTENT, SOURCE_WATERMARKS, detached
+from squall.partition_watermarks import PARTITIONS_STREAM, PartitionWatermarks
 from squall.protocols import OutputCollectorLike
 from squall.state.base import State
 from squall.task.collectors import WindowedOutputCollector
+from squall.task.roles.base import source_partition_tasks
 from squall.task.roles.windowed import WindowedRole
 from squall.topology.tuple import Tuple, is_tick_tuple
 from squall.tuple_windows.manager import Activation, Late, WindowManager
@@ -95,14 +97,15 @@ class StatefulWindowedRole(WindowedRole):
         """Persistent mode: a manager whose queue lives in the window state (at most
         `with_max_events_in_memory` events in memory); message-id mode: one that keeps the
         ids of what it holds."""
-        streams = list(context.this_sources)
+        streams = [s for s in context.this_sources if s[1] != PARTITIONS_STREAM]
+        partitions = source_partition_tasks(context)[0] if conf.get(SOURCE_WATERMARKS) else None
         if not self.persistent:
             return MessageIdWindowManager(spec, streams)
         max_events = int(conf.get(MAX_EVENTS_IN_MEMORY) or DEFAULT_MAX_EVENTS_IN_MEMORY)
         fields = {(cid, stream): context.get_component_output_fields(cid, stream)
                   for cid, stream in streams}
         queue = PartitionedQueue(max_events, codec=TupleCodec(fields))
-        return PersistentWindowManager(spec, streams, queue=queue)
+        return PersistentWindowManager(spec, streams, queue=queue, partition_tasks=partitions)
 
     def saved(self) -> dict[str, Any]:
         saved = super().saved()
@@ -183,6 +186,10 @@ class StatefulWindowedRole(WindowedRole):
                 self.manager = PersistentWindowManager(
                     old.spec, old.tracker.streams if old.tracker else (),
                     queue=PartitionedQueue(old.queue.max_events, codec=old.queue.codec))
+                if old.partitions is not None:  # with source watermarks: none seen yet
+                    p = old.partitions
+                    self.manager.partitions = PartitionWatermarks(p.tasks, p.delay,
+                                                                  p.component_of)
             manager = self.manager
             assert isinstance(manager, PersistentWindowManager)
             manager.queue.attach(state)
@@ -201,6 +208,9 @@ class StatefulWindowedRole(WindowedRole):
 
     # ---- tuples --------------------------------------------------------------------------
     def execute(self, tup: Tuple, now_ms: int) -> None:
+        if tup._origin.stream == PARTITIONS_STREAM:
+            self._partition_event(tup, now_ms)
+            return
         if self.persistent:
             self._persistent_execute(tup, now_ms)
             return
@@ -329,6 +339,16 @@ class StatefulWindowedRole(WindowedRole):
         self._record(self.manager.end_of_input(now_ms))
 
     # ---- persistent mode -----------------------------------------------------------------
+    def _partition_event(self, tup: Tuple, now_ms: int) -> None:
+        """A source's partition event (source watermarks): it moves the watermark, and windows
+        are evaluated as on a tuple."""
+        event, partitions = tup.values
+        manager = self.manager
+        # Only persistent mode takes source watermarks (StatefulWindowedBolt.check_window).
+        assert isinstance(manager, PersistentWindowManager)
+        manager.listener = self.activate
+        self.apply(manager.partition_event(tup._origin.task, event, partitions, now_ms))
+
     def _persistent_execute(self, tup: Tuple, now_ms: int) -> None:
         manager = self.manager
         assert isinstance(manager, PersistentWindowManager)
