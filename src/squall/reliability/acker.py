@@ -115,6 +115,11 @@ class AckerLedger:
 
     def __init__(self, memory_ms: int = 30_000) -> None:
         self._pending: dict[int, _Entry] = {}
+        # The pending trees by root, for a runner's hot path: it may XOR an ack's value into an
+        # entry's `val` itself, and must then call `ack(root, 0, now)` when that leaves `val` at
+        # 0 with `spout_task >= 0` (the tree completed: `ack` settles it). Any other message
+        # goes through the methods.
+        self.entries = self._pending
         self._gone: OrderedDict[int, int] = OrderedDict()  # failed or timed out root -> when
         self.memory_ms = memory_ms
 

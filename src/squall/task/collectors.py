@@ -414,7 +414,7 @@ class BasicOutputCollector:
         # rest by OutputCollector.emit.
         inp = self.input
         roots = None if self._untracked or inp is None else inp._anchors
-        if self._captured or (roots and self._open is None):
+        if self._captured:
             return self._out.emit(values, self.input, stream)
         route = self._routes.get(stream)
         if route is None or len(values) != route.arity or route.direct:
@@ -426,10 +426,23 @@ class BasicOutputCollector:
         stats.transferred += len(targets)
         origin = route.origin
         opened = self._open
-        if opened is None:  # so roots is empty: an unanchored emit
+        if opened is None:
             send = self._send
+            if not roots:  # an unanchored emit
+                for t in targets:
+                    send(t, _RuntimeTuple(values, origin, None, t))
+                return targets
+            if len(roots) > 1:
+                self._out._send_anchored(values, origin, targets, inp)  # type: ignore[arg-type]
+                return targets
+            # OutputCollector._send_anchored's single-tree case, inline: every BasicBolt emit
+            # of a tracked topology on a host that takes tuples one by one (the local runner).
+            (root,) = roots
+            rand = self._rand
             for t in targets:
-                send(t, _RuntimeTuple(values, origin, None, t))
+                edge = rand()
+                inp._ack_val ^= edge  # type: ignore[union-attr]
+                send(t, _RuntimeTuple(values, origin, {root: edge}, t))
             return targets
         if values.__class__ is not list:
             values = list(values)
