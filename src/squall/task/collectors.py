@@ -56,6 +56,11 @@ class _Emitter:
         # Hosts that buffer tuples in packets (the Spark runner's) take an unanchored emit's
         # values directly, without a Tuple or a call per emit (see `host_channels`).
         self._open, self._channel = host_channels(host)
+        # A host that executes a tuple as soon as it is sent (the local runner on an acyclic
+        # topology) may say how: `(executors, received, on_error)`; the hot paths then do what
+        # its `send` does inline: count the tuple as received by its task, call the task's
+        # executor, and hand an exception to `on_error(task, tuple, exc)`.
+        self._direct: Any = getattr(host, "direct_delivery", None)
 
     _host: Host
     _routes: dict[str, StreamRoute]
@@ -384,8 +389,8 @@ class OutputCollector(_Emitter):
 class BasicOutputCollector:
     """What a `BasicBolt` emits with: every emit is anchored to the input being executed."""
 
-    __slots__ = ("_captured", "_channel", "_open", "_out", "_rand", "_routes", "_send", "_stats",
-                 "_untracked", "input")
+    __slots__ = ("_captured", "_channel", "_direct", "_open", "_out", "_rand", "_routes", "_send",
+                 "_stats", "_untracked", "input")
 
     def __init__(self, out: OutputCollector) -> None:
         self._out = out
@@ -405,6 +410,7 @@ class BasicOutputCollector:
         self._stats = out._stats
         self._send = out._send
         self._open, self._channel = out._open, out._channel
+        self._direct = out._direct
         self._rand = out._rand
         self.input: Tuple | None = None  # no input is being executed
 
@@ -427,22 +433,47 @@ class BasicOutputCollector:
         origin = route.origin
         opened = self._open
         if opened is None:
-            send = self._send
-            if not roots:  # an unanchored emit
-                for t in targets:
-                    send(t, _RuntimeTuple(values, origin, None, t))
-                return targets
-            if len(roots) > 1:
+            if roots and len(roots) > 1:
                 self._out._send_anchored(values, origin, targets, inp)  # type: ignore[arg-type]
                 return targets
-            # OutputCollector._send_anchored's single-tree case, inline: every BasicBolt emit
-            # of a tracked topology on a host that takes tuples one by one (the local runner).
+            direct = self._direct
+            if direct is None:
+                send = self._send
+                if not roots:  # an unanchored emit
+                    for t in targets:
+                        send(t, _RuntimeTuple(values, origin, None, t))
+                    return targets
+                # OutputCollector._send_anchored's single-tree case, inline.
+                (root,) = roots
+                rand = self._rand
+                for t in targets:
+                    edge = rand()
+                    inp._ack_val ^= edge  # type: ignore[union-attr]
+                    send(t, _RuntimeTuple(values, origin, {root: edge}, t))
+                return targets
+            # The same, executing each tuple here (`_Emitter.bind`): every BasicBolt emit on
+            # the local runner.
+            executors, received, on_error = direct
+            if not roots:
+                for t in targets:
+                    tup = _RuntimeTuple(values, origin, None, t)
+                    received[t] += 1
+                    try:
+                        executors[t](tup)
+                    except Exception as exc:
+                        on_error(t, tup, exc)
+                return targets
             (root,) = roots
             rand = self._rand
             for t in targets:
                 edge = rand()
                 inp._ack_val ^= edge  # type: ignore[union-attr]
-                send(t, _RuntimeTuple(values, origin, {root: edge}, t))
+                tup = _RuntimeTuple(values, origin, {root: edge}, t)
+                received[t] += 1
+                try:
+                    executors[t](tup)
+                except Exception as exc:
+                    on_error(t, tup, exc)
             return targets
         if values.__class__ is not list:
             values = list(values)

@@ -105,6 +105,11 @@ class LocalEngine(Controls, Reporting):
         # queue round trip per tuple is saved. A cycle needs the queue, or execute would recurse.
         self.direct = is_acyclic(topology)
         self.send = send_direct if self.direct else send_queued
+        # What `send_direct` does, for collectors to do inline (one call less per tuple):
+        # `(executors, received, on_error)`; None when tuples go through the queue.
+        self.direct_delivery: tuple[dict[int, Callable[[Tuple], None]], list[int],
+                                    Callable[[int, Tuple, Exception], None]] | None = (
+            (executors, received, self._execute_error) if self.direct else None)
         # With a checkpoint location every batch is a transaction (transactions.py); without,
         # stateful bolts follow Storm's checkpoint protocol (CheckpointSpoutTask below).
         self.transactions: LocalTransactions | None = None
