@@ -174,13 +174,29 @@ class SpoutOutputCollector(_Emitter):
             return
         rand = self._rand
         root = rand() >> 1  # a plain root: top bit clear (squall.reliability.acker.RECORD_FLAG)
+        if len(targets) == 1:  # the common case, without the lists
+            (t,) = targets
+            edge = rand()
+            # The tree is registered before any tuple leaves: a runner may execute (and ack) a
+            # tuple inside send, and an ack must never reach the acker before its tree's init.
+            task.track(root, msg_id, route.stream, edge, values)
+            tup = _RuntimeTuple(values, origin, {root: edge}, t)
+            direct = self._direct
+            if direct is None:
+                send(t, tup)
+                return
+            executors, received, on_error = direct  # see _Emitter.bind
+            received[t] += 1
+            try:
+                executors[t](tup)
+            except Exception as exc:
+                on_error(t, tup, exc)
+            return
         edges = [rand() for _ in targets]
         xor = 0
         for edge in edges:
             xor ^= edge
-        # The tree is registered before any tuple leaves: a runner may execute (and ack) a
-        # tuple inside send, and an ack must never reach the acker before its tree's init.
-        task.track(root, msg_id, route.stream, xor, values)
+        task.track(root, msg_id, route.stream, xor, values)  # before any tuple leaves
         for t, edge in zip(targets, edges, strict=True):
             send(t, _RuntimeTuple(values, origin, {root: edge}, t))
 

@@ -198,7 +198,7 @@ class LocalEngine(Controls, Reporting):
         is read only when the tree completes (or the root is not pending); same outcomes."""
         # `ackers` is looked into on every call: a restore replaces its ledgers (not their
         # number).
-        ackers, recent, settle = self.ackers, self._recent_error, self._settle
+        ackers, recent, settle = self.ackers, self._recent_error, self.settlement.settle
         n = len(ackers)
         now_us = self.clock.now_us
 
@@ -253,6 +253,9 @@ class LocalEngine(Controls, Reporting):
         # Trees of the checkpoint spout (a stateful topology's) have its task id, past the last.
         spout: OutcomeReceiver | None = task if isinstance(task, SpoutTask) else self.checkpoint
         assert spout is not None, f"no spout task {outcome.spout_task}"
+        if outcome.kind == "ack":  # deliver_to_spout, inline for the path of every tree
+            spout.completions.append(outcome)
+            return
         deliver_to_spout(spout, outcome)
 
     def _report_unknown(self, component: str | None, error: ReliabilityError) -> None:
@@ -459,7 +462,8 @@ class LocalEngine(Controls, Reporting):
                     self.end_batch()
                     next_batch_end = now + self.batch_ms
                     work += 1  # its acks reach the spouts in the next round
-                work += self._send_ticks(now)
+                if self.ticks:
+                    work += self._send_ticks(now)
                 if on_progress is not None and now >= next_progress:
                     on_progress(self.metrics())
                     next_progress = now + progress_every_ms
