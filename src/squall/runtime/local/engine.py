@@ -182,7 +182,9 @@ class LocalEngine(Controls, Reporting):
         return self.clock.now_us()
 
     def ack_init(self, root: int, xor: int, spout_task: int) -> None:
-        outcome = self.ackers[root % len(self.ackers)].init(root, xor, spout_task, self.now_us())
+        ackers = self.ackers
+        outcome = ackers[root % len(ackers) if len(ackers) > 1 else 0].init(
+            root, xor, spout_task, self.clock.now_us())
         if outcome is not None:
             self._settle(outcome, None)
 
@@ -205,7 +207,7 @@ class LocalEngine(Controls, Reporting):
         def ack(root: int, value: int, component: str) -> None:
             if recent:  # the component went on: its last error failed nothing later
                 recent.pop(component, None)
-            ledger = ackers[root % n]
+            ledger = ackers[root % n if n > 1 else 0]
             entry = ledger.entries.get(root)
             if entry is not None:
                 value ^= entry.val
