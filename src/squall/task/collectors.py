@@ -214,6 +214,9 @@ class OutputCollector(_Emitter):
         # A host whose `ack` only XORs the value into `xor[root]` (the Spark stage's) exposes
         # that dict as `ack_xor`; acks then update it inline.
         self._xor: dict[int, int] | None = host.ack_xor
+        # A host that executes tuples as they are sent may fold acks (`_Emitter.bind`):
+        # `[child, parent, recent errors]`, see `ack` and BasicOutputCollector.emit.
+        self._fold: list[Any] | None = getattr(host, "ack_folding", None)
         self._host_fail = host.fail
         self._host_reset = host.reset
 
@@ -370,6 +373,17 @@ class OutputCollector(_Emitter):
         roots = tup._anchors
         if roots:
             val = tup._ack_val
+            fold = self._fold
+            if fold is not None and tup is fold[0]:
+                # Acked while its emitter executes it, which made its edge 0 and did not XOR
+                # it into its anchor (BasicOutputCollector.emit): what this ack would send, the
+                # anchor's own ack sends instead. The ledger's sum is the same.
+                fold[0] = None
+                if val:
+                    fold[1]._ack_val ^= val
+                if fold[2]:  # as the host's ack: the component went on after its last error
+                    fold[2].pop(self._component, None)
+                return
             xor = self._xor
             if xor is not None:  # the host XORs acks per root itself: no call per ack
                 for root, edge in roots.items():
@@ -481,15 +495,37 @@ class BasicOutputCollector:
                 return targets
             (root,) = roots
             rand = self._rand
+            fold = self._out._fold
+            if fold is None or inp._state != PENDING:  # type: ignore[union-attr]
+                for t in targets:
+                    edge = rand()
+                    inp._ack_val ^= edge  # type: ignore[union-attr]
+                    tup = _RuntimeTuple(values, origin, {root: edge}, t)
+                    received[t] += 1
+                    try:
+                        executors[t](tup)
+                    except Exception as exc:
+                        on_error(t, tup, exc)
+                return targets
+            # An edge that is created and acked before the anchor is acked cancels out of the
+            # ledger's XOR: the child goes with edge 0, and its ack, if it comes while it
+            # executes, is folded into the anchor's (OutputCollector.ack). A child still pending
+            # afterwards (held by its bolt) gets its random edge then, XORed into the anchor as
+            # usual; a failed one fails its tree whatever its edge.
             for t in targets:
-                edge = rand()
-                inp._ack_val ^= edge  # type: ignore[union-attr]
-                tup = _RuntimeTuple(values, origin, {root: edge}, t)
+                anchors = {root: 0}
+                tup = _RuntimeTuple(values, origin, anchors, t)
                 received[t] += 1
+                outer = fold[0], fold[1]
+                fold[0], fold[1] = tup, inp
                 try:
                     executors[t](tup)
                 except Exception as exc:
                     on_error(t, tup, exc)
+                fold[0], fold[1] = outer
+                if tup._state == PENDING:
+                    edge = anchors[root] = rand()
+                    inp._ack_val ^= edge  # type: ignore[union-attr]
             return targets
         if values.__class__ is not list:
             values = list(values)

@@ -81,6 +81,9 @@ class LocalEngine(Controls, Reporting):
         self._recent_error: dict[str, tuple[str, str]] = {}
         if n_ackers:
             self.ack = self._fast_ack()  # type: ignore[method-assign]
+        # Acks folded into their anchor's (squall.task.collectors.OutputCollector.ack): the
+        # tuple executing now, its anchor, and the record of components' last errors.
+        self.ack_folding: list[Any] | None = None
         # Task id -> what executes its tuples (replaced for one call to time it).
         executors: dict[int, Callable[[Tuple], None]] = {}
         self._executors = executors
@@ -110,6 +113,8 @@ class LocalEngine(Controls, Reporting):
         self.direct_delivery: tuple[dict[int, Callable[[Tuple], None]], list[int],
                                     Callable[[int, Tuple, Exception], None]] | None = (
             (executors, received, self._execute_error) if self.direct else None)
+        if self.direct and n_ackers:
+            self.ack_folding = [None, None, self._recent_error]
         # With a checkpoint location every batch is a transaction (transactions.py); without,
         # stateful bolts follow Storm's checkpoint protocol (CheckpointSpoutTask below).
         self.transactions: LocalTransactions | None = None
