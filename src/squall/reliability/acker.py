@@ -186,8 +186,15 @@ class AckerLedger:
         """
         entry = self._pending.get(root)
         if entry is None:
-            if spout_task is None and root in self._gone:
-                return Outcome("late", root, -1, 0)
+            if spout_task is None:
+                if root in self._gone:
+                    return Outcome("late", root, -1, 0)
+            elif not xor and not failed and not failed_records:
+                # A whole tree in one go (init and every ack in the same micro-batch): what the
+                # lines below would decide, without an entry.
+                start = now_ms if start_ms is None else start_ms
+                return Outcome("ack", root, spout_task, now_ms - start,
+                               tuples=1 if tuples is None else tuples)
             # Acks may precede their init across micro-batches on a distributed runner.
             entry = self._pending[root] = _Entry(now_ms if start_ms is None else start_ms)
         entry.val ^= xor
