@@ -516,13 +516,15 @@ class BasicOutputCollector:
                 anchors = {root: 0}
                 tup = _RuntimeTuple(values, origin, anchors, t)
                 received[t] += 1
-                outer = fold[0], fold[1]
-                fold[0], fold[1] = tup, inp
+                outer, outer_anchor = fold[0], fold[1]
+                fold[0] = tup
+                fold[1] = inp
                 try:
                     executors[t](tup)
                 except Exception as exc:
                     on_error(t, tup, exc)
-                fold[0], fold[1] = outer
+                fold[0] = outer
+                fold[1] = outer_anchor
                 if tup._state == PENDING:
                     edge = anchors[root] = rand()
                     inp._ack_val ^= edge  # type: ignore[union-attr]

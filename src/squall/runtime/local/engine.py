@@ -80,7 +80,7 @@ class LocalEngine(Controls, Reporting):
         self.error_log = ErrorLog(log, traceback=lambda e: not isinstance(e, ReliabilityError))
         self._recent_error: dict[str, tuple[str, str]] = {}
         if n_ackers:
-            self.ack = self._fast_ack()  # type: ignore[method-assign]
+            self.ack = self._fast_ack()  # type: ignore[method-assign, assignment]
         # Acks folded into their anchor's (squall.task.collectors.OutputCollector.ack): the
         # tuple executing now, its anchor, and the record of components' last errors.
         self.ack_folding: list[Any] | None = None
