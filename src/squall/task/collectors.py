@@ -523,8 +523,9 @@ class BasicOutputCollector:
                     executors[t](tup)
                 except Exception as exc:
                     on_error(t, tup, exc)
-                fold[0] = outer
-                fold[1] = outer_anchor
+                finally:
+                    fold[0] = outer
+                    fold[1] = outer_anchor
                 if tup._state == PENDING:
                     edge = anchors[root] = rand()
                     inp._ack_val ^= edge  # type: ignore[union-attr]
