@@ -364,7 +364,7 @@ def test_tree_completes_only_when_every_node_is_acked():
     assert result.stats["split"].acked == 4 and result.stats["sink"].acked == 6
 
 
-class BasicSplit(BasicBolt):
+class WordsOfRow(BasicBolt):
     def execute(self, tup, collector):
         for word in tup.values[-1].split():
             collector.emit(Values(word))
@@ -392,7 +392,7 @@ def test_trees_of_basic_bolts_with_children_acked_at_once_held_or_failed(verb):
     rows = [[0, "a b"], [1, "hold1 c"], [2, "d"], [3, "hold2 release"], [4, "e"]]
     b = TopologyBuilder()
     b.set_spout("spout", RecordingSpout(rows))
-    b.set_bolt("split", BasicSplit(), 2).shuffle_grouping("spout")
+    b.set_bolt("split", WordsOfRow(), 2).shuffle_grouping("spout")
     b.set_bolt("relay", BasicRelay(), 2).shuffle_grouping("split")
     b.set_bolt("sink", HoldUntilRelease(verb)).shuffle_grouping("relay")
     result = complete_topology(b.create_topology())
