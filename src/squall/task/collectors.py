@@ -99,8 +99,19 @@ class _Emitter:
         """Deliver an unanchored tuple to `targets` (inlined in `BasicOutputCollector.emit`)."""
         opened = self._open
         if opened is None:
+            direct = self._direct
+            if direct is None:
+                for t in targets:
+                    self._send(t, _RuntimeTuple(values, origin, None, t))
+                return
+            executors, received, on_error = direct  # see bind
             for t in targets:
-                self._send(t, _RuntimeTuple(values, origin, None, t))
+                tup = _RuntimeTuple(values, origin, None, t)
+                received[t] += 1
+                try:
+                    executors[t](tup)
+                except Exception as exc:
+                    on_error(t, tup, exc)
             return
         if values.__class__ is not list:
             values = list(values)

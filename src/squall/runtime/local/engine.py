@@ -141,6 +141,7 @@ class LocalEngine(Controls, Reporting):
                     task.checkpointing.on_batch_transactions(self.transactions.dir)
         self.batch_id = 0
         self._rounds = 0
+        self._expired_ms = -1  # the clock's time when timeouts were last looked at (`round`)
         self._next_sample = 1  # the round whose bolt tuples are timed next
         # Restored bolt instances (a restart) are not prepared again, as on Spark.
         self.restored: set[int] = (self.transactions.restore(self)
@@ -387,11 +388,17 @@ class LocalEngine(Controls, Reporting):
             self._next_sample += min(self._next_sample, self.SAMPLE_ROUNDS)
             self._sample_executes()
         work = 0
-        now = self.now_ms()
+        now = self.clock.now_ms()
+        # Within one millisecond nothing new can time out (a tree's clock starts at the time it
+        # is added or reset, so not before `now`): expiry is looked at once per millisecond,
+        # not once per round (tens of rounds a millisecond at W1's pace).
+        fresh = now != self._expired_ms
+        self._expired_ms = now
         for spout in self.spouts:
             if spout.completions:
                 work += spout.deliver_completions()
-            if spout.pending.timeout_ms is not None and spout.pending:
+            timeout = spout.pending.timeout_ms
+            if timeout is not None and (fresh or not timeout) and spout.pending:
                 work += spout.expire(now)
             if spout.retries.waiting:
                 work += spout.replay_due(now)
