@@ -191,17 +191,7 @@ class SpoutOutputCollector(_Emitter):
             # The tree is registered before any tuple leaves: a runner may execute (and ack) a
             # tuple inside send, and an ack must never reach the acker before its tree's init.
             task.track(root, msg_id, route.stream, edge, values)
-            tup = _RuntimeTuple(values, origin, {root: edge}, t)
-            direct = self._direct
-            if direct is None:
-                send(t, tup)
-                return
-            executors, received, on_error = direct  # see _Emitter.bind
-            received[t] += 1
-            try:
-                executors[t](tup)
-            except Exception as exc:
-                on_error(t, tup, exc)
+            send(t, _RuntimeTuple(values, origin, {root: edge}, t))
             return
         edges = [rand() for _ in targets]
         xor = 0
@@ -478,24 +468,23 @@ class BasicOutputCollector:
                 self._out._send_anchored(values, origin, targets, inp)  # type: ignore[arg-type]
                 return targets
             direct = self._direct
-            if direct is None:
+            fold: list[Any] = self._out._fold  # type: ignore[assignment]  # None: checked
+            # Through the host's send: a host that does not execute tuples as they are sent, or
+            # an anchor already acked or failed (a misuse: its child's ack must reach the
+            # ledger, which reports it).
+            if direct is None or (roots and (
+                    fold is None or inp._state != PENDING)):  # type: ignore[union-attr]
                 send = self._send
                 if not roots:  # an unanchored emit
                     for t in targets:
                         send(t, _RuntimeTuple(values, origin, None, t))
                     return targets
-                # OutputCollector._send_anchored's single-tree case, inline.
-                (root,) = roots
-                rand = self._rand
-                for t in targets:
-                    edge = rand()
-                    inp._ack_val ^= edge  # type: ignore[union-attr]
-                    send(t, _RuntimeTuple(values, origin, {root: edge}, t))
+                self._out._send_anchored(values, origin, targets, inp)  # type: ignore[arg-type]
                 return targets
             # The same, executing each tuple here (`_Emitter.bind`): every BasicBolt emit on
             # the local runner.
             executors, received, on_error = direct
-            if not roots:
+            if not roots:  # `_send_unanchored`'s direct case, inline (one call less a word)
                 for t in targets:
                     tup = _RuntimeTuple(values, origin, None, t)
                     received[t] += 1
@@ -506,18 +495,6 @@ class BasicOutputCollector:
                 return targets
             (root,) = roots
             rand = self._rand
-            fold = self._out._fold
-            if fold is None or inp._state != PENDING:  # type: ignore[union-attr]
-                for t in targets:
-                    edge = rand()
-                    inp._ack_val ^= edge  # type: ignore[union-attr]
-                    tup = _RuntimeTuple(values, origin, {root: edge}, t)
-                    received[t] += 1
-                    try:
-                        executors[t](tup)
-                    except Exception as exc:
-                        on_error(t, tup, exc)
-                return targets
             # An edge that is created and acked before the anchor is acked cancels out of the
             # ledger's XOR: the child goes with edge 0, and its ack, if it comes while it
             # executes, is folded into the anchor's (OutputCollector.ack). A child still pending
