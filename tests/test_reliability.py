@@ -364,6 +364,55 @@ def test_tree_completes_only_when_every_node_is_acked():
     assert result.stats["split"].acked == 4 and result.stats["sink"].acked == 6
 
 
+class WordsOfRow(BasicBolt):
+    def execute(self, tup, collector):
+        for word in tup.values[-1].split():
+            collector.emit(Values(word))
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("word"))
+
+
+class BasicRelay(BasicBolt):
+    """Emits its word twice ("x" and "x!"), anchored; a BasicBolt acks its input after."""
+
+    def execute(self, tup, collector):
+        collector.emit(Values(tup.values[0]))
+        collector.emit(Values(tup.values[0] + "!"))
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("word"))
+
+
+@pytest.mark.parametrize("verb", ["ack", "fail"])
+def test_trees_of_basic_bolts_with_children_acked_at_once_held_or_failed(verb):
+    # On the local runner a BasicBolt's child that is acked while it executes has its ack folded
+    # into its anchor's (squall.task.collectors): trees through two BasicBolts whose leaves are
+    # acked at once, held and acked or failed later, or acked by another tuple's execute.
+    rows = [[0, "a b"], [1, "hold1 c"], [2, "d"], [3, "hold2 release"], [4, "e"]]
+    b = TopologyBuilder()
+    b.set_spout("spout", RecordingSpout(rows))
+    b.set_bolt("split", WordsOfRow(), 2).shuffle_grouping("spout")
+    b.set_bolt("relay", BasicRelay(), 2).shuffle_grouping("split")
+    b.set_bolt("sink", HoldUntilRelease(verb)).shuffle_grouping("relay")
+    result = complete_topology(b.create_topology())
+    assert result.errors == []
+    settled = "ack" if verb == "ack" else "fail"
+    assert events(result) == [
+        ("emit", 0), ("ack", 0),
+        ("emit", 1),  # "hold1" and "hold1!" are held
+        ("emit", 2), ("ack", 2),
+        ("emit", 3),  # "hold2" ... then "release" settles the held tuples, its own tree's too
+        (settled, 1), ("ack", 3) if verb == "ack" else ("fail", 3),
+        ("emit", 4), ("ack", 4),
+    ]
+    held = 4  # hold1, hold1!, hold2, hold2!
+    sink = result.stats["sink"]
+    assert (sink.executed, sink.acked, sink.failed) == (
+        (16, 16, 0) if verb == "ack" else (16, 16 - held, held))
+    assert result.stats["spout"].pending == 0
+
+
 def test_failing_one_leaf_fails_the_whole_tree():
     rows = [[0, "a hold b"], [1, "c"], [2, "release"]]
     result = complete_topology(split_hold_topology(rows, verb="fail"))

@@ -115,6 +115,11 @@ class AckerLedger:
 
     def __init__(self, memory_ms: int = 30_000) -> None:
         self._pending: dict[int, _Entry] = {}
+        # The pending trees by root, for a runner's hot path: it may XOR an ack's value into an
+        # entry's `val` itself, and must then call `ack(root, 0, now)` when that leaves `val` at
+        # 0 with `spout_task >= 0` (the tree completed: `ack` settles it). Any other message
+        # goes through the methods.
+        self.entries = self._pending
         self._gone: OrderedDict[int, int] = OrderedDict()  # failed or timed out root -> when
         self.memory_ms = memory_ms
 
@@ -181,8 +186,15 @@ class AckerLedger:
         """
         entry = self._pending.get(root)
         if entry is None:
-            if spout_task is None and root in self._gone:
-                return Outcome("late", root, -1, 0)
+            if spout_task is None:
+                if root in self._gone:
+                    return Outcome("late", root, -1, 0)
+            elif not xor and not failed and not failed_records:
+                # A whole tree in one go (init and every ack in the same micro-batch): what the
+                # lines below would decide, without an entry.
+                start = now_ms if start_ms is None else start_ms
+                return Outcome("ack", root, spout_task, now_ms - start,
+                               tuples=1 if tuples is None else tuples)
             # Acks may precede their init across micro-batches on a distributed runner.
             entry = self._pending[root] = _Entry(now_ms if start_ms is None else start_ms)
         entry.val ^= xor

@@ -56,6 +56,11 @@ class _Emitter:
         # Hosts that buffer tuples in packets (the Spark runner's) take an unanchored emit's
         # values directly, without a Tuple or a call per emit (see `host_channels`).
         self._open, self._channel = host_channels(host)
+        # A host that executes a tuple as soon as it is sent (the local runner on an acyclic
+        # topology) may say how: `(executors, received, on_error)`; the hot paths then do what
+        # its `send` does inline: count the tuple as received by its task, call the task's
+        # executor, and hand an exception to `on_error(task, tuple, exc)`.
+        self._direct: Any = getattr(host, "direct_delivery", None)
 
     _host: Host
     _routes: dict[str, StreamRoute]
@@ -94,8 +99,19 @@ class _Emitter:
         """Deliver an unanchored tuple to `targets` (inlined in `BasicOutputCollector.emit`)."""
         opened = self._open
         if opened is None:
+            direct = self._direct
+            if direct is None:
+                for t in targets:
+                    self._send(t, _RuntimeTuple(values, origin, None, t))
+                return
+            executors, received, on_error = direct  # see bind
             for t in targets:
-                self._send(t, _RuntimeTuple(values, origin, None, t))
+                tup = _RuntimeTuple(values, origin, None, t)
+                received[t] += 1
+                try:
+                    executors[t](tup)
+                except Exception as exc:
+                    on_error(t, tup, exc)
             return
         if values.__class__ is not list:
             values = list(values)
@@ -177,13 +193,19 @@ class SpoutOutputCollector(_Emitter):
             return
         rand = self._rand
         root = rand() >> 1  # a plain root: top bit clear (squall.reliability.acker.RECORD_FLAG)
+        if len(targets) == 1:  # the common case, without the lists
+            (t,) = targets
+            edge = rand()
+            # The tree is registered before any tuple leaves: a runner may execute (and ack) a
+            # tuple inside send, and an ack must never reach the acker before its tree's init.
+            task.track(root, msg_id, route.stream, edge, values)
+            send(t, _RuntimeTuple(values, origin, {root: edge}, t))
+            return
         edges = [rand() for _ in targets]
         xor = 0
         for edge in edges:
             xor ^= edge
-        # The tree is registered before any tuple leaves: a runner may execute (and ack) a
-        # tuple inside send, and an ack must never reach the acker before its tree's init.
-        task.track(root, msg_id, route.stream, xor, values)
+        task.track(root, msg_id, route.stream, xor, values)  # before any tuple leaves
         for t, edge in zip(targets, edges, strict=True):
             send(t, _RuntimeTuple(values, origin, {root: edge}, t))
 
@@ -201,6 +223,9 @@ class OutputCollector(_Emitter):
         # A host whose `ack` only XORs the value into `xor[root]` (the Spark stage's) exposes
         # that dict as `ack_xor`; acks then update it inline.
         self._xor: dict[int, int] | None = host.ack_xor
+        # A host that executes tuples as they are sent may fold acks (`_Emitter.bind`):
+        # `[child, parent, recent errors]`, see `ack` and BasicOutputCollector.emit.
+        self._fold: list[Any] | None = getattr(host, "ack_folding", None)
         self._host_fail = host.fail
         self._host_reset = host.reset
 
@@ -357,6 +382,17 @@ class OutputCollector(_Emitter):
         roots = tup._anchors
         if roots:
             val = tup._ack_val
+            fold = self._fold
+            if fold is not None and tup is fold[0]:
+                # Acked while its emitter executes it, which made its edge 0 and did not XOR
+                # it into its anchor (BasicOutputCollector.emit): what this ack would send, the
+                # anchor's own ack sends instead. The ledger's sum is the same.
+                fold[0] = None
+                if val:
+                    fold[1]._ack_val ^= val
+                if fold[2]:  # as the host's ack: the component went on after its last error
+                    fold[2].pop(self._component, None)
+                return
             xor = self._xor
             if xor is not None:  # the host XORs acks per root itself: no call per ack
                 for root, edge in roots.items():
@@ -392,8 +428,8 @@ class OutputCollector(_Emitter):
 class BasicOutputCollector:
     """What a `BasicBolt` emits with: every emit is anchored to the input being executed."""
 
-    __slots__ = ("_captured", "_channel", "_open", "_out", "_rand", "_routes", "_send", "_stats",
-                 "_untracked", "input")
+    __slots__ = ("_captured", "_channel", "_direct", "_open", "_out", "_rand", "_routes", "_send",
+                 "_stats", "_untracked", "input")
 
     def __init__(self, out: OutputCollector) -> None:
         self._out = out
@@ -413,6 +449,7 @@ class BasicOutputCollector:
         self._stats = out._stats
         self._send = out._send
         self._open, self._channel = out._open, out._channel
+        self._direct = out._direct
         self._rand = out._rand
         self.input: Tuple | None = None  # no input is being executed
 
@@ -422,7 +459,7 @@ class BasicOutputCollector:
         # rest by OutputCollector.emit.
         inp = self.input
         roots = None if self._untracked or inp is None else inp._anchors
-        if self._captured or (roots and self._open is None):
+        if self._captured:
             return self._out.emit(values, self.input, stream)
         route = self._routes.get(stream)
         if route is None or len(values) != route.arity or route.direct:
@@ -434,10 +471,60 @@ class BasicOutputCollector:
         stats.transferred += len(targets)
         origin = route.origin
         opened = self._open
-        if opened is None:  # so roots is empty: an unanchored emit
-            send = self._send
+        if opened is None:
+            if roots and len(roots) > 1:
+                self._out._send_anchored(values, origin, targets, inp)  # type: ignore[arg-type]
+                return targets
+            direct = self._direct
+            fold: list[Any] = self._out._fold  # type: ignore[assignment]  # None: checked
+            # Through the host's send: a host that does not execute tuples as they are sent, or
+            # an anchor already acked or failed (a misuse: its child's ack must reach the
+            # ledger, which reports it).
+            if direct is None or (roots and (
+                    fold is None or inp._state != PENDING)):  # type: ignore[union-attr]
+                send = self._send
+                if not roots:  # an unanchored emit
+                    for t in targets:
+                        send(t, _RuntimeTuple(values, origin, None, t))
+                    return targets
+                self._out._send_anchored(values, origin, targets, inp)  # type: ignore[arg-type]
+                return targets
+            # The same, executing each tuple here (`_Emitter.bind`): every BasicBolt emit on
+            # the local runner.
+            executors, received, on_error = direct
+            if not roots:  # `_send_unanchored`'s direct case, inline (one call less a word)
+                for t in targets:
+                    tup = _RuntimeTuple(values, origin, None, t)
+                    received[t] += 1
+                    try:
+                        executors[t](tup)
+                    except Exception as exc:
+                        on_error(t, tup, exc)
+                return targets
+            (root,) = roots
+            rand = self._rand
+            # An edge that is created and acked before the anchor is acked cancels out of the
+            # ledger's XOR: the child goes with edge 0, and its ack, if it comes while it
+            # executes, is folded into the anchor's (OutputCollector.ack). A child still pending
+            # afterwards (held by its bolt) gets its random edge then, XORed into the anchor as
+            # usual; a failed one fails its tree whatever its edge.
             for t in targets:
-                send(t, _RuntimeTuple(values, origin, None, t))
+                anchors = {root: 0}
+                tup = _RuntimeTuple(values, origin, anchors, t)
+                received[t] += 1
+                outer, outer_anchor = fold[0], fold[1]
+                fold[0] = tup
+                fold[1] = inp
+                try:
+                    executors[t](tup)
+                except Exception as exc:
+                    on_error(t, tup, exc)
+                finally:
+                    fold[0] = outer
+                    fold[1] = outer_anchor
+                if tup._state == PENDING:
+                    edge = anchors[root] = rand()
+                    inp._ack_val ^= edge  # type: ignore[union-attr]
             return targets
         if values.__class__ is not list:
             values = list(values)

@@ -79,6 +79,11 @@ class LocalEngine(Controls, Reporting):
         # Logged rate-limited per component and error kind, on the engine's clock; all counted.
         self.error_log = ErrorLog(log, traceback=lambda e: not isinstance(e, ReliabilityError))
         self._recent_error: dict[str, tuple[str, str]] = {}
+        if n_ackers:
+            self.ack = self._fast_ack()  # type: ignore[method-assign, assignment]
+        # Acks folded into their anchor's (squall.task.collectors.OutputCollector.ack): the
+        # tuple executing now, its anchor, and the record of components' last errors.
+        self.ack_folding: list[Any] | None = None
         # Task id -> what executes its tuples (replaced for one call to time it).
         executors: dict[int, Callable[[Tuple], None]] = {}
         self._executors = executors
@@ -103,6 +108,13 @@ class LocalEngine(Controls, Reporting):
         # queue round trip per tuple is saved. A cycle needs the queue, or execute would recurse.
         self.direct = is_acyclic(topology)
         self.send = send_direct if self.direct else send_queued
+        # What `send_direct` does, for collectors to do inline (one call less per tuple):
+        # `(executors, received, on_error)`; None when tuples go through the queue.
+        self.direct_delivery: tuple[dict[int, Callable[[Tuple], None]], list[int],
+                                    Callable[[int, Tuple, Exception], None]] | None = (
+            (executors, received, self._execute_error) if self.direct else None)
+        if self.direct and n_ackers:
+            self.ack_folding = [None, None, self._recent_error]
         # With a checkpoint location every batch is a transaction (transactions.py); without,
         # stateful bolts follow Storm's checkpoint protocol (CheckpointSpoutTask below).
         self.transactions: LocalTransactions | None = None
@@ -129,6 +141,7 @@ class LocalEngine(Controls, Reporting):
                     task.checkpointing.on_batch_transactions(self.transactions.dir)
         self.batch_id = 0
         self._rounds = 0
+        self._expired_ms = -1  # the clock's time when timeouts were last looked at (`round`)
         self._next_sample = 1  # the round whose bolt tuples are timed next
         # Restored bolt instances (a restart) are not prepared again, as on Spark.
         self.restored: set[int] = (self.transactions.restore(self)
@@ -175,7 +188,9 @@ class LocalEngine(Controls, Reporting):
         return self.clock.now_us()
 
     def ack_init(self, root: int, xor: int, spout_task: int) -> None:
-        outcome = self.ackers[root % len(self.ackers)].init(root, xor, spout_task, self.now_us())
+        ackers = self.ackers
+        outcome = ackers[root % len(ackers) if len(ackers) > 1 else 0].init(
+            root, xor, spout_task, self.clock.now_us())
         if outcome is not None:
             self._settle(outcome, None)
 
@@ -185,6 +200,31 @@ class LocalEngine(Controls, Reporting):
         outcome = self.ackers[root % len(self.ackers)].ack(root, value, self.now_us())
         if outcome is not None:
             self._settle(outcome, component)
+
+    def _fast_ack(self) -> Callable[[int, int, str], None]:
+        """`ack` for the collectors: the XOR goes into the ledger's entry inline, and the clock
+        is read only when the tree completes (or the root is not pending); same outcomes."""
+        # `ackers` is looked into on every call: a restore replaces its ledgers (not their
+        # number).
+        ackers, recent, settle = self.ackers, self._recent_error, self.settlement.settle
+        n = len(ackers)
+        now_us = self.clock.now_us
+
+        def ack(root: int, value: int, component: str) -> None:
+            if recent:  # the component went on: its last error failed nothing later
+                recent.pop(component, None)
+            ledger = ackers[root % n if n > 1 else 0]
+            entry = ledger.entries.get(root)
+            if entry is not None:
+                value ^= entry.val
+                entry.val = value
+                if value or entry.spout_task < 0:
+                    return
+            outcome = ledger.ack(root, value, now_us())
+            if outcome is not None:
+                settle(outcome, component)
+
+        return ack
 
     def fail(self, root: int, component: str) -> None:
         outcome = self.ackers[root % len(self.ackers)].fail(root, self.now_us())
@@ -221,6 +261,9 @@ class LocalEngine(Controls, Reporting):
         # Trees of the checkpoint spout (a stateful topology's) have its task id, past the last.
         spout: OutcomeReceiver | None = task if isinstance(task, SpoutTask) else self.checkpoint
         assert spout is not None, f"no spout task {outcome.spout_task}"
+        if outcome.kind == "ack":  # deliver_to_spout, inline for the path of every tree
+            spout.completions.append(outcome)
+            return
         deliver_to_spout(spout, outcome)
 
     def _report_unknown(self, component: str | None, error: ReliabilityError) -> None:
@@ -345,11 +388,17 @@ class LocalEngine(Controls, Reporting):
             self._next_sample += min(self._next_sample, self.SAMPLE_ROUNDS)
             self._sample_executes()
         work = 0
-        now = self.now_ms()
+        now = self.clock.now_ms()
+        # Within one millisecond nothing new can time out (a tree's clock starts at the time it
+        # is added or reset, so not before `now`): expiry is looked at once per millisecond,
+        # not once per round (tens of rounds a millisecond at W1's pace).
+        fresh = now != self._expired_ms
+        self._expired_ms = now
         for spout in self.spouts:
             if spout.completions:
                 work += spout.deliver_completions()
-            if spout.pending.timeout_ms is not None and spout.pending:
+            timeout = spout.pending.timeout_ms
+            if timeout is not None and (fresh or not timeout) and spout.pending:
                 work += spout.expire(now)
             if spout.retries.waiting:
                 work += spout.replay_due(now)
@@ -427,7 +476,8 @@ class LocalEngine(Controls, Reporting):
                     self.end_batch()
                     next_batch_end = now + self.batch_ms
                     work += 1  # its acks reach the spouts in the next round
-                work += self._send_ticks(now)
+                if self.ticks:
+                    work += self._send_ticks(now)
                 if on_progress is not None and now >= next_progress:
                     on_progress(self.metrics())
                     next_progress = now + progress_every_ms

@@ -280,8 +280,11 @@ class SparkRunner(Controls, Reporting):
                     forget.append(root)
                     continue
                 # A record root names one record of a range tree (squall.reliability.acker).
-                index = record_index(root) if root & RECORD_FLAG else None
-                root = base_root(root)
+                if root & RECORD_FLAG:
+                    index = record_index(root)
+                    root = base_root(root)
+                else:
+                    index = None
                 entry = agg.get(root)
                 if entry is None:
                     entry = agg[root] = [0, None, False, ts, [], None]

@@ -245,6 +245,9 @@ def _run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
 def _ack_messages(xor: dict[int, int]) -> list[tuple[int, int, int, int]]:
     """One ACK message per tree: the acks of a range's record roots fold into the range's root
     (squall.reliability.acker.record_root), so telling records apart adds no ack rows."""
+    ack = row_schema.ACK
+    if not any(root & RECORD_FLAG for root in xor):  # no range trees: nothing to fold
+        return [(ack, -1, root, value) for root, value in xor.items()]
     folded: dict[int, int] = {}
     for root, value in xor.items():
         if root & RECORD_FLAG:
