@@ -32,7 +32,7 @@ from w1_local import _Tup
 from w1_spark import baseline
 from workloads import reference_counts, w1_sentences
 
-from squall.runtime.spark.driver import routing_keys
+from squall.runtime.spark.query import routing_keys
 from squall.runtime.spark.session import get_session
 
 TASKS = 2
@@ -129,7 +129,7 @@ def main() -> None:
     # Two input partitions, so that both jobs split on both cores.
     df = spark.createDataFrame(pa.table({"sentence": sentences})).repartition(TASKS).cache()
     df.count()
-    keys = routing_keys(spark, TASKS)
+    keys = routing_keys(TASKS)
     base_times, floor_times = [], []
     for run in range(args.runs + 1):
         base_s, counts = baseline(spark, df)

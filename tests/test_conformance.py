@@ -879,3 +879,23 @@ def test_trident_topology_is_identical_on_both_runners(request):
     assert local.extra["committed"] == spark.extra["committed"] == [1, 2, 3, 4]
     for c in ("counts", "windows", "query", "joined", "merged", "by-length", "shouts"):
         assert c not in uncollected and local.tuples(c), c  # compared, and not empty
+
+
+@pytest.mark.spark
+def test_routing_keys_land_where_sparks_own_hash_puts_them(spark_session):
+    """The Spark runner routes each task's rows by a key computed in Python (Spark's Murmur3
+    hash of a long, seed 42): it must agree with Spark's `hash` and `repartition` exactly."""
+    from pyspark.sql import functions as F
+
+    from squall.runtime.spark.query import routing_keys, spark_hash_long
+
+    values = [*range(-300, 300), 2**31, 2**31 - 1, -(2**31), 2**32, 2**62, -(2**63),
+              2**63 - 1, 123456789012345]
+    rows = spark_session.createDataFrame([(v,) for v in values], "id long").select(
+        "id", F.expr("hash(id)").alias("h")).collect()
+    assert [(r.id, spark_hash_long(r.id)) for r in rows] == [(r.id, r.h) for r in rows]
+    for n in (1, 2, 3, 5, 8):
+        keys = routing_keys(n)
+        placed = spark_session.createDataFrame([(k,) for k in keys], "id long").repartition(
+            n, "id").select("id", F.spark_partition_id().alias("p")).collect()
+        assert sorted((r.p, r.id) for r in placed) == list(enumerate(keys))

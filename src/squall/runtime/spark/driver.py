@@ -131,7 +131,7 @@ class SparkRunner(Controls, Reporting):
         # How long the ledger remembers a failed root: the timeout even when timeouts are off.
         self.timeout_ms = configured_message_timeout_ms(self.conf)
         self.order = bolt_order(self.topology)
-        self.keys = {cid: routing_keys(self.spark, self.topology.components[cid].num_tasks)
+        self.keys = {cid: routing_keys(self.topology.components[cid].num_tasks)
                      for cid in self.order}
         self.run_id = uuid.uuid4().hex
         self.errors: list[ErrorRecord] = []

@@ -13,8 +13,6 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from pyspark.sql import functions as F
-
 from squall.errors import SquallError
 from squall.metrics.snapshot import BatchMetrics, MetricsSnapshot
 from squall.runtime.lifecycle import Lifecycle
@@ -109,24 +107,52 @@ def drive_query(
         raise runner.failure or SquallError(f"the Spark query failed: {error}") from None
 
 
-def routing_keys(spark: Any, n: int) -> list[int]:
-    """For each partition index t < n, a long whose Spark hash lands in partition t.
+def spark_hash_long(value: int, seed: int = 42) -> int:
+    """Spark's `hash(col)` of a long (`Murmur3Hash`, seed 42: `Murmur3_x86_32.hashLong`), as a
+    signed 32-bit int; `repartition(n, col)` places a row in partition `pmod(hash, n)`.
+
+    >>> spark_hash_long(0), spark_hash_long(1), spark_hash_long(-1)
+    (-1670924195, -1712319331, -939490007)
+    """
+    mask = 0xFFFFFFFF
+
+    def mix(h1: int, k1: int) -> int:
+        k1 = (k1 * 0xCC9E2D51) & mask
+        k1 = ((k1 << 15) | (k1 >> 17)) & mask
+        k1 = (k1 * 0x1B873593) & mask
+        h1 ^= k1
+        h1 = ((h1 << 13) | (h1 >> 19)) & mask
+        return (h1 * 5 + 0xE6546B64) & mask
+
+    v = value & 0xFFFFFFFFFFFFFFFF
+    h = mix(mix(seed & mask, v & mask), v >> 32)
+    h ^= 8  # the length in bytes
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & mask
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & mask
+    h ^= h >> 16
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def routing_keys(n: int) -> list[int]:
+    """For each partition index t < n, a long whose Spark hash lands in partition t: the
+    smallest such non-negative long.
 
     `repartition(n, col)` places a row by pmod(murmur3(col), n); routing by these keys makes
-    partition t receive exactly the rows of task index t (measured in docs/design/spark-runner.md).
-    """
-    span = 64 * n
-    while True:
-        rows = (
-            spark.range(0, span)
-            .select(F.col("id"), F.expr(f"pmod(hash(id), {n})").alias("p"))
-            .groupBy("p").agg(F.min("id").alias("k")).collect()
-        )
-        found = {int(r["p"]): int(r["k"]) for r in rows}
-        if len(found) == n:
-            return [found[t] for t in range(n)]
-        span *= 4
+    partition t receive exactly the rows of task index t (measured in docs/design/spark-runner.md;
+    tests/test_spark_errors.py checks the keys against Spark's own hash). Computed here rather
+    than by a Spark job per component, which cost start-up seconds.
 
+    >>> routing_keys(3)
+    [3, 0, 1]
+    """
+    found: dict[int, int] = {}
+    key = 0
+    while len(found) < n:
+        found.setdefault(spark_hash_long(key) % n, key)  # Python's % is pmod for n > 0
+        key += 1
+    return [found[t] for t in range(n)]
 
 
 RECENT_BATCHES = 20  # how many of Spark's recent progress reports a snapshot carries

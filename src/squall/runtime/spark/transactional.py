@@ -172,7 +172,7 @@ class TransactionalSparkRunner(Controls, Reporting):
         # Ships the wrappers' user objects (batch bolts, the spout) by value as well.
         self.topology = portable(topology)
         self.order = stage_order(self.topology)
-        self.keys = {cid: routing_keys(self.spark, self.topology.components[cid].num_tasks)
+        self.keys = {cid: routing_keys(self.topology.components[cid].num_tasks)
                      for cid in self.order}
         emitter = next(c for c in self.order
                        if any(s.stream == BATCH for s in self.topology.components[c].inputs))
