@@ -149,7 +149,9 @@ def idle_topology(src: Path, out: Path):
     return b.create_topology()
 
 
-@pytest.mark.parametrize("idle_ms", [None, 300])
+@pytest.mark.parametrize(("runner", "idle_ms"), [
+    ("local", None), ("local", 300), pytest.param("spark", 300, marks=pytest.mark.spark)],
+    indirect=["runner"])
 def test_an_idle_partition_stops_holding_the_watermark_back(runner, tmp_path, idle_ms):
     """One file gets ten minutes of clicks, the other nothing: without an idleness timeout the
     empty partition holds the watermark (an unbounded file may still grow), so no window fires;
