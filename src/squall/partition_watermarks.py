@@ -77,10 +77,6 @@ class PartitionWatermarks:
         component = self.component_of.get(task)
         return partition if component is None else (component, partition)
 
-    def partition_of(self, task: int) -> Hashable | None:
-        """The partition the next tuple of `task` comes from (None: not told)."""
-        return self.current.get(task)
-
     def before(self, task: int) -> int | None:
         """The watermark of the partition `task`'s next tuple comes from, before that tuple."""
         p = self.current.get(task)

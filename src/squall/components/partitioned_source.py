@@ -326,15 +326,15 @@ class PartitionedSource(Spout):
             self._owned = owned
             emit([OWN, list(owned)], PARTITIONS_STREAM)
         buffered = {p for p, _off, _v in self._buffer}
+        read_out = self._read_out_partitions() - buffered
         planned, self._planned = self._planned, set()
         for p in planned:
             self._last_new[p] = now_ms
         self._idle -= planned
         if self._idle_ms is not None:
-            bounds = self._bounds or {}
             idle = [p for p in owned if p not in self._idle and p not in buffered
-                    and now_ms - self._last_new.setdefault(p, now_ms) >= self._idle_ms
-                    and not (p in bounds and not bounds[p] > self._offsets.get(p, bounds[p]))]
+                    and p not in read_out  # a finished partition is done, not idle
+                    and now_ms - self._last_new.setdefault(p, now_ms) >= self._idle_ms]
             if idle:
                 self._idle.update(idle)
                 if self._from in idle:
@@ -343,18 +343,20 @@ class PartitionedSource(Spout):
         if self._bounds is not None:
             # Done once read out at the previous call as well: on Spark the ranges a plan made
             # are read after the rows the reader emits with it, so the event waits a plan.
-            read_out = {p for p, end in self._bounds.items()
-                        if not end > self._offsets.get(p, end) and p not in buffered}
             done = sorted((read_out & self._read_out) - self._done)
             self._read_out = read_out
             if done:
                 self._done.update(done)
                 emit([DONE, done], PARTITIONS_STREAM)
 
+    def _read_out_partitions(self) -> set[str]:
+        """The partitions planned up to their bounds (a bounded source; none otherwise)."""
+        bounds = self._bounds or {}
+        return {p for p, end in bounds.items() if not end > self._offsets.get(p, end)}
+
     def is_read_out(self) -> bool:
         """A bounded source has planned every record up to its bounds (replays aside)."""
-        return self._bounds is not None and all(
-            not self._bounds[p] > self._offsets.get(p, self._bounds[p]) for p in self._bounds)
+        return self._bounds is not None and len(self._read_out_partitions()) == len(self._bounds)
 
     def split(self, r: Range) -> list[RecordRange] | None:
         """A failed range's records as ranges of one record each (read again here to find their
@@ -380,10 +382,7 @@ class PartitionedSource(Spout):
     def is_exhausted(self) -> bool:
         if not self.bounded or self._replay_ranges or self._replay_records or self._buffer:
             return False
-        if self._bounds is None:
-            return False
-        return all(not self._bounds[p] > self._offsets.get(p, self._bounds[p])
-                   for p in self._bounds)
+        return self.is_read_out()
 
     # ---- positions: what the local runner's checkpoint keeps ---------------------------------
     def position(self) -> dict[str, Any]:
