@@ -15,7 +15,16 @@ with W1's sentences (benchmarks.md) in a topic of two partitions, one record per
   producer writes every word's count (idempotent producer, flushed).
 
 The same topology with a `MemorySource` of the same sentences in place of Kafka is timed too
-(what the topology costs without Kafka's reading). All outputs are read back and checked
+(what the topology costs without Kafka's reading).
+
+- squall Trident (`--trident`, Storm's Trident API, squall's fast path on Spark): a
+  `KafkaTransactionalSpout` over the two partitions -> `each` a vectorised split
+  (`BatchFunction`) -> `group_by(word)` -> `persistent_aggregate(Count)` into a durable
+  transactional map state -> the batch's new counts `partition_persist`ed to the sink topic by a
+  `KafkaStateFactory` (idempotent producer, as the topology above), the whole backlog as one
+  transaction. Timed: the transactions (`RunResult.extra["batch_seconds"]`: the spout's batch
+  read on the driver, the Spark job, the state updates and the Kafka write), and the run's wall
+  time apart. All outputs are read back and checked
 against the reference counts every run. Reported: sentences (records) and words per second, and
 squall's ratio to the baseline, per run and the median of the runs.
 """
@@ -28,19 +37,25 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the tests' broker
 
+import pyarrow.compute as pc
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka_broker import Broker
 from workloads import reference_counts, w1_sentences
 
 from squall import BasicBolt, Bolt, Config, Fields, TopologyBuilder, Values
 from squall.connectors import KafkaSink, KafkaSource, MemorySource
+from squall.connectors.kafka_state import KafkaStateFactory, KafkaStateUpdater
 from squall.runtime.spark.driver import SparkRunner
 from squall.runtime.spark.session import get_session
+from squall.runtime.spark.trident import TridentSparkRunner
+from squall.transactional import KafkaTransactionalSpout
+from squall.trident import ROW, BatchFunction, Count, TridentTopology
+from squall.trident.state import DurableMapState, StateType
 
 
 class Split(BasicBolt):
@@ -74,6 +89,41 @@ class CountAtBatchEnd(Bolt):
 
     def declare_output_fields(self, declarer) -> None:
         declarer.declare(Fields("word", "count"))
+
+
+class SplitColumns(BatchFunction):
+    """W1's split on a whole Arrow batch (pyarrow), one typed column out."""
+
+    output_types: ClassVar = {"word": str}
+
+    def execute_batch(self, table):
+        words = pc.split_pattern(table["value"], " ")
+        return {"word": pc.list_flatten(words), ROW: pc.list_parent_indices(words)}
+
+
+def trident_run(spark, broker: Broker, source: str, sink: str, records: int
+                ) -> tuple[float, float, int]:
+    """The Trident topology (module docstring): transactions' time, wall time, transactions."""
+    t = TridentTopology()
+    spout = KafkaTransactionalSpout([source], Fields("value"), bootstrap_servers=broker.bootstrap,
+                                    max_batch=records, stop_when_empty=True)
+    counts = (t.new_stream("sentences", spout).each(["value"], SplitColumns(), ["word"])
+              .group_by(["word"])
+              .persistent_aggregate(DurableMapState.factory(StateType.TRANSACTIONAL), Count(),
+                                    ["count"]).name("counts"))
+    counts.new_values_stream().partition_persist(
+        KafkaStateFactory(sink, bootstrap_servers=broker.bootstrap, key_field="word",
+                          value_field="count"), ["word", "count"], KafkaStateUpdater()
+    ).name("out")
+    runner = TridentSparkRunner(t.build(), {}, session=spark,
+                                checkpoint_location=tempfile.mkdtemp(prefix="kafka-w1-t-"))
+    t0 = time.perf_counter()
+    result = runner.run()
+    wall = time.perf_counter() - t0
+    if result.errors:
+        raise AssertionError(result.errors[:3])
+    print("  Trident timing:", {k: round(v, 2) for k, v in result.extra["timing"].items()})
+    return sum(result.extra["batch_seconds"]), wall, len(result.extra["batch_seconds"])
 
 
 def read_counts(broker: Broker, topic: str) -> dict[str, int]:
@@ -154,6 +204,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--batch", type=int, default=None,
                         help="records per micro-batch (default: the whole backlog as one)")
+    parser.add_argument("--trident-only", action="store_true",
+                        help="the baseline and the Trident topology only")
     args = parser.parse_args()
     sentences = w1_sentences(args.sentences)
     words = sum(len(s.split()) for s in sentences)
@@ -167,41 +219,59 @@ def main() -> None:
         print(f"produced {len(sentences):,} sentences in {time.perf_counter() - t0:.1f}s",
               flush=True)
         spark = get_session("local[2]", {"spark.ui.enabled": "false"})
-        ratios = []
+        ratios, trident = [], []
         for run in range(args.runs + 1):  # run 0 warms the session and the Python workers
             base_sink = broker.create_topic(f"w1-base-{run}", 2)
             base_s = baseline(broker, source, base_sink)
             assert read_counts(broker, base_sink) == expected, "baseline counts differ"
-            sink = broker.create_topic(f"w1-squall-{run}", 2)
-            batch_s, total_s = squall_run(spark, broker, source, sink, len(sentences),
-                                          batch=args.batch)
-            assert read_counts(broker, sink) == expected, "squall's counts differ"
-            mem_sink = broker.create_topic(f"w1-memory-{run}", 2)
-            mem_s, _ = squall_run(spark, broker, source, mem_sink, len(sentences), sentences,
-                                  args.batch)
-            assert read_counts(broker, mem_sink) == expected, "squall's counts differ (memory)"
             label = "warm-up" if run == 0 else f"run {run}"
-            print(f"{label}: baseline {base_s:.2f}s ({len(sentences) / base_s:,.0f} records/s), "
-                  f"squall data batch {batch_s:.2f}s ({len(sentences) / batch_s:,.0f} records/s, "
-                  f"{base_s / batch_s:.1%} of the baseline), query start to finish "
-                  f"{total_s:.1f}s; same topology from a MemorySource {mem_s:.2f}s",
-                  flush=True)
+            line = [f"{label}: baseline {base_s:.2f}s ({len(sentences) / base_s:,.0f} records/s)"]
+            if not args.trident_only:
+                sink = broker.create_topic(f"w1-squall-{run}", 2)
+                batch_s, total_s = squall_run(spark, broker, source, sink, len(sentences),
+                                              batch=args.batch)
+                assert read_counts(broker, sink) == expected, "squall's counts differ"
+                mem_sink = broker.create_topic(f"w1-memory-{run}", 2)
+                mem_s, _ = squall_run(spark, broker, source, mem_sink, len(sentences),
+                                      sentences, args.batch)
+                assert read_counts(broker, mem_sink) == expected, \
+                    "squall's counts differ (memory)"
+                line.append(f"squall data batch {batch_s:.2f}s ({base_s / batch_s:.1%} of the "
+                            f"baseline), query start to finish {total_s:.1f}s; same topology "
+                            f"from a MemorySource {mem_s:.2f}s")
+                if run:
+                    ratios.append((base_s, batch_s, mem_s))
+            t_sink = broker.create_topic(f"w1-trident-{run}", 2)
+            t_s, t_wall, txns = trident_run(spark, broker, source, t_sink, len(sentences))
+            assert read_counts(broker, t_sink) == expected, "Trident's counts differ"
+            line.append(f"Trident transactions {t_s:.2f}s ({txns} with data or the last "
+                        f"empty one; {base_s / t_s:.1%} of the baseline), run {t_wall:.2f}s "
+                        f"({base_s / t_wall:.1%})")
             if run:
-                ratios.append((base_s, batch_s, mem_s))
-        base = statistics.median(r[0] for r in ratios)
-        batch = statistics.median(r[1] for r in ratios)
-        memory = statistics.median(r[2] for r in ratios)
+                trident.append((base_s, t_s, t_wall))
+            print(", ".join(line), flush=True)
         cut = (f"{args.batch:,} records per micro-batch" if args.batch
                else "whole backlog as one micro-batch")
+        base = statistics.median(r[0] for r in trident)
         print(f"Kafka W1 on Spark (local[2]), {len(sentences):,} records / {words:,} words, "
-              f"{cut}, median of {args.runs} runs (data batches' time summed):")
+              f"{cut}, median of {args.runs} runs:")
         print(f"  plain confluent-kafka loop  {len(sentences) / base:10,.0f} records/s  "
               f"{words / base / 1e6:.3f} M words/s")
-        print(f"  squall KafkaSource->count->KafkaSink  {len(sentences) / batch:10,.0f} "
-              f"records/s  {words / batch / 1e6:.3f} M words/s  ratio "
-              f"{statistics.median(r[0] / r[1] for r in ratios):.1%}")
-        print(f"  the same topology from a MemorySource (no Kafka reading) "
-              f"{len(sentences) / memory:10,.0f} records/s  {words / memory / 1e6:.3f} M words/s")
+        if ratios:
+            batch = statistics.median(r[1] for r in ratios)
+            memory = statistics.median(r[2] for r in ratios)
+            print(f"  squall KafkaSource->count->KafkaSink (data batches' time summed) "
+                  f"{len(sentences) / batch:10,.0f} records/s  {words / batch / 1e6:.3f} M "
+                  f"words/s  ratio {statistics.median(r[0] / r[1] for r in ratios):.1%}")
+            print(f"  the same topology from a MemorySource (no Kafka reading) "
+                  f"{len(sentences) / memory:10,.0f} records/s  "
+                  f"{words / memory / 1e6:.3f} M words/s")
+        t_med = statistics.median(r[1] for r in trident)
+        print(f"  squall Trident Kafka->split->count->Kafka (transactions) "
+              f"{len(sentences) / t_med:10,.0f} records/s  {words / t_med / 1e6:.3f} M words/s "
+              f"ratio {statistics.median(r[0] / r[1] for r in trident):.1%} "
+              f"({', '.join(f'{r[0] / r[1]:.0%}' for r in trident)}); whole run, start-up "
+              f"included: {statistics.median(r[0] / r[2] for r in trident):.1%}")
     finally:
         broker.stop()
 

@@ -14,6 +14,7 @@ from squall.components.partitioned_source import (
     SourceError,
 )
 from squall.connectors.kafka import KafkaSink, KafkaSource
+from squall.connectors.kafka_state import KafkaStateFactory, KafkaStateUpdater
 from squall.connectors.sinks import JsonLinesSink, ParquetSink, RedisSink, read_jsonl, read_parquet
 from squall.connectors.sources import CsvSource, JsonLinesSource, MemorySource, RedisStreamSource
 
@@ -24,6 +25,8 @@ __all__ = [
     "JsonLinesSource",
     "KafkaSink",
     "KafkaSource",
+    "KafkaStateFactory",
+    "KafkaStateUpdater",
     "MalformedRecord",
     "MemorySource",
     "ParquetSink",

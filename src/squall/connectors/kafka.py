@@ -409,6 +409,14 @@ def close_readers() -> None:
 SERIALISERS = ("bytes", "utf-8", "json")
 
 
+def check_serialisers(owner: str, value_serialiser: Any, key_serialiser: Any) -> None:
+    for what, codec in (("value_serialiser", value_serialiser),
+                        ("key_serialiser", key_serialiser)):
+        if not callable(codec) and codec not in SERIALISERS:
+            raise SinkError(f"{owner}: {what} must be one of {list(SERIALISERS)} or a "
+                            f"function, got {codec!r}")
+
+
 def _serialise(codec: Serialiser, value: Any) -> bytes | None:
     if value is None:
         return None
@@ -458,12 +466,7 @@ class KafkaSink(BatchSink):
         prefix: str | None = None, timeout: float = 30.0, attempt_header: str | None = None,
     ) -> None:
         super().__init__(None)
-        name = type(self).__name__
-        for what, codec in (("value_serialiser", value_serialiser),
-                            ("key_serialiser", key_serialiser)):
-            if not callable(codec) and codec not in SERIALISERS:
-                raise SinkError(f"{name}: {what} must be one of {list(SERIALISERS)} or a "
-                                f"function, got {codec!r}")
+        check_serialisers(type(self).__name__, value_serialiser, key_serialiser)
         self.topic = topic
         self.bootstrap_servers = bootstrap_servers
         self.value_field, self.key_field = value_field, key_field

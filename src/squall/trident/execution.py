@@ -52,6 +52,7 @@ from squall.trident.operations import (
     check_type,
 )
 from squall.trident.plan import ROW_KINDS, Plan, PlanNode
+from squall.trident.state.map_state import MapState
 from squall.trident.tuple import tuple_type
 from squall.trident.windows import CountWindowStep, Segment, Window, WindowStep, assign
 
@@ -537,8 +538,11 @@ class BatchExecutor:
         idx = _indexes(fields, node.args["input"])
         make = tuple_type(tuple(node.args["input"]))
         coll = _Emitted()
-        op.update_state(StateView(self.states[node.args["state"]], txid),
-                        [make(tuple(r[i] for i in idx)) for r in part], coll)
+        state = self.states[node.args["state"]]
+        # A map state is seen through the batch's txid; any other state (a Kafka topic, a
+        # user's) had the txid from `begin_commit` and is handed over as it is.
+        view = StateView(state, txid) if isinstance(state, MapState) else state
+        op.update_state(view, [make(tuple(r[i] for i in idx)) for r in part], coll)
         self._raise_reported(node, coll)
         width = len(node.fields)
         return [_checked(v, width, node) for v in coll.out]

@@ -103,7 +103,7 @@ class DurableMapState:
         owner = "DurableMapState.factory"
         return DurableMapStateFactory(
             state_type_of(state_type, owner),
-            None if directory is None else _local_directory(directory, owner))
+            None if directory is None else local_directory(directory, owner))
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -235,7 +235,7 @@ def _file_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=-]", lambda m: f"%{ord(m.group()):02x}", name)
 
 
-def _local_directory(directory: Any, owner: str) -> str:
+def local_directory(directory: Any, owner: str) -> str:
     """`directory` (a path, or a `file:` URI as Spark writes checkpoint locations) as an absolute
     local path."""
     if not isinstance(directory, (str, os.PathLike)):
@@ -280,6 +280,6 @@ class DurableMapStateFactory:
             raise ConfigError(f"durable map state {name!r} needs a directory: run with a "
                               "checkpoint location, or give one with "
                               "DurableMapState.factory(directory=...)")
-        directory = _local_directory(base, f"durable map state {name!r}")
+        directory = local_directory(base, f"durable map state {name!r}")
         path = os.path.join(directory, SUBDIRECTORY, _file_name(name) + ".sqlite")
         return wrap(self.state_type, DurableMapState(path, name), name)
