@@ -36,6 +36,12 @@ An OPAQUE state fed by the opaque spout is the hard case: a key written by a kil
 attempt of a txid and missing from its replay must not keep that attempt's value (the opaque
 map rolls back what an earlier attempt of the txid wrote; `OpaqueMap.begin_commit`).
 
+Spout `fixed+kafka`: the fixed spout, and each transaction's new counts also written to a Kafka
+topic by a transactional `KafkaStateFactory` state (`partition_persist`, before the
+"after-counts" kill point, so that kill leaves its Kafka transaction open); the topic must then
+hold, for every committed transaction, exactly the words its batch changed with their counts
+(a real broker, tests/kafka_broker.py, started only for these cases).
+
 Kill plans and the opaque batch sizes come from a seed printed in every assertion message;
 `SQUALL_TRIDENT_CRASH_SEED=<seed>` reruns a case with it. `SQUALL_CHAOS=<anything>` adds a longer
 sweep over every runner, state type and spout (marked `chaos`).
@@ -55,8 +61,10 @@ import textwrap
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
+from kafka_broker import committed_once
 
 from squall.trident.state import DurableMapState
 
@@ -170,7 +178,7 @@ DRIVER = textwrap.dedent(
 
     rows = [tuple(r) for r in cfg["rows"]]
     parts = [rows[0::2], rows[1::2]]
-    if cfg["spout"] == "fixed":
+    if cfg["spout"].startswith("fixed"):
         spout = FixedBatchSpout(["id", "sentence"], cfg["batch"], *rows)
     elif cfg["spout"] == "memory":
         spout = MemoryTransactionalSpout(dict(enumerate(parts)), Fields("id", "sentence"),
@@ -187,6 +195,13 @@ DRIVER = textwrap.dedent(
         ["word"])
     counts = (words.group_by(["word"]).persistent_aggregate(factory, Count(), ["count"])
               .name("counts"))
+    if cfg.get("kafka"):
+        from squall.connectors import KafkaStateFactory, KafkaStateUpdater
+        counts.new_values_stream().partition_persist(
+            KafkaStateFactory(cfg["kafka"]["topic"], bootstrap_servers=cfg["kafka"]["bootstrap"],
+                              key_field="word", value_field="count", transactional=True,
+                              attempt_header="attempt", timeout=10),
+            ["word", "count"], KafkaStateUpdater())
     counts.new_values_stream().peek(
         Killer("after-counts", KILL["at"] if point == "after-counts" else None))
     chars = (words.each(["word"], Length(), ["len"])
@@ -253,7 +268,8 @@ def kill_plan(rnd: random.Random, start: int, kills: int, runner: str, rows: int
 
 
 def crash_until_done(tmp: Path, runner: str, state_type: str, spout: str, seed: int,
-                     kills: int, n_rows: int, batch: int, second: str | None = None) -> dict:
+                     kills: int, n_rows: int, batch: int, second: str | None = None,
+                     kafka: dict | None = None) -> dict:
     """Starts the driver on one checkpoint until it reports done; the outcome of the run."""
     rows = sentences(seed, n_rows)
     rnd = random.Random(seed)
@@ -267,7 +283,7 @@ def crash_until_done(tmp: Path, runner: str, state_type: str, spout: str, seed: 
         plans.append(plan)
         cfg = {"runner": runner, "dir": str(tmp), "state_type": state_type, "spout": spout,
                "rows": rows, "batch": batch, "seed": seed, "start": start, "kill": plan,
-               "pause": 0.004 if runner == "local" else 0.0}
+               "pause": 0.004 if runner == "local" else 0.0, "kafka": kafka}
         (tmp / f"cfg-{start}.json").write_text(json.dumps(cfg))
         with open(tmp / f"stderr-{start}.log", "w") as stderr:
             proc = subprocess.Popen([sys.executable, str(script), str(tmp / f"cfg-{start}.json")],
@@ -398,15 +414,62 @@ def check_opaque(outcome: dict, context: str) -> list:
 
 
 def run_case(tmp: Path, runner: str, state_type: str, spout: str, seed: int, kills: int,
-             n_rows: int, batch: int, second: str | None = None) -> list:
+             n_rows: int, batch: int, second: str | None = None, broker: Any = None) -> list:
     """One run killed `kills` times, checked; for an opaque spout, the replays that lacked a
     word of their earlier attempt."""
+    kafka = None
+    if spout.endswith("+kafka"):
+        kafka = {"bootstrap": broker.bootstrap,
+                 "topic": broker.create_topic(f"crash-{runner}-{seed}-{time.monotonic_ns()}", 2)}
     outcome = crash_until_done(tmp, runner, state_type, spout, seed, kills, n_rows, batch,
-                               second)
+                               second, kafka)
     context = (f"seed {seed} ({runner}, {state_type}, {spout}; rerun with "
                f"SQUALL_TRIDENT_CRASH_SEED={seed}); plans {outcome['plans']}; exit codes "
                f"{outcome['codes']}; kills {[e for e in outcome['events'] if e.get('kill')]}")
-    return check(tmp, state_type, spout, outcome, context)
+    dropped = check(tmp, state_type, spout, outcome, context)
+    if kafka is not None:
+        check_kafka(broker, kafka["topic"], outcome["rows"], batch, context)
+        check_kafka_marker(broker, kafka["topic"], tmp, -(-len(outcome["rows"]) // batch),
+                           context)
+    return dropped
+
+
+def check_kafka_marker(broker: Any, topic: str, tmp: Path, txids: int, context: str) -> None:
+    """The state's marker group (named after the checkpoint's lineage token) committed the last
+    transaction: the commits happened, through the restarts, in one lineage."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    (token,) = (tmp / "ckpt" / "kafka-state").glob("*.token")
+    group = f"squall-{token.stem}-{token.read_text().strip()}"
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        (tp,) = consumer.committed([TopicPartition(topic, 0)], timeout=10)
+    finally:
+        consumer.close()
+    assert tp.offset == txids, f"marker {group}: {tp.offset}, {txids} transactions; {context}"
+
+
+def check_kafka(broker: Any, topic: str, rows: list, batch: int, context: str) -> None:
+    """Every committed transaction's new counts are in the topic, once, and nothing else: the
+    fixed spout's txid t is rows[(t-1)*batch : t*batch]."""
+    expected, running = {}, Counter()
+    for txid, i in enumerate(range(0, len(rows), batch), start=1):
+        words = [w for _, s in rows[i:i + batch] for w in s.split()]
+        running.update(words)
+        expected[txid] = {w: running[w] for w in set(words)}
+    by_txn: dict[int, list] = {}
+    for m in broker.read_all(topic):
+        (tag,) = [v.decode() for k, v in m.headers() if k == "attempt"]
+        by_txn.setdefault(int(tag.rsplit("/", 1)[0].rsplit("-t", 1)[1]), []).append(m)
+    got = {}
+    for txid, messages in by_txn.items():
+        keys, _ = committed_once(messages, "attempt")  # this broker shows aborted attempts too
+        assert max(keys.values()) == 1, f"txid {txid}: a word twice in one attempt; {context}"
+        values = {m.key().decode(): int(m.value()) for m in messages}  # attempts agree
+        got[txid] = {w: values[w] for w in (k.decode() for k in keys)}
+    assert got == expected, (
+        f"Kafka state: transactions {sorted(set(got) ^ set(expected))} missing or extra, "
+        f"{[t for t in expected if got.get(t) not in (None, expected[t])]} wrong; {context}")
 
 
 # (runner, state type, spout): five local cases (a start is about half a second: three runs of
@@ -419,7 +482,9 @@ CASES = [
     ("local", "opaque", "fixed"),
     ("local", "opaque", "opaque"),
     ("local", "non_transactional", "fixed"),
+    ("local", "transactional", "fixed+kafka"),
     ("spark", "transactional", "fixed"),
+    ("spark", "transactional", "fixed+kafka"),
     ("spark", "opaque", "opaque"),
     ("spark", "non_transactional", "fixed"),
 ]
@@ -439,19 +504,29 @@ def _dropped_somewhere(spout: str, dropped: list, what: str) -> None:
                          "opaque state must undo; the opaque runs tested too little")
 
 
+@pytest.fixture(scope="module")
+def kafka_broker(tmp_path_factory):
+    from kafka_broker import running_broker
+
+    with running_broker(tmp_path_factory.mktemp("tansu")) as broker:
+        yield broker
+
+
 @pytest.mark.parametrize(("runner", "state_type", "spout"), [_param(*c) for c in CASES])
-def test_killed_at_random_points_counts_exactly_once(tmp_path, runner, state_type, spout):
+def test_killed_at_random_points_counts_exactly_once(tmp_path, runner, state_type, spout,
+                                                     request):
     base = SEED or 1000 * (CASES.index((runner, state_type, spout)) + 1)
+    broker = request.getfixturevalue("kafka_broker") if spout.endswith("+kafka") else None
     dropped = []
     if runner == "local":
         for run_no in range(3):
             tmp = tmp_path / f"run{run_no}"
             tmp.mkdir()
             dropped += run_case(tmp, runner, state_type, spout, base + run_no, kills=6,
-                                n_rows=60, batch=4)
+                                n_rows=60, batch=4, broker=broker)
     else:
         dropped += run_case(tmp_path, runner, state_type, spout, base, kills=2, n_rows=28,
-                            batch=4, second=SPARK_SECOND_KILL[state_type])
+                            batch=4, second=SPARK_SECOND_KILL[state_type], broker=broker)
     _dropped_somewhere(spout, dropped, f"seeds from {base}")
 
 
