@@ -54,3 +54,25 @@ def test_kafka_transactional_count_example(runner, broker, tmp_path, request):
                  runner=runner, checkpoint_location=str(tmp_path / "ckpt"))
     assert not result.errors
     assert txc.read_counts(str(tmp_path / "counts")) == dict(Counter(words))
+
+
+twc = load_example("trident_kafka_wordcount")
+
+
+def test_trident_kafka_wordcount_example(runner, broker, tmp_path):
+    stamp = time.monotonic_ns()
+    source = broker.create_topic(f"t-sentences-{stamp}", 2)
+    sink = broker.create_topic(f"t-word-counts-{stamp}", 2)
+    lines = [*SENTENCES, "  two  spaces ", ""]
+    broker.produce(source, [(None, s.encode(), i % 2) for i, s in enumerate(lines)])
+    result = run(twc.build(broker.bootstrap, source, sink, bounded=True, max_batch=5),
+                 runner=runner, checkpoint_location=str(tmp_path / "ckpt"))
+    assert not result.errors
+    expected = Counter(w for s in lines for w in s.split())
+    finals: dict[str, int] = {}
+    out = [(m.key().decode(), int(m.value())) for m in broker.read_all(sink)]
+    for word, n in out:  # each transaction writes a word's new count once: they only grow
+        assert n > finals.get(word, 0), (word, n, finals.get(word))
+        finals[word] = n
+    assert finals == dict(expected)
+    assert result.extra["batches"] >= 3  # 13 records per partition, 5 per transaction
