@@ -11,7 +11,6 @@ runner without a checkpoint (idempotent sink, failed tuples replayed by the sour
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 
@@ -54,13 +53,6 @@ class Tag(BasicBolt):
 
 
 def test_broker_restart_mid_run_loses_nothing(runner, s3_broker, tmp_path, caplog):
-    if runner == "spark" and not os.environ.get("SQUALL_CHAOS"):
-        # Known problem (issue 15 open, docs/design/kafka.md): the planner's stall in
-        # librdkafka's assign() after the restart is fixed, but in 3 of 11 runs afterwards the
-        # last batch's records were missing from the sink topic although its transactions had
-        # committed, and on Spark the outage is absorbed without an error. Run by hand with
-        # SQUALL_CHAOS=1 while it is investigated.
-        pytest.skip("broker restart on Spark: known failure, see the comment (SQUALL_CHAOS=1)")
     broker = s3_broker
     stamp = time.monotonic_ns()
     source = broker.create_topic(f"in-{runner}-{stamp}", 2)
