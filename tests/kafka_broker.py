@@ -15,6 +15,11 @@ Known limits of this broker, which the tests work around rather than hide (issue
   a new topic (its partitions are new partitions of the source).
 - A metadata request naming a missing topic creates it: sources list all topics instead.
 - Data survives a restart only with `s3://` storage (a `moto` server on loopback).
+- Transactions that overlap on a partition are completed together; two of them committed at the
+  same moment can leave one "committed" with a produced range, after which no later transaction
+  on that partition completes (acknowledged, invisible to `read_committed`). Tests whose
+  transactional writers must all be read back give each writer its own partitions
+  (`tests/tansu_commit_race.py` reproduces it).
 """
 
 from __future__ import annotations
