@@ -17,16 +17,18 @@ with W1's sentences (benchmarks.md) in a topic of two partitions, one record per
 The same topology with a `MemorySource` of the same sentences in place of Kafka is timed too
 (what the topology costs without Kafka's reading).
 
-- squall Trident (`--trident`, Storm's Trident API, squall's fast path on Spark): a
-  `KafkaTransactionalSpout` over the two partitions -> `each` a vectorised split
-  (`BatchFunction`) -> `group_by(word)` -> `persistent_aggregate(Count)` into a durable
-  transactional map state -> the batch's new counts `partition_persist`ed to the sink topic by a
-  `KafkaStateFactory` (idempotent producer, as the topology above), the whole backlog as one
-  transaction. Timed: the transactions (`RunResult.extra["batch_seconds"]`: the spout's batch
-  read on the driver, the Spark job, the state updates and the Kafka write), and the run's wall
-  time apart. All outputs are read back and checked
-against the reference counts every run. Reported: sentences (records) and words per second, and
-squall's ratio to the baseline, per run and the median of the runs.
+- squall Trident (Storm's Trident API, squall's fast path on Spark; `--trident-only` runs the
+  baseline and these alone): a `KafkaTransactionalSpout` over the two partitions -> `each` a
+  vectorised split (`BatchFunction`) -> `group_by(word)` -> `persistent_aggregate(Count)` into
+  a durable transactional map state -> the batch's new counts `partition_persist`ed to the sink
+  topic by a `KafkaStateFactory` (idempotent producer, as the topology above), the whole
+  backlog as one transaction; and the same with a per-tuple split `Function`. Timed: the
+  transactions (`RunResult.extra["batch_seconds"]`: the spout's batch read on the driver, the
+  Spark job, the state updates and the Kafka write), and the run's wall time apart.
+
+All outputs are read back and checked against the reference counts every run. Reported:
+sentences (records) and words per second, and squall's ratio to the baseline, per run and the
+median of the runs.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from squall.runtime.spark.driver import SparkRunner
 from squall.runtime.spark.session import get_session
 from squall.runtime.spark.trident import TridentSparkRunner
 from squall.transactional import KafkaTransactionalSpout
-from squall.trident import ROW, BatchFunction, Count, TridentTopology
+from squall.trident import ROW, BatchFunction, Count, Function, TridentTopology
 from squall.trident.state import DurableMapState, StateType
 
 
@@ -101,13 +103,23 @@ class SplitColumns(BatchFunction):
         return {"word": pc.list_flatten(words), ROW: pc.list_parent_indices(words)}
 
 
-def trident_run(spark, broker: Broker, source: str, sink: str, records: int
-                ) -> tuple[float, float, int]:
-    """The Trident topology (module docstring): transactions' time, wall time, transactions."""
+class SplitWords(Function):
+    """W1's split, one sentence at a time (Storm's per-tuple `Function`)."""
+
+    def execute(self, tup, collector):
+        for word in tup[0].split():
+            collector.emit((word,))
+
+
+def trident_run(spark, broker: Broker, source: str, sink: str, records: int,
+                split: Any = None) -> tuple[float, float, int]:
+    """The Trident topology (module docstring) with `split` (default the vectorised one):
+    transactions' time, wall time, transactions."""
     t = TridentTopology()
     spout = KafkaTransactionalSpout([source], Fields("value"), bootstrap_servers=broker.bootstrap,
                                     max_batch=records, stop_when_empty=True)
-    counts = (t.new_stream("sentences", spout).each(["value"], SplitColumns(), ["word"])
+    counts = (t.new_stream("sentences", spout)
+              .each(["value"], split or SplitColumns(), ["word"])
               .group_by(["word"])
               .persistent_aggregate(DurableMapState.factory(StateType.TRANSACTIONAL), Count(),
                                     ["count"]).name("counts"))
@@ -247,8 +259,12 @@ def main() -> None:
             line.append(f"Trident transactions {t_s:.2f}s ({txns} with data or the last "
                         f"empty one; {base_s / t_s:.1%} of the baseline), run {t_wall:.2f}s "
                         f"({base_s / t_wall:.1%})")
+            p_sink = broker.create_topic(f"w1-trident-pt-{run}", 2)
+            p_s, _, _ = trident_run(spark, broker, source, p_sink, len(sentences), SplitWords())
+            assert read_counts(broker, p_sink) == expected, "Trident's counts differ (per-tuple)"
+            line.append(f"Trident with a per-tuple split {p_s:.2f}s ({base_s / p_s:.1%})")
             if run:
-                trident.append((base_s, t_s, t_wall))
+                trident.append((base_s, t_s, t_wall, p_s))
             print(", ".join(line), flush=True)
         cut = (f"{args.batch:,} records per micro-batch" if args.batch
                else "whole backlog as one micro-batch")
@@ -272,6 +288,10 @@ def main() -> None:
               f"ratio {statistics.median(r[0] / r[1] for r in trident):.1%} "
               f"({', '.join(f'{r[0] / r[1]:.0%}' for r in trident)}); whole run, start-up "
               f"included: {statistics.median(r[0] / r[2] for r in trident):.1%}")
+        p_med = statistics.median(r[3] for r in trident)
+        print(f"  the same with a per-tuple split Function "
+              f"{len(sentences) / p_med:10,.0f} records/s  {words / p_med / 1e6:.3f} M words/s "
+              f"ratio {statistics.median(r[0] / r[3] for r in trident):.1%}")
     finally:
         broker.stop()
 
