@@ -125,7 +125,9 @@ class KafkaState:
         self.skip = False  # this txid's transaction committed before: write nothing again
         self.batches_skipped = 0
         self._producer: Any = None
+        self._stale: list[Any] = []  # producers given up on, kept: their destructor may block
         self._marker: Any = None
+        self._known: int | None = None  # the marker as this process last read or wrote it
         self._open = False  # a Kafka transaction is open
         self._errors: list[str] = []
         self._attempt = ""  # a random id per attempt of a transaction (the attempt header)
@@ -138,7 +140,9 @@ class KafkaState:
         producer = self._transactional_producer()
         if self._open:  # an earlier attempt of this txid failed after it began
             self._abort()
-        self.skip = self._committed() >= txid
+        if self._known is None:  # first transaction here, or an outcome not known
+            self._known = self._committed()
+        self.skip = self._known >= txid
         if self.skip:
             self.batches_skipped += 1
             log.info("Kafka state %r: transaction %d was already committed to topic %r; "
@@ -203,6 +207,7 @@ class KafkaState:
                 [marker], self._marker_consumer().consumer_group_metadata(), self.f.timeout)
             self._producer.commit_transaction(self.f.timeout)
             self._open = False
+            self._known = txid
         except KafkaException as exc:
             self._abort()
             raise self._failure(_kafka_reason(exc)) from exc
@@ -278,12 +283,16 @@ class KafkaState:
             raise self._failure("; ".join(errors))
 
     def _abort(self) -> None:
-        self._open = False
+        # Whether a failed commit committed is not known here: the marker is read again.
+        self._open, self._known = False, None
         try:
             self._producer.abort_transaction(self.f.timeout)
-        except KafkaException as exc:  # the next process's init_transactions fences it anyway
-            log.warning("Kafka state %r: abort of transaction %s failed: %s", self.name,
-                        self.txid, exc)
+        except KafkaException as exc:
+            # A new producer's init_transactions fences this one and aborts what it left open.
+            log.warning("Kafka state %r: abort of transaction %s failed (%s); the next attempt "
+                        "starts a new producer", self.name, self.txid, exc)
+            self._stale.append(self._producer)
+            self._producer = None
 
     def _failure(self, reason: str) -> SinkWriteError:
         return SinkWriteError(
