@@ -137,9 +137,9 @@ class KafkaState:
         self.txid, self._errors = txid, []
         if not self.f.transactional:
             return
-        producer = self._transactional_producer()
         if self._open:  # an earlier attempt of this txid failed after it began
             self._abort()
+        producer = self._transactional_producer()  # after the abort, which may replace it
         if self._known is None:  # first transaction here, or an outcome not known
             self._known = self._committed()
         self.skip = self._known >= txid
@@ -159,7 +159,10 @@ class KafkaState:
                             "(begin_commit first)")
         if self.skip:
             return
-        producer = self._transactional_producer() if self.f.transactional else self._plain()
+        if self.f.transactional and not self._open:
+            raise SinkError(f"Kafka state {self.name!r}: write of transaction {self.txid} "
+                            "after it ended (begin_commit first)")
+        producer = self._producer if self.f.transactional else self._plain()
         f = self.f
         headers = None
         if f.transactional and f.attempt_header:
