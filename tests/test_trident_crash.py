@@ -64,7 +64,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka_broker import committed_once
+from confluent_kafka import Consumer, TopicPartition
+from kafka_broker import committed_once, running_broker
 
 from squall.trident.state import DurableMapState
 
@@ -437,8 +438,6 @@ def run_case(tmp: Path, runner: str, state_type: str, spout: str, seed: int, kil
 def check_kafka_marker(broker: Any, topic: str, tmp: Path, txids: int, context: str) -> None:
     """The state's marker group (named after the checkpoint's lineage token) committed the last
     transaction: the commits happened, through the restarts, in one lineage."""
-    from confluent_kafka import Consumer, TopicPartition
-
     (token,) = (tmp / "ckpt" / "kafka-state").glob("*.token")
     group = f"squall-{token.stem}-{token.read_text().strip()}"
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
@@ -507,8 +506,6 @@ def _dropped_somewhere(spout: str, dropped: list, what: str) -> None:
 
 @pytest.fixture(scope="module")
 def kafka_broker(tmp_path_factory):
-    from kafka_broker import running_broker
-
     with running_broker(tmp_path_factory.mktemp("tansu")) as broker:
         yield broker
 
