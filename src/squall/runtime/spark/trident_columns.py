@@ -199,3 +199,53 @@ def decode_arrow(batch: Any, field: str) -> pa.Array:
         col = present(batch, field)[0][1]
         return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     return pa.array(decode(batch, field))
+
+
+# ---- partial aggregates as Arrow IPC cells ----------------------------------------------------
+# A worker's partial aggregates reach the driver through the job's one action. As ordinary
+# columns they cross Spark's JVM twice (the worker's Arrow batches become rows, `toArrow` makes
+# Arrow batches of them again): for W2's 1.26 M (window, word) partials that was more than half
+# of the job. As an Arrow IPC stream in one binary cell per partition, the JVM copies a buffer
+# and the driver reads the stream back without a copy (benchmarks/trident_design/
+# f_ipc_partials.py; docs/design/trident.md). Partials are never shuffled or aggregated by Spark
+# on this path, so Spark does not need to see their columns.
+IPC = "$ipc"
+IPC_SCHEMA = f"`{IPC}` binary"
+_CELL_BYTES = 1 << 30  # a binary cell's offsets are 32-bit: a stream per cell stays below 2 GiB
+
+
+def to_cells(batch: pa.RecordBatch, limit: int = _CELL_BYTES) -> list[pa.RecordBatch]:
+    """`batch` as Arrow IPC streams, each in one binary cell (a batch of one row), without
+    copying the stream's bytes; a stream of `limit` bytes or more is split in halves.
+
+    >>> b = pa.RecordBatch.from_pydict({"w#s": ["a", "b", "c"], "n#i": [1, 2, 3]})
+    >>> cells = to_cells(b)
+    >>> [c.num_rows for c in cells], cells[0].schema.names
+    ([1], ['$ipc'])
+    >>> from_cells(pa.Table.from_batches(cells), b.schema).to_pydict()
+    {'w#s': ['a', 'b', 'c'], 'n#i': [1, 2, 3]}
+    >>> small = to_cells(b, limit=10)
+    >>> len(small), from_cells(pa.Table.from_batches(small), b.schema).to_pydict()
+    (3, {'w#s': ['a', 'b', 'c'], 'n#i': [1, 2, 3]})
+    >>> none = from_cells(pa.Table.from_batches([], pa.schema([("$ipc", pa.binary())])), b.schema)
+    >>> none.num_rows, none.schema == b.schema
+    (0, True)
+    """
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    buf = sink.getvalue()
+    if buf.size >= limit and batch.num_rows > 1:
+        half = batch.num_rows // 2
+        return to_cells(batch.slice(0, half), limit) + to_cells(batch.slice(half), limit)
+    offsets = pa.array([0, buf.size], pa.int32()).buffers()[1]
+    cell = pa.Array.from_buffers(pa.binary(), 1, [None, offsets, buf])
+    return [pa.RecordBatch.from_arrays([cell], [IPC])]
+
+
+def from_cells(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """The batches `to_cells` wrote of `schema`, as one table (the cells of every partition;
+    empty when there are none)."""
+    tables = [pa.ipc.open_stream(v.as_buffer()).read_all()
+              for chunk in table.column(IPC).chunks for v in chunk]
+    return pa.concat_tables(tables) if tables else schema.empty_table()
