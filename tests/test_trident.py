@@ -9,6 +9,7 @@ validation and the per-batch executor directly.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -195,6 +196,45 @@ def test_word_count_state_new_values_and_query_equal_a_dict_count(runner, tmp_pa
     # The query's sum per batch, each seeing the counts as of the batch before.
     seen = [Counter(), words_of(SENTENCES[:2]), words_of(SENTENCES[:4]), expected]
     assert rows(result, "query-sum") == [(sum(c[w] for w in query.split(" ")),) for c in seen]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("staged", [True, False], ids=["local-mode-staged", "cluster-dataframe"])
+def test_driver_batches_reach_spark_staged_or_as_dataframes(staged, tmp_path):
+    """A batch built on the driver (a FixedBatchSpout's) reaches Spark as a parquet file staged
+    under the checkpoint location in local mode, deleted once the batch's jobs ran; a cluster's
+    runner (whose executors cannot read the driver's disk) sends it with `createDataFrame`.
+    Both count exactly, with a per-tuple and a batch function in the same topology."""
+    from squall.runtime.spark.trident import TridentSparkRunner
+
+    factory = DurableMapState.factory(TX, directory=str(tmp_path / "states"))
+    t = TridentTopology()
+    stream = t.new_stream("s", FixedBatchSpout(["sentence"], 2, *[[s] for s in SENTENCES]))
+    (stream.each(["sentence"], Split(), ["word"]).group_by(["word"])
+     .persistent_aggregate(factory, Count(), ["count"]).name("counts"))
+    (stream.each(["sentence"], Split(), ["word"]).each(["word"], ArrowLength(), ["len"])
+     .aggregate(["len"], Sum(), ["letters"]).name("letters"))
+    runner = TridentSparkRunner(t.build(), {}, checkpoint_location=str(tmp_path / "ckpt"),
+                                capture=True)
+    staging = runner._staging
+    assert staging == str(tmp_path / "ckpt" / "trident" / "staged")
+    if not staged:
+        runner._staging = None  # as on a cluster master
+    written: list[int] = []
+    dataframe = runner._dataframe
+    runner._dataframe = lambda table, ddl: (written.append(table.num_rows),
+                                            dataframe(table, ddl))[1]
+    result = runner.run()
+    assert result.extra["committed"] == [1, 2, 3]
+    assert written == [2, 2, 2, 2, 1, 1], "one DataFrame per Spark path and batch"
+    assert read_state(factory, "counts", tmp_path) == {
+        (w,): c for w, c in words_of(SENTENCES).items()}
+    letters = [sum(len(s.replace(" ", "")) for s in b) for b in (
+        SENTENCES[0:2], SENTENCES[2:4], SENTENCES[4:])]
+    assert [r[0] for r in result.extra["outputs"]["letters"]] == letters
+    assert os.path.isdir(staging) == staged
+    if staged:
+        assert os.listdir(staging) == [], "staged files are deleted after their batch"
 
 
 def test_storm_drpc_query_is_written_as_in_storm(runner):

@@ -682,6 +682,7 @@ class TridentSparkRunner(Controls, Reporting):
         self._staging: str | None = os.path.join(self.dir, "trident", "staged") \
             if str(self.spark.sparkContext.master).startswith("local") else None
         self._staged: list[str] = []
+        self._stage_seq = 0
         if self._staging is not None:  # a killed run's leftovers
             shutil.rmtree(self._staging, ignore_errors=True)
         self.paths, self.inside = spark_segments(self.plan)
@@ -892,7 +893,10 @@ class TridentSparkRunner(Controls, Reporting):
         if self._staging is None:
             return self.spark.createDataFrame(table)
         os.makedirs(self._staging, exist_ok=True)
-        path = os.path.join(self._staging, f"batch-{len(self._staged)}.parquet")
+        # A name never used before in this run: Spark must not take a file it listed for an
+        # earlier batch for this one.
+        self._stage_seq += 1
+        path = os.path.join(self._staging, f"batch-{self._stage_seq}.parquet")
         # Row groups small enough for Spark to split the file over its cores.
         per_group = max(1, -(-table.num_rows // (2 * self.spark.sparkContext.defaultParallelism)))
         pq.write_table(table, path, row_group_size=per_group, compression="none")
