@@ -824,17 +824,19 @@ class TridentSparkRunner(Controls, Reporting):
         self._counts.append(counts)
         chain: list[PlanNode] = []
 
-        def chain_df(df: Any, needed: tuple[str, ...], partial: PlanNode | None = None) -> Any:
+        def make_chain(needed: tuple[str, ...], partial: PlanNode | None = None,
+                       cells: bool = False) -> _Chain:
             out_types = {f: k for f, k in types.items() if f in needed}
-            c = _Chain(chain, fields, needed, self.user_conf, txid, partial=partial,
-                       counts=counts, types=out_types)
+            return _Chain(chain, fields, needed, self.user_conf, txid, partial=partial,
+                          counts=counts, types=out_types, cells=cells)
+
+        def chain_df(df: Any, needed: tuple[str, ...], partial: PlanNode | None = None) -> Any:
+            c = make_chain(needed, partial)
             return df.mapInArrow(c, c.output_schema())
 
         def partials_here(df: Any, needed: tuple[str, ...]) -> pa.Table:
             """The terminal's partials of every partition, on the driver as they are."""
-            out_types = {f: k for f, k in types.items() if f in needed}
-            c = _Chain(chain, fields, needed, self.user_conf, txid, partial=terminal,
-                       counts=counts, types=out_types, cells=True)
+            c = make_chain(needed, terminal, cells=True)
             return cols.from_cells(df.mapInArrow(c, c.output_schema()).toArrow(),
                                    c.partial_schema())
 
