@@ -403,6 +403,59 @@ def test_squall_run_ui_on_spark_links_the_spark_ui_and_shows_batches():
     assert last["metrics"]["components"]["sentences"]["acked"] == 300
 
 
+# A process that serves the UI for a finished run, answers slowly (as under load: every JSON
+# answer takes a second to encode), and exits the moment `close` returns, as `squall run` does.
+_SLOW_SERVER = """
+import json, os, sys, time
+from squall import Bolt, Fields, Spout, TopologyBuilder
+from squall.ui import UiServer
+
+class S(Spout):
+    def next_tuple(self): pass
+    def declare_output_fields(self, d): d.declare(Fields("n"))
+
+class B(Bolt):
+    def execute(self, t): pass
+
+b = TopologyBuilder()
+b.set_spout("s", S())
+b.set_bolt("b", B()).shuffle_grouping("s")
+topology = b.create_topology()
+dumps = json.dumps
+json.dumps = lambda *a, **k: (time.sleep(1.0), dumps(*a, **k))[1]
+server = UiServer(lambda: None, lambda: topology, name="t", runner_name="local").start()
+print(server.port, server.token, flush=True)
+sys.stdin.readline()
+server.finish()
+print("finished", flush=True)
+server.close(linger_s=10)
+os._exit(0)
+"""
+
+
+def test_the_last_answer_is_written_whole_before_squall_exits():
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_SERVER], cwd=ROOT, text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        port, token = proc.stdout.readline().split()
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/api/metrics",
+                                         headers={TOKEN_HEADER: token})
+        assert _answer(request)["status"] == "starting"  # a page is watching
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "finished"
+        # `close` waits for this answer to be written, not merely computed.
+        with urllib.request.urlopen(request, timeout=10) as response:
+            last = json.loads(response.read())
+        assert last["status"] == "finished" and last["finished"] is True
+        assert proc.wait(10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
 def test_squall_run_ui_port_in_use_is_refused_in_one_line():
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -179,7 +179,12 @@ class UiServer:
                 if url.path == "/api/topology":
                     self._json(200, server.topology_answer())
                 else:
-                    self._json(200, server.metrics_answer())
+                    answer = server.metrics_answer()
+                    self._json(200, answer)
+                    if answer["finished"]:
+                        # Only now, with the whole answer written: `close` waits for this, and
+                        # the process may exit (killing this daemon thread) right after it.
+                        server._seen_finished.set()
 
             def _not_allowed(self) -> None:
                 self._json(405, {"error": "the web UI is read-only"}, {"Allow": "GET"})
@@ -253,7 +258,6 @@ class UiServer:
         with self._lock:
             self._last_request = time.monotonic()
             if self._finished:
-                self._seen_finished.set()
                 status, snapshot, rates = "finished", self._final, None
             elif runner is None:
                 status, snapshot, rates = "starting", None, None
