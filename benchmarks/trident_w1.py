@@ -5,6 +5,8 @@ Count)`, run by squall's Trident Spark runner (`squall.runtime.spark.trident`), 
 
 - A: a per-tuple `Split` Function, no partial aggregation in the worker (every word to Spark's
   JVM count): `squall.trident.spark.partial.aggregation=false`;
+- At: the per-tuple `Split` declaring `output_types = {"word": str}` (its words travel as one
+  typed column instead of four), no partial aggregation;
 - A+: the same Function with the worker's partial aggregation (the default);
 - B: a vectorised `BatchFunction` split (pyarrow), no partial aggregation;
 - C: the vectorised split with the worker's partial aggregation (the default).
@@ -61,6 +63,10 @@ class Split(Function):
     def execute(self, tup, collector):
         for word in tup[0].split(" "):
             collector.emit((word,))
+
+
+class TypedSplit(Split):
+    output_types: ClassVar = {"word": str}  # one typed column on Spark, as SplitColumns
 
 
 class SplitColumns(BatchFunction):
@@ -132,6 +138,7 @@ def main() -> None:
           f"{time.perf_counter() - t0:.1f} s", flush=True)
     variants = {
         "A per-tuple Split, no partial": (Split(), False),
+        "At per-tuple Split declaring output_types, no partial": (TypedSplit(), False),
         "A+ per-tuple Split, partial (default)": (Split(), True),
         "B BatchFunction split, no partial": (SplitColumns(), False),
         "C BatchFunction split, partial (default)": (SplitColumns(), True),

@@ -945,6 +945,55 @@ def test_declared_output_types_give_the_same_values_and_are_checked(runner):
         in str(err.value)
 
 
+class TypedSplitRows(Function):
+    """A per-tuple split that declares its outputs' types."""
+
+    output_types: ClassVar = {"word": str, "length": int}
+
+    def execute(self, tup, collector):
+        for w in tup[0].split(" "):
+            collector.emit((w, len(w)))
+
+
+class MisTypedRows(Function):
+    """Declares an int, emits a string for words starting with "m"."""
+
+    output_types: ClassVar = {"word": int}
+
+    def execute(self, tup, collector):
+        for w in tup[0].split(" "):
+            collector.emit((w if w.startswith("m") else len(w),))
+
+
+def test_a_per_tuple_functions_declared_output_types_are_kept_and_checked(runner):
+    """A per-tuple Function's `output_types`: the values are those of the local runner, whether
+    the input tuple's fields go on with the emitted values (`sentence` read later) or not; a
+    value of another type fails the batch naming the function and the field."""
+    sentences = [[("the cow jumped",), ("over the moon",)], [("the end",)]]
+    t = TridentTopology()
+    words = (t.new_stream("s", Batches(["sentence"], *sentences))
+             .each(["sentence"], TypedSplitRows(), ["word", "length"]))
+    words.group_by(["word"]).aggregate(["length"], Sum(), ["letters"]).name("letters")
+    words.group_by(["sentence", "length"]).aggregate(Count(), ["n"]).name("per-sentence")
+    result = run(t, runner)
+    per_batch = [Counter(w for (s,) in batch for w in s.split(" ")) for batch in sentences]
+    assert sorted(rows(result, "letters")) == sorted(
+        (w, len(w) * n) for c in per_batch for w, n in c.items())
+    assert sorted(rows(result, "per-sentence")) == sorted(
+        (s, k, n) for batch in sentences for (s,) in batch
+        for k, n in Counter(len(w) for w in s.split(" ")).items())
+    assert all(type(w) is str and type(n) is int for w, n in rows(result, "letters"))
+
+    t = TridentTopology()
+    (t.new_stream("s", Batches(["sentence"], *sentences))
+     .each(["sentence"], MisTypedRows(), ["word"]).group_by(["word"]).aggregate(Count(), ["n"])
+     .name("counts"))
+    with pytest.raises(SquallError) as err:
+        run(t, runner, {MAX_ATTEMPTS: 1})
+    assert "MisTypedRows.execute: field 'word' is declared int but holds a str value ('moon')" \
+        in str(err.value)
+
+
 # ---- validation ----------------------------------------------------------------------------------
 
 def _stream():
@@ -979,6 +1028,12 @@ def test_declared_output_types_are_checked_when_the_topology_is_built():
     with pytest.raises(InvalidTopologyError, match=r"output_types\['word'\] is <class 'bytes'>; "
                                                    "declare str, int or float"):
         s.each(["sentence"], Bytes(), ["word", "length"])
+
+    class UndeclaredRows(TypedSplitRows):
+        output_types: ClassVar = {"words": str}
+
+    with pytest.raises(InvalidTopologyError, match=r"UndeclaredRows.output_types names 'words'"):
+        s.each(["sentence"], UndeclaredRows(), ["word", "length"])
 
 
 def test_output_fields_that_clash_are_refused():

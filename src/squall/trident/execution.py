@@ -46,6 +46,7 @@ from squall.trident.operations import (
     Aggregator,
     BatchFunction,
     CombinerAggregator,
+    Function,
     ListCollector,
     ReducerAggregator,
     TridentCollector,
@@ -328,6 +329,8 @@ class BatchExecutor:
             out = list(map(tuple, coll.out))
             if out and set(map(len, out)) != {width}:
                 _checked(next(r for r in out if len(r) != width), width, node)
+            if op.output_types and out:
+                _check_emitted(node, op, out, 0)
             return out
         if kind == "each":
             coll = _Emitted()
@@ -345,6 +348,8 @@ class BatchExecutor:
             if out and set(map(len, out)) != {wide}:
                 bad = next(r for r in out if len(r) != wide)
                 _checked(bad[len(fields):], width, node)  # raises, naming the operation
+            if op.output_types and out:
+                _check_emitted(node, op, out, len(fields))
             return out
         if kind == "map":
             return [_checked(op.execute(view(r)), width, node) for r in part]
@@ -595,6 +600,19 @@ class BatchExecutor:
             err = coll.errors[0]
             raise TridentOperationError(f"{node.cid!r} reported {type(err).__name__}: {err}") \
                 from err
+
+
+def _check_emitted(node: PlanNode, op: Function, out: Rows, offset: int) -> None:
+    """A per-tuple function's emitted values of the fields it declared (`output_types`) are
+    of those types (row `r`'s emitted values start at `r[offset]`)."""
+    output = node.args["output"]
+    for f, want in op.output_types.items():
+        j = offset + output.index(f)
+        try:
+            check_type(f, [r[j] for r in out], want)
+        except TypeError as exc:
+            raise TridentOperationError(f"{type(op).__name__}.execute: {exc}",
+                                        component=node.cid, field=f) from None
 
 
 def timestamp_of(ts: Any, node: PlanNode) -> int:

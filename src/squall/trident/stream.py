@@ -173,7 +173,7 @@ class Stream:
             raise InvalidTopologyError(f"{where}: {type(op).__name__} needs its output fields: "
                                        "each(input_fields, function, function_fields)")
         out = self._new_fields(function_fields, "each", self.fields)
-        if isinstance(op, BatchFunction):
+        if isinstance(op, (Function, BatchFunction)):
             _check_declared(op, out, where)
         return self._add("each", self.fields + out, input=inputs, op=op, output=out)
 
@@ -701,8 +701,9 @@ def _pickle(cid: str, node: PlanNode) -> bytes:
             component=cid) from exc
 
 
-def _check_declared(op: BatchFunction, outputs: tuple[str, ...], where: str) -> None:
-    """A BatchFunction's `output_types` name its output fields and the types Spark columns
+def _check_declared(op: Function | BatchFunction, outputs: tuple[str, ...], where: str
+                    ) -> None:
+    """A function's `output_types` name its output fields and the types Spark columns
     hold."""
     declared = op.output_types
     if not isinstance(declared, Mapping):
