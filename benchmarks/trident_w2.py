@@ -37,6 +37,7 @@ from trident_w1 import Split, SplitColumns  # the same two splits as W1
 from workloads import w1_sentences
 
 from squall.runtime.spark.trident import TridentSparkRunner
+from squall.runtime.spark.trident_windows import count_by_codes
 from squall.trident import (
     Count,
     FileBatchSpout,
@@ -77,26 +78,29 @@ def count_windows(batches):
 
 def split_and_count_arrow(batches):
     """The floor's worker: the pyarrow split, each word's window start, and a count per
-    (window start, word) over the whole partition by Arrow."""
+    (window start, word) over the whole partition by dictionary codes (squall's own
+    `count_by_codes`, the fastest count found: docs/design/trident.md)."""
     parts = []
     for rb in batches:
         words = pc.split_pattern(rb.column(0), " ")
         ts = rb.column(1)
         starts = pc.multiply(pc.divide(ts, SIZE), SIZE)  # integer division: ts >= 0 here
-        parts.append(pa.table({"start": pc.take(starts, pc.list_parent_indices(words)),
-                               "word": pc.list_flatten(words)}))
+        idx = pc.list_parent_indices(words)
+        parts.append(pa.table({"ws": pc.take(starts, idx), "k0": pc.list_flatten(words),
+                               "ts": pc.take(ts, idx)}))
     if parts:
-        t = pa.concat_tables(parts).group_by(["start", "word"]).aggregate([([], "count_all")])
-        yield from t.to_batches()
+        t = pa.concat_tables(parts)
+        yield from count_by_codes(t, ["k0"], SIZE, t.column("ts"), None).to_batches()
 
 
 def floor(spark, files):
     """What any plan must spend on W2 here: read, split and count per partition in the
-    worker, collect the (window, word) counts and combine them by Arrow on the driver. No
-    window state, no Python rows."""
+    worker, collect the (window, word) counts and combine them on the driver. No window
+    state, no Python rows."""
     t = (spark.read.parquet(files)
-         .mapInArrow(split_and_count_arrow, "start long, word string, count_all long").toArrow())
-    return t.group_by(["start", "word"]).aggregate([("count_all", "sum")])
+         .mapInArrow(split_and_count_arrow, "ws long, k0 string, v long, n long, max long")
+         .toArrow())
+    return count_by_codes(t, ["k0"], SIZE, t.column("max"), t.column("n"))
 
 
 def hand_written(spark, files):
@@ -141,7 +145,7 @@ def main() -> None:
         t = floor(spark, root)
         floor_s = time.perf_counter() - t2
         common.check("floor", {(s, w): n for s, w, n in zip(*(t.column(c).to_pylist() for c in (
-            "start", "word", "count_all_sum")), strict=True)}, dict(ref))
+            "ws", "k0", "n")), strict=True)}, dict(ref))
         line = [f"hand-written {base:.2f}s", f"floor {floor_s:.2f}s"]
         for name, function in variants.items():
             ckpt = tempfile.mkdtemp(prefix="trident-w2-")

@@ -265,3 +265,43 @@ def test_window_arguments_are_checked():
         s.sliding_count_window(3, 4, ["x"], Sum(), ["sum"])
     with pytest.raises(InvalidTopologyError, match="whole numbers"):
         s.tumbling_count_window(2.5, ["x"], Sum(), ["sum"])
+
+
+@pytest.mark.parametrize("space", ["bins", "sorted"])
+def test_counts_by_codes_equal_arrows_group_by(space):
+    """The Spark worker's window counts by dictionary codes (`count_by_codes`) against Arrow's
+    hash `group_by`: two keys with nulls and floats, several windows, partial rows recombined
+    with their counts as weights; `sorted` makes the code space far larger than the rows, so
+    the sort replaces `np.bincount`."""
+    import random
+
+    import pyarrow as pa
+
+    from squall.runtime.spark.trident_windows import count_by_codes
+
+    rnd = random.Random(7)
+    n = 5_000
+    spread = 10 if space == "bins" else 4_000  # distinct values per key
+    ws = [rnd.randrange(0, 50) * 100 for _ in range(n)]
+    t = pa.table({
+        "ws": pa.array(ws, pa.int64()),
+        "k0": [None if rnd.random() < 0.05 else f"w{rnd.randrange(spread)}" for _ in range(n)],
+        "k1": [None if rnd.random() < 0.05 else float(rnd.randrange(spread)) / 2
+               for _ in range(n)],
+        "ts": pa.array([w + rnd.randrange(100) for w in ws], pa.int64())})
+
+    def groups(table, counts):  # sorted with None first
+        return sorted((((r["ws"], r["k0"] is not None, r["k0"] or "", r["k1"] is not None,
+                         r["k1"] or 0.0)), r[counts]) for r in table.to_pylist())
+
+    want = t.group_by(["ws", "k0", "k1"]).aggregate([([], "count_all")])
+    got = count_by_codes(t, ["k0", "k1"], 100, t.column("ts"), None)
+    assert groups(got, "n") == groups(want, "count_all")
+    assert got.column("v").to_pylist() == got.column("n").to_pylist()
+    assert pa.compute.max(got.column("max")).as_py() == pa.compute.max(t.column("ts")).as_py()
+    halves = pa.concat_tables([
+        count_by_codes(t.slice(0, n // 2), ["k0", "k1"], 100, t.column("ts").slice(0, n // 2),
+                       None),
+        count_by_codes(t.slice(n // 2), ["k0", "k1"], 100, t.column("ts").slice(n // 2), None)])
+    again = count_by_codes(halves, ["k0", "k1"], 100, halves.column("max"), halves.column("n"))
+    assert groups(again, "n") == groups(want, "count_all")

@@ -154,6 +154,10 @@ class WindowPartials:
         self.pending, self.pending_rows = [], 0
         by = ["ws", *self.names]
         if self.sql == "count":
+            coded = count_by_codes(raw, self.names, self.slide, raw.column("ts"), None)
+            if coded is not None:
+                self.tables.append(coded)
+                return
             g = raw.group_by(by).aggregate([([], "count_all"), ("ts", "max")])
             v = n = g.column("count_all")
         else:
@@ -208,11 +212,73 @@ class WindowPartials:
                     schema=cols.schema(fields, self.types))
             t = pa.concat_tables(self.tables)
             if len(self.tables) > 1:
-                t = _regroup(t, ["ws", *self.names], self.sql)
+                coded = count_by_codes(t, self.names, self.slide, t.column("max"),
+                                       t.column("n")) if self.sql == "count" else None
+                t = coded if coded is not None else _regroup(t, ["ws", *self.names], self.sql)
             data = [*(t.column(c) for c in ("ws", *self.names, "v", "n", "max")),
                     pa.array(np.full(t.num_rows, self.partition, np.int64))]
         return pa.RecordBatch.from_pydict(cols.encode_columns(fields, data, self.types),
                                           schema=cols.schema(fields, self.types))
+
+
+def count_by_codes(t: pa.Table, names: Sequence[str], slide: int, ts: Any, weights: Any
+                   ) -> pa.Table | None:
+    """Tuples per (window start `ws`, keys `names`) of `t`, counted by integer codes: each key
+    column dictionary-encoded (one hash pass), window and codes folded into one int64, counted
+    by `np.bincount` (or a sort when the code space is much larger than the rows); `weights`
+    (the `n` of partial rows) are added instead of ones. A row's `max` is the largest of `ts`
+    over its window (only the largest over all rows is read). None when the code space does
+    not fit an int64. W2's 2 M words in 1.26 M (window, word) groups: 0.16 s against 0.7 s for
+    Arrow's hash `group_by` on two columns (docs/design/trident.md).
+
+    >>> t = pa.table({"ws": [0, 0, 10, 0], "k0": ["a", "b", "a", "a"], "ts": [1, 2, 15, 3]})
+    >>> c = count_by_codes(t, ["k0"], 10, t.column("ts"), None)
+    >>> [tuple(r.values()) for r in c.to_pylist()]  # ws, k0, v, n, max
+    [(0, 'a', 2, 2, 3), (0, 'b', 1, 1, 3), (10, 'a', 1, 1, 15)]
+    >>> both = pa.concat_tables([c, c])  # partial rows combined: their counts added
+    >>> c2 = count_by_codes(both, ["k0"], 10, both.column("max"), both.column("n"))
+    >>> [tuple(r.values()) for r in c2.to_pylist()]
+    [(0, 'a', 4, 4, 3), (0, 'b', 2, 2, 3), (10, 'a', 2, 2, 15)]
+    """
+    if t.num_rows == 0:
+        return None
+    ws = t.column("ws").to_numpy()
+    w0 = int(ws.min())
+    wi = (ws - w0) // slide
+    windows = int(wi.max()) + 1
+    key, space = wi.astype(np.int64), windows
+    dictionaries: list[tuple[pa.Array, int]] = []
+    for name in names:
+        col = t.column(name).combine_chunks()
+        enc = pc.dictionary_encode(col, null_encoding="encode")
+        size = len(enc.dictionary)
+        space *= max(size, 1)
+        if space >= 2 ** 62:
+            return None
+        key = key * size + enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        dictionaries.append((enc.dictionary, size))
+    w = None if weights is None else weights.to_numpy()
+    if space <= max(4 * len(key), 1 << 20):
+        counts = np.bincount(key, weights=w, minlength=space)
+        groups = np.flatnonzero(counts)
+        n = counts[groups]
+    elif w is None:
+        groups, n = np.unique(key, return_counts=True)
+    else:
+        groups, inverse = np.unique(key, return_inverse=True)
+        n = np.bincount(inverse, weights=w)
+    n = n.astype(np.int64)
+    wmax = np.full(windows, np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(wmax, wi, ts.to_numpy())
+    out: dict[str, Any] = {}
+    rest = groups
+    for name, (dictionary, size) in reversed(list(zip(names, dictionaries, strict=True))):
+        out[name] = dictionary.take(pa.array(rest % size))
+        rest = rest // size
+    counted = pa.array(n)
+    return pa.table({"ws": pa.array(rest * slide + w0, pa.int64()),
+                     **{name: out[name] for name in names}, "v": counted, "n": counted,
+                     "max": pa.array(wmax[rest], pa.int64())})
 
 
 def _merge(combined: dict[tuple[Any, ...], list[Any]], key: tuple[Any, ...], v: Any, n: int,
@@ -267,8 +333,13 @@ def finish(result: pa.Table, node: PlanNode) -> tuple[list[Segment], dict[Window
         t = result.select(["$ws#i", *key_cols, value_col, "$n#i", "$max#i", "$part#i"])
         by = ["ws", *[f"k{i}" for i in range(len(key_cols))]]
         t = t.rename_columns([*by, "v", "n", "max", "part"])
-        t = _combine_shared(t, by, op.sql).sort_by("ws")
+        t = _combine_shared(t, by, op.sql)
         starts = t.column("ws").to_numpy()
+        if len(starts) > 1 and (starts[1:] < starts[:-1]).any():
+            # Usually in order already: each partition's partials come by window, and a
+            # time-ordered input gives the partitions consecutive windows.
+            t = t.sort_by("ws")
+            starts = t.column("ws").to_numpy()
         decoded = pa.table({**{n: t.column(f"k{i}") for i, n in enumerate(key_cols)},
                             "v": t.column("v")})
         kvals = [cols.decode(decoded, k) for k in keys]
