@@ -139,6 +139,10 @@ def _check_exact(tmp: Path, total: int) -> None:
 @pytest.mark.runners(spark_session=False)
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_stops_gracefully_and_a_restart_resumes_exactly(runner, signum, tmp_path):
+    if runner == "spark" and signum == signal.SIGTERM and not os.environ.get("SQUALL_SLOW"):
+        # Both signals take the same path on Spark once the CLI caught them (both run on the
+        # local runner, SIGINT on Spark): a minute and a half of the suite for no new line.
+        pytest.skip("SIGTERM on Spark: set SQUALL_SLOW=1 to run it")
     total = _input(tmp_path)
     # The signal must come mid-run: 20 ms per record, and on Spark micro-batches of at most 60
     # records (a first batch takes the whole input otherwise, and a stop waits for the trees
