@@ -17,7 +17,6 @@ from kafka_broker import running_broker
 from test_transactional import FaultyBuckets, FaultyKeyedCount, _check_words, _run
 
 from squall import Fields
-from squall.connectors.kafka import close_readers
 from squall.transactional import (
     KafkaOpaqueSpout,
     KafkaTransactionalSpout,
@@ -28,8 +27,7 @@ from squall.transactional import (
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     with running_broker(tmp_path_factory.mktemp("tansu")) as b:
-        yield b
-        close_readers()
+        yield b  # running_broker closes this process's reading consumers
 
 
 @pytest.fixture
