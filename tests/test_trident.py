@@ -994,6 +994,61 @@ def test_a_per_tuple_functions_declared_output_types_are_kept_and_checked(runner
         in str(err.value)
 
 
+class Emits(Function):
+    """Emits the values listed for its input: `(value,)` tuples, lists, or a generator."""
+
+    def execute(self, tup, collector):
+        for i, v in enumerate(tup[0]):
+            collector.emit((v,) if i % 3 == 0 else [v] if i % 3 == 1 else iter([v]))
+
+
+# Values of one Python type per batch (Arrow columns on Spark), then mixed or beyond a typed
+# column (Python values). No two values are equal across types (1 == 1.0 would be one key in
+# a dict, two in a typed column).
+EMITTED = [
+    [(["a", "b", "a"],), (["c", None],)],
+    [([7, 2.5, 7],), ([None, 8],)],
+    [([2 ** 70, 5, 2 ** 70],)],
+    [([(1, 2), b"z", "q"],), ([(1, 2), -(2 ** 63)],)],
+    [([2 ** 63 - 1, 3, None],)],
+    [([0.5, float("inf")],)],
+]
+
+
+@pytest.mark.parametrize("partial", [True, False])
+def test_a_per_tuple_functions_values_keep_their_types_through_an_aggregation(runner, partial):
+    """A per-tuple Function whose input nothing later reads (on Spark its emitted values travel
+    as Arrow columns when a batch's values share one native type, as Python values
+    otherwise): grouped and counted, every value comes back as it went in, with or without
+    the worker's partial aggregation; emits of any sequence or iterable count alike."""
+    t = TridentTopology()
+    (t.new_stream("s", Batches(["values"], *EMITTED)).each(["values"], Emits(), ["v"])
+     .group_by(["v"]).aggregate(Count(), ["n"]).name("counts"))
+    result = run(t, runner, {"squall.trident.spark.partial.aggregation": partial})
+    want = [(v, n) for batch in EMITTED
+            for v, n in Counter(v for (vs,) in batch for v in vs).items()]
+    got = rows(result, "counts")
+    assert sorted(map(repr, got)) == sorted(map(repr, want))
+    assert Counter(type(v) for v, _ in got) == Counter(type(v) for v, _ in want)
+
+
+class WrongWidth(Function):
+    def execute(self, tup, collector):
+        for w in tup[0].split(" "):
+            collector.emit([w, len(w)] if w == "moon" else [w])
+
+
+def test_an_emit_of_the_wrong_width_before_an_aggregation_names_the_operation(runner):
+    t = TridentTopology()
+    (t.new_stream("s", Batches(["sentence"], [(s,) for s in SENTENCES]))
+     .each(["sentence"], WrongWidth(), ["word"]).name("split")
+     .group_by(["word"]).aggregate(Count(), ["n"]).name("counts"))
+    with pytest.raises(SquallError) as err:
+        run(t, runner, {MAX_ATTEMPTS: 1})
+    assert "'split' emitted 2 values ['moon', 4] but declares 1 output fields ['word']" \
+        in str(err.value)
+
+
 # ---- validation ----------------------------------------------------------------------------------
 
 def _stream():
@@ -1011,6 +1066,18 @@ def test_unknown_input_fields_are_refused_naming_the_stream_fields():
         s.project(["sentence", "x"])
     with pytest.raises(InvalidTopologyError, match="no field 'x'"):
         s.aggregate(["x"], Sum(), ["sum"])
+
+
+def test_field_names_starting_with_a_dollar_are_refused():
+    """'$' starts squall's own column names on Spark ('$partial', '$v#i')."""
+    _, s = _stream()
+    with pytest.raises(InvalidTopologyError, match=r"field names starting with '\$' are "
+                                                   r"reserved.*rename '\$partial'"):
+        s.each(["sentence"], Split(), ["$partial"])
+    with pytest.raises(InvalidTopologyError, match=r"rename '\$n'"):
+        s.group_by(["sentence"]).aggregate(Count(), ["$n"])
+    with pytest.raises(InvalidTopologyError, match=r"new_stream\('d'\): the spout's fields"):
+        TridentTopology().new_stream("d", FixedBatchSpout(["$v"], 1, [1]))
 
 
 def test_declared_output_types_are_checked_when_the_topology_is_built():

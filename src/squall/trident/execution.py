@@ -321,17 +321,8 @@ class BatchExecutor:
         if kind == "each" and not keep_inputs:
             # No input row to pair the values with: the emitted values of the whole part, in
             # order, are the output.
-            coll = _Emitted()
-            execute = op.execute
-            for r in part:
-                execute(view(r), coll)
-            self._raise_reported(node, coll)
-            out = list(map(tuple, coll.out))
-            if out and set(map(len, out)) != {width}:
-                _checked(next(r for r in out if len(r) != width), width, node)
-            if op.output_types and out:
-                _check_emitted(node, op, out, 0)
-            return out
+            columns, n = self.each_columns(node, fields, part, op)
+            return list(zip(*columns, strict=True)) if columns else [()] * n
         if kind == "each":
             coll = _Emitted()
             execute, emitted, append = op.execute, coll.out, out.append
@@ -369,6 +360,62 @@ class BatchExecutor:
             coll.out.clear()
         self._raise_reported(node, coll)
         return out
+
+    def each_columns(self, node: PlanNode, fields: tuple[str, ...], part: Rows, op: Function
+                     ) -> tuple[list[list[Any]], int]:
+        """A per-tuple `each` whose input fields nothing later reads: the values the function
+        emits for the whole part, as one list per output field (what `row_op` with
+        `keep_inputs=False` returns as rows), and how many times it emitted. A Spark worker
+        turns the lists into Arrow columns without building a row per emit.
+
+        >>> from squall.trident.plan import PlanNode
+        >>> class Pairs(Function):
+        ...     def execute(self, tup, collector):
+        ...         for w in tup[0].split():
+        ...             collector.emit([w, len(w)])
+        >>> node = PlanNode("each-1", "each", ("s", "w", "n"), ("src",), 1,
+        ...                 {"input": ["s"], "output": ["w", "n"]})
+        >>> ex = BatchExecutor(Plan(()), {}, location=None)
+        >>> ex.each_columns(node, ("s",), [("a bb",), ("ccc",)], Pairs())
+        ([['a', 'bb', 'ccc'], [1, 2, 3]], 3)
+        """
+        inputs = node.args["input"]
+        idx = _indexes(fields, inputs)
+        make = tuple_type(tuple(inputs))
+        output = node.args["output"]
+        width = len(output)
+        coll = _Emitted()
+        execute = op.execute
+        if idx == list(range(len(fields))):
+            for r in part:
+                execute(make(r), coll)
+        else:
+            for r in part:
+                execute(make(tuple([r[i] for i in idx])), coll)
+        self._raise_reported(node, coll)
+        out = coll.out
+        columns: list[list[Any]]
+        try:
+            # One pass that also checks each emit's width (unpacking raises on another).
+            if width == 1:
+                columns = [[v for (v,) in out]]
+            elif out and set(map(len, out)) != {width}:
+                raise ValueError("widths differ")
+            else:
+                columns = [list(c) for c in zip(*out, strict=True)] if out else \
+                    [[] for _ in output]
+        except (ValueError, TypeError):
+            # Iterables other than sequences, or a wrong width (which _checked names).
+            rows = [_checked(v, width, node) for v in out]
+            columns = [list(c) for c in zip(*rows, strict=True)] if rows else \
+                [[] for _ in output]
+        for f, want in (op.output_types or {}).items():
+            try:
+                check_type(f, columns[output.index(f)], want)
+            except TypeError as exc:
+                raise TridentOperationError(f"{type(op).__name__}.execute: {exc}",
+                                            component=node.cid, field=f) from None
+        return columns, len(out)
 
     def _batch_each(self, node: PlanNode, op: BatchFunction, part: Rows, idx: list[int],
                     inputs: Sequence[str]) -> Rows:

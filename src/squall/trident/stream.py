@@ -68,7 +68,17 @@ def _names(fields: Fields | Iterable[str] | str, what: str, where: str) -> tuple
         raise InvalidTopologyError(f"{where}: {what} must be field names (strings), got {names!r}")
     if len(set(names)) != len(names):
         raise InvalidTopologyError(f"{where}: {what} {list(names)} name a field twice")
+    _unreserved(names, f"{where}: {what}")
     return names
+
+
+def _unreserved(names: Sequence[str], where: str) -> None:
+    """Names starting with '$' are squall's own columns on Spark ('$partial', '$v#i', ...)."""
+    for f in names:
+        if f.startswith("$"):
+            raise InvalidTopologyError(f"{where} {list(names)}: field names starting with '$' "
+                                       f"are reserved for squall's own columns; rename {f!r}",
+                                       field=f)
 
 
 class _Node:
@@ -567,8 +577,10 @@ class TridentTopology:
             raise InvalidTopologyError(f"new_stream: txid {txid!r} is used twice",
                                        component=txid)
         check_spout(txid, spout)
+        fields = spout_fields(txid, spout)
+        _unreserved(fields, f"new_stream({txid!r}): the spout's fields")
         self._txids.add(txid)
-        node = _Node(self, "spout", [], spout_fields(txid, spout), {"op": spout})
+        node = _Node(self, "spout", [], fields, {"op": spout})
         node.name = txid
         node.parallelism = 1
         return Stream(node)

@@ -82,6 +82,7 @@ from squall.trident.operations import (
     BatchFunction,
     BuiltinCombiner,
     CombinerAggregator,
+    Function,
 )
 from squall.trident.plan import Plan, PlanNode, trident_plan
 from squall.trident.spouts import FileBatch, FileBatchSpout, SpoutEmitter
@@ -326,7 +327,18 @@ class _Chain:
                     lists = [_pylist(columns[f]) for f in fields]
                     rows = list(zip(*lists, strict=True)) if lists else []
                     columns = None
-                if node.kind == "each" and not self.live[i] & set(fields):
+                if node.kind == "each" and isinstance(op, Function) \
+                        and not self.live[i] & set(fields) \
+                        and i == len(self.nodes) - 1 and node.args["output"]:
+                    # The chain's last operation, whose input tuple nothing reads: its emitted
+                    # values go on as Arrow columns when each field holds one native type
+                    # (no row per emit; the encoder and the partial aggregation take Arrow).
+                    lists, _ = _ROW_EXECUTOR.each_columns(node, fields, rows, op)
+                    fields = tuple(node.args["output"])
+                    columns = _native_columns(fields, lists)
+                    rows = None if columns is not None else \
+                        list(zip(*lists, strict=True))
+                elif node.kind == "each" and not self.live[i] & set(fields):
                     # Nothing later reads the input tuple: the rows are the emitted values.
                     rows = _ROW_EXECUTOR.row_op(node, fields, rows, op, self.txid,
                                                 keep_inputs=False)
@@ -594,6 +606,31 @@ def _length(columns: dict[str, Any] | None) -> int:
 
 def _columnar(node: PlanNode, ops: dict[str, Any]) -> bool:
     return node.kind == "each" and isinstance(ops.get(node.cid), BatchFunction)
+
+
+def _native_columns(fields: tuple[str, ...], lists: list[list[Any]]
+                    ) -> dict[str, pa.Array] | None:
+    """Per-field value lists as Arrow arrays when each holds one native type (str, int within
+    int64 or float, None allowed), else None: values come back as they went in, so an int
+    never becomes a float and a list of mixed types stays Python values.
+
+    >>> _native_columns(("w", "n"), [["a", None], [1, 2]])["n"].type
+    DataType(int64)
+    >>> _native_columns(("n",), [[1, 2.5]]) is None
+    True
+    """
+    out: dict[str, pa.Array] = {}
+    for f, values in zip(fields, lists, strict=True):
+        kinds = set(map(type, values))
+        kinds.discard(type(None))
+        kind = cols.KIND.get(kinds.pop()) if len(kinds) == 1 else None
+        if kind is None:
+            return None
+        try:
+            out[f] = pa.array(values, type=cols.ARROW[kind])
+        except (OverflowError, pa.ArrowException):
+            return None  # an int beyond int64: pickled by the encoder
+    return out
 
 
 def _pylist(values: Any) -> list[Any]:
@@ -934,7 +971,8 @@ class TridentSparkRunner(Controls, Reporting):
                    value_fields: tuple[str, ...], extra: Sequence[Any] = (),
                    order: bool = False) -> pa.Table:
         """A built-in combiner as a Spark SQL aggregation by `keys` (encoded fields), one
-        column per value type (`v#s`, `v#i`, `v#d`, and `v#xn` counting other values), plus
+        column per value type (`$v#s`, `$v#i`, `$v#d`, and `$v#xn` counting other values: no
+        field can be named so), plus
         `extra` aggregate columns; the result as Arrow on the driver."""
         op = terminal.args["op"]
         sql = op.sql
@@ -942,17 +980,17 @@ class TridentSparkRunner(Controls, Reporting):
             sql = "sum" if sql == "count" else sql  # partial counts add up
         aggs = list(extra)
         if sql == "count":
-            aggs.append(F.count(F.lit(1)).alias("v#i"))
+            aggs.append(F.count(F.lit(1)).alias("$v#i"))
         else:
             v = value_fields[0]
             fn = {"sum": F.sum, "min": F.min, "max": F.max}[sql]
             names = df.columns
             for variant in ("s", "i", "d"):
                 if sql == "sum" and variant == "s":
-                    aggs.append(F.count(_col(names, f"{v}#s")).alias("v#s"))
+                    aggs.append(F.count(_col(names, f"{v}#s")).alias("$v#s"))
                     continue
-                aggs.append(fn(_col(names, f"{v}#{variant}")).alias(f"v#{variant}"))
-            aggs.append(F.count(_col(names, f"{v}#x")).alias("v#xn"))
+                aggs.append(fn(_col(names, f"{v}#{variant}")).alias(f"$v#{variant}"))
+            aggs.append(F.count(_col(names, f"{v}#x")).alias("$v#xn"))
         grouped = [c for k in keys for c in _present(df.columns, k)]
         result = df.groupBy(*grouped).agg(*aggs) if keys else df.agg(*aggs)
         if order:  # by the first key (a window's start), sorted in the JVM
@@ -1114,10 +1152,10 @@ def _builtin_groups(result: pa.Table, keys: tuple[str, ...], op: Any, sql: str,
 def _builtin_values(result: pa.Table, op: Any, sql: str, node: PlanNode) -> list[Any]:
     """A built-in combiner's value per result row, from its per-type columns."""
     if sql == "count":
-        return list(result.column("v#i").to_pylist())
-    bad = result.column("v#xn").to_pylist()
+        return list(result.column("$v#i").to_pylist())
+    bad = result.column("$v#xn").to_pylist()
     if sql == "sum":
-        strings = result.column("v#s").to_pylist()
+        strings = result.column("$v#s").to_pylist()
         bad = [(b or 0) + (s or 0) for b, s in zip(bad, strings, strict=True)]
     if any(bad):
         raise TridentOperationError(
@@ -1125,7 +1163,7 @@ def _builtin_values(result: pa.Table, op: Any, sql: str, node: PlanNode) -> list
             f"aggregates int, float{'' if sql == 'sum' else ' and str'} values in Spark; "
             "this batch has others (use a CombinerAggregator of your own for them)",
             component=node.cid)
-    parts = [result.column(f"v#{v}").to_pylist() for v in (("i", "d") if sql == "sum"
+    parts = [result.column(f"$v#{v}").to_pylist() for v in (("i", "d") if sql == "sum"
                                                              else ("s", "i", "d"))]
     values = []
     for j in range(result.num_rows):
