@@ -122,3 +122,42 @@ def test_complete_topology_says_which_rows_spark_does_not_collect(runner, tmp_pa
 def test_bad_format_is_refused():
     with pytest.raises(ValueError, match="format must be"):
         FileBatchSpout("/nowhere", ["x"], format="xml")
+
+
+def test_parquet_columns_of_narrower_types_and_of_types_spark_does_not_type(runner, tmp_path):
+    """int32 and float32 columns are read as squall's int and float fields (on Spark with the
+    schema taken from the file's footer); a bool column has no typed column on Spark, so the
+    driver reads those files: the same rows and values on both runners."""
+    (tmp_path / "in").mkdir()
+    for part in range(2):
+        i = range(part * 10, part * 10 + 10)
+        pq.write_table(pa.table({
+            "user": [f"u{j % 3}" for j in i],
+            "n": pa.array(list(i), pa.int32()),
+            "x": pa.array([j * 0.25 for j in i], pa.float32()),
+            "flag": [j % 2 == 0 for j in i]}), str(tmp_path / "in" / f"{part}.parquet"))
+    t = TridentTopology()
+    s = t.new_stream("typed", FileBatchSpout(str(tmp_path / "in"), ["user", "n", "x"]))
+    s.group_by(["user"]).aggregate(["n"], Sum(), ["total"]).name("n-totals")
+    s.group_by(["user"]).aggregate(["x"], Sum(), ["total"]).name("x-totals")
+    flags = t.new_stream("flags", FileBatchSpout(str(tmp_path / "in"), ["flag", "n"]))
+    flags.group_by(["flag"]).aggregate(["n"], Sum(), ["total"]).name("by-flag")
+    result = complete_topology(t.build(), runner=runner)
+    want_n, want_x, want_flag = Counter(), Counter(), Counter()
+    for part in range(2):
+        for j in range(part * 10, part * 10 + 10):
+            want_n[(part, f"u{j % 3}")] += j
+            want_x[(part, f"u{j % 3}")] += j * 0.25
+            want_flag[(part, j % 2 == 0)] += j
+
+    def per_batch(component):  # (user or flag, total) rows of the two transactions
+        rows = [tuple(r) for r in result.tuples(component)]
+        return sorted(rows, key=repr)
+
+    assert per_batch("n-totals") == sorted(((k, v) for (_, k), v in want_n.items()), key=repr)
+    assert per_batch("x-totals") == sorted(((k, v) for (_, k), v in want_x.items()), key=repr)
+    assert per_batch("by-flag") == sorted(((k, v) for (_, k), v in want_flag.items()), key=repr)
+    assert {type(v) for _, v in result.tuples("n-totals")} == {int}
+    assert {type(v) for _, v in result.tuples("x-totals")} == {float}
+    if runner == "spark":
+        assert "typed" in result.extra["spark_operations"]
