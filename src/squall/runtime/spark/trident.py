@@ -621,15 +621,10 @@ def _native_columns(fields: tuple[str, ...], lists: list[list[Any]]
     """
     out: dict[str, pa.Array] = {}
     for f, values in zip(fields, lists, strict=True):
-        kinds = set(map(type, values))
-        kinds.discard(type(None))
-        kind = cols.KIND.get(kinds.pop()) if len(kinds) == 1 else None
-        if kind is None:
-            return None
-        try:
-            out[f] = pa.array(values, type=cols.ARROW[kind])
-        except (OverflowError, pa.ArrowException):
-            return None  # an int beyond int64: pickled by the encoder
+        arr = cols.native_array(values)
+        if arr is None:
+            return None  # the encoder takes the Python values (an int beyond int64 pickled)
+        out[f] = arr
     return out
 
 

@@ -105,6 +105,29 @@ def encode_typed(field: str, values: Any, kind: str) -> pa.Array:
         raise TypeError(f"field {field!r}: {exc}") from exc
 
 
+_POSITION = {t: j for j, (_, t) in enumerate(VARIANTS)}
+
+
+def native_array(values: Sequence[Any]) -> pa.Array | None:
+    """`values` as the array of one typed column when all of them (None aside) are of one
+    native type (str, int within int64, float), else None: no value changes type.
+
+    >>> native_array(["a", None]).type, native_array([1, 2]).type
+    (DataType(string), DataType(int64))
+    >>> native_array([1, 2.5]), native_array([2 ** 70]), native_array([True]), native_array([None])
+    (None, None, None, None)
+    """
+    kinds = set(map(type, values))
+    kinds.discard(_NONE)
+    kind = KIND.get(kinds.pop()) if len(kinds) == 1 else None
+    if kind is None:
+        return None
+    try:
+        return pa.array(values, type=ARROW[kind])
+    except (OverflowError, pa.ArrowException):
+        return None  # an int beyond int64
+
+
 def encode(values: Any) -> list[pa.Array]:
     """The four arrays of one field's values (a list, or an Arrow array of a native type)."""
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
@@ -117,21 +140,13 @@ def encode(values: Any) -> list[pa.Array]:
                 return out
         values = arr.to_pylist()
     n = len(values)
-    kinds = set(map(type, values))
-    kinds.discard(_NONE)
     out = [pa.nulls(n, t) for _, t in VARIANTS]
-    if not kinds:
+    arr = native_array(values)
+    if arr is not None:
+        out[_POSITION[arr.type]] = arr
         return out
-    if len(kinds) == 1:
-        kind = kinds.pop()
-        j = 0 if kind is str else 1 if kind is int else 2 if kind is float else 3
-        if j < 3:
-            try:
-                out[j] = pa.array(values, type=VARIANTS[j][1])
-                return out
-            except (OverflowError, pa.ArrowException):
-                pass  # an int beyond int64: pickled below
-    # Mixed types (or others): each value in its own variant.
+    # Mixed types, others, an int beyond int64 (pickled) or only None: each value in its
+    # own variant.
     cols: list[list[Any]] = [[None] * n for _ in VARIANTS]
     for r, v in enumerate(values):
         k = v.__class__
