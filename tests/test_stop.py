@@ -206,7 +206,10 @@ def test_a_stop_timeout_with_work_in_flight_exits_with_the_signal_status(tmp_pat
 @pytest.mark.runners(spark_session=False)
 def test_list_deactivate_activate_and_kill(runner, tmp_path):
     total = _input(tmp_path, files=60)
-    proc = _start(tmp_path, runner, bounded=False)
+    # 20 ms per record in `slow`: the 1,800 records take at least 18 s, so the spouts cannot have
+    # emitted all of them before the deactivation arrives (with the default 2 ms a loaded machine
+    # let a Spark run emit everything first, and "nothing new is emitted" proved nothing).
+    proc = _start(tmp_path, runner, "-c", "stop.test.sleep.ms=20", bounded=False)
     with _reaped(proc):
         _started(tmp_path, proc)
         listed = _squall(tmp_path, "list")
