@@ -145,16 +145,28 @@ def test_source_start_latest_reads_only_what_comes_after(runner, broker, tmp_pat
     broker.produce(topic, [(None, f"old{i}".encode(), 0) for i in range(5)])
     out = tmp_path / "out"
 
+    # The new records go in once the source has taken "latest" (the local runner opens its
+    # spouts before the first progress; on Spark, once the first batch is done), not after a
+    # fixed sleep: on a loaded machine Spark's start outlasted the sleep, and "latest" was then
+    # taken after the new records.
+    opened = threading.Event()
+
+    def on_progress(snapshot):
+        if snapshot.runner == "local" or "first_batch_done_ms" in snapshot.startup:
+            opened.set()
+
     def produce_later():
-        time.sleep(4)
-        broker.produce(topic, [(None, f"new{i}".encode(), 0) for i in range(3)])
+        if opened.wait(60):
+            broker.produce(topic, [(None, f"new{i}".encode(), 0) for i in range(3)])
 
     b = TopologyBuilder()
     b.set_spout("kafka", source(broker, [topic], ["value"], start="latest", bounded=False))
     b.set_bolt("sink", JsonLinesSink(str(out))).shuffle_grouping("kafka")
     producer = threading.Thread(target=produce_later)
     producer.start()
-    result = run(b.create_topology(), runner=runner, duration=12)
+    result = run(b.create_topology(), runner=runner, duration=12 if runner == "local" else 30,
+                 on_progress=on_progress)
+    opened.set()  # the producer ends whatever happened
     producer.join()
     assert not result.errors
     assert sorted(r["value"] for r in read_jsonl(out)) == ["new0", "new1", "new2"]
