@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 import pickle
+import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -20,6 +22,7 @@ from conftest import free_port, start_redis
 
 from squall.errors import ConfigError
 from squall.transactional.values import OpaqueValue, TransactionalValue, TransactionOrderError
+from squall.trident.state.codec import encode_entries, encode_keys
 from squall.trident.state import (
     BackingMap,
     DurableMapState,
@@ -93,6 +96,86 @@ def test_counts_over_batches(make, backing, state_type):
     assert counts(factory.make_state("counts", location)) == counts(state)  # what a reader sees
     assert counts(factory.make_state("other", location)) == {}
     state.close()
+
+
+_WRAPPER = {TX: TransactionalMap, OPAQUE: OpaqueMap, NON_TX: NonTransactionalMap}
+
+
+@pytest.mark.parametrize("backing", BACKINGS)
+@pytest.mark.parametrize("state_type", list(StateType))
+def test_multi_add_equals_the_updaters_whatever_the_values(make, backing, state_type):
+    """`multi_add` (Count's and Sum's update; a durable transactional state applies it in SQL)
+    gives the values and stored entries of `multi_update` with `old + value` over a memory map:
+    batches of small ints, floats, ints at and beyond the 64-bit range SQLite adds exactly,
+    replays of a txid, keys that already hold a big int (the whole batch then goes the general
+    way: a part added in SQL and kept would count twice)."""
+    rnd = random.Random(11)
+    factory, location = make(backing, state_type)
+    state = factory.make_state("counts", location)
+    ref = _WRAPPER[state_type](MemoryMapState(), name="ref")
+    keys = [(f"k{i}",) for i in range(30)] + [(i, "x") for i in range(10)]
+    pools = [[1, 2, 7], [0.5, -1.25, 3.0], [2 ** 62, -(2 ** 62)], [2 ** 62 + 1, 2 ** 80],
+             [1, 2.5]]
+    txid, last = 0, None
+    for step in range(40):
+        if last is not None and step % 6 == 5:
+            batch, values = last  # a transactional spout's replay: same txid, same content
+        else:
+            txid += 1
+            batch = rnd.sample(keys, rnd.randint(1, 25))
+            pool = pools[0] if step % 3 else rnd.choice(pools)
+            values = [rnd.choice(pool) for _ in batch]
+            last = (batch, values)
+        got = state.multi_add(txid, batch, values)
+        want = ref.multi_update(txid, batch, [add_exactly(v) for v in values])
+        assert got == want, (step, batch, values)
+        assert [type(v) for v in got] == [type(v) for v in want]
+    assert counts(state) == counts(ref)
+    assert state.backing.multi_get(keys) == ref.backing.multi_get(keys)
+    assert counts(factory.make_state("counts", location)) == counts(ref)  # as read after a restart
+    state.close()
+
+
+def add_exactly(n):
+    return lambda old: n if old is None else old + n
+
+
+@pytest.mark.parametrize("backing", BACKINGS)
+def test_multi_add_of_an_older_txid_raises_as_multi_update(make, backing):
+    factory, location = make(backing, TX)
+    factory.make_state("counts", location).multi_add(3, [("a",), ("b",)], [1, 1])
+    restarted = factory.make_state("counts", location)
+    with pytest.raises(TransactionOrderError, match=r"state 'counts', key \('a',\): transaction "
+                                                    r"2 comes after transaction 3"):
+        restarted.multi_add(2, [("a",), ("b",)], [1, 1])
+    assert counts(restarted) == {("a",): 1, ("b",): 1}
+    opaque = DurableMapState.factory(OPAQUE).make_state("counts", location)
+    if backing == "durable":  # a native row is a TransactionalValue to the other wrappers
+        with pytest.raises(MapStateError, match="the store holds a TransactionalValue"):
+            opaque.multi_add(4, [("a",)], [1])
+
+
+def test_a_durable_state_written_before_native_rows_is_read_and_added_to(tmp_path):
+    """A file of the (k, v) table that held only pickled entries opens, reads, and takes
+    `multi_add` (its rows are added to the general way, then stored as native rows)."""
+    path = tmp_path / "trident-state" / "counts.sqlite"
+    path.parent.mkdir()
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE kv (k BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID")
+    conn.executemany("INSERT INTO kv VALUES (?, ?)", zip(
+        encode_keys([("the",), ("cow",)]),
+        encode_entries([TransactionalValue(1, 5), TransactionalValue(1, 2)]), strict=True))
+    conn.commit()
+    conn.close()
+    state = DurableMapState.factory(TX).make_state("counts", str(tmp_path))
+    assert counts(state) == {("the",): 5, ("cow",): 2}
+    assert state.multi_add(2, [("the",), ("moon",)], [1, 1]) == [6, 1]
+    assert state.multi_add(3, [("the",), ("cow",)], [1, 1]) == [7, 3]
+    assert state.multi_add(3, [("the",), ("cow",)], [1, 1]) == [7, 3]  # a replay
+    assert state.backing.multi_get([("the",), ("cow",), ("moon",)]) == [
+        TransactionalValue(3, 7), TransactionalValue(3, 3), TransactionalValue(2, 1)]
+    with sqlite3.connect(path) as conn:  # every row is native now: v NULL, t and c set
+        assert conn.execute("SELECT count(*) FROM kv WHERE v IS NULL").fetchone() == (3,)
 
 
 @pytest.mark.parametrize("backing", BACKINGS)

@@ -46,9 +46,11 @@ from squall.trident.operations import (
     Aggregator,
     BatchFunction,
     CombinerAggregator,
+    Count,
     Function,
     ListCollector,
     ReducerAggregator,
+    Sum,
     TridentCollector,
     check_type,
 )
@@ -76,6 +78,10 @@ class TridentOperationContext:
     num_partitions: int
 
 
+def _adder(value: Any) -> Callable[[Any], Any]:
+    return lambda old: value if old is None else old + value
+
+
 class StateView:
     """A map state as one batch's operations see it: the batch's txid is implied."""
 
@@ -91,6 +97,13 @@ class StateView:
     def multi_update(self, keys: Sequence[tuple[Any, ...]],
                      updaters: Sequence[Callable[[Any], Any]]) -> list[Any]:
         return list(self.state.multi_update(self.txid, keys, updaters))
+
+    def multi_add(self, keys: Sequence[tuple[Any, ...]], values: Sequence[Any]) -> list[Any]:
+        """Each value added to its key's (`Count` and `Sum`); a state that is not a squall
+        `MapState` gets the equivalent updaters."""
+        if isinstance(self.state, MapState):
+            return self.state.multi_add(self.txid, keys, values)
+        return self.multi_update(keys, [_adder(v) for v in values])
 
 
 class _Emitted(TridentCollector):
@@ -511,6 +524,9 @@ class BatchExecutor:
             combine = op.combine
             values = list(groups.values()) if partials else [partial(op, ts)
                                                             for ts in groups.values()]
+            if type(op) in (Count, Sum) and keys:  # combine is `+`: the state may add in bulk
+                new = state.multi_add(keys, values)
+                return [(*k, v) for k, v in zip(keys, new, strict=True)]
 
             def combiner(v: Any) -> Callable[[Any], Any]:
                 return lambda old: v if old is None else combine(old, v)

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import os
 import re
 import sqlite3
@@ -56,6 +57,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from squall.errors import ConfigError
+from squall.transactional.values import TransactionalValue
 from squall.trident.state.codec import decode_entries, decode_key, encode_entries, encode_keys
 from squall.trident.state.map_state import (
     MapState,
@@ -69,7 +71,10 @@ from squall.trident.state.map_state import (
 SUBDIRECTORY = "trident-state"
 _CHUNK = 500  # keys per SELECT; SQLite allows 32,766 variables since 3.32 (999 before)
 _PAGE = 1000  # rows per query of items()
-_ROWS = 500  # rows per INSERT statement (1,000 variables)
+_ROWS = 250  # rows per INSERT statement (1,000 variables)
+# Ints SQLite adds as Python does: two within +-2**62 never overflow its 64 bits (where SQLite
+# would turn the sum into a float).
+_LIMIT = 2 ** 62
 
 
 class DurableMapState:
@@ -112,8 +117,12 @@ class DurableMapState:
                                    check_same_thread=False)
             try:
                 conn.execute("PRAGMA synchronous=FULL")  # a commit survives a crash of the machine
-                conn.execute("CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB) "
-                             "WITHOUT ROWID")
+                conn.execute("CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB, "
+                             "t INTEGER, c) WITHOUT ROWID")
+                columns = {row[1] for row in conn.execute("PRAGMA table_info(kv)")}
+                for column in ("t INTEGER", "c"):  # a file written before the native rows
+                    if column.split()[0] not in columns:
+                        conn.execute(f"ALTER TABLE kv ADD COLUMN {column}")
             except BaseException:
                 conn.close()
                 raise
@@ -127,7 +136,7 @@ class DurableMapState:
         if not keys:
             return []
         encoded = encode_keys(keys)
-        found: dict[bytes, bytes] = {}
+        found: dict[bytes, Any] = {}
         try:
             with self._lock:
                 self._last_read = (list(keys), encoded)
@@ -136,13 +145,14 @@ class DurableMapState:
                 try:
                     for start in range(0, len(encoded), _CHUNK):
                         part = encoded[start:start + _CHUNK]
-                        found.update(conn.execute(_select(len(part)), part).fetchall())
+                        for k, v, t, c in conn.execute(_select(len(part)), part):
+                            found[k] = v if v is not None else TransactionalValue(t, c)
                 finally:
                     conn.execute("COMMIT")
         except sqlite3.Error as exc:
             raise self._failed(exc) from exc
         get = found.get
-        return decode_entries([get(k) for k in encoded])
+        return _decode([get(k) for k in encoded])
 
     def multi_put(self, keys: Sequence[tuple[Any, ...]], values: Sequence[Any]) -> None:
         if len(keys) != len(values):
@@ -153,16 +163,17 @@ class DurableMapState:
         try:
             with self._lock:
                 flat = list(itertools.chain.from_iterable(
-                    zip(self._encode_keys(keys), encode_entries(values), strict=True)))
-                whole = len(flat) - len(flat) % (2 * _ROWS)
+                    zip(self._encode_keys(keys), *_columns(values), strict=True)))
+                step = 4 * _ROWS
+                whole = len(flat) - len(flat) % step
                 conn = self._connection()
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     if whole:
                         conn.executemany(_upsert(_ROWS), (
-                            flat[i:i + 2 * _ROWS] for i in range(0, whole, 2 * _ROWS)))
+                            flat[i:i + step] for i in range(0, whole, step)))
                     if whole < len(flat):
-                        conn.execute(_upsert((len(flat) - whole) // 2), flat[whole:])
+                        conn.execute(_upsert((len(flat) - whole) // 4), flat[whole:])
                 except BaseException:
                     conn.execute("ROLLBACK")
                     raise
@@ -187,6 +198,59 @@ class DurableMapState:
             return encode_keys(keys)
         return found  # type: ignore[return-value]
 
+    def add_transactional(self, txid: int, keys: Sequence[tuple[Any, ...]],
+                          values: Sequence[Any]) -> list[Any] | None:
+        """Storm's transactional rule for adding `values[i]` to the value of `keys[i]` (the
+        combine of `Count` and `Sum`), applied by SQLite in one statement per chunk without
+        reading the entries into Python: an absent key gets `TransactionalValue(txid, value)`;
+        a key written by `txid` already is left as it is (a replay); any other gets its value
+        plus the new one and `txid`. Returns the keys' values after the update, in key order.
+
+        Only for what SQLite adds exactly as Python does: ints within +-2**62 (so no sum of two
+        overflows 64 bits) and finite floats, to keys whose stored entries are such native rows
+        with an older or equal txid. Otherwise nothing is written and the answer is None: the
+        caller then applies the batch the general way (read, update in Python, write), which
+        also reports the errors (an out-of-order txid, an entry of another state type).
+
+        >>> import os, tempfile
+        >>> m = DurableMapState(os.path.join(tempfile.mkdtemp(), "counts.sqlite"))
+        >>> m.add_transactional(1, [("the",), ("cow",)], [2, 1])
+        [2, 1]
+        >>> m.add_transactional(2, [("the",)], [5]), m.add_transactional(2, [("the",)], [5])
+        ([7], [7])
+        >>> m.multi_get([("the",), ("cow",)])
+        [TransactionalValue(txid=2, value=7), TransactionalValue(txid=1, value=1)]
+        >>> m.add_transactional(3, [("the",)], [2 ** 70]) is None   # Python adds big ints
+        True
+        """
+        if not keys:
+            return []
+        if not _all_exact(values):
+            return None
+        try:
+            with self._lock:
+                encoded = self._encode_keys(keys)
+                flat = list(itertools.chain.from_iterable(
+                    zip(encoded, itertools.repeat(txid), values)))
+                new: dict[bytes, Any] = {}
+                conn = self._connection()
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    step = 3 * _ROWS
+                    for i in range(0, len(flat), step):
+                        part = flat[i:i + step]
+                        new.update(conn.execute(_add(len(part) // 3), part).fetchall())
+                    if len(new) < len(encoded) or None in new.values():
+                        conn.execute("ROLLBACK")  # a row not to be added to in SQL
+                        return None
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise self._failed(exc) from exc
+        return [new[k] for k in encoded]
+
     def items(self) -> Iterator[tuple[tuple[Any, ...], Any]]:
         """Every (key, entry), a page of rows at a time in key-bytes order (so other calls may
         run in between)."""
@@ -196,15 +260,16 @@ class DurableMapState:
                 with self._lock:
                     conn = self._connection()
                     if last is None:
-                        rows = conn.execute("SELECT k, v FROM kv ORDER BY k LIMIT ?",
+                        rows = conn.execute("SELECT k, v, t, c FROM kv ORDER BY k LIMIT ?",
                                             (_PAGE,)).fetchall()
                     else:
-                        rows = conn.execute("SELECT k, v FROM kv WHERE k > ? ORDER BY k LIMIT ?",
-                                            (last, _PAGE)).fetchall()
+                        rows = conn.execute("SELECT k, v, t, c FROM kv WHERE k > ? ORDER BY k "
+                                            "LIMIT ?", (last, _PAGE)).fetchall()
             except sqlite3.Error as exc:
                 raise self._failed(exc) from exc
-            entries = decode_entries([v for _, v in rows])
-            for (k, _), entry in zip(rows, entries, strict=True):
+            entries = _decode([v if v is not None else TransactionalValue(t, c)
+                               for _, v, t, c in rows])
+            for (k, *_), entry in zip(rows, entries, strict=True):
                 yield decode_key(k), entry
             if len(rows) < _PAGE:
                 return
@@ -220,13 +285,71 @@ class DurableMapState:
 
 @functools.cache
 def _select(n: int) -> str:
-    return f"SELECT k, v FROM kv WHERE k IN ({', '.join('?' * n)})"
+    return f"SELECT k, v, t, c FROM kv WHERE k IN ({', '.join('?' * n)})"
 
 
 @functools.cache
 def _upsert(rows: int) -> str:
-    values = ", ".join(["(?, ?)"] * rows)
-    return f"INSERT INTO kv (k, v) VALUES {values} ON CONFLICT (k) DO UPDATE SET v = excluded.v"
+    values = ", ".join(["(?, ?, ?, ?)"] * rows)
+    return (f"INSERT INTO kv (k, v, t, c) VALUES {values} ON CONFLICT (k) DO UPDATE SET "
+            "v = excluded.v, t = excluded.t, c = excluded.c")
+
+
+@functools.cache
+def _add(rows: int) -> str:
+    """Storm's transactional rule in SQL (see `add_transactional`); a row it may not add to
+    (a pickled entry, a newer txid, an int near the 64-bit limit) is left alone and not
+    returned."""
+    values = ", ".join(["(?, ?, ?)"] * rows)
+    return (f"INSERT INTO kv (k, t, c) VALUES {values} ON CONFLICT (k) DO UPDATE SET "
+            "c = CASE WHEN kv.t = excluded.t THEN kv.c ELSE kv.c + excluded.c END, "
+            "t = excluded.t "
+            f"WHERE kv.v IS NULL AND kv.t <= excluded.t AND kv.c BETWEEN {-_LIMIT} AND {_LIMIT} "
+            "RETURNING k, c")
+
+
+def _columns(entries: Sequence[Any]) -> tuple[list[bytes | None], list[Any], list[Any]]:
+    """The `v`, `t` and `c` columns of `entries`: a `TransactionalValue` whose value SQLite
+    holds exactly (see `add_transactional`) as a native row (`v` NULL, `t` its txid, `c` its
+    value), so that later batches can be added to in SQL; anything else pickled in `v`."""
+    native = [type(e) is TransactionalValue and _exact(e.value) for e in entries]
+    pickled = iter(encode_entries([e for e, n in zip(entries, native, strict=True) if not n]))
+    vs: list[bytes | None] = []
+    ts: list[Any] = []
+    cs: list[Any] = []
+    for e, n in zip(entries, native, strict=True):
+        if n:
+            vs.append(None)
+            ts.append(e.txid)
+            cs.append(e.value)
+        else:
+            vs.append(next(pickled))
+            ts.append(None)
+            cs.append(None)
+    return vs, ts, cs
+
+
+def _exact(value: Any) -> bool:
+    """Whether SQLite holds `value` and adds to it exactly as Python does."""
+    kind = type(value)
+    return (kind is int and -_LIMIT <= value <= _LIMIT) or (kind is float and math.isfinite(value))
+
+
+def _all_exact(values: Sequence[Any]) -> bool:
+    """`_exact` of every value; a batch of one type checked without a call per value."""
+    kinds = set(map(type, values))
+    if kinds == {int}:
+        return -_LIMIT <= min(values) and max(values) <= _LIMIT
+    if kinds == {float}:
+        return all(map(math.isfinite, values))
+    return all(map(_exact, values))
+
+
+def _decode(rows: Sequence[Any]) -> list[Any]:
+    """The entries of `rows` as read: pickled bytes decoded, a native row's
+    `TransactionalValue` as it is, None (absent) as None."""
+    decoded = decode_entries([r if type(r) is bytes else None for r in rows])
+    return [d if type(r) is bytes else r for r, d in zip(rows, decoded, strict=True)]
 
 
 def _file_name(name: str) -> str:
