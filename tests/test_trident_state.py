@@ -22,7 +22,6 @@ from conftest import free_port, start_redis
 
 from squall.errors import ConfigError
 from squall.transactional.values import OpaqueValue, TransactionalValue, TransactionOrderError
-from squall.trident.state.codec import encode_entries, encode_keys
 from squall.trident.state import (
     BackingMap,
     DurableMapState,
@@ -36,6 +35,7 @@ from squall.trident.state import (
     StateType,
     TransactionalMap,
 )
+from squall.trident.state.codec import encode_entries, encode_keys
 
 TX, OPAQUE, NON_TX = StateType.TRANSACTIONAL, StateType.OPAQUE, StateType.NON_TRANSACTIONAL
 BACKINGS = ["memory", "durable", "redis"]
