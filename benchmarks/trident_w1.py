@@ -21,7 +21,8 @@ list on the driver (`createDataFrame` for the hand-written job, a `FixedBatchSpo
 Trident). A Trident figure is the driver's time for the transactions
 (`RunResult.extra["batch_seconds"]`: spout batch, Spark job, state update and commit), so query
 start-up is excluded; it is reported apart with the whole run's wall time.
-Every run's final map state is checked against a plain dict count.
+Every run's final map state is checked against a plain dict count. Every Trident run is
+timed between two runs of the hand-written job, and its ratio is to their mean.
 
     .venv/bin/python benchmarks/trident_w1.py [--sentences 200000] [--per-batch 200000]
         [--rounds 4]
@@ -145,12 +146,19 @@ def main() -> None:
     }
     ratios: dict[str, list[float]] = {name: [] for name in variants}
     times: dict[str, list[float]] = {name: [] for name in variants}
-    for rnd in range(1, args.rounds + 1):
+    def timed_hand_written() -> float:
         t1 = time.perf_counter()
         counts = hand_written(spark, sentences, files, per_batch)
-        base = time.perf_counter() - t1
+        took = time.perf_counter() - t1
         common.check("hand-written", counts, ref)
-        line = [f"hand-written {base:.2f}s"]
+        return took
+
+    for rnd in range(1, args.rounds + 1):
+        # Every timed run between two runs of the hand-written job: a variant's ratio is to the
+        # mean of its two neighbours, so the machine's drift within a round (other tenants, the
+        # JIT warming up) touches both sides of a ratio alike.
+        before = timed_hand_written()
+        line = [f"hand-written {before:.2f}s"]
         for name, (function, partial) in variants.items():
             root = tempfile.mkdtemp(prefix="trident-w1-")
             runner = TridentSparkRunner(topology(sentences, per_batch, function, files),
@@ -164,13 +172,17 @@ def main() -> None:
             state.close()
             common.check(name, got, ref)
             dt = sum(result.extra["batch_seconds"])
+            shutil.rmtree(root, ignore_errors=True)
+            after = timed_hand_written()
+            base = (before + after) / 2
             if rnd > 1:
                 ratios[name].append(base / dt)
                 times[name].append(dt)
             parts = " ".join(f"{k} {v:.2f}" for k, v in result.extra["timing"].items())
             line.append(f"{name.split()[0]} {dt:.2f}s ({parts}; run {wall:.2f}s, "
-                        f"{len(result.extra['batch_seconds'])} batches) {base / dt:.0%}")
-            shutil.rmtree(root, ignore_errors=True)
+                        f"{len(result.extra['batch_seconds'])} batches) {base / dt:.0%}, "
+                        f"hand-written {after:.2f}s")
+            before = after
         print(f"round {rnd}: " + ", ".join(line), flush=True)
     print("\n| variant | M words/s (median) | ratio to the hand-written job: median (range) |")
     print("|---|---|---|")

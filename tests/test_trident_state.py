@@ -155,6 +155,19 @@ def test_multi_add_of_an_older_txid_raises_as_multi_update(make, backing):
             opaque.multi_add(4, [("a",)], [1])
 
 
+def test_multi_add_goes_through_a_subclass_s_multi_update(tmp_path):
+    seen = []
+
+    class Logged(TransactionalMap):
+        def multi_update(self, txid, keys, updaters):
+            seen.append((txid, list(keys)))
+            return super().multi_update(txid, keys, updaters)
+
+    state = Logged(DurableMapState(str(tmp_path / "c.sqlite")), name="logged")
+    assert state.multi_add(1, [("a",)], [2]) == [2]
+    assert seen == [(1, [("a",)])]
+
+
 def test_a_durable_state_written_before_native_rows_is_read_and_added_to(tmp_path):
     """A file of the (k, v) table that held only pickled entries opens, reads, and takes
     `multi_add` (its rows are added to the general way, then stored as native rows)."""

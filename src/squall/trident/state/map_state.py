@@ -311,7 +311,8 @@ class TransactionalMap(MapState):
     def multi_add(self, txid: int, keys: Sequence[tuple[Any, ...]],
                   values: Sequence[Any]) -> list[Any]:
         add = getattr(self.backing, "add_transactional", None)
-        if add is not None:
+        # (A subclass that overrides `multi_update` keeps seeing every update.)
+        if add is not None and type(self).multi_update is TransactionalMap.multi_update:
             checked, key_list = self._check_update(txid, keys, values)
             done = add(checked, key_list, values)
             if done is not None:
