@@ -242,8 +242,19 @@ def test_new_partitions_are_picked_up(runner, broker, tmp_path):
     broker.produce(first, [(None, f"a{i}".encode(), i % 2) for i in range(6)])
     out = tmp_path / "out"
 
+    # The new topic comes once the source reads (the first progress on the local runner, the
+    # first batch done on Spark) and a little later, not at a fixed time a loaded machine's
+    # Spark start may outlast (the topic would then exist before the source looked).
+    reading = threading.Event()
+
+    def on_progress(snapshot):
+        if snapshot.runner == "local" or "first_batch_done_ms" in snapshot.startup:
+            reading.set()
+
     def later():
-        time.sleep(5)
+        if not reading.wait(60):
+            return
+        time.sleep(2)
         second = broker.create_topic(f"{prefix}-b", 3)
         broker.produce(second, [(None, f"b{i}".encode(), i % 3) for i in range(9)])
         broker.produce(first, [(None, f"a{i}".encode(), i % 2) for i in range(6, 8)])
@@ -254,7 +265,9 @@ def test_new_partitions_are_picked_up(runner, broker, tmp_path):
     b.set_bolt("sink", JsonLinesSink(str(out))).shuffle_grouping("kafka")
     thread = threading.Thread(target=later)
     thread.start()
-    result = run(b.create_topology(), runner=runner, duration=16)
+    result = run(b.create_topology(), runner=runner, duration=16 if runner == "local" else 30,
+                 on_progress=on_progress)
+    reading.set()  # the thread ends whatever happened
     thread.join()
     assert not result.errors
     assert sorted(r["value"] for r in read_jsonl(out)) == sorted(
