@@ -260,7 +260,11 @@ def test_list_deactivate_activate_and_kill(runner, tmp_path):
 
 @pytest.mark.runners(spark_session=False)
 def test_rebalance_restarts_on_the_checkpoint_with_the_new_parallelism(runner, tmp_path):
-    total = _input(tmp_path)
+    # 1,800 records at 20 ms each in `slow`: the input lasts well past the rebalance request,
+    # which comes after five `squall` commands (with 900, a loaded machine's Spark run finished
+    # its whole input while stopping for the rebalance, and a run that has finished its input
+    # is not started again).
+    total = _input(tmp_path, files=60)
     proc = _start(tmp_path, runner, "-c", "stop.test.sleep.ms=20",
                   "-c", "squall.spark.batch.max.tuples=60")
     with _reaped(proc):
