@@ -140,6 +140,19 @@ def test_max_records_per_partition_and_start_offsets(runner, broker):
                                        + [(f"{topic}:1", o) for o in range(20)])
 
 
+def _reading():
+    """(event, on_progress): the event is set once the run's sources read: at the first
+    progress on the local runner (which opens its spouts before), once the first batch is done
+    on Spark."""
+    event = threading.Event()
+
+    def on_progress(snapshot):
+        if snapshot.runner == "local" or "first_batch_done_ms" in snapshot.startup:
+            event.set()
+
+    return event, on_progress
+
+
 def test_source_start_latest_reads_only_what_comes_after(runner, broker, tmp_path):
     topic = new_topic(broker, 1)
     broker.produce(topic, [(None, f"old{i}".encode(), 0) for i in range(5)])
@@ -149,12 +162,7 @@ def test_source_start_latest_reads_only_what_comes_after(runner, broker, tmp_pat
     # spouts before the first progress; on Spark, once the first batch is done), not after a
     # fixed sleep: on a loaded machine Spark's start outlasted the sleep, and "latest" was then
     # taken after the new records.
-    opened = threading.Event()
-
-    def on_progress(snapshot):
-        if snapshot.runner == "local" or "first_batch_done_ms" in snapshot.startup:
-            opened.set()
-
+    opened, on_progress = _reading()
     def produce_later():
         if opened.wait(60):
             broker.produce(topic, [(None, f"new{i}".encode(), 0) for i in range(3)])
@@ -245,12 +253,7 @@ def test_new_partitions_are_picked_up(runner, broker, tmp_path):
     # The new topic comes once the source reads (the first progress on the local runner, the
     # first batch done on Spark) and a little later, not at a fixed time a loaded machine's
     # Spark start may outlast (the topic would then exist before the source looked).
-    reading = threading.Event()
-
-    def on_progress(snapshot):
-        if snapshot.runner == "local" or "first_batch_done_ms" in snapshot.startup:
-            reading.set()
-
+    reading, on_progress = _reading()
     def later():
         if not reading.wait(60):
             return

@@ -55,7 +55,7 @@ from squall.trident.operations import (
     check_type,
 )
 from squall.trident.plan import ROW_KINDS, Plan, PlanNode
-from squall.trident.state.map_state import MapState
+from squall.trident.state.map_state import Adder, MapState
 from squall.trident.tuple import tuple_type
 from squall.trident.windows import CountWindowStep, Segment, Window, WindowStep, assign
 
@@ -76,10 +76,6 @@ class TridentOperationContext:
     component: str
     partition_index: int
     num_partitions: int
-
-
-def _adder(value: Any) -> Callable[[Any], Any]:
-    return lambda old: value if old is None else old + value
 
 
 class StateView:
@@ -103,7 +99,7 @@ class StateView:
         `MapState` gets the equivalent updaters."""
         if isinstance(self.state, MapState):
             return self.state.multi_add(self.txid, keys, values)
-        return self.multi_update(keys, [_adder(v) for v in values])
+        return self.multi_update(keys, [Adder(v) for v in values])
 
 
 class _Emitted(TridentCollector):

@@ -53,6 +53,7 @@ location, or give one with DurableMapState.factory(directory=...)
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import math
@@ -84,6 +85,10 @@ _ROWS = 250  # rows per INSERT statement (1,000 variables)
 # Ints SQLite adds as Python does: two within +-2**62 never overflow its 64 bits (where SQLite
 # would turn the sum into a float).
 _LIMIT = 2 ** 62
+
+
+class _NotInSql(Exception):
+    """`add_transactional` met a row it may not add to in SQL."""
 
 
 class DurableMapState:
@@ -175,18 +180,12 @@ class DurableMapState:
                     zip(self._encode_keys(keys), *_columns(values), strict=True)))
                 step = 4 * _ROWS
                 whole = len(flat) - len(flat) % step
-                conn = self._connection()
-                conn.execute("BEGIN IMMEDIATE")
-                try:
+                with self._writing() as conn:
                     if whole:
                         conn.executemany(_upsert(_ROWS), (
                             flat[i:i + step] for i in range(0, whole, step)))
                     if whole < len(flat):
                         conn.execute(_upsert((len(flat) - whole) // 4), flat[whole:])
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-                conn.execute("COMMIT")
         except sqlite3.Error as exc:
             raise self._failed(exc) from exc
 
@@ -242,23 +241,31 @@ class DurableMapState:
                 flat = list(itertools.chain.from_iterable(
                     zip(encoded, itertools.repeat(txid), values)))
                 new: dict[bytes, Any] = {}
-                conn = self._connection()
-                conn.execute("BEGIN IMMEDIATE")
-                try:
+                with self._writing() as conn:
                     step = 3 * _ROWS
                     for i in range(0, len(flat), step):
                         part = flat[i:i + step]
                         new.update(conn.execute(_add(len(part) // 3), part).fetchall())
                     if len(new) < len(encoded) or None in new.values():
-                        conn.execute("ROLLBACK")  # a row not to be added to in SQL
-                        return None
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-                conn.execute("COMMIT")
+                        raise _NotInSql  # a row not to be added to in SQL: roll back
+        except _NotInSql:
+            return None
         except sqlite3.Error as exc:
             raise self._failed(exc) from exc
         return [new[k] for k in encoded]
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (the caller holds the lock): committed if the block ends,
+        rolled back if it raises."""
+        conn = self._connection()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
 
     def items(self) -> Iterator[tuple[tuple[Any, ...], Any]]:
         """Every (key, entry), a page of rows at a time in key-bytes order (so other calls may

@@ -195,7 +195,7 @@ class MapState(abc.ABC):
         """`multi_update` with the updaters `old + value` (`value` for an absent key): the
         combine of `Count` and `Sum`, which a backing map may apply without reading the
         entries into Python (`DurableMapState.add_transactional`)."""
-        return self.multi_update(txid, keys, [_Add(v) for v in values])
+        return self.multi_update(txid, keys, [Adder(v) for v in values])
 
     def items(self) -> Iterator[tuple[tuple[Any, ...], Any]]:
         """Every (key, user value), for inspection and tests."""
@@ -454,8 +454,8 @@ def wrap(state_type: StateType, backing: BackingMap, name: str) -> MapState:
     return _WRAPPERS[state_type_of(state_type, f"state {name!r}")](backing, name)
 
 
-class _Add:
-    """An updater adding `value` to the old value (`multi_add`)."""
+class Adder:
+    """An updater adding `value` to the old value (`multi_add`; `value` for an absent key)."""
 
     __slots__ = ("value",)
 
