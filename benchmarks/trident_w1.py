@@ -9,7 +9,11 @@ Count)`, run by squall's Trident Spark runner (`squall.runtime.spark.trident`), 
   typed column instead of four), no partial aggregation;
 - A+: the same Function with the worker's partial aggregation (the default);
 - B: a vectorised `BatchFunction` split (pyarrow), no partial aggregation;
-- C: the vectorised split with the worker's partial aggregation (the default).
+- C: the vectorised split with the worker's partial aggregation (the default);
+- B0 (with `--input parquet`): B's Spark job alone, written by hand (each file read with its
+  schema, the pyarrow split in `mapInArrow`, Spark's count, `toArrow`, merged in a dict): no
+  transaction, no state, no planning of squall's. B's time less B0's is Trident's per-batch
+  overhead (the spout's batch, planning, the durable state's update, the commit).
 
 The hand-written job (../shared/docs/benchmarks.md: Python split in mapInArrow, repartition by
 word, dict count per partition in mapInArrow, toArrow) reads the same input in the same session,
@@ -78,6 +82,24 @@ class SplitColumns(BatchFunction):
         return {"word": pc.list_flatten(words), ROW: pc.list_parent_indices(words)}
 
 
+def arrow_split(batches):
+    """B0's split: SplitColumns' pyarrow split, as a plain `mapInArrow` function."""
+    for rb in batches:
+        words = pc.split_pattern(rb.column(0), " ")
+        yield pa.RecordBatch.from_arrays([pc.list_flatten(words)], ["word"])
+
+
+def b_job_alone(spark, files):
+    """B's Spark job, one per file, with no squall around it."""
+    counts: dict = {}
+    for f in sorted(os.listdir(files)):
+        df = spark.read.schema("sentence string").parquet(os.path.join(files, f))
+        t = df.mapInArrow(arrow_split, "word string").groupBy("word").count().toArrow()
+        for w, n in common.table_counts(t).items():
+            counts[w] = counts.get(w, 0) + n
+    return counts
+
+
 def topology(sentences, per_batch, function, files=None):
     t = TridentTopology()
     spout = FileBatchSpout(files, ["sentence"]) if files else \
@@ -123,6 +145,8 @@ def main() -> None:
     ap.add_argument("--max-partition-bytes", type=int, default=0,
                     help="spark.sql.files.maxPartitionBytes for both jobs; 0: Spark's default "
                          "(a file split in one partition per core)")
+    ap.add_argument("--only", default="",
+                    help="comma-separated variant letters to run (A,At,A+,B,C); default all")
     args = ap.parse_args()
     sentences = w1_sentences(args.sentences)
     ref = reference_counts(sentences)
@@ -144,6 +168,11 @@ def main() -> None:
         "B BatchFunction split, no partial": (SplitColumns(), False),
         "C BatchFunction split, partial (default)": (SplitColumns(), True),
     }
+    if files:
+        variants["B0 B's Spark job alone (no squall)"] = (None, False)
+    if args.only:
+        wanted = set(args.only.split(","))
+        variants = {k: v for k, v in variants.items() if k.split()[0] in wanted}
     ratios: dict[str, list[float]] = {name: [] for name in variants}
     times: dict[str, list[float]] = {name: [] for name in variants}
     def timed_hand_written() -> float:
@@ -160,6 +189,19 @@ def main() -> None:
         before = timed_hand_written()
         line = [f"hand-written {before:.2f}s"]
         for name, (function, partial) in variants.items():
+            if function is None:  # B0
+                t2 = time.perf_counter()
+                got = b_job_alone(spark, files)
+                dt = time.perf_counter() - t2
+                common.check(name, got, ref)
+                after = timed_hand_written()
+                base = (before + after) / 2
+                if rnd > 1:
+                    ratios[name].append(base / dt)
+                    times[name].append(dt)
+                line.append(f"B0 {dt:.2f}s {base / dt:.0%}, hand-written {after:.2f}s")
+                before = after
+                continue
             root = tempfile.mkdtemp(prefix="trident-w1-")
             runner = TridentSparkRunner(topology(sentences, per_batch, function, files),
                                         {PARTIAL: partial}, checkpoint_location=root,

@@ -1182,7 +1182,9 @@ def _builtin_groups(result: pa.Table, keys: tuple[str, ...], op: Any, sql: str,
                     node: PlanNode) -> dict[tuple[Any, ...], Any]:
     kvals = [cols.decode(result, k) for k in keys]
     values = _builtin_values(result, op, sql, node)
-    return {tuple(c[j] for c in kvals): values[j] for j in range(result.num_rows)}
+    # zip builds the key tuples in C (a generator per row took 6-8 ms of W1's 10,000 keys)
+    return dict(zip(zip(*kvals, strict=True), values, strict=True)) if keys else \
+        ({(): values[0]} if values else {})
 
 
 def _builtin_values(result: pa.Table, op: Any, sql: str, node: PlanNode) -> list[Any]:
