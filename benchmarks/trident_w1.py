@@ -13,7 +13,10 @@ Count)`, run by squall's Trident Spark runner (`squall.runtime.spark.trident`), 
 - B0 (with `--input parquet`): B's Spark job alone, written by hand (each file read with its
   schema, the pyarrow split in `mapInArrow`, Spark's count, `toArrow`, merged in a dict): no
   transaction, no state, no planning of squall's. B's time less B0's is Trident's per-batch
-  overhead (the spout's batch, planning, the durable state's update, the commit).
+  overhead (the spout's batch, planning, the durable state's update, the commit);
+- A0 (with `--input parquet`): the same for the per-tuple split: the design prototype's
+  per-tuple `each` (Storm's `Split` called per sentence with a tuple and a collector appending
+  to a list, one typed word column) in `mapInArrow`, Spark's count: At's Spark job alone.
 
 The hand-written job (../shared/docs/benchmarks.md: Python split in mapInArrow, repartition by
 word, dict count per partition in mapInArrow, toArrow) reads the same input in the same session,
@@ -89,12 +92,12 @@ def arrow_split(batches):
         yield pa.RecordBatch.from_arrays([pc.list_flatten(words)], ["word"])
 
 
-def b_job_alone(spark, files):
-    """B's Spark job, one per file, with no squall around it."""
+def job_alone(spark, files, split):
+    """A Spark job of B0's or A0's shape, one per file, with no squall around it."""
     counts: dict = {}
     for f in sorted(os.listdir(files)):
         df = spark.read.schema("sentence string").parquet(os.path.join(files, f))
-        t = df.mapInArrow(arrow_split, "word string").groupBy("word").count().toArrow()
+        t = df.mapInArrow(split, "word string").groupBy("word").count().toArrow()
         for w, n in common.table_counts(t).items():
             counts[w] = counts.get(w, 0) + n
     return counts
@@ -169,7 +172,9 @@ def main() -> None:
         "C BatchFunction split, partial (default)": (SplitColumns(), True),
     }
     if files:
-        variants["B0 B's Spark job alone (no squall)"] = (None, False)
+        variants["A0 At's Spark job alone (no squall)"] = (
+            common.each_per_tuple(common.Split(), 0, ["word"], [pa.string()]), None)
+        variants["B0 B's Spark job alone (no squall)"] = (arrow_split, None)
     if args.only:
         wanted = set(args.only.split(","))
         variants = {k: v for k, v in variants.items() if k.split()[0] in wanted}
@@ -189,9 +194,9 @@ def main() -> None:
         before = timed_hand_written()
         line = [f"hand-written {before:.2f}s"]
         for name, (function, partial) in variants.items():
-            if function is None:  # B0
+            if partial is None:  # A0, B0: the job alone
                 t2 = time.perf_counter()
-                got = b_job_alone(spark, files)
+                got = job_alone(spark, files, function)
                 dt = time.perf_counter() - t2
                 common.check(name, got, ref)
                 after = timed_hand_written()
@@ -199,7 +204,8 @@ def main() -> None:
                 if rnd > 1:
                     ratios[name].append(base / dt)
                     times[name].append(dt)
-                line.append(f"B0 {dt:.2f}s {base / dt:.0%}, hand-written {after:.2f}s")
+                line.append(f"{name.split()[0]} {dt:.2f}s {base / dt:.0%}, "
+                            f"hand-written {after:.2f}s")
                 before = after
                 continue
             root = tempfile.mkdtemp(prefix="trident-w1-")

@@ -597,7 +597,7 @@ def _col(df_columns: Sequence[str], name: str) -> Any:
 
 def _present(df_columns: Sequence[str], field: str) -> list[Any]:
     """The columns a field has in the DataFrame (one when typed, else four)."""
-    return [F.col(f"`{n}`") for n in cols.names(field) if n in df_columns]
+    return [F.col(f"`{n}`") for n in cols.stored(field) if n in df_columns]
 
 
 def _length(columns: dict[str, Any] | None) -> int:
@@ -857,13 +857,15 @@ class TridentSparkRunner(Controls, Reporting):
         chain: list[PlanNode] = []
 
         def make_chain(needed: tuple[str, ...], partial: PlanNode | None = None,
-                       cells: bool = False) -> _Chain:
+                       cells: bool = False, tagged: Sequence[str] = ()) -> _Chain:
             out_types = {f: k for f, k in types.items() if f in needed}
+            out_types.update({f: cols.TAGGED for f in tagged if f not in out_types})
             return _Chain(chain, fields, needed, self.user_conf, txid, partial=partial,
                           counts=counts, types=out_types, cells=cells)
 
-        def chain_df(df: Any, needed: tuple[str, ...], partial: PlanNode | None = None) -> Any:
-            c = make_chain(needed, partial)
+        def chain_df(df: Any, needed: tuple[str, ...], partial: PlanNode | None = None,
+                     tagged: Sequence[str] = ()) -> Any:
+            c = make_chain(needed, partial, tagged=tagged)
             return df.mapInArrow(c, c.output_schema())
 
         def partials_here(df: Any, needed: tuple[str, ...]) -> pa.Table:
@@ -897,7 +899,10 @@ class TridentSparkRunner(Controls, Reporting):
             value_fields = ("$partial",)
         else:
             if chain or fields != needed:
-                df = chain_df(df, needed)
+                # Keys of unknown type as one tagged column each: the JVM groups by one
+                # column instead of four.
+                tagged = keys if isinstance(terminal.args["op"], BuiltinCombiner) else ()
+                df = chain_df(df, needed, tagged=tagged)
             value_fields = inputs[:1]
         return self._finish(terminal, df, keys, value_fields)
 
