@@ -8,10 +8,11 @@ went in (an int stays an int, bytes stay bytes), so both runners give identical 
 keys of different types (1 and 1.0) are different keys here, as in the durable map states.
 
 A grouping key of a built-in aggregation Spark's JVM runs (partial aggregation off) whose type
-is not known travels as one binary column `f#t` instead (`types` maps it to `"t"`): a tag byte
-and the value's bytes (`s` UTF-8, `i` decimal digits, `d` the IEEE double, `x` a pickle), so
-the JVM groups by one column rather than four (W1: 0.58 against 0.68 s, docs/design/
-trident.md); equal keys of different types stay different keys, as in the four columns.
+is not known travels as one binary column `f#t` instead (`types` maps it to `"t"`): a string's
+UTF-8 bytes as they are, any other value behind the byte 0xFF (which UTF-8 never holds) and a
+tag (`i` decimal digits, `d` the IEEE double, `x` a pickle), so the JVM groups by one column
+rather than four (W1: 0.58 against 0.68 s, docs/design/trident.md) and a string column costs
+no copy; equal keys of different types stay different keys, as in the four columns.
 
 A field whose type is known when the job is planned (a column Spark reads from a file, a
 `BatchFunction`'s declared `output_types`, a batch built on the driver) travels as its one
@@ -191,16 +192,17 @@ def encode_columns(fields: Sequence[str], columns: Sequence[Any], types: Types |
 
 
 _EMPTY = pa.scalar(b"", pa.binary())
-_TAGS = {t: pa.scalar(t.encode(), pa.binary()) for t in ("s", "i")}
+_INT_TAG = pa.scalar(b"\xffi", pa.binary())
 
 
 def encode_tagged(values: Any) -> pa.Array:
     """One field's values as tagged bytes (None stays null): a string or int64 Arrow array by
-    Arrow, without a Python loop; anything else value by value. Equal values give equal bytes
-    whichever way they were encoded; -0.0 is 0.0 and every NaN one NaN, as Spark groups them.
+    Arrow, without a Python loop (a string column is only relabelled binary); anything else
+    value by value. Equal values give equal bytes whichever way they were encoded; -0.0 is 0.0
+    and every NaN one NaN, as Spark groups them.
 
-    >>> encode_tagged(pa.array(["ab", None])).to_pylist()
-    [b'sab', None]
+    >>> encode_tagged(pa.array(["ab", None])).to_pylist(), encode_tagged([3, 2.5]).to_pylist()
+    ([b'ab', None], [b'\\xffi3', b'\\xffd\\x00\\x00\\x00\\x00\\x00\\x00\\x04@'])
     >>> [b and untag(b) for b in encode_tagged([7, -0.0, None, (1, "a"), 2 ** 70]).to_pylist()]
     [7, 0.0, None, (1, 'a'), 1180591620717411303424]
     >>> encode_tagged(pa.array([7, None])).to_pylist() == encode_tagged([7, None]).to_pylist()
@@ -212,10 +214,11 @@ def encode_tagged(values: Any) -> pa.Array:
         arr = native_array(values)
     if arr is not None:
         t = arr.type
-        tag = "s" if t in (pa.string(), pa.large_string()) else "i" if t == pa.int64() else None
-        if tag is not None:
-            body = arr.cast(pa.binary()) if tag == "s" else arr.cast(pa.string()).cast(pa.binary())
-            return pc.binary_join_element_wise(_TAGS[tag], body, _EMPTY)
+        if t in (pa.string(), pa.large_string()):
+            return arr.cast(pa.binary())  # the same buffers
+        if t == pa.int64():
+            return pc.binary_join_element_wise(_INT_TAG, arr.cast(pa.string()).cast(pa.binary()),
+                                               _EMPTY)
         values = arr.to_pylist()
     return pa.array([None if v is None else _tag(v) for v in values], pa.binary())
 
@@ -223,19 +226,19 @@ def encode_tagged(values: Any) -> pa.Array:
 def _tag(v: Any) -> bytes:
     k = v.__class__
     if k is str:
-        return b"s" + v.encode()
+        return v.encode()
     if k is int and -(2 ** 63) <= v < 2 ** 63:
-        return b"i" + str(v).encode()
+        return b"\xffi" + str(v).encode()
     if k is float:
-        return b"d" + struct.pack("<d", math.nan if v != v else v + 0.0)
-    return b"x" + pickle.dumps(v, protocol=5)
+        return b"\xffd" + struct.pack("<d", math.nan if v != v else v + 0.0)
+    return b"\xffx" + pickle.dumps(v, protocol=5)
 
 
 def untag(data: bytes) -> Any:
     """The value `encode_tagged` wrote as `data`."""
-    tag, body = data[:1], data[1:]
-    if tag == b"s":
-        return body.decode()
+    if data[:1] != b"\xff":
+        return data.decode()
+    tag, body = data[1:2], data[2:]
     if tag == b"i":
         return int(body)
     if tag == b"d":
