@@ -29,7 +29,6 @@ measurements: docs/design/trident.md.
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 import os
 import shutil
@@ -54,6 +53,7 @@ from squall.errors import SquallError
 from squall.metrics.snapshot import BatchMetrics
 from squall.protocols import Progress
 from squall.results import ComponentStats, ErrorRecord, RunResult
+from squall.runtime.gc_pause import gc_paused
 from squall.runtime.lifecycle import Controls, Lifecycle
 from squall.runtime.reporting import Reporting
 from squall.runtime.spark import trident_columns as cols
@@ -100,21 +100,6 @@ DRIVER_COMBINE = 16
 ROW_OPS = frozenset({"each", "filter", "map", "flat_map", "peek", "project"})
 REPARTITIONS = frozenset({"shuffle", "partition_by", "global", "batch_global"})
 TERMINALS = frozenset({"persistent_aggregate", "group_aggregate", "aggregate"})
-
-
-@contextlib.contextmanager
-def _bulk() -> Iterator[None]:
-    """Python's cyclic garbage collector paused while a transaction's results are decoded
-    into rows: building W2's 1.26 M rows set off repeated full collections over the driver's
-    heap (about 40 % of the time); the rows hold no cycles, and the collector runs again
-    right after."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _plan_path(run_dir: str) -> str:
@@ -758,7 +743,10 @@ class TridentSparkRunner(Controls, Reporting):
             batches = self.coordinator.emit(txid, lazy=True)
             self.timing["emit"] += time.perf_counter() - t_emit
             try:
-                with _bulk():
+                # The collector paused while the results are decoded into rows: building W2's
+                # 1.26 M rows set off repeated full collections over the driver's heap (about
+                # 40 % of the time); the rows hold no cycles, and it runs again right after.
+                with gc_paused():
                     out = self._evaluate(txid, batches)
                 break
             except Exception as exc:
