@@ -85,13 +85,6 @@ class SplitColumns(BatchFunction):
         return {"word": pc.list_flatten(words), ROW: pc.list_parent_indices(words)}
 
 
-def arrow_split(batches):
-    """B0's split: SplitColumns' pyarrow split, as a plain `mapInArrow` function."""
-    for rb in batches:
-        words = pc.split_pattern(rb.column(0), " ")
-        yield pa.RecordBatch.from_arrays([pc.list_flatten(words)], ["word"])
-
-
 def job_alone(spark, files, split):
     """A Spark job of B0's or A0's shape, one per file, with no squall around it."""
     counts: dict = {}
@@ -139,6 +132,33 @@ def write_files(sentences, per_batch):
     return root
 
 
+def run_alone(spark, files, split, name, ref):
+    """A0's or B0's time (checked), and nothing more to report."""
+    t0 = time.perf_counter()
+    got = job_alone(spark, files, split)
+    dt = time.perf_counter() - t0
+    common.check(name, got, ref)
+    return dt, ""
+
+
+def run_trident(spark, sentences, per_batch, files, function, partial, name, ref):
+    """A Trident variant's transactions' time (its final state checked), and their parts."""
+    root = tempfile.mkdtemp(prefix="trident-w1-")
+    runner = TridentSparkRunner(topology(sentences, per_batch, function, files),
+                                {PARTIAL: partial}, checkpoint_location=root, session=spark)
+    t0 = time.perf_counter()
+    result = runner.run()
+    wall = time.perf_counter() - t0
+    state = DurableMapState.factory(StateType.TRANSACTIONAL).make_state("counts", root)
+    got = {k[0]: v for k, v in state.items()}
+    state.close()
+    common.check(name, got, ref)
+    shutil.rmtree(root, ignore_errors=True)
+    parts = " ".join(f"{k} {v:.2f}" for k, v in result.extra["timing"].items())
+    return sum(result.extra["batch_seconds"]), (
+        f" ({parts}; run {wall:.2f}s, {len(result.extra['batch_seconds'])} batches)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sentences", type=int, default=200_000)
@@ -174,7 +194,7 @@ def main() -> None:
     if files:
         variants["A0 At's Spark job alone (no squall)"] = (
             common.each_per_tuple(common.Split(), 0, ["word"], [pa.string()]), None)
-        variants["B0 B's Spark job alone (no squall)"] = (arrow_split, None)
+        variants["B0 B's Spark job alone (no squall)"] = (common.split_vectorised, None)
     if args.only:
         wanted = set(args.only.split(","))
         variants = {k: v for k, v in variants.items() if k.split()[0] in wanted}
@@ -195,40 +215,16 @@ def main() -> None:
         line = [f"hand-written {before:.2f}s"]
         for name, (function, partial) in variants.items():
             if partial is None:  # A0, B0: the job alone
-                t2 = time.perf_counter()
-                got = job_alone(spark, files, function)
-                dt = time.perf_counter() - t2
-                common.check(name, got, ref)
-                after = timed_hand_written()
-                base = (before + after) / 2
-                if rnd > 1:
-                    ratios[name].append(base / dt)
-                    times[name].append(dt)
-                line.append(f"{name.split()[0]} {dt:.2f}s {base / dt:.0%}, "
-                            f"hand-written {after:.2f}s")
-                before = after
-                continue
-            root = tempfile.mkdtemp(prefix="trident-w1-")
-            runner = TridentSparkRunner(topology(sentences, per_batch, function, files),
-                                        {PARTIAL: partial}, checkpoint_location=root,
-                                        session=spark)
-            t2 = time.perf_counter()
-            result = runner.run()
-            wall = time.perf_counter() - t2
-            state = DurableMapState.factory(StateType.TRANSACTIONAL).make_state("counts", root)
-            got = {k[0]: v for k, v in state.items()}
-            state.close()
-            common.check(name, got, ref)
-            dt = sum(result.extra["batch_seconds"])
-            shutil.rmtree(root, ignore_errors=True)
+                dt, detail = run_alone(spark, files, function, name, ref)
+            else:
+                dt, detail = run_trident(spark, sentences, per_batch, files, function, partial,
+                                         name, ref)
             after = timed_hand_written()
             base = (before + after) / 2
             if rnd > 1:
                 ratios[name].append(base / dt)
                 times[name].append(dt)
-            parts = " ".join(f"{k} {v:.2f}" for k, v in result.extra["timing"].items())
-            line.append(f"{name.split()[0]} {dt:.2f}s ({parts}; run {wall:.2f}s, "
-                        f"{len(result.extra['batch_seconds'])} batches) {base / dt:.0%}, "
+            line.append(f"{name.split()[0]} {dt:.2f}s{detail} {base / dt:.0%}, "
                         f"hand-written {after:.2f}s")
             before = after
         print(f"round {rnd}: " + ", ".join(line), flush=True)

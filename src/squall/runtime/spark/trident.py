@@ -581,7 +581,7 @@ def _col(df_columns: Sequence[str], name: str) -> Any:
 
 
 def _present(df_columns: Sequence[str], field: str) -> list[Any]:
-    """The columns a field has in the DataFrame (one when typed, else four)."""
+    """The columns a field has in the DataFrame (one when typed or tagged, else four)."""
     return [F.col(f"`{n}`") for n in cols.stored(field) if n in df_columns]
 
 

@@ -208,10 +208,9 @@ def encode_tagged(values: Any) -> pa.Array:
     >>> encode_tagged(pa.array([7, None])).to_pylist() == encode_tagged([7, None]).to_pylist()
     True
     """
-    if isinstance(values, (pa.Array, pa.ChunkedArray)):
-        arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-    else:
-        arr = native_array(values)
+    arrow = isinstance(values, (pa.Array, pa.ChunkedArray))
+    arr = (values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values) if arrow \
+        else native_array(values)
     if arr is not None:
         t = arr.type
         if t in (pa.string(), pa.large_string()):
@@ -219,7 +218,8 @@ def encode_tagged(values: Any) -> pa.Array:
         if t == pa.int64():
             return pc.binary_join_element_wise(_INT_TAG, arr.cast(pa.string()).cast(pa.binary()),
                                                _EMPTY)
-        values = arr.to_pylist()
+        if arrow:  # (a list of floats is tagged as it is, not through Arrow and back)
+            values = arr.to_pylist()
     return pa.array([None if v is None else _tag(v) for v in values], pa.binary())
 
 
