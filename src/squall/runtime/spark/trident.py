@@ -320,7 +320,7 @@ class _Chain:
                     # (no row per emit; the encoder and the partial aggregation take Arrow).
                     lists, _ = _ROW_EXECUTOR.each_columns(node, fields, rows, op)
                     fields = tuple(node.args["output"])
-                    columns = _native_columns(fields, lists)
+                    columns = _native_columns(fields, lists, op.output_types)
                     rows = None if columns is not None else \
                         list(zip(*lists, strict=True))
                 elif node.kind == "each" and not self.live[i] & set(fields):
@@ -593,11 +593,13 @@ def _columnar(node: PlanNode, ops: dict[str, Any]) -> bool:
     return node.kind == "each" and isinstance(ops.get(node.cid), BatchFunction)
 
 
-def _native_columns(fields: tuple[str, ...], lists: list[list[Any]]
-                    ) -> dict[str, pa.Array] | None:
+def _native_columns(fields: tuple[str, ...], lists: list[list[Any]],
+                    checked: Mapping[str, type] | None = None) -> dict[str, pa.Array] | None:
     """Per-field value lists as Arrow arrays when each holds one native type (str, int within
     int64 or float, None allowed), else None: values come back as they went in, so an int
-    never becomes a float and a list of mixed types stays Python values.
+    never becomes a float and a list of mixed types stays Python values. `checked` maps the
+    fields whose values were checked against a declared type to it (a `Function`'s
+    `output_types`: `each_columns` checks them).
 
     >>> _native_columns(("w", "n"), [["a", None], [1, 2]])["n"].type
     DataType(int64)
@@ -606,7 +608,7 @@ def _native_columns(fields: tuple[str, ...], lists: list[list[Any]]
     """
     out: dict[str, pa.Array] = {}
     for f, values in zip(fields, lists, strict=True):
-        arr = cols.native_array(values)
+        arr = cols.native_array(values, checked.get(f) if checked else None)
         if arr is None:
             return None  # the encoder takes the Python values (an int beyond int64 pickled)
         out[f] = arr

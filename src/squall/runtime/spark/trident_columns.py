@@ -124,18 +124,24 @@ def encode_typed(field: str, values: Any, kind: str) -> pa.Array:
 _POSITION = {t: j for j, (_, t) in enumerate(VARIANTS)}
 
 
-def native_array(values: Sequence[Any]) -> pa.Array | None:
+def native_array(values: Sequence[Any], checked: type | None = None) -> pa.Array | None:
     """`values` as the array of one typed column when all of them (None aside) are of one
-    native type (str, int within int64, float), else None: no value changes type.
+    native type (str, int within int64, float), else None: no value changes type. `checked`
+    is that type when the caller has already checked every value against it (`check_type`),
+    which saves the pass over the values that finds it.
 
     >>> native_array(["a", None]).type, native_array([1, 2]).type
     (DataType(string), DataType(int64))
     >>> native_array([1, 2.5]), native_array([2 ** 70]), native_array([True]), native_array([None])
     (None, None, None, None)
+    >>> native_array(["a", "b"], checked=str).type, native_array([2 ** 70], checked=int)
+    (DataType(string), None)
     """
-    kinds = set(map(type, values))
-    kinds.discard(_NONE)
-    kind = KIND.get(kinds.pop()) if len(kinds) == 1 else None
+    kind = KIND.get(checked) if checked is not None else None
+    if kind is None:
+        kinds = set(map(type, values))
+        kinds.discard(_NONE)
+        kind = KIND.get(kinds.pop()) if len(kinds) == 1 else None
     if kind is None:
         return None
     try:
