@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 from bisect import bisect_right
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
 
 from squall.partition_watermarks import PartitionWatermarks
@@ -171,6 +171,51 @@ class WindowManager:
                 self.count_since = 0
                 self._activate_processing(now_ms)
         return self._flush()
+
+    def add_event(self, event: Any, now_ms: int, ts: int, source: tuple[Hashable, int]
+                  ) -> Sequence[Action]:
+        """`add(event, now_ms, ts, stream, source_task)` of an event-time event, `source` being
+        `(stream, source_task)`: the windowed bolt's per-tuple path. The caller keeps one
+        `source` per upstream task and stream, so timestamp ties compare it by identity; returns
+        an empty tuple when nothing happened (most events).
+
+        >>> from squall.duration import Duration
+        >>> m = WindowManager(WindowSpec(Duration(10), Duration(10), event_time=True, lag_ms=0,
+        ...                              watermark_interval_ms=0), streams=["s"])
+        >>> m.add_event("a", 0, 3, ("s", 1)), m.add_event("b", 0, 5, ("s", 1))
+        ((), ())
+        >>> [(a.window.end_timestamp, a.window.get()) for a in m.add_event("c", 0, 12, ("s", 1))]
+        [(10, ['a', 'b'])]
+        """
+        tracker = self.tracker
+        if self.partitions is not None or tracker is None:
+            return self.add(event, now_ms, ts, source[0], source[1])
+        watermark = tracker.watermark
+        if watermark is not None and ts < watermark:
+            self.late_count += 1
+            return [Late(event, ts, watermark)]
+        # `_insert`, appending when the event sorts last (in order, the usual case).
+        self.seq = seq = self.seq + 1
+        key = (ts, source, seq)
+        keys = self.keys
+        if not keys or key >= keys[-1]:
+            keys.append(key)
+            self.ts.append(ts)
+            self.events.append(event)
+        else:
+            i = bisect_right(keys, key)
+            keys.insert(i, key)
+            self.ts.insert(i, ts)
+            self.events.insert(i, event)
+        stream = source[0]
+        seen = tracker.max_ts.get(stream)
+        if seen is None or ts > seen:  # else the watermark cannot move (`track`)
+            tracker.track(stream, ts)
+        after = self.next_eval
+        if (after is None or now_ms >= after or not self.spec.watermark_interval_ms) \
+                and self._due(now_ms):
+            self._evaluate_event_time()
+        return self._flush() if self._out else ()
 
     def partition_event(self, source_task: int, event: str, partitions: list[Any],
                         now_ms: int) -> list[Action]:

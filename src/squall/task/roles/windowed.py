@@ -32,7 +32,7 @@ from squall.protocols import OutputCollectorLike
 from squall.task.collectors import WindowedOutputCollector
 from squall.task.roles.base import WindowRole, source_partition_tasks
 from squall.timestamps import valid_timestamp
-from squall.topology.tuple import Tuple, is_tick_tuple
+from squall.topology.tuple import SYSTEM_COMPONENT, TICK_STREAM, Tuple, is_tick_tuple
 from squall.tuple_windows.manager import Activation, Expired, Late, WindowManager
 from squall.tuple_windows.spec import WindowSpec
 from squall.tuple_windows.window import TupleWindow
@@ -54,6 +54,10 @@ class WindowedRole(WindowRole):
     def __init__(self, instance: WindowedBolt) -> None:
         super().__init__(instance)
         self.window_errors = 0  # tuples routed to `window_errors` (read as bolt.window_errors)
+        # Per upstream origin (one per emitting task and stream, shared by its tuples): how
+        # `execute` reads a tuple's event time and where the window manager says it came from
+        # (`_entry`). Derived from the configuration, so not saved in snapshots.
+        self._entries: dict[Any, tuple[Any, int | None]] = {}
 
     # ---- set up, snapshots ---------------------------------------------------------------
     def setup(self, conf: Mapping[str, Any], context: TopologyContext,
@@ -71,6 +75,7 @@ class WindowedRole(WindowRole):
         self.field: str = conf.get(TIMESTAMP_FIELD) or ""
         self.extractor: Callable[[Tuple], Any] | None = bolt.timestamp_extractor()
         self.window_errors = 0
+        self._entries = {}
         bolt._task_side = self
         return self.collector
 
@@ -92,6 +97,7 @@ class WindowedRole(WindowRole):
                 setattr(self, name, value)
             self.extractor = instance.timestamp_extractor()  # the bolt's configuration
             instance._task_side = self
+        self._entries = {}
 
     def events_in_memory(self) -> int:
         """How many tuples the window holds now."""
@@ -100,6 +106,43 @@ class WindowedRole(WindowRole):
 
     # ---- tuples --------------------------------------------------------------------------
     def execute(self, tup: Tuple, now_ms: int) -> None:
+        # Every input tuple comes through here: an event-time tuple takes the short way (its
+        # origin's entry says where its timestamp is and what source it counts for), anything
+        # else `_execute_other`.
+        origin = tup._origin
+        entry = self._entries.get(origin)
+        if entry is None:
+            entry = self._entries[origin] = self._entry(origin)
+        source, index = entry
+        if source is None:
+            self._execute_other(tup, now_ms)
+            return
+        try:
+            if index is None:
+                value = self.extractor(tup) if self.extractor is not None else tup[self.field]
+            else:
+                value = tup.values[index]
+            ts = value if value.__class__ is int else valid_timestamp(value)
+        except Exception as exc:
+            self.invalid(tup, exc)
+            return
+        actions = self.manager.add_event(tup, now_ms, ts, source)
+        if actions:
+            self.apply(actions)
+
+    def _entry(self, origin: Any) -> tuple[Any, int | None]:
+        """(source, index) for the tuples of `origin`: `source` is what `WindowManager.add_event`
+        takes ((component, stream), task), None for tuples that are not event-time data (ticks,
+        partition events, any tuple of a processing-time window); `index` is the timestamp
+        field's position in the tuple's values, None when an extractor reads it or the stream
+        lacks the field (`tup[field]` then raises the error the tuple is routed with)."""
+        if (origin.component == SYSTEM_COMPONENT and origin.stream == TICK_STREAM) or \
+                origin.stream == PARTITIONS_STREAM or not self.manager.spec.event_time:
+            return None, None
+        index = None if self.extractor is not None else origin.fields._index.get(self.field)
+        return ((origin.component, origin.stream), origin.task), index
+
+    def _execute_other(self, tup: Tuple, now_ms: int) -> None:
         manager = self.manager
         if is_tick_tuple(tup):
             self.apply(manager.tick(now_ms))
@@ -108,16 +151,7 @@ class WindowedRole(WindowRole):
             event, partitions = tup.values
             self.apply(manager.partition_event(tup._origin.task, event, partitions, now_ms))
             return
-        if not manager.spec.event_time:
-            self.apply(manager.add(tup, now_ms))
-            return
-        try:
-            ts = self.timestamp(tup)
-        except Exception as exc:
-            self.invalid(tup, exc)
-            return
-        origin = tup._origin
-        self.apply(manager.add(tup, now_ms, ts, (origin.component, origin.stream), origin.task))
+        self.apply(manager.add(tup, now_ms))  # processing time (`_entry`)
 
     def end_of_input(self, now_ms: int) -> None:
         self.apply(self.manager.end_of_input(now_ms))
@@ -149,9 +183,10 @@ class WindowedRole(WindowRole):
         out = self.out
         for action in actions:
             if isinstance(action, Expired):
+                ack = out.ack
                 for tup in action.events:
                     if tup._state == 0:  # a tuple failed by a failing execute stays failed
-                        out.ack(tup)
+                        ack(tup)
             elif isinstance(action, Activation):
                 self.activate(action.window)
             elif isinstance(action, Late):
