@@ -13,7 +13,7 @@ A task snapshot carries `saved()`; the bolt reads its counter through the link t
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from squall.components.context import TopologyContext
@@ -177,7 +177,7 @@ class WindowedRole(WindowRole):
         out.emit(record, anchors=tup, stream=ERROR_STREAM)
         out.ack(tup)
 
-    def apply(self, actions: list) -> None:
+    def apply(self, actions: Sequence[Any]) -> None:
         """Carry out what the window manager decided: ack expired tuples, evaluate windows,
         route late tuples."""
         out = self.out
