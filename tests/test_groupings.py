@@ -101,6 +101,18 @@ def test_shuffle_is_even_within_every_pass():
         assert sorted(where[v][0] for v in range(start, start + 4)) == [1, 2, 3, 4]
 
 
+def test_shuffle_over_two_tasks_reshuffles_each_pass():
+    """Two tasks take their own reshuffle (one random bit): every pass of 2 emits hits both
+    tasks, and both orders occur (a reshuffle that never swapped would always start with the
+    same task)."""
+    topology = single_spout_topology(lambda d: d.shuffle_grouping("spout"), n_tasks=2)
+    result = complete_topology(topology, mocked_sources=MockedSources({"spout": values(200)}))
+    where = routing(result, "bolt")
+    passes = [tuple(where[v][0] for v in range(start, start + 2)) for start in range(0, 200, 2)]
+    assert set(passes) == {(1, 2), (2, 1)}
+    assert 25 <= passes.count((1, 2)) <= 75
+
+
 def test_none_grouping_sends_each_tuple_to_one_task():
     topology = single_spout_topology(lambda d: d.none_grouping("spout"))
     result = complete_topology(topology, mocked_sources=MockedSources({"spout": values(40)}))
