@@ -1,6 +1,7 @@
 """W2 (benchmarks.md) with Storm's windowed bolt, on the local and the Spark runner.
 
     .venv/bin/python benchmarks/w2_windowed_bolts.py [--sentences 200000] [--runs 3] [--spark]
+        [--parts]
 
 W2: per-word count in 10 s tumbling event-time windows. Topology: list spout (sentence, ts) ->
 split x1 -> `WindowedBolt` x2 (`with_tumbling_window(10 s)`, event time from "ts", lag 0,
@@ -9,7 +10,9 @@ fields grouping by word) whose `execute(window)` counts the window's words and e
 plain-Python per-word loop over the same windows, which is also the ratio's baseline, measured in
 the same process. Prints words/s: the median of the runs after a warm-up on the local runner; on
 Spark the last of two runs (warm Python workers), the whole input as one micro-batch and 100,000
-sentences per batch, timed by the query's own trigger-execution durations.
+sentences per batch, timed by the query's own trigger-execution durations. `--parts` also times
+the topology with the windowed bolt replaced by a bolt that only acks, and with windows that do
+not count or do not emit, to show where the time per word goes.
 """
 
 from __future__ import annotations
@@ -177,6 +180,65 @@ def run_local(sentences: list[str]) -> tuple[float, dict]:
     return elapsed, sink_counts(engine.bolts)
 
 
+class EmptyWindow(WindowWordCount):
+    """`--parts`: the window's bookkeeping alone (no counting, no rows)."""
+
+    def execute(self, window) -> None:
+        pass
+
+
+class CountingWindow(WindowWordCount):
+    """`--parts`: the windows counted, no rows emitted."""
+
+    def execute(self, window) -> None:
+        counts: dict[str, int] = {}
+        for tup in window.get():
+            w = tup.values[0]
+            counts[w] = counts.get(w, 0) + 1
+
+
+class AckOnly(Bolt):
+    """`--parts`: in the windowed bolt's place, a bolt that only acks (squall's routing alone)."""
+
+    def execute(self, tup) -> None:
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer) -> None:
+        declarer.declare(Fields("window_start", "word", "count"))
+
+
+def run_part(sentences: list[str], bolt: Any) -> float:
+    """The W2 topology with `bolt` where the windowed bolt is; seconds for the whole input."""
+    b = TopologyBuilder()
+    b.set_spout("sentences", ListSpout(sentences))
+    b.set_bolt("split", Split()).shuffle_grouping("sentences")
+    if isinstance(bolt, WindowedBolt):
+        bolt = bolt.with_tumbling_window(Duration.seconds(10))
+        bolt = bolt.with_timestamp_extractor(start_inclusive_ts)
+    b.set_bolt("windows", bolt, 2).fields_grouping("split", Fields("word"))
+    b.set_bolt("sink", Sink(), 2).shuffle_grouping("windows")
+    engine = LocalEngine(b.create_topology(), Config())
+    t0 = time.perf_counter()
+    engine.run(until_complete=True)
+    return time.perf_counter() - t0
+
+
+def parts(sentences: list[str], words: int, runs: int) -> None:
+    """Where the local runner's time per word goes: routing alone (a bolt that only acks), the
+    window's bookkeeping, the counting, the rows to the sink (each the median of `runs`)."""
+    variants = {"routing alone (a bolt that only acks)": AckOnly,
+                "window, empty execute": EmptyWindow,
+                "window, counted, no rows": CountingWindow,
+                "window, counted, rows to the sink (W2)": WindowWordCount}
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(runs + 1):  # the first round is a warm-up
+        for name, cls in variants.items():
+            times[name].append(run_part(sentences, cls()))
+    for name, ts in times.items():
+        t = statistics.median(ts[1:])
+        print(f"  {name}: {t / words * 1e6:.2f} us per word", flush=True)
+
+
 def run_spark(spark: Any, sentences: list[str], per_batch: int) -> tuple[float, dict]:
     from squall.runtime.spark.driver import SparkRunner
 
@@ -196,6 +258,8 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=200_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--spark", action="store_true", help="also run on the Spark runner")
+    parser.add_argument("--parts", action="store_true",
+                        help="also time the topology's parts on the local runner (per word)")
     args = parser.parse_args()
     sentences = w1_sentences(args.sentences)
     words = sum(len(s.split()) for s in sentences)
@@ -226,6 +290,10 @@ def main() -> None:
     t = statistics.median(times)
     print(f"  local runner: {words / t / 1e6:.3f} M words/s, ratio to the plain loop "
           f"{base_s / t:.1%} ({floor / t:.0%} of the floor)", flush=True)
+    if args.parts:
+        print(f"  floor: {floor / words * 1e6:.2f} us per word; local runner "
+              f"{t / words * 1e6:.2f}", flush=True)
+        parts(sentences, words, args.runs)
     if args.spark:
         from squall.runtime.spark.session import get_session
 
