@@ -121,6 +121,14 @@ class WindowManager:
         state["_out"] = []
         return state
 
+    # Whether `_insert` is this class's, which `add_event` runs inline (a subclass that keeps
+    # its queue elsewhere overrides `_insert`).
+    _plain_insert = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._plain_insert = cls._insert is WindowManager._insert
+
     # ---- inputs ------------------------------------------------------------------------------
     def add(self, event: Any, now_ms: int, ts: int | None = None,
             stream: Hashable = None, source_task: int = 0) -> list[Action]:
@@ -150,14 +158,7 @@ class WindowManager:
                 if self._due(now_ms):
                     self._evaluate_event_time()
                 return self._flush()
-            if tracker.is_late(ts):
-                self.late_count += 1
-                return [Late(event, ts, tracker.watermark)]  # type: ignore[arg-type]
-            self._insert(event, ts, (stream, source_task))
-            tracker.track(stream, ts)
-            if self._due(now_ms):
-                self._evaluate_event_time()
-            return self._flush()
+            return list(self.add_event(event, now_ms, ts, (stream, source_task)))
         self._advance_processing_time(now_ms)
         self._insert(event, now_ms, ())
         n = spec.length_count
@@ -194,19 +195,22 @@ class WindowManager:
         if watermark is not None and ts < watermark:
             self.late_count += 1
             return [Late(event, ts, watermark)]
-        # `_insert`, appending when the event sorts last (in order, the usual case).
-        self.seq = seq = self.seq + 1
-        key = (ts, source, seq)
-        keys = self.keys
-        if not keys or key >= keys[-1]:
-            keys.append(key)
-            self.ts.append(ts)
-            self.events.append(event)
+        if self._plain_insert:
+            # `_insert` inline, appending when the event sorts last (in order, the usual case).
+            self.seq = seq = self.seq + 1
+            key = (ts, source, seq)
+            keys = self.keys
+            if not keys or key >= keys[-1]:
+                keys.append(key)
+                self.ts.append(ts)
+                self.events.append(event)
+            else:
+                i = bisect_right(keys, key)
+                keys.insert(i, key)
+                self.ts.insert(i, ts)
+                self.events.insert(i, event)
         else:
-            i = bisect_right(keys, key)
-            keys.insert(i, key)
-            self.ts.insert(i, ts)
-            self.events.insert(i, event)
+            self._insert(event, ts, source)  # a subclass's own queue
         stream = source[0]
         seen = tracker.max_ts.get(stream)
         if seen is None or ts > seen:  # else the watermark cannot move (`track`)
