@@ -433,3 +433,33 @@ def test_late_and_invalid_tuples_are_counted(runner):
     bolt = task.instance
     assert task.window.manager.late_count == 1 and bolt.window_errors == 1
     assert emitted == [list(w) for w in EXPECTED_EVENT_TIME["tumbling_duration"]]
+
+
+def test_the_per_origin_cache_stays_bounded_when_origins_are_new_every_batch():
+    """A Spark stage makes new tuple origins for every batch while a windowed task lives on in
+    its worker; the window's per-origin entries (how it reads the timestamp) must not pile up,
+    and every tuple still lands in its window."""
+    from squall.task.roles.windowed import _MAX_ENTRIES
+    from squall.topology.tuple import Origin, _RuntimeTuple
+
+    b = TopologyBuilder()
+    b.set_spout("events", FixedTupleSpout([], Fields("v", "ts")))
+    b.set_bolt("w", Describe().with_tumbling_window(Duration.seconds(5))
+               .with_timestamp_field("ts")).shuffle_grouping("events")
+    with simulated_time() as clock:
+        engine = LocalEngine(b.create_topology(), clock=clock, capture=True)
+        engine.start()  # prepares the bolt: its window
+        (task,) = engine.bolts
+        (src,) = engine.topology.component_tasks("events")
+        role = task.window
+        n = 3 * _MAX_ENTRIES
+        for i in range(n):  # each tuple with an origin of its own, as across many batches
+            origin = Origin(Fields("v", "ts"), "events", "default", src)
+            role.execute(_RuntimeTuple([i, i], origin, None, task.task_id), 0)
+            assert len(role._entries) <= _MAX_ENTRIES
+        role.end_of_input(0)
+    rows = [v for s, v in engine.captures[task.task_id] if s == "default"]
+    windows: dict[int, list[int]] = {}  # Storm's (end - 5 s, end]: 0, then 1-5000, ...
+    for i in range(n):
+        windows.setdefault(-(-i // 5000) * 5000, []).append(i)
+    assert [r[2] for r in rows] == list(windows.values())

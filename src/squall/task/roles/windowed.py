@@ -43,6 +43,7 @@ log = logging.getLogger("squall")
 # collectors among them pickle as references to the restoring task's (squall.task.snapshot).
 _SAVED = ("out", "collector", "manager", "late_records", "error_records", "fatal", "field",
           "window_errors")
+_MAX_ENTRIES = 1024  # origins whose entry `execute` keeps (`_entry`)
 
 
 class WindowedRole(WindowRole):
@@ -112,6 +113,10 @@ class WindowedRole(WindowRole):
         origin = tup._origin
         entry = self._entries.get(origin)
         if entry is None:
+            if len(self._entries) >= _MAX_ENTRIES:
+                # A Spark stage makes new origins for every batch while the task lives on in
+                # its worker: the cache is dropped now and then rather than kept for ever.
+                self._entries.clear()
             entry = self._entries[origin] = self._entry(origin)
         source, index = entry
         if source is None:
