@@ -45,6 +45,7 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -268,8 +269,10 @@ def decode(batch: Any, field: str) -> list[Any]:
         return [None] * n
     if len(have) == 1:
         j, col = have[0]
+        if j == 0:
+            return strings(col)
         if j < 3:
-            return list(col.to_pylist())
+            return col.to_pylist()  # a new list already
         loads = pickle.loads if j == 3 else untag
         return [None if b is None else loads(b) for b in col.to_pylist()]
     lists = [(j, c.to_pylist()) for j, c in have]
@@ -279,6 +282,40 @@ def decode(batch: Any, field: str) -> list[Any]:
             if v is not None:
                 out[r] = pickle.loads(v) if j == 3 else untag(v) if j == 4 else v
     return out
+
+
+_SHARED_MIN_ROWS = 1 << 17  # smaller columns go the plain way (the sample would not pay)
+_SAMPLE = 1 << 15
+
+
+def strings(col: Any) -> list[Any]:
+    """A string column (Arrow array or chunked array) as Python values.
+
+    A large column with few distinct values is decoded by dictionary, each distinct string made
+    once: W2's 1.26 M fired (window, word) keys hold 10,000 words, 38 ms against 84 ms for
+    `to_pylist`. A column of mostly distinct values goes the plain way, where the dictionary
+    would cost four times as much (305 against 74 ms for 1.26 M distinct strings); a sample
+    spread over the column decides, and it finds repeats only when the distinct values are
+    fewer than about 20,000.
+
+    >>> words = pa.chunked_array([["a", None, "b"] * 50_000, ["c"] * 100])
+    >>> distinct = pa.array([str(i) for i in range(150_000)])
+    >>> strings(words) == words.to_pylist(), strings(distinct) == distinct.to_pylist()
+    (True, True)
+    >>> strings(pa.array(["x", "y"]))
+    ['x', 'y']
+    """
+    n = len(col)
+    if n >= _SHARED_MIN_ROWS:
+        sample = col.take(pa.array(np.arange(0, n, n // _SAMPLE)))
+        if 2 * len(set(sample.to_pylist())) < len(sample):
+            out: list[Any] = []
+            for chunk in col.chunks if isinstance(col, pa.ChunkedArray) else [col]:
+                enc = pc.dictionary_encode(chunk, null_encoding="encode")
+                distinct = np.array(enc.dictionary.to_pylist(), dtype=object)
+                out += distinct[enc.indices.to_numpy(zero_copy_only=False)].tolist()
+            return out
+    return col.to_pylist()
 
 
 def single_typed(batch: Any, field: str) -> bool:
