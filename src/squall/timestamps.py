@@ -25,6 +25,8 @@ from typing import Any
 def valid_timestamp(value: Any) -> int:
     """`value` as an integer timestamp in ms: ints as they are, finite floats floored; raises
     TypeError for anything else (bools too, though they are ints), ValueError for inf and nan."""
+    if value.__class__ is int:  # the usual case first: a windowed bolt's every tuple
+        return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"timestamp must be a number of ms since epoch, got {value!r}")
     if isinstance(value, float):

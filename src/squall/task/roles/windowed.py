@@ -32,7 +32,7 @@ from squall.protocols import OutputCollectorLike
 from squall.task.collectors import WindowedOutputCollector
 from squall.task.roles.base import WindowRole, source_partition_tasks
 from squall.timestamps import valid_timestamp
-from squall.topology.tuple import SYSTEM_COMPONENT, TICK_STREAM, Tuple, is_tick_tuple
+from squall.topology.tuple import Tuple, is_tick_tuple
 from squall.tuple_windows.manager import Activation, Expired, Late, WindowManager
 from squall.tuple_windows.spec import WindowSpec
 from squall.tuple_windows.window import TupleWindow
@@ -117,17 +117,13 @@ class WindowedRole(WindowRole):
                 # A Spark stage makes new origins for every batch while the task lives on in
                 # its worker: the cache is dropped now and then rather than kept for ever.
                 self._entries.clear()
-            entry = self._entries[origin] = self._entry(origin)
+            entry = self._entries[origin] = self._entry(tup)
         source, index = entry
         if source is None:
             self._execute_other(tup, now_ms)
             return
         try:
-            if index is None:
-                value = self.extractor(tup) if self.extractor is not None else tup[self.field]
-            else:
-                value = tup.values[index]
-            ts = value if value.__class__ is int else valid_timestamp(value)
+            ts = self.timestamp(tup) if index is None else valid_timestamp(tup.values[index])
         except Exception as exc:
             self.invalid(tup, exc)
             return
@@ -135,14 +131,16 @@ class WindowedRole(WindowRole):
         if actions:
             self.apply(actions)
 
-    def _entry(self, origin: Any) -> tuple[Any, int | None]:
-        """(source, index) for the tuples of `origin`: `source` is what `WindowManager.add_event`
-        takes ((component, stream), task), None for tuples that are not event-time data (ticks,
-        partition events, any tuple of a processing-time window); `index` is the timestamp
-        field's position in the tuple's values, None when an extractor reads it or the stream
-        lacks the field (`tup[field]` then raises the error the tuple is routed with)."""
-        if (origin.component == SYSTEM_COMPONENT and origin.stream == TICK_STREAM) or \
-                origin.stream == PARTITIONS_STREAM or not self.manager.spec.event_time:
+    def _entry(self, tup: Tuple) -> tuple[Any, int | None]:
+        """(source, index) for the tuples of `tup`'s origin: `source` is what
+        `WindowManager.add_event` takes ((component, stream), task), None for tuples that are
+        not event-time data (ticks, partition events, any tuple of a processing-time window);
+        `index` is the timestamp field's position in the tuple's values, None when an extractor
+        reads it or the stream lacks the field (`timestamp` then raises the error the tuple is
+        routed with)."""
+        origin = tup._origin
+        if is_tick_tuple(tup) or origin.stream == PARTITIONS_STREAM or \
+                not self.manager.spec.event_time:
             return None, None
         index = None if self.extractor is not None else origin.fields._index.get(self.field)
         return ((origin.component, origin.stream), origin.task), index
