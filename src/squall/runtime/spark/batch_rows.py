@@ -7,7 +7,6 @@ messages for the ledger, errors, aborts, batch reports, captured emits and per-t
 
 from __future__ import annotations
 
-import marshal
 import pickle
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,8 +24,8 @@ Counters = dict[int, dict[str, int]]  # task id -> counter -> value
 class BatchRows:
     """One batch's result rows, by kind, in row order."""
 
-    messages: list[tuple[int, list[tuple[int, int, int, int]]]] = field(default_factory=list)
-    """(ts, items) of each MESSAGES row: `(kind, task, root, value)` items, ids unsigned."""
+    messages: list[tuple[int, row_schema.MessageColumns]] = field(default_factory=list)
+    """(ts, columns) of each MESSAGES row: `row_schema.decode_messages`."""
     errors: list[ErrorRecord] = field(default_factory=list)
     aborts: list[ErrorRecord] = field(default_factory=list)
     """Tasks that refused to commit the batch (`BatchRetryError`): it must run again."""
@@ -59,7 +58,7 @@ def decode_batch(cols: dict[str, list], topology: Topology) -> BatchRows:
     for i, kind in enumerate(kinds):
         task = tasks[i]
         if kind == row_schema.MESSAGES:
-            out.messages.append((tss[i], marshal.loads(blobs[i])))
+            out.messages.append((tss[i], row_schema.decode_messages(blobs[i])))
         elif kind == row_schema.ERROR:
             out.errors.append(ErrorRecord(component_of(topology, task), task,
                                           pickle.loads(blobs[i]), cols["stream"][i], tss[i]))

@@ -11,6 +11,7 @@ the last committed batch, so nothing is lost or applied twice.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -28,13 +29,14 @@ from squall.components.windowed import check_window_limits
 from squall.errors import InvalidTopologyError, ReliabilityError, SquallError
 from squall.metrics.snapshot import BatchMetrics
 from squall.protocols import Progress
-from squall.reliability.acker import RECORD_FLAG, AckerLedger, Outcome, base_root, record_index
+from squall.reliability.acker import AckerLedger, Outcome
 from squall.results import ComponentStats, ErrorLog, ErrorRecord, RunResult, aggregate_stats
 from squall.runtime.clock import wall_ms
 from squall.runtime.lifecycle import ACTIVE, STOPPING, Controls, Lifecycle
 from squall.runtime.reporting import Reporting
 from squall.runtime.settlement import Settlement
 from squall.runtime.spark import row_schema
+from squall.runtime.spark.ack_fold import fold
 from squall.runtime.spark.batch_rows import BatchRows, add_counters, decode_batch
 from squall.runtime.spark.fingerprint import check_fingerprint
 from squall.runtime.spark.query import batch_metrics, drive_query, routing_keys
@@ -42,7 +44,6 @@ from squall.runtime.spark.rescale import migrate
 from squall.runtime.spark.session import get_session
 from squall.runtime.spark.shipping import portable
 from squall.runtime.spark.spouts import (
-    TIMED_OUT,
     SpoutSource,
     read_status,
     write_control,
@@ -267,39 +268,7 @@ class SparkRunner(Controls, Reporting):
 
     def _apply(self, rows: BatchRows, batch_id: int) -> None:
         now = wall_ms()
-        # root -> [xor, spout task or None, failed, start, failed records, records in the tree]
-        agg: dict[int, list] = {}
-        forget: list[int] = []
-        resets: list[int] = []
-        for ts, items in rows.messages:
-            for mkind, mtask, root, value in items:
-                if mkind == row_schema.RESET:
-                    resets.append(root)
-                    continue
-                if mkind == row_schema.FAIL and mtask == TIMED_OUT:
-                    forget.append(root)
-                    continue
-                # A record root names one record of a range tree (squall.reliability.acker).
-                if root & RECORD_FLAG:
-                    index = record_index(root)
-                    root = base_root(root)
-                else:
-                    index = None
-                entry = agg.get(root)
-                if entry is None:
-                    entry = agg[root] = [0, None, False, ts, [], None]
-                if mkind == row_schema.SIZE:
-                    entry[5] = mtask
-                elif mkind == row_schema.FAIL:
-                    if index is None:
-                        entry[2] = True
-                    else:
-                        entry[4].append(index)
-                else:
-                    entry[0] ^= value
-                    if mkind == row_schema.INIT:
-                        entry[1] = mtask
-                        entry[3] = ts
+        folded = fold(rows.messages, self.ledger.entries)
         for record in rows.errors:
             self.errors.append(record)
             self.error_log.record(record, now)
@@ -307,21 +276,28 @@ class SparkRunner(Controls, Reporting):
             # (batch, seq): seq counts within one batch of one partition only.
             self.captures.setdefault(task, []).append(((batch_id, seq), stream, values))
         add_counters(self.bolt_stats, rows.stats)
-        for root in forget:
+        for root in folded.forget:
             self.ledger.forget(root, now)
             self.record_errors.pop(root, None)
         self.outcomes = []
-        for root in resets:
+        for root in folded.resets:
             reset = self.ledger.reset(root, now)
             if reset is not None and reset.kind == "reset":
                 self._deliver(reset)
+        # Trees complete within the batch: the outcome `AckerLedger.apply` would give each
+        # (an ack, no entry), settled as `Settlement.settle` would (delivered to the spout).
+        n = len(folded.done_roots)
+        self.outcomes.extend(zip(
+            itertools.repeat("ack", n), folded.done_roots.tolist(), folded.done_tasks.tolist(),
+            (now - folded.done_starts).tolist(), itertools.repeat(None, n),
+            itertools.repeat(None, n), itertools.repeat(1, n), strict=True))
         # A failed tree is attributed the batch's last error (the exception a bolt failed it
         # on, usually), for the dead-letter stream (squall.reliability.retries).
         error = None
         if rows.errors:
             last = rows.errors[-1].error
             error = (type(last).__name__, str(last))
-        for root, (xor, spout_task, failed, start, records, size) in agg.items():
+        for root, (xor, spout_task, failed, start, records, size) in folded.rest.items():
             outcome = self.ledger.apply(root, xor, now, spout_task=spout_task, failed=failed,
                                         start_ms=start, failed_records=records, tuples=size)
             if records and error is not None:

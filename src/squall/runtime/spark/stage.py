@@ -232,8 +232,9 @@ def _run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
                            payload=row_schema.portable_error(exc), ts=host.now, seq=host.seq)
             _finish_task(plan, task, host, out, executed=executed)
             i = j
-    messages = _ack_messages(host.xor)
-    messages += [(row_schema.FAIL, -1, root, 0) for root in host.fails]  # records named
+    if host.xor:
+        out.append(row_schema.ack_messages_row(_folded(host.xor), host.now))
+    messages = [(row_schema.FAIL, -1, root, 0) for root in host.fails]  # records named
     messages += [(row_schema.RESET, -1, base_root(root), 0) for root in host.resets]
     if messages:
         out.append(row_schema.messages_row(messages, host.now))
@@ -242,18 +243,17 @@ def _run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
         yield out.to_batch()
 
 
-def _ack_messages(xor: dict[int, int]) -> list[tuple[int, int, int, int]]:
-    """One ACK message per tree: the acks of a range's record roots fold into the range's root
-    (squall.reliability.acker.record_root), so telling records apart adds no ack rows."""
-    ack = row_schema.ACK
+def _folded(xor: dict[int, int]) -> dict[int, int]:
+    """The XOR of the acks per tree: the acks of a range's record roots fold into the range's
+    root (squall.reliability.acker.record_root), so telling records apart adds no ack rows."""
     if not any(root & RECORD_FLAG for root in xor):  # no range trees: nothing to fold
-        return [(ack, -1, root, value) for root, value in xor.items()]
+        return xor
     folded: dict[int, int] = {}
     for root, value in xor.items():
         if root & RECORD_FLAG:
             root = base_root(root)
         folded[root] = folded.get(root, 0) ^ value
-    return [(row_schema.ACK, -1, root, value) for root, value in folded.items()]
+    return folded
 
 
 def _run_packet(task: BoltTask, topology: Topology, host: StageHost, src: int, blob: bytes,
