@@ -143,8 +143,17 @@ def _messages(kinds: bytes, tasks: Any, roots: Any, values: Any, ts: int) -> tup
 
 def decode_messages(blob: bytes) -> MessageColumns:
     """The items of a `messages_row` as columns: kinds (uint8), tasks (int64), roots and values
-    (uint64)."""
-    kinds, tasks, roots, values = marshal.loads(blob)
+    (uint64). A row of an earlier version (a list of items, in a spout segment a restart
+    replays) is read too.
+
+    >>> import marshal
+    >>> [c.tolist() for c in decode_messages(marshal.dumps([(INIT, 3, 7, 5)]))]
+    [[4], [3], [7], [5]]
+    """
+    loaded = marshal.loads(blob)
+    if loaded.__class__ is list:
+        return decode_messages(messages_row(loaded, 0)[5])
+    kinds, tasks, roots, values = loaded
     return (np.frombuffer(kinds, np.uint8), np.frombuffer(tasks, _TASKS),
             np.frombuffer(roots, _IDS), np.frombuffer(values, _IDS))
 
