@@ -113,8 +113,11 @@ DRIVER = textwrap.dedent(
             "topology.max.spout.pending": 3, "topology.message.timeout.secs": 3}
     result = run(b.create_topology(), conf, runner=runner,
                  checkpoint_location=os.path.join(state, "ckpt"))
-    with open(os.path.join(state, "done.json"), "w") as f:
+    # Written whole, then renamed: the timer may kill the process in the middle of the write
+    # (seen on a slow machine), and a half-written file must not count as done.
+    with open(os.path.join(state, "done.json.tmp"), "w") as f:
         json.dump({"errors": [str(e.error) for e in result.errors], "point": point}, f)
+    os.replace(os.path.join(state, "done.json.tmp"), os.path.join(state, "done.json"))
     os._exit(0)  # the timer thread must not outlive the run
     '''
 )
