@@ -25,8 +25,7 @@ def _rows(items_by_row: list[tuple[int, list[tuple[int, int, int, int]]]]):
 def _settle(ledger: AckerLedger, f: Folded) -> tuple[set[tuple], dict]:
     """What the driver settles from a fold: the trees done in the batch plus the ledger's
     outcomes for the rest, and the ledger's entries afterwards."""
-    out = {("ack", r, t, NOW - s, None, None, 1) for r, t, s in zip(
-        f.done_roots.tolist(), f.done_tasks.tolist(), f.done_starts.tolist(), strict=True)}
+    out = set(f.done_outcomes(NOW))
     for root in f.forget:
         ledger.forget(root, NOW)
     for root in f.resets:

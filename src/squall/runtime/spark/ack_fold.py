@@ -24,6 +24,7 @@ batch) completes here, without a call per tree into the ledger.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
@@ -54,6 +55,15 @@ class Folded:
     rest: dict[int, list] = field(default_factory=dict)
     forget: list[int] = field(default_factory=list)
     resets: list[int] = field(default_factory=list)
+
+    def done_outcomes(self, now_ms: int) -> list[tuple]:
+        """The trees done in the batch as `Outcome` tuples: each the ack `AckerLedger.apply`
+        would give it (no entry), as `Settlement.settle` delivers it to the spout."""
+        n = len(self.done_roots)
+        return list(zip(
+            itertools.repeat("ack", n), self.done_roots.tolist(), self.done_tasks.tolist(),
+            (now_ms - self.done_starts).tolist(), itertools.repeat(None, n),
+            itertools.repeat(None, n), itertools.repeat(1, n), strict=True))
 
 
 def fold(messages: Sequence[tuple[int, row_schema.MessageColumns]],

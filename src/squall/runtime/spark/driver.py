@@ -11,7 +11,6 @@ the last committed batch, so nothing is lost or applied twice.
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import os
@@ -284,13 +283,7 @@ class SparkRunner(Controls, Reporting):
             reset = self.ledger.reset(root, now)
             if reset is not None and reset.kind == "reset":
                 self._deliver(reset)
-        # Trees complete within the batch: the outcome `AckerLedger.apply` would give each
-        # (an ack, no entry), settled as `Settlement.settle` would (delivered to the spout).
-        n = len(folded.done_roots)
-        self.outcomes.extend(zip(
-            itertools.repeat("ack", n), folded.done_roots.tolist(), folded.done_tasks.tolist(),
-            (now - folded.done_starts).tolist(), itertools.repeat(None, n),
-            itertools.repeat(None, n), itertools.repeat(1, n), strict=True))
+        self.outcomes += folded.done_outcomes(now)  # trees complete within the batch
         # A failed tree is attributed the batch's last error (the exception a bolt failed it
         # on, usually), for the dead-letter stream (squall.reliability.retries).
         error = None
