@@ -61,9 +61,10 @@ DRIVER = textwrap.dedent('''
                    "squall.local.batch.ms": 150})
     result = run(b.create_topology(), conf, runner=RUNNER, master="local[2]",
                  checkpoint_location=os.path.join(DIR, "ckpt"))
-    with open(os.path.join(DIR, "done.json"), "w") as f:
+    with open(os.path.join(DIR, "done.json.tmp"), "w") as f:
         json.dump({"acked": result.stats["in"].acked, "errors": [str(e.error) for e in
                    result.errors]}, f)
+    os.replace(os.path.join(DIR, "done.json.tmp"), os.path.join(DIR, "done.json"))
 ''').replace("SINK_TASKS", str(SINK_TASKS))
 
 

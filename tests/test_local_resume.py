@@ -134,8 +134,9 @@ elif ARGS["provider"] == "redis":
     conf["topology.state.provider.config"] = {"port": ARGS["redis_port"], "retry_timeout": 5}
 result = run(b.create_topology(), Config(conf), runner="local",
              checkpoint_location=os.path.join(DIR, "ckpt"))
-with open(os.path.join(DIR, "done.json"), "w") as f:
+with open(os.path.join(DIR, "done.json.tmp"), "w") as f:
     json.dump({"errors": [str(e.error) for e in result.errors]}, f)
+os.replace(os.path.join(DIR, "done.json.tmp"), os.path.join(DIR, "done.json"))
 '''
 
 

@@ -405,8 +405,9 @@ DRIVER = textwrap.dedent(
                  checkpoint_location=os.path.join(OUT, "ckpt"))
     # The outcome goes to a file: stdout is shared with the JVM's and the workers' stderr, whose
     # partial lines can interleave with ours.
-    with open(os.path.join(OUT, "done.json"), "w") as f:
+    with open(os.path.join(OUT, "done.json.tmp"), "w") as f:
         json.dump({"acked": result.stats["items"].acked, "errors": len(result.errors)}, f)
+    os.replace(os.path.join(OUT, "done.json.tmp"), os.path.join(OUT, "done.json"))
     print("DONE", flush=True)
     '''
 )

@@ -77,8 +77,9 @@ DRIVER = textwrap.dedent(
                  checkpoint_location=os.path.join(sys.argv[1], "ckpt"))
     # The outcome goes to a file: stdout is shared with the JVM's and the workers' stderr, whose
     # partial lines can interleave with ours.
-    with open(os.path.join(sys.argv[1], "done.json"), "w") as f:
+    with open(os.path.join(sys.argv[1], "done.json.tmp"), "w") as f:
         json.dump({"acked": result.stats["items"].acked, "errors": len(result.errors)}, f)
+    os.replace(os.path.join(sys.argv[1], "done.json.tmp"), os.path.join(sys.argv[1], "done.json"))
     print("DONE", flush=True)
     '''
 )

@@ -91,8 +91,9 @@ state = {}
 for task in topology.component_tasks("count"):
     for key, value in new_state(conf, "count-%d" % task):
         state[repr(key)] = value
-with open(os.path.join(DIR, "done.json"), "w") as f:
+with open(os.path.join(DIR, "done.json.tmp"), "w") as f:
     json.dump({"state": state, "errors": [str(e.error) for e in result.errors]}, f)
+os.replace(os.path.join(DIR, "done.json.tmp"), os.path.join(DIR, "done.json"))
 '''
 
 SPARK_DRIVER = COMMON + '''
@@ -105,8 +106,9 @@ for task in topology.component_tasks("count"):
     for key, value in new_state(conf, "count-%d" % task, default="durable",
                                 base_dir=os.path.join(ckpt, "state")):
         state[repr(key)] = value
-with open(os.path.join(DIR, "done.json"), "w") as f:
+with open(os.path.join(DIR, "done.json.tmp"), "w") as f:
     json.dump({"state": state, "errors": [str(e.error) for e in result.errors]}, f)
+os.replace(os.path.join(DIR, "done.json.tmp"), os.path.join(DIR, "done.json"))
 '''
 
 

@@ -137,8 +137,9 @@ else:
     state = new_state(conf, "record-%d" % task, default="durable",
                       base_dir=os.path.join(ckpt, "state"))
 windows = {repr(k[1]): v for k, v in state if k[0] == "win"}
-with open(os.path.join(DIR, "done.json"), "w") as f:
+with open(os.path.join(DIR, "done.json.tmp"), "w") as f:
     json.dump({"windows": windows, "errors": [str(e.error) for e in result.errors]}, f)
+os.replace(os.path.join(DIR, "done.json.tmp"), os.path.join(DIR, "done.json"))
 '''
 
 

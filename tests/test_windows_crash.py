@@ -71,8 +71,9 @@ b.set_bolt("sink", JsonLinesSink(os.path.join(DIR, "out"))).shuffle_grouping("co
 conf = Config({"spark.sql.shuffle.partitions": 2, "topology.message.timeout.secs": 120})
 result = run(b.create_topology(), conf, runner="spark", master="local[2]",
              checkpoint_location=os.path.join(DIR, "ckpt"))
-with open(os.path.join(DIR, "done.json"), "w") as f:
+with open(os.path.join(DIR, "done.json.tmp"), "w") as f:
     json.dump({"errors": [str(e.error) for e in result.errors]}, f)
+os.replace(os.path.join(DIR, "done.json.tmp"), os.path.join(DIR, "done.json"))
 '''
 
 LOCAL_DRIVER = (COMMON + '''
@@ -111,8 +112,9 @@ conf = Config({"topology.state.provider": "redis",
                "topology.state.provider.config": {"port": int(os.environ["REDIS_PORT"])},
                "topology.state.checkpoint.interval.ms": 100})
 result = run(b.create_topology(), conf, runner="local")
-with open(os.path.join(DIR, "done.json"), "w") as f:
+with open(os.path.join(DIR, "done.json.tmp"), "w") as f:
     json.dump({"errors": [str(e.error) for e in result.errors]}, f)
+os.replace(os.path.join(DIR, "done.json.tmp"), os.path.join(DIR, "done.json"))
 ''').replace("__ITEMS__", str(ITEMS)).replace("__USERS__", str(USERS))
 
 
