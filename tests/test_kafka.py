@@ -17,6 +17,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from conftest import MAX_TUPLES
 from kafka_broker import running_broker
+from run_until import run_until
 
 from squall import BasicBolt, Bolt, Fields, TopologyBuilder, Values, run
 from squall.connectors import (
@@ -172,8 +173,8 @@ def test_source_start_latest_reads_only_what_comes_after(runner, broker, tmp_pat
     b.set_bolt("sink", JsonLinesSink(str(out))).shuffle_grouping("kafka")
     producer = threading.Thread(target=produce_later)
     producer.start()
-    result = run(b.create_topology(), runner=runner, duration=12 if runner == "local" else 30,
-                 on_progress=on_progress)
+    result = run_until(b.create_topology(), lambda: len(read_jsonl(out)) >= 3, runner=runner,
+                       on_progress=on_progress)
     opened.set()  # the producer ends whatever happened
     producer.join()
     assert not result.errors
@@ -268,8 +269,8 @@ def test_new_partitions_are_picked_up(runner, broker, tmp_path):
     b.set_bolt("sink", JsonLinesSink(str(out))).shuffle_grouping("kafka")
     thread = threading.Thread(target=later)
     thread.start()
-    result = run(b.create_topology(), runner=runner, duration=16 if runner == "local" else 30,
-                 on_progress=on_progress)
+    result = run_until(b.create_topology(), lambda: len(read_jsonl(out)) >= 17, runner=runner,
+                       on_progress=on_progress)
     reading.set()  # the thread ends whatever happened
     thread.join()
     assert not result.errors

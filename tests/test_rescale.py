@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from conftest import start_redis
+from run_until import run_until
 
 from squall import BasicBolt, Bolt, Fields, StatefulBolt, TopologyBuilder, Values, run
 from squall.connectors import JsonLinesSink, JsonLinesSource, read_jsonl
@@ -193,9 +194,10 @@ def tagged(tmp: Path, label: str, bounded: bool):
 def test_restart_with_changed_arguments_takes_the_new_ones_and_warns(runner, tmp_path, caplog):
     ckpt = str(tmp_path / "ckpt")
     write_lines(tmp_path / "in", "part-0", 10, random.Random(3))
-    # The first run's source is unbounded: it runs for its duration.
-    first = run(tagged(tmp_path, "v1", bounded=False), conf_for(runner), runner=runner,
-                checkpoint_location=ckpt, duration=30 if runner == "spark" else 1)
+    # The first run's source is unbounded: it runs until its ten lines are out.
+    first = run_until(tagged(tmp_path, "v1", bounded=False),
+                      lambda: len(read_jsonl(tmp_path / "out")) >= 10, conf_for(runner),
+                      runner=runner, checkpoint_location=ckpt)
     assert first.stats["lines"].emitted == 10
     write_lines(tmp_path / "in", "part-1", 5, random.Random(4))
     caplog.set_level(logging.WARNING, logger="squall")

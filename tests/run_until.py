@@ -1,0 +1,48 @@
+"""`run_until`: run a topology whose input never ends until its output says it is done.
+
+An unbounded run in a test used to last a fixed duration chosen to cover Spark's start and a
+few batches; on a slow machine the work outlasted it (a CI run once stopped a Kafka test while a
+batch waited to run again), and on a fast one the test waited for nothing. Here the run stops
+gracefully (`request_stop`: in-flight work finishes and commits) as soon as `done()` holds; the
+cap only ends a run that never gets there, which the caller's assertions then report.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from squall.results import RunResult
+from squall.runners import make_runner
+from squall.topology.description import Topology
+
+
+def run_until(topology: Topology, done: Callable[[], bool], conf: Mapping[str, Any] | None = None,
+              *, runner: str, cap_s: float = 180.0, poll_s: float = 0.25,
+              checkpoint_location: str | None = None, on_progress: Any = None) -> RunResult:
+    """Run `topology` on `runner` until `done()` is true (checked every `poll_s` from another
+    thread; an exception counts as not yet), then stop it gracefully; at most `cap_s`."""
+    chosen = make_runner(topology, conf, runner=runner, checkpoint_location=checkpoint_location)
+    finished = threading.Event()
+
+    def watch() -> None:
+        deadline = time.monotonic() + cap_s
+        while not finished.is_set() and time.monotonic() < deadline:
+            try:
+                if done():
+                    break
+            except Exception:  # the output is not there yet, or half written
+                pass
+            finished.wait(poll_s)
+        chosen.request_stop(timeout_s=60)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        return chosen.run(duration_ms=int(cap_s * 1000) + 60_000, until_complete=True,
+                          on_progress=on_progress)
+    finally:
+        finished.set()
+        watcher.join()
