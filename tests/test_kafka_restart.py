@@ -16,11 +16,11 @@ import time
 
 import pytest
 from kafka_broker import Broker, committed_once, moto_s3
+from run_until import run_until
 
 from squall import BasicBolt, Fields, TopologyBuilder, Values
 from squall.connectors import KafkaSink, KafkaSource
 from squall.connectors.kafka import close_readers
-from squall.runners import make_runner
 
 
 @pytest.fixture(scope="module")
@@ -89,31 +89,16 @@ def test_broker_restart_mid_run_loses_nothing(runner, s3_broker, tmp_path, caplo
 
     expected = {v.encode() for v in first + second}
     conf = {"squall.spark.batch.retry.backoff.ms": 500, "topology.message.timeout.secs": 5}
-    chosen = make_runner(b.create_topology(), conf, runner=runner,
-                         checkpoint_location=str(tmp_path / "ckpt") if runner == "spark" else None)
-
-    def stop_once_all_out():
-        # The run ends when its output is whole (a graceful stop), not after a fixed time: a
-        # slow machine's retried batches once outlasted a 40 s run. The cap only ends a run
-        # that never catches up, which the assertions below then report.
-        restart.join()
-        deadline = time.monotonic() + 150
-        while time.monotonic() < deadline:
-            try:
-                if {m.key() for m in broker.read_all(sink)} >= expected:
-                    break
-            except Exception:  # the broker is still coming back: read again
-                pass
-            time.sleep(0.5)
-        chosen.request_stop(timeout_s=60)
-
     restart = threading.Thread(target=restart_mid_run)
-    stopper = threading.Thread(target=stop_once_all_out)
     restart.start()
-    stopper.start()
-    result = chosen.run(duration_ms=300_000, until_complete=True)
+    # The run ends once the broker is back and the sink holds every record, not after a fixed
+    # time: a slow machine's retried batches once outlasted a 40 s run.
+    result = run_until(
+        b.create_topology(),
+        lambda: not restart.is_alive() and {m.key() for m in broker.read_all(sink)} >= expected,
+        conf, runner=runner, cap_s=240,
+        checkpoint_location=str(tmp_path / "ckpt") if runner == "spark" else None)
     restart.join()
-    stopper.join()
     assert len(outage) == 2, "the broker went down and came back during the run"
     messages = {str(e.error) for e in result.errors}
     assert messages, "the outage must be reported"
