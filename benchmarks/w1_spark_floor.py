@@ -73,9 +73,10 @@ class Collector:
 def gc_paused(stage):
     """`stage` with CPython's cyclic collector off while it runs, as squall's stages run
     (`squall.runtime.gc_pause`): every word allocates objects that die young, and the collector
-    would traverse the stage's heap again and again (in one process, W1's acking-off floor took
-    2.0 s per 1,000,000 words with it paused against 4.0 s without). Any engine can do this, so
-    the floor does (before 2026-11-29 it did not: its earlier figures are lower)."""
+    would traverse the stage's heap again and again (in one process, under load, W1's
+    acking-off floor took 2.0-2.9 s per 1,000,000 words with it paused against 5.2-7.8 s
+    without). Any engine can do this, so the floor does (before 2026-11-29 it did not: its
+    earlier figures are lower)."""
 
     def run(batches):
         import gc
