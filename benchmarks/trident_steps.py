@@ -1,0 +1,120 @@
+"""Where a Trident W1 transaction's time goes on Spark, against the same Spark job alone.
+
+    .venv/bin/python benchmarks/trident_steps.py [--variant B] [--rounds 13] [--sentences 200000]
+
+Variant A (per-tuple `Split`) or B (`BatchFunction` split), no partial aggregation, the whole
+input as one batch, as in benchmarks/trident_w1.py. Each round runs, alternated in one Spark
+session:
+
+1. the Trident topology (`TridentSparkRunner`, durable transactional map state), its steps
+   timed by wrapping them: the read's planning (`_read_files`), `mapInArrow`, the Spark job
+   (`toArrow`), the driver's share (`BatchExecutor.run`: the state's update), and the whole
+   transaction (`batch_seconds`);
+2. the same job written by hand (A0 or B0 of trident_w1.py: read, split in `mapInArrow`,
+   Spark's count, `toArrow`, a dict), whole and its `toArrow`;
+3. the very DataFrame squall's transaction ran, run again outside it (a new Dataset over the
+   same plan, so the shuffle is redone): the job without the transaction around it.
+
+Round 1 is a warm-up; the medians of the others are printed. Every run's counts are checked.
+The wrapping is for measuring only: it replaces module attributes in this process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import functools
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "trident_design"))
+import common
+import pyarrow as pa
+import trident_w1 as tw
+from pyspark.sql.classic.dataframe import DataFrame
+from workloads import reference_counts, w1_sentences
+
+import squall.runtime.spark.trident as runtime
+from squall.runtime.spark.trident import PARTIAL, TridentSparkRunner
+from squall.trident import execution
+from squall.trident.state import DurableMapState, StateType
+
+spent: dict[str, float] = collections.defaultdict(float)
+last_job: list[Any] = []  # the DataFrame of the latest `toArrow`
+
+
+def timed(owner: Any, name: str, label: str) -> None:
+    fn = getattr(owner, name)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if name == "toArrow":
+            last_job[:] = [args[0]]
+        t = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            spent[label] += time.perf_counter() - t
+
+    setattr(owner, name, wrapper)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--variant", choices=("A", "B"), default="B")
+    ap.add_argument("--rounds", type=int, default=13)
+    ap.add_argument("--sentences", type=int, default=200_000)
+    args = ap.parse_args()
+    for owner, name, label in ((runtime, "_read_files", "read planning"),
+                               (DataFrame, "mapInArrow", "mapInArrow"),
+                               (DataFrame, "toArrow", "job (toArrow)"),
+                               (execution.BatchExecutor, "run", "driver (state)")):
+        timed(owner, name, label)
+    sentences = w1_sentences(args.sentences)
+    ref = reference_counts(sentences)
+    files = tw.write_files(sentences, len(sentences))
+    path = os.path.join(files, sorted(os.listdir(files))[0])
+    function = tw.Split() if args.variant == "A" else tw.SplitColumns()
+    split = common.each_per_tuple(common.Split(), 0, ["word"], [pa.string()]) \
+        if args.variant == "A" else common.split_vectorised
+    spark = common.session("squall-trident-steps")
+    rows: list[dict[str, float]] = []
+    for rnd in range(1, args.rounds + 1):
+        spent.clear()
+        root = tempfile.mkdtemp(prefix="trident-steps-")
+        result = TridentSparkRunner(tw.topology(sentences, len(sentences), function, files),
+                                    {PARTIAL: False}, checkpoint_location=root,
+                                    session=spark).run()
+        state = DurableMapState.factory(StateType.TRANSACTIONAL).make_state("counts", root)
+        common.check("trident", {k[0]: v for k, v in state.items()}, ref)
+        state.close()
+        shutil.rmtree(root, ignore_errors=True)
+        row = {f"{args.variant} {k}": v for k, v in spent.items()}
+        row[f"{args.variant} transaction"] = sum(result.extra["batch_seconds"])
+        job = last_job[0]
+        spent.clear()
+        t0 = time.perf_counter()
+        df = spark.read.schema("sentence string").parquet(path)
+        counts = common.table_counts(
+            df.mapInArrow(split, "word string").groupBy("word").count().toArrow())
+        row[f"{args.variant}0 whole"] = time.perf_counter() - t0
+        row[f"{args.variant}0 job (toArrow)"] = spent["job (toArrow)"]
+        common.check("by hand", counts, ref)
+        spent.clear()
+        job.toDF(*job.columns).toArrow()  # a new Dataset: its shuffle runs again
+        row[f"{args.variant}'s job again, alone"] = spent["job (toArrow)"]
+        print(f"round {rnd}: " + ", ".join(f"{k} {v:.3f}" for k, v in row.items()), flush=True)
+        if rnd > 1:
+            rows.append(row)
+    print(f"\n| step (median of rounds 2-{args.rounds}) | seconds |\n|---|---|")
+    for k in rows[0]:
+        print(f"| {k} | {statistics.median(r[k] for r in rows):.3f} |")
+
+
+if __name__ == "__main__":
+    main()
