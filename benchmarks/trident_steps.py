@@ -25,10 +25,8 @@ import argparse
 import collections
 import functools
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from typing import Any
 
@@ -40,9 +38,7 @@ from pyspark.sql.classic.dataframe import DataFrame
 from workloads import reference_counts, w1_sentences
 
 import squall.runtime.spark.trident as runtime
-from squall.runtime.spark.trident import PARTIAL, TridentSparkRunner
 from squall.trident import execution
-from squall.trident.state import DurableMapState, StateType
 
 spent: dict[str, float] = collections.defaultdict(float)
 last_job: list[Any] = []  # the DataFrame of the latest `toArrow`
@@ -78,7 +74,6 @@ def main() -> None:
     sentences = w1_sentences(args.sentences)
     ref = reference_counts(sentences)
     files = tw.write_files(sentences, len(sentences))
-    path = os.path.join(files, sorted(os.listdir(files))[0])
     function = tw.Split() if args.variant == "A" else tw.SplitColumns()
     split = common.each_per_tuple(common.Split(), 0, ["word"], [pa.string()]) \
         if args.variant == "A" else common.split_vectorised
@@ -86,25 +81,14 @@ def main() -> None:
     rows: list[dict[str, float]] = []
     for rnd in range(1, args.rounds + 1):
         spent.clear()
-        root = tempfile.mkdtemp(prefix="trident-steps-")
-        result = TridentSparkRunner(tw.topology(sentences, len(sentences), function, files),
-                                    {PARTIAL: False}, checkpoint_location=root,
-                                    session=spark).run()
-        state = DurableMapState.factory(StateType.TRANSACTIONAL).make_state("counts", root)
-        common.check("trident", {k[0]: v for k, v in state.items()}, ref)
-        state.close()
-        shutil.rmtree(root, ignore_errors=True)
+        transaction, _ = tw.run_trident(spark, sentences, len(sentences), files, function,
+                                        False, "trident", ref)  # its final state checked
         row = {f"{args.variant} {k}": v for k, v in spent.items()}
-        row[f"{args.variant} transaction"] = sum(result.extra["batch_seconds"])
+        row[f"{args.variant} transaction"] = transaction
         job = last_job[0]
         spent.clear()
-        t0 = time.perf_counter()
-        df = spark.read.schema("sentence string").parquet(path)
-        counts = common.table_counts(
-            df.mapInArrow(split, "word string").groupBy("word").count().toArrow())
-        row[f"{args.variant}0 whole"] = time.perf_counter() - t0
+        row[f"{args.variant}0 whole"], _ = tw.run_alone(spark, files, split, "by hand", ref)
         row[f"{args.variant}0 job (toArrow)"] = spent["job (toArrow)"]
-        common.check("by hand", counts, ref)
         spent.clear()
         job.toDF(*job.columns).toArrow()  # a new Dataset: its shuffle runs again
         row[f"{args.variant}'s job again, alone"] = spent["job (toArrow)"]

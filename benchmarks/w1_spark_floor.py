@@ -42,6 +42,7 @@ from w1_local import _Tup
 from w1_spark import baseline
 from workloads import reference_counts, w1_sentences
 
+from squall.runtime.gc_pause import gc_paused as paused
 from squall.runtime.spark.query import routing_keys
 from squall.runtime.spark.session import get_session
 
@@ -79,13 +80,8 @@ def gc_paused(stage):
     earlier figures are lower)."""
 
     def run(batches):
-        import gc
-
-        gc.disable()
-        try:
+        with paused():
             yield from stage(batches)
-        finally:
-            gc.enable()
 
     return run
 
