@@ -233,38 +233,53 @@ class PartitionedSource(Spout):
 
     def plan(self, budget: int, max_ranges: int | None = None) -> list[Range]:
         """The next ranges to read: failed ranges first, then new records of every partition,
-        until about `budget` records or `max_ranges` ranges. Advances this task's offsets."""
+        until about `budget` records or `max_ranges` ranges. Advances this task's offsets.
+
+        All or nothing: when a call it makes raises (the store is down while listing partitions
+        or their ends), nothing changes: the failed ranges still wait and no offset has moved,
+        so the next plan offers the same records again instead of losing those it had taken."""
         out: list[Range] = []
 
         def room() -> bool:
             return budget > 0 and (max_ranges is None or len(out) < max_ranges)
 
-        while self._replay_ranges and room():
-            r = self._replay_ranges.popleft()
+        for r in self._replay_ranges:
+            if not room():
+                break
             out.append(r)
             budget -= self.estimate(r)
-        if self._bounds is None and self.bounded:
-            self._bounds = {}
+        replays = len(out)
+        bounds = self._bounds
+        offsets: dict[str, Any] = {}  # what this plan moves, applied once nothing can raise
+        if bounds is None and self.bounded:
+            bounds = {}
             for p in self.mine(self.discover()):
-                start = self._offsets.setdefault(p, self.initial_offset(p))
-                self._bounds[p] = self.end_offset(p, start)
-        partitions = list(self._bounds) if self._bounds is not None else self.mine(
-            self.discover())
-        self._seen = partitions
+                start = self._offsets.get(p)
+                if start is None:
+                    start = offsets[p] = self.initial_offset(p)
+                bounds[p] = self.end_offset(p, start)
+        partitions = list(bounds) if bounds is not None else self.mine(self.discover())
+        planned: list[str] = []
         for p in partitions:
             if not room():
                 break
-            start = self._offsets.get(p)
+            start = offsets.get(p, self._offsets.get(p))
             if start is None:
-                start = self._offsets[p] = self.initial_offset(p)
-            end = self._bounds[p] if self._bounds is not None else self.end_offset(p, start)
+                start = offsets[p] = self.initial_offset(p)
+            end = bounds[p] if bounds is not None else self.end_offset(p, start)
             if not end > start:
                 continue
             r = Range(p, start, self.cut(p, start, end, budget))
-            self._offsets[p] = r.end
-            self._planned.add(p)
+            offsets[p] = r.end
+            planned.append(p)
             out.append(r)
             budget -= self.estimate(r)
+        for _ in range(replays):
+            self._replay_ranges.popleft()
+        self._bounds = bounds
+        self._offsets.update(offsets)
+        self._seen = partitions
+        self._planned.update(planned)
         return out
 
     def next_tuple(self) -> None:
@@ -275,24 +290,45 @@ class PartitionedSource(Spout):
             self._replayed_last and (self._buffer or not self.is_read_out()))
         self._replayed_last = replay
         if replay:
-            p, offset = self._replay_records.popleft()
-            for off, values in self.read(p, offset, self.next_offset(p, offset)):
+            p, offset = self._replay_records[0]
+            try:
+                records = list(self.read(p, offset, self.next_offset(p, offset)))
+            except SourceError as exc:
+                self._report_once(exc)  # it stays first in line: read again on a later call
+                return
+            self._replay_records.popleft()
+            self._last_error = None
+            for off, values in records:
                 self._emit(p, off, values)
             return
         if not self._buffer:
             try:
-                for r in self.plan(self.records_per_call):
-                    self._buffer.extend((r.partition, off, v) for off, v in self.read(*r))
+                ranges = self.plan(self.records_per_call)
             except SourceError as exc:
                 # A store that is down fails every call: report it when it starts or changes,
-                # not on every poll. Offsets only move once a range is read, so nothing is lost.
-                if str(exc) != self._last_error:
-                    self._last_error = str(exc)
-                    self.collector.report_error(exc)
+                # not on every poll. A plan that fails moves nothing, so nothing is lost.
+                self._report_once(exc)
                 return
-            self._last_error = None
+            for i, r in enumerate(ranges):
+                try:
+                    # Whole ranges only: a range that fails halfway is read again from its start.
+                    records = list(self.read(*r))
+                except SourceError as exc:
+                    # Its offsets have moved past it: it and the ranges after it wait in front
+                    # of the failed ranges, and the next plan hands them out first.
+                    self._replay_ranges.extendleft(reversed(ranges[i:]))
+                    self._report_once(exc)
+                    break
+                self._buffer.extend((r.partition, off, v) for off, v in records)
+            else:
+                self._last_error = None
         if self._buffer:
             self._emit(*self._buffer.popleft())
+
+    def _report_once(self, exc: SourceError) -> None:
+        if str(exc) != self._last_error:
+            self._last_error = str(exc)
+            self.collector.report_error(exc)
 
     def _emit(self, partition: str, offset: Any, values: Any) -> None:
         if self._watching and partition != self._from:
