@@ -166,15 +166,18 @@ class Broker:
             raise RuntimeError(f"could not produce to {topic}")
         return n
 
-    def read_all(self, topic: str, timeout: float = 20.0) -> list[Any]:
+    def read_all(self, topic: str, timeout: float = 20.0,
+                 isolation: str = "read_committed") -> list[Any]:
         """Every record of every partition of `topic` (Message objects), up to the fetch high
-        watermark of each partition, by (partition, offset)."""
+        watermark of each partition, by (partition, offset); `isolation="read_uncommitted"`
+        also reads the records of transactions that never completed."""
         md = self.admin().list_topics(timeout=10)
         partitions = sorted(md.topics[topic].partitions) if topic in md.topics else []
         if not partitions:
             return []
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "test-reader",
-                             "enable.auto.commit": False, "enable.partition.eof": True})
+                             "enable.auto.commit": False, "enable.partition.eof": True,
+                             "isolation.level": isolation})
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
         out: list[Any] = []
         done: set[int] = set()

@@ -82,7 +82,10 @@ def test_broker_restart_mid_run_loses_nothing(runner, s3_broker, tmp_path, caplo
             time.sleep(0.2)
         broker.stop()
         outage.append(time.monotonic())
-        time.sleep(4)
+        # Longer than any one call squall makes waits (the sink's 3 s, the source's 2 s): a call
+        # in flight cannot ride the outage out in librdkafka's retries, so it is always met.
+        # (With 4 s, one run in twelve of two side by side met nothing: no error to check.)
+        time.sleep(8)
         broker.start()
         outage.append(time.monotonic())
         broker.produce(source, [(None, v.encode(), i % 2) for i, v in enumerate(second)])
@@ -104,7 +107,16 @@ def test_broker_restart_mid_run_loses_nothing(runner, s3_broker, tmp_path, caplo
     assert messages, "the outage must be reported"
     assert all(broker.bootstrap in m for m in messages), messages
     out = broker.read_all(sink)
-    assert {m.key() for m in out} == expected, "every record reached the sink"
+    missing = expected - {m.key() for m in out}
+    if missing:
+        # Stored but not readable (a transaction the broker never completed, docs/design/
+        # kafka.md, "The test broker and its limits"), or never written (lost)?
+        stored = {m.key(): m.partition() for m in broker.read_all(sink, isolation=
+                                                                   "read_uncommitted")}
+        where = {k: stored.get(k, "absent") for k in sorted(missing)}
+        pytest.fail(f"{len(missing)} records not readable with read_committed; their sink "
+                    f"partition with read_uncommitted: {where}")
+    assert {m.key() for m in out} == expected, "every record reached the sink, nothing else"
     if transactional:
         committed, _retried = committed_once(out, "attempt")
         assert set(committed) == expected and max(committed.values()) == 1, "exactly once"
