@@ -259,7 +259,6 @@ class PartitionedSource(Spout):
                     start = offsets[p] = self.initial_offset(p)
                 bounds[p] = self.end_offset(p, start)
         partitions = list(bounds) if bounds is not None else self.mine(self.discover())
-        planned: list[str] = []
         for p in partitions:
             if not room():
                 break
@@ -271,7 +270,6 @@ class PartitionedSource(Spout):
                 continue
             r = Range(p, start, self.cut(p, start, end, budget))
             offsets[p] = r.end
-            planned.append(p)
             out.append(r)
             budget -= self.estimate(r)
         for _ in range(replays):
@@ -279,7 +277,7 @@ class PartitionedSource(Spout):
         self._bounds = bounds
         self._offsets.update(offsets)
         self._seen = partitions
-        self._planned.update(planned)
+        self._planned.update(r.partition for r in out[replays:])
         return out
 
     def next_tuple(self) -> None:
