@@ -5,8 +5,8 @@
 
 Starts `squall run examples/wordcount.py:topology --runner local --ui` as a user would, opens the
 address it prints in headless Chromium (Debian's `chromium` package, which
-`scripts/bootstrap.sh` installs; driven by tests/headless_chromium.py), waits until the picture
-shows live rates, takes a 1200x800 screenshot, then stops the run (SIGINT: a graceful stop).
+`scripts/bootstrap.sh` installs; driven by tests/support/headless_chromium.py), waits until the
+picture shows live rates, takes a 1200x800 screenshot, then stops the run (SIGINT: a graceful stop).
 With Pillow installed (`squall[png]`, and the test extra) the PNG is reduced to 256 colours,
 which keeps it small in the repository.
 """
@@ -33,8 +33,8 @@ COMMAND = ["run", "examples/wordcount.py:topology", "--runner", "local", "--ui",
 
 
 def headless_chromium() -> ModuleType:
-    """tests/headless_chromium.py, the tests' browser driver."""
-    path = ROOT / "tests" / "headless_chromium.py"
+    """tests/support/headless_chromium.py, the tests' browser driver."""
+    path = ROOT / "tests" / "support" / "headless_chromium.py"
     spec = importlib.util.spec_from_file_location("headless_chromium", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -1,4 +1,17 @@
-"""Shared test helpers: the examples, Spark sessions, Redis servers, and the `runner` fixture.
+"""The suite's fixtures and hooks: Spark sessions, the `runner` fixture, markers by place, and the
+check that no process the suite started outlives its test or the run.
+
+Support code (servers, harnesses, shared topologies) is in the `support` package beside this
+file; `docs/testing.md` says how the suite is laid out and how to run a part of it.
+
+Markers
+-------
+Tests under `tests/crash/` are marked `crash`; files mark themselves `kafka` (the Tansu broker),
+`browser` (headless Chromium) or `cluster` (a standalone Spark cluster); Spark runner variants
+are marked `spark`. `long` marks the sweeps (many kill points, long chaos), which the default run
+leaves out (`-m long` runs them). The fast part, no Spark, no broker, no browser::
+
+    pytest -m "not (spark or crash or kafka or browser or cluster or long)"
 
 Runners
 -------
@@ -39,37 +52,55 @@ parametrize it itself with variant ids and `indirect=["runner"]`; it then marks 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
-import signal
-import socket
-import subprocess
 import sys
-import time
-import types
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from support import processes
+from support.examples import ROOT
+from support.runs import ONE_BATCH, ONE_TUPLE
 
-from squall import Fields, StatefulBolt, Values
+TESTS = Path(__file__).resolve().parent
+MARK_BY_DIR = {"crash": "crash"}
+MARKERS = {
+    "spark": "needs a Spark session (in this process or in a subprocess)",
+    "crash": "SIGKILL tests: a driver killed and restarted (tests/crash)",
+    "kafka": "needs the Tansu Kafka-protocol broker",
+    "browser": "drives a headless Chromium",
+    "cluster": "starts a Spark standalone cluster on loopback",
+    "long": "a sweep (many kill points, long chaos): not in the default run; -m long runs them",
+    "slow": "long-running",
+    "chaos": "the chaos suite (tests/crash/chaos; SQUALL_CHAOS=long for the long version)",
+    "runners(*variant_ids, spark_session=True)": "the runner variants of a test taking the "
+    "`runner` fixture (default local and spark; see tests/conftest.py)",
+}
 
-ROOT = Path(__file__).resolve().parent.parent
+
+def pytest_configure(config) -> None:
+    for name, text in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {text}")
+    # One tag per run, inherited by every process the suite starts (see support.processes);
+    # xdist's workers inherit the controller's.
+    if not hasattr(config, "workerinput"):
+        os.environ[processes.SUITE] = uuid.uuid4().hex
+    os.environ[processes.OWNER] = processes.FIXTURE_OWNER
 
 
-def load_example(name: str) -> ModuleType:
-    """Import examples/<name>.py as a module (examples are scripts, not a package)."""
-    mod_name = f"squall_example_{name}"
-    if mod_name in sys.modules:
-        return sys.modules[mod_name]
-    spec = importlib.util.spec_from_file_location(mod_name, ROOT / "examples" / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module
-    spec.loader.exec_module(module)
-    return module
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        try:
+            part = Path(str(item.path)).resolve().relative_to(TESTS).parts[0]
+        except ValueError:
+            continue  # a doctest under src/
+        mark = MARK_BY_DIR.get(part)
+        if mark:
+            item.add_marker(mark)
+        if "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker("browser")
 
 
 @pytest.fixture
@@ -94,12 +125,87 @@ def _run_and_log_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
             os.environ[key] = value
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    """A module or session fixture's processes (a Spark session's JVM, a broker) belong to the
+    fixture, not to the test that first asked for it: they outlive that test by design."""
+    if fixturedef.scope == "function":
+        return (yield)
+    saved = os.environ.get(processes.OWNER)
+    os.environ[processes.OWNER] = processes.FIXTURE_OWNER
+    try:
+        return (yield)
+    finally:
+        if saved is not None:
+            os.environ[processes.OWNER] = saved
+
+
+@pytest.fixture(autouse=True)
+def _stops_what_it_started(request) -> Iterator[None]:
+    """A process the test started (directly or through a subprocess) must be gone when its
+    teardown ends: one still alive is SIGKILLed with its process group and the test errors."""
+    owner = request.node.nodeid
+    os.environ[processes.OWNER] = owner
+    try:
+        yield
+    finally:
+        os.environ[processes.OWNER] = processes.FIXTURE_OWNER
+    suite = os.environ.get(processes.SUITE, "")
+    left = processes.wait_gone(suite, timeout_s=20, owner=owner)
+    if left:
+        processes.kill_all(left)
+        pytest.fail("the test left processes running (killed now): "
+                    + "; ".join(str(f) for f in left), pytrace=False)
+
+
+def _stop_spark_gateway() -> None:
+    """Stop this process's Spark JVM, if it started one (PySpark keeps it until exit)."""
+    if "pyspark" not in sys.modules:
+        return
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    active = SparkContext._active_spark_context
+    if active is not None:
+        active.stop()
+    proc = getattr(gateway, "proc", None)
+    with contextlib.suppress(Exception):  # the JVM is going anyway
+        gateway.shutdown()
+    if proc is not None:
+        processes.stop(proc)
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _spark_jvm_stopped() -> Iterator[None]:
+    yield
+    _stop_spark_gateway()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """After the last test (under xdist, once the workers are gone) and before the closing line:
+    every process that carries this run's tag must have ended. Stragglers are killed and the
+    run fails."""
+    if hasattr(config, "workerinput"):
+        return
+    left = processes.wait_gone(os.environ.get(processes.SUITE, ""), timeout_s=60)
+    if not left:
+        return
+    processes.kill_all(left)
+    terminalreporter.write_sep("=", "processes left running by the suite (killed now)", red=True)
+    for found in left:
+        terminalreporter.write_line(f"  {found}")
+    session = terminalreporter._session
+    if session is not None:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 @pytest.fixture(scope="module")
 def spark_session():
     """One Spark session (local[2]) per test module, with squall's own defaults."""
-    import os
-    import sys
-
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from squall.runtime.spark.session import get_session
@@ -107,11 +213,6 @@ def spark_session():
     spark = get_session("local[2]", {"spark.ui.enabled": "false"})
     yield spark
     spark.stop()
-
-
-MAX_TUPLES = "squall.spark.batch.max.tuples"
-ONE_TUPLE = {MAX_TUPLES: 1}  # a Spark micro-batch per tuple
-ONE_BATCH = {MAX_TUPLES: 1_000_000}  # a micro-batch takes whatever input is ready
 
 
 @dataclass(frozen=True)
@@ -131,12 +232,6 @@ RUNNER_VARIANTS = {v.id: v for v in (
     RunnerVariant("spark-1batch", "spark", ONE_BATCH),
 )}
 DEFAULT_RUNNERS = ("local", "spark")
-
-
-def pytest_configure(config) -> None:
-    config.addinivalue_line(
-        "markers", "runners(*variant_ids, spark_session=True): the runner variants of a test "
-        "taking the `runner` fixture (default local and spark; see tests/conftest.py)")
 
 
 def _parametrizes(metafunc, argname: str) -> bool:
@@ -188,160 +283,3 @@ def runner(request) -> str:
 def runner_conf(runner, request) -> dict:
     """The configuration the test's runner variant adds (a batch cut), empty for plain runs."""
     return dict(_variant(request).conf)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def start_redis(workdir: Path, password: str | None = None,
-                port: int | None = None) -> Iterator[types.SimpleNamespace]:
-    """A real redis-server on a loopback port, without persistence, stopped by its pid.
-
-    Yields host, port, password, a client (`decode_responses=True`) and `proc`.
-    """
-    import redis
-
-    port = port or free_port()
-    log = open(workdir / "redis.log", "a")  # noqa: SIM115 - closed below
-    args = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-            "--appendonly", "no", "--dir", str(workdir), "--daemonize", "no"]
-    if password:
-        args += ["--requirepass", password]
-    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-    client = redis.Redis(host="127.0.0.1", port=port, password=password, decode_responses=True)
-    try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"redis-server did not start: {(workdir / 'redis.log').read_text()}"
-                    ) from None
-                time.sleep(0.05)
-        yield types.SimpleNamespace(host="127.0.0.1", port=port, password=password,
-                                    client=client, proc=proc)
-    finally:
-        client.close()
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(10)
-        log.close()
-
-
-_RUN_CACHE: dict = {}
-
-
-def complete_cached(request, key, runner: str, build, conf: dict) -> object:
-    """`complete_topology(build(), conf, runner=runner)`, run once per (test module, key, runner).
-
-    Modules that read one rich topology from several tests share its run; a Spark run takes
-    the module's `spark_session` fixture first.
-    """
-    from squall.testing import complete_topology
-
-    cache_key = (request.module.__name__, key, runner)
-    if cache_key not in _RUN_CACHE:
-        if runner == "spark":
-            request.getfixturevalue("spark_session")
-        _RUN_CACHE[cache_key] = complete_topology(build(), conf, runner=runner)
-    return _RUN_CACHE[cache_key]
-
-
-def half_done_batch(ckpt: Path) -> bool:
-    """Whether a Spark run at `ckpt` has a task snapshot of a batch the driver has not committed
-    (past its first batches): the moment a SIGKILL lands mid-batch."""
-    import pickle
-
-    commit = ckpt / "commit.pkl"
-    try:
-        committed = pickle.loads(commit.read_bytes())["batch_id"] if commit.exists() else -1
-    except (EOFError, pickle.UnpicklingError):
-        return False  # being replaced
-    if committed < 1:
-        return False
-    return any(int(s.stem[6:]) > committed for s in (ckpt / "tasks").glob("task=*/batch=*.pkl"))
-
-
-# Driver source for the crash tests' subprocesses (needs `os`, `time`, `Spout` and the globals
-# ITEMS and ACKED): a spout whose progress survives a SIGKILL of the whole process.
-ACKED_ITEMS_SPOUT = '''
-class AckedItems(Spout):
-    """Emits every item of range(ITEMS) not acked in an earlier run, in order, the item as its
-    message id; each ack is appended to ACKED at once (no open file in the spout: Spark snapshots
-    it), so a restart replays exactly the items whose acks never arrived. Subclasses give
-    `values(i)` and declare the fields."""
-    pause = 0.0  # seconds before each tuple: slow enough that kills land mid-run
-    def open(self, conf, context, collector):
-        super().open(conf, context, collector)
-        done = set()
-        if os.path.exists(ACKED):
-            done = {int(x) for x in open(ACKED).read().split()}
-        self.todo = [i for i in range(ITEMS) if i not in done][::-1]
-    def values(self, i):
-        raise NotImplementedError
-    def next_tuple(self):
-        if self.todo:
-            if self.pause:
-                time.sleep(self.pause)
-            i = self.todo.pop()
-            self.collector.emit(self.values(i), msg_id=i)
-    def ack(self, i):
-        with open(ACKED, "a") as out:
-            out.write("%d\\n" % i)
-    def fail(self, i):
-        self.todo.append(i)
-        self.todo.sort(reverse=True)
-    def is_exhausted(self):
-        return not self.todo
-'''
-
-
-def kill_mid_batch(proc: subprocess.Popen, ckpt: Path, timeout_s: float = 240) -> bool:
-    """SIGKILL `proc`'s process group once a batch is half done; True if that happened.
-
-    A process that is still running when the time is up is killed too (and False returned)."""
-    killed = False
-    deadline = time.monotonic() + timeout_s
-    try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            if ckpt.exists() and half_done_batch(ckpt):
-                os.killpg(proc.pid, signal.SIGKILL)
-                killed = True
-                break
-            time.sleep(0.005)
-    finally:
-        if proc.poll() is None and not killed:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(30)
-    return killed
-
-
-
-class RunningCount(StatefulBolt):
-    """Counts records per `key` in its state and passes each record on as (id, key, running
-    count): the last count per key is the state's total, so a record applied twice shows as a
-    count past the true one. Shared by the resume and timeout tests."""
-
-    def init_state(self, state):
-        self.state = state
-
-    def execute(self, tup):
-        key = tup["key"]
-        n = self.state.get(key, 0) + 1
-        self.state.put(key, n)
-        self.collector.emit(Values(tup["id"], key, n), anchors=tup)
-        self.collector.ack(tup)
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(Fields("id", "key", "n"))

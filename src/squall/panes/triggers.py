@@ -104,7 +104,7 @@ class TriggerOption:
 
         The engine runs a `TriggerOption` with these rules inlined (the operators' hot path);
         `as_trigger()` runs them through the general trigger driver instead, with the same
-        panes (tests/test_transcripts.py checks every Apex transcript both ways).
+        panes (tests/runners/test_transcripts.py checks every Apex transcript both ways).
         """
         return ApexTrigger(self)
 

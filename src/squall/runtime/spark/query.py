@@ -141,8 +141,8 @@ def routing_keys(n: int) -> list[int]:
 
     `repartition(n, col)` places a row by pmod(murmur3(col), n); routing by these keys makes
     partition t receive exactly the rows of task index t (measured in docs/design/spark-runner.md;
-    tests/test_spark_errors.py checks the keys against Spark's own hash). Computed here rather
-    than by a Spark job per component, which cost start-up seconds.
+    tests/integration/test_spark_errors.py checks the keys against Spark's own hash). Computed
+    here rather than by a Spark job per component, which cost start-up seconds.
 
     >>> routing_keys(3)
     [3, 0, 1]

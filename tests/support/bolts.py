@@ -1,0 +1,24 @@
+"""Bolts several test modules share."""
+
+from __future__ import annotations
+
+from squall import Fields, StatefulBolt, Values
+
+
+class RunningCount(StatefulBolt):
+    """Counts records per `key` in its state and passes each record on as (id, key, running
+    count): the last count per key is the state's total, so a record applied twice shows as a
+    count past the true one. Shared by the resume and timeout tests."""
+
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, tup):
+        key = tup["key"]
+        n = self.state.get(key, 0) + 1
+        self.state.put(key, n)
+        self.collector.emit(Values(tup["id"], key, n), anchors=tup)
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("id", "key", "n"))

@@ -1,0 +1,73 @@
+"""The static rules, enforced with the tests: ruff on the whole tree, mypy on the type-clean set,
+and the import layers.
+
+The rules themselves live in pyproject.toml (`[tool.ruff.lint]` selects the ruff rules,
+`[tool.mypy] files` lists the modules held type-clean: `mypy` without arguments checks them) and
+in `.importlinter` (the layer contract of docs/design/architecture.md). A failure shows the tool's
+report.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_ruff_finds_nothing():
+    proc = _run("ruff", "check", "--no-cache", "src", "tests", "benchmarks", "examples")
+    if proc.returncode != 0:
+        pytest.fail(proc.stdout + proc.stderr, pytrace=False)
+
+
+def test_mypy_finds_nothing_in_the_clean_set():
+    proc = _run("mypy")
+    if proc.returncode != 0:
+        pytest.fail(proc.stdout + proc.stderr, pytrace=False)
+
+
+def test_imports_follow_the_layers():
+    # The console script of import-linter, next to this interpreter (the venv's bin/).
+    lint_imports = Path(sys.executable).with_name("lint-imports")
+    proc = subprocess.run([str(lint_imports), "--no-cache"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    if proc.returncode != 0:
+        pytest.fail(proc.stdout + proc.stderr, pytrace=False)
+
+
+def test_the_layer_contract_catches_an_upward_import(tmp_path):
+    """The contract is not vacuous: a core importing the task layer breaks it."""
+    package = tmp_path / "squall"
+    for sub in ("", "reliability", "task"):
+        (package / sub).mkdir(parents=True, exist_ok=True)
+        (package / sub / "__init__.py").write_text("")
+    (package / "reliability" / "acker.py").write_text("import squall.task.tasks\n")
+    (package / "task" / "tasks.py").write_text("")
+    (tmp_path / ".importlinter").write_text(textwrap.dedent("""\
+        [importlinter]
+        root_package = squall
+
+        [importlinter:contract:layers]
+        name = layers
+        type = layers
+        containers =
+            squall
+        layers =
+            task
+            reliability
+        """))
+    lint_imports = Path(sys.executable).with_name("lint-imports")
+    proc = subprocess.run([str(lint_imports), "--no-cache"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env={"PYTHONPATH": str(tmp_path)})
+    assert proc.returncode != 0
+    assert "squall.reliability is not allowed to import squall.task" in proc.stdout
