@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from support import processes
+from support import processes, schedule
 from support.examples import ROOT
 from support.runs import ONE_BATCH, ONE_TUPLE
 
@@ -72,6 +72,8 @@ MARKERS = {
     "kafka": "needs the Tansu Kafka-protocol broker",
     "browser": "drives a headless Chromium",
     "cluster": "starts a Spark standalone cluster on loopback",
+    "spread": "a module whose tests share no costly fixture: xdist may run them on different "
+    "workers",
     "long": "a sweep (many kill points, long chaos): not in the default run; -m long runs them",
     "slow": "long-running",
     "chaos": "the chaos suite (tests/crash/chaos; SQUALL_CHAOS=long for the long version)",
@@ -90,6 +92,13 @@ def pytest_configure(config) -> None:
     os.environ[processes.OWNER] = processes.FIXTURE_OWNER
 
 
+def pytest_addoption(parser) -> None:
+    parser.addoption("--record-durations", action="store_true",
+                     help="write this run's test durations to tests/durations.json (merged), "
+                     "which orders the work handed to xdist's workers")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group markers added here
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         try:
@@ -101,6 +110,27 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(mark)
         if "browser" in getattr(item, "fixturenames", ()):
             item.add_marker("browser")
+    # Units of work for xdist (--dist loadgroup): a module as a whole (its Spark session and
+    # servers are per module) unless it is marked `spread`; the longest units first.
+    unit_of = {}
+    for item in items:
+        spread = item.get_closest_marker("spread") is not None
+        unit_of[item.nodeid] = item.nodeid if spread else item.nodeid.split("::")[0]
+        if not spread:
+            item.add_marker(pytest.mark.xdist_group(unit_of[item.nodeid]))
+    order = schedule.order_units(schedule.load_durations(),
+                                 [(item.nodeid, unit_of[item.nodeid]) for item in items])
+    rank = {unit: i for i, unit in enumerate(order)}
+    items.sort(key=lambda item: rank[unit_of[item.nodeid]])  # stable: a module keeps its order
+
+
+_DURATIONS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report) -> None:
+    """The controller (or a run without workers) adds up each test's setup, call and teardown."""
+    nodeid = report.nodeid.split("@")[0]  # xdist's loadgroup appends @<group>
+    _DURATIONS[nodeid] = _DURATIONS.get(nodeid, 0.0) + report.duration
 
 
 @pytest.fixture
@@ -186,6 +216,14 @@ def _spark_jvm_stopped() -> Iterator[None]:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    if config.getoption("--record-durations") and not hasattr(config, "workerinput"):
+        schedule.save_durations(_DURATIONS)
+        terminalreporter.write_line(f"durations of {len(_DURATIONS)} tests recorded in "
+                                    f"{schedule.DURATIONS}")
+    _check_nothing_left_running(terminalreporter, config)
+
+
+def _check_nothing_left_running(terminalreporter, config) -> None:
     """After the last test (under xdist, once the workers are gone) and before the closing line:
     every process that carries this run's tag must have ended. Stragglers are killed and the
     run fails."""

@@ -16,7 +16,7 @@ from collections import Counter
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from support.kafka_broker import running_broker
-from support.run_until import run_until
+from support.run_until import ErrorSeen, run_until
 from support.runs import MAX_TUPLES
 
 from squall import BasicBolt, Bolt, Fields, TopologyBuilder, Values, run
@@ -324,7 +324,9 @@ def test_missing_topic_is_a_clear_error(runner, broker):
     b = TopologyBuilder()
     b.set_spout("kafka", source(broker, [topic], ["value"], bounded=False))
     b.set_bolt("collect", Collect()).shuffle_grouping("kafka")
-    result = run(b.create_topology(), runner=runner, duration=12 if runner == "spark" else 2)
+    # Until the error is out and the run has gone on polling for 3 s more (of its clock).
+    seen = ErrorSeen(after_s=3)
+    result = run_until(b.create_topology(), seen.done, runner=runner, on_progress=seen)
     messages = {str(e.error) for e in result.errors}
     assert len(result.errors) == 1, "reported once while it stays missing"
     (message,) = messages
@@ -339,7 +341,8 @@ def _run_unreachable(runner, bootstrap, config=None):
     b.set_spout("kafka", KafkaSource(["events"], ["value"], bootstrap_servers=bootstrap,
                                      timeout=1, config=config))
     b.set_bolt("collect", Collect()).shuffle_grouping("kafka")
-    result = run(b.create_topology(), runner=runner, duration=15 if runner == "spark" else 4)
+    seen = ErrorSeen(after_s=4)
+    result = run_until(b.create_topology(), seen.done, runner=runner, on_progress=seen)
     assert result.stats["collect"].executed == 0
     assert len({str(e.error) for e in result.errors}) == 1, result.errors
     return str(result.errors[0].error)

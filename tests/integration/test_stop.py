@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.processes import spawn, stop_group
 
 from squall import Fields, TopologyBuilder
 from squall.cli.control import request
@@ -51,32 +52,43 @@ def _env(tmp: Path, bounded: bool = True) -> dict[str, str]:
                 SQUALL_RUN_DIR=str(tmp / "run"), SQUALL_LOG_DIR=str(tmp / "logs"))
 
 
+_STARTED: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _runs_stopped() -> Iterator[None]:
+    """Every run a test started is killed with its process group when the test ends, also when
+    it fails (a failed stop test once left its run and JVM going for half an hour)."""
+    yield
+    while _STARTED:
+        stop_group(_STARTED.pop())
+
+
 def _start(tmp: Path, runner: str, *extra: str, bounded: bool = True,
            name: str = "stoptest") -> subprocess.Popen:
     """`squall run` in the background; its output goes to files (a pipe nobody reads while
     the test waits would fill up and block the run)."""
     n = len(list(tmp.glob("stderr-*")))
-    proc = subprocess.Popen(
+    proc = spawn(
         [sys.executable, "-m", "squall.cli.main", "run", TARGET, "--runner", runner,
          "--checkpoint", str(tmp / "ckpt"), "--name", name, "--progress-every", "0.5", *extra],
         cwd=ROOT, env=_env(tmp, bounded), stdout=open(tmp / f"stdout-{n}", "w"),  # noqa: SIM115
         stderr=open(tmp / f"stderr-{n}", "w"))  # noqa: SIM115
     proc.stderr_path = tmp / f"stderr-{n}"  # type: ignore[attr-defined]
+    _STARTED.append(proc)
     return proc
 
 
 @contextlib.contextmanager
 def _reaped(proc: subprocess.Popen) -> Iterator[subprocess.Popen]:
-    """Kill the run if the test ends before it does."""
+    """Kill the run (its process group: its JVM too) if the test ends before it does."""
     try:
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stop_group(proc)
 
 
-def _finish(proc: subprocess.Popen, timeout_s: float = 120) -> str:
+def _finish(proc: subprocess.Popen, timeout_s: float = 300) -> str:
     """Wait for the run to end; its stderr."""
     proc.wait(timeout=timeout_s)
     return proc.stderr_path.read_text()  # type: ignore[attr-defined]
@@ -118,7 +130,7 @@ def _started(tmp: Path, proc: subprocess.Popen) -> None:
             return _stats(tmp)["count"]["executed"] > 0
         except (AssertionError, OSError, KeyError):
             return False
-    _wait_for(some, what="the first records to be processed")
+    _wait_for(some, 300, what="the first records to be processed")
 
 
 def _no_traceback(stderr: str) -> None:
@@ -136,13 +148,17 @@ def _check_exact(tmp: Path, total: int) -> None:
         assert sorted(r["n"] for r in records if r["key"] == key) == list(range(1, n + 1)), key
 
 
+# Both signals take the same path on Spark once the CLI caught them: SIGTERM on Spark is a
+# minute and a half of the suite for no new line, so it runs with the long ones (-m long).
 @pytest.mark.runners(spark_session=False)
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize(("runner", "signum"), [
+    pytest.param("local", signal.SIGTERM, id="local-SIGTERM"),
+    pytest.param("local", signal.SIGINT, id="local-SIGINT"),
+    pytest.param("spark", signal.SIGINT, id="spark-SIGINT", marks=pytest.mark.spark),
+    pytest.param("spark", signal.SIGTERM, id="spark-SIGTERM",
+                 marks=[pytest.mark.spark, pytest.mark.long]),
+], indirect=["runner"])
 def test_a_signal_stops_gracefully_and_a_restart_resumes_exactly(runner, signum, tmp_path):
-    if runner == "spark" and signum == signal.SIGTERM and not os.environ.get("SQUALL_SLOW"):
-        # Both signals take the same path on Spark once the CLI caught them (both run on the
-        # local runner, SIGINT on Spark): a minute and a half of the suite for no new line.
-        pytest.skip("SIGTERM on Spark: set SQUALL_SLOW=1 to run it")
     total = _input(tmp_path)
     # The signal must come mid-run: 20 ms per record, and on Spark micro-batches of at most 60
     # records (a first batch takes the whole input otherwise, and a stop waits for the trees
@@ -332,21 +348,18 @@ def test_the_control_endpoint_wants_the_runs_token_and_listens_on_loopback(tmp_p
         second = _squall(tmp_path, "run", TARGET, "--runner", "local", "--name", "stoptest")
         assert second.returncode == 2 and "already running" in second.stderr
     finally:
-        proc.kill()
-        proc.wait()
+        stop_group(proc)
     # The killed run's entry is stale: ignored and removed.
     assert lookup("stoptest", tmp_path / "run") is None
     assert not (tmp_path / "run" / "stoptest.json").exists()
 
 
 @pytest.mark.spark
-@pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("SQUALL_SLOW"),
-                    reason="a third minute of Spark: set SQUALL_SLOW=1 to run it")
+@pytest.mark.long  # a third minute of Spark on the path the SIGINT case takes
 def test_submit_forwards_sigterm_to_the_driver_as_a_graceful_stop(tmp_path):
     total = _input(tmp_path)
     err_path = tmp_path / "submit-stderr"
-    proc = subprocess.Popen(
+    proc = spawn(
         [sys.executable, "-m", "squall.cli.main", "submit", TARGET, "--master", "local[2]",
          "--checkpoint", str(tmp_path / "ckpt"), "--name", "stoptest",
          "--progress-every", "0.5"],

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from support.redis_server import free_port, start_redis
+from support.run_until import ErrorSeen, run_until
 from support.runs import MAX_TUPLES, ONE_TUPLE
 
 from squall import BasicBolt, Bolt, Fields, TopologyBuilder, Values, run
@@ -296,9 +297,9 @@ def test_redis_down_is_a_clear_error_and_nothing_is_lost(runner, tmp_path):
     port = free_port()  # nothing listens there yet
     server = type("S", (), {"host": "127.0.0.1", "port": port})()
     ckpt = str(tmp_path / "ckpt")
-    result = run(redis_topology(server, tasks=1), runner=runner,
-                 duration=15 if runner == "spark" else 0.5,
-                 checkpoint_location=ckpt if runner == "spark" else None)
+    seen = ErrorSeen(after_s=3 if runner == "spark" else 0.5)
+    result = run_until(redis_topology(server, tasks=1), seen.done, runner=runner,
+                       on_progress=seen, checkpoint_location=ckpt if runner == "spark" else None)
     messages = {str(e.error) for e in result.errors}
     assert messages and all(
         f"cannot reach Redis at 127.0.0.1:{port}" in m and "start redis-server" in m

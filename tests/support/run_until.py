@@ -21,10 +21,12 @@ from squall.topology.description import Topology
 
 def run_until(topology: Topology, done: Callable[[], bool], conf: Mapping[str, Any] | None = None,
               *, runner: str, cap_s: float = 180.0, poll_s: float = 0.25,
-              checkpoint_location: str | None = None, on_progress: Any = None) -> RunResult:
+              checkpoint_location: str | None = None, on_progress: Any = None,
+              master: str | None = None) -> RunResult:
     """Run `topology` on `runner` until `done()` is true (checked every `poll_s` from another
     thread; an exception counts as not yet), then stop it gracefully; at most `cap_s`."""
-    chosen = make_runner(topology, conf, runner=runner, checkpoint_location=checkpoint_location)
+    chosen = make_runner(topology, conf, runner=runner, checkpoint_location=checkpoint_location,
+                         master=master)
     finished = threading.Event()
 
     def watch() -> None:
@@ -42,7 +44,30 @@ def run_until(topology: Topology, done: Callable[[], bool], conf: Mapping[str, A
     watcher.start()
     try:
         return chosen.run(duration_ms=int(cap_s * 1000) + 60_000, until_complete=True,
-                          on_progress=on_progress)
+                          on_progress=on_progress, progress_every_ms=200)
     finally:
         finished.set()
         watcher.join()
+
+
+class ErrorSeen:
+    """A run's `on_progress` and its `done`: true once the run has reported an error and gone on
+    for `after_s` more seconds of its own clock (long enough to see whether the error is
+    reported again on every poll, whatever the machine's load)::
+
+        seen = ErrorSeen(after_s=3)
+        result = run_until(topology, seen.done, runner="spark", on_progress=seen)
+    """
+
+    def __init__(self, after_s: float = 3.0) -> None:
+        self.after_ms = after_s * 1000
+        self.first_ms: int | None = None
+        self.elapsed_ms = 0
+
+    def __call__(self, snapshot: Any) -> None:
+        self.elapsed_ms = snapshot.elapsed_ms
+        if snapshot.errors and self.first_ms is None:
+            self.first_ms = snapshot.elapsed_ms
+
+    def done(self) -> bool:
+        return self.first_ms is not None and self.elapsed_ms - self.first_ms >= self.after_ms
