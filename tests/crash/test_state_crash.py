@@ -18,14 +18,12 @@ import os
 import pickle
 import random
 import signal
-import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
-from support.crash import ACKED_ITEMS_SPOUT, kill_mid_batch
+from support.crash import ACKED_ITEMS_SPOUT, Restarts
 
 KEYS = 5  # the drivers' `i % 5`
 
@@ -112,13 +110,15 @@ os.replace(os.path.join(DIR, "done.json.tmp"), os.path.join(DIR, "done.json"))
 '''
 
 
-def _start(tmp: Path, driver: str, items: int, point: str = "none", after: int = 0,
-           sleep: float = 0.0005):
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
-    return subprocess.Popen(
-        [sys.executable, str(tmp / driver), str(tmp), str(items), point, str(after), str(sleep)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-        start_new_session=True)
+def _restarts(tmp: Path, items: int, starts: list[tuple[str, int, float]]) -> Restarts:
+    """The harness for `tmp/driver.py` on `items` items: start n dies at kill point
+    `starts[n][0]` (its `starts[n][1]`-th occurrence; "none": never) and pauses `starts[n][2]`
+    seconds per tuple."""
+    def argv(n: int) -> list[str]:
+        point, after, sleep = starts[n]
+        return [sys.executable, str(tmp / "driver.py"), str(tmp), str(items), point, str(after),
+                str(sleep)]
+    return Restarts(tmp, argv, env=dict(os.environ, PYSPARK_PYTHON=sys.executable))
 
 
 def _acked(tmp: Path) -> set[int]:
@@ -153,25 +153,22 @@ def test_local_kill_and_restart_keeps_committed_state_consistent(tmp_path, point
     items = 600 if point == "random" else 300
     (tmp_path / "driver.py").write_text(LOCAL_DRIVER)
     rng = random.Random(after)
-    first = _start(tmp_path, "driver.py", items, point, after)
-    if point == "random":
-        deadline = time.monotonic() + 60
-        while not (tmp_path / "acked.txt").exists() and time.monotonic() < deadline:
-            time.sleep(0.005)  # the spout has opened: the topology is running
-        time.sleep(rng.uniform(0.0, 0.8))
-        if first.poll() is None:
-            os.killpg(first.pid, signal.SIGKILL)
-    out, _ = first.communicate(timeout=120)
-    if point != "random":
-        assert first.returncode == -signal.SIGKILL, out[-3000:]
-        assert not (tmp_path / "done.json").exists()
-    else:  # a random kill may land after the run's end: the restart must then change nothing
-        assert first.returncode in (0, -signal.SIGKILL), out[-3000:]
-        (tmp_path / "done.json").unlink(missing_ok=True)
-    acked_before = _acked(tmp_path)
-    second = _start(tmp_path, "driver.py", items)
-    out, _ = second.communicate(timeout=120)
-    assert second.returncode == 0, out[-3000:]
+    with _restarts(tmp_path, items, [(point, after, 0.0005), ("none", 0, 0.0005)]) as crash:
+        first = crash.start()
+        if point == "random":
+            # The spout has opened: the topology is running.
+            crash.wait_until(first, lambda: (tmp_path / "acked.txt").exists(), 60)
+            crash.kill_after(first, rng.uniform(0.0, 0.8))
+        rc = crash.finish(first, 120)
+        if point != "random":
+            assert rc == -signal.SIGKILL, crash.output()
+            assert not (tmp_path / "done.json").exists()
+        else:  # a random kill may land after the run's end: the restart must then change nothing
+            assert rc in (0, -signal.SIGKILL), crash.output()
+            (tmp_path / "done.json").unlink(missing_ok=True)
+        acked_before = _acked(tmp_path)
+        second = crash.start()
+        assert crash.finish(second, 120) == 0, crash.output()
     _check(tmp_path, items, acked_before, exact=False)
 
 
@@ -180,20 +177,19 @@ def test_spark_sigkill_mid_batch_counts_are_exact(tmp_path):
     items = 300
     (tmp_path / "driver.py").write_text(SPARK_DRIVER)
     ckpt = tmp_path / "ckpt"
-    first = _start(tmp_path, "driver.py", items, sleep=0.004)
-    killed = kill_mid_batch(first, ckpt)
-    assert killed, first.stdout.read()[-3000:]
-    # A task prepared the uncommitted batch's state: a version above the committed batch.
-    versions = []
-    for db in (ckpt / "state").glob("count-*.sqlite"):
-        import sqlite3
+    with _restarts(tmp_path, items, [("none", 0, 0.004)] * 2) as crash:
+        first = crash.start()
+        assert crash.kill_mid_batch(first, ckpt), crash.output()
+        # A task prepared the uncommitted batch's state: a version above the committed batch.
+        versions = []
+        for db in (ckpt / "state").glob("count-*.sqlite"):
+            import sqlite3
 
-        versions += [r[0] for r in sqlite3.connect(db).execute("SELECT txid FROM pending")]
-    committed = pickle.loads((ckpt / "commit.pkl").read_bytes())["batch_id"]
-    assert any(v > committed for v in versions), (versions, committed)
-    second = _start(tmp_path, "driver.py", items, sleep=0.004)
-    out, _ = second.communicate(timeout=300)
-    assert second.returncode == 0, out[-4000:]
+            versions += [r[0] for r in sqlite3.connect(db).execute("SELECT txid FROM pending")]
+        committed = pickle.loads((ckpt / "commit.pkl").read_bytes())["batch_id"]
+        assert any(v > committed for v in versions), (versions, committed)
+        second = crash.start()
+        assert crash.finish(second, 300) == 0, crash.output(tail=4000)
     _check(tmp_path, items, set(), exact=True)
 
 

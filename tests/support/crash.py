@@ -51,6 +51,7 @@ class Restarts:
         self.close()
 
     def argv(self, n: int) -> list[str]:
+        """The command of start `n`."""
         return list(self._argv(n) if callable(self._argv) else self._argv)
 
     def stderr(self, n: int | None = None) -> str:
@@ -60,9 +61,16 @@ class Restarts:
         return path.read_text(errors="replace") if path.exists() else ""
 
     def stdout(self, n: int | None = None) -> str:
+        """Start `n`'s stdout (the last start's by default)."""
         n = self.starts - 1 if n is None else n
         path = self.workdir / f"start-{n}.out"
         return path.read_text(errors="replace") if path.exists() else ""
+
+    def output(self, n: int | None = None, tail: int = 3000) -> str:
+        """The ends (`tail` characters each) of start `n`'s stdout and stderr, the last start's
+        by default: an assertion message."""
+        return (f"start {self.starts - 1 if n is None else n}: stdout ends:\n"
+                f"{self.stdout(n)[-tail:]}\nstderr ends:\n{self.stderr(n)[-tail:]}")
 
     def start(self, **env: str) -> subprocess.Popen:
         """Start the next run (its number is `proc.start`), with `env` added to its environment."""
@@ -78,26 +86,40 @@ class Restarts:
 
     def kill(self, proc: subprocess.Popen) -> None:
         """SIGKILL the start's whole process group, and reap it."""
-        stop_group(proc)
+        self._end(proc)
         self.kills += 1
+
+    def wait_until(self, proc: subprocess.Popen, moment: Callable[[], bool],
+                   timeout_s: float = 300.0, poll_s: float = 0.005) -> bool:
+        """Wait while `proc` runs until `moment()` holds; True if it did. False if the start
+        ended first or the time is up (it is then left running). `moment` may read files the
+        driver is writing: an error reading one counts as "not yet"."""
+        deadline = time.monotonic() + timeout_s
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                if moment():
+                    return True
+            except (OSError, EOFError, ValueError, pickle.UnpicklingError):
+                pass  # a file being written
+            time.sleep(poll_s)
+        return False
 
     def kill_when(self, proc: subprocess.Popen, moment: Callable[[], bool],
                   timeout_s: float = 300.0, poll_s: float = 0.005) -> bool:
         """Kill `proc` the moment `moment()` holds; True if it did. A start that ends first
         returns False; one still running when the time is up is killed (and counted) too."""
-        deadline = time.monotonic() + timeout_s
-        while proc.poll() is None and time.monotonic() < deadline:
-            try:
-                now = moment()
-            except (OSError, EOFError, ValueError, pickle.UnpicklingError):
-                now = False  # a file being written
-            if now:
-                self.kill(proc)
-                return True
-            time.sleep(poll_s)
+        if self.wait_until(proc, moment, timeout_s, poll_s):
+            self.kill(proc)
+            return True
         if proc.poll() is None:
             self.kill(proc)
         return False
+
+    def kill_mid_batch(self, proc: subprocess.Popen, ckpt: Path,
+                       timeout_s: float = 240.0) -> bool:
+        """Kill a Spark start at checkpoint `ckpt` once a batch is half done (`half_done_batch`);
+        True if it did, as `kill_when`."""
+        return self.kill_when(proc, lambda: half_done_batch(ckpt), timeout_s)
 
     def kill_after(self, proc: subprocess.Popen, delay_s: float) -> bool:
         """Kill `proc` after `delay_s` unless it ends before; True if it was killed."""
@@ -117,7 +139,7 @@ class Restarts:
             self.kill(proc)
             raise AssertionError(f"start {proc.start} did not end in time; its stderr ends:\n"  # type: ignore[attr-defined]
                                  f"{self.stderr(proc.start)[-3000:]}") from None  # type: ignore[attr-defined]
-        stop_group(proc)  # anything it left behind in its group
+        self._end(proc)  # anything it left behind in its group
         return rc
 
     def until_done(self, done: Callable[[], bool], limit: int,
@@ -141,7 +163,15 @@ class Restarts:
                                  f"stderr ends:\n{self.stderr(proc.start)[-3000:]}")  # type: ignore[attr-defined]
         raise AssertionError(f"not done after {limit} starts ({self.kills} killed)")
 
+    def _end(self, proc: subprocess.Popen) -> None:
+        """SIGKILL what is left of the start's group and reap it; `close` then leaves it alone
+        (its pid, once reaped, may be another process's)."""
+        stop_group(proc)
+        if proc in self._live:
+            self._live.remove(proc)
+
     def close(self) -> None:
+        """SIGKILL the group of every start not yet ended through `kill` or `finish`."""
         for proc in self._live:
             stop_group(proc)
         self._live.clear()
