@@ -16,13 +16,11 @@ import os
 import pickle
 import random
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from support.crash import ACKED_ITEMS_SPOUT, kill_mid_batch
+from support.crash import ACKED_ITEMS_SPOUT, Restarts
 
 ITEMS = 300
 
@@ -155,14 +153,15 @@ def expected_windows(form: str) -> dict[str, list]:
             for last in range(4, ITEMS, 5)}
 
 
-def _start(tmp: Path, mode: str, form: str, point: str = "none", after: int = 0,
-           sleep: float = 0.0005, runner: str = "local"):
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
-    return subprocess.Popen(
-        [sys.executable, str(tmp / "driver.py"), str(tmp), mode, form, point, str(after),
-         str(sleep), runner, str(ITEMS)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-        start_new_session=True)
+def _restarts(tmp: Path, mode: str, form: str, runner: str,
+              starts: list[tuple[str, int, float]]) -> Restarts:
+    """The harness for `tmp/driver.py`: start n dies at kill point `starts[n][0]` (its
+    `starts[n][1]`-th occurrence; "none": never) and pauses `starts[n][2]` seconds per tuple."""
+    def argv(n: int) -> list[str]:
+        point, after, sleep = starts[n]
+        return [sys.executable, str(tmp / "driver.py"), str(tmp), mode, form, point, str(after),
+                str(sleep), runner, str(ITEMS)]
+    return Restarts(tmp, argv, env=dict(os.environ, PYSPARK_PYTHON=sys.executable))
 
 
 def _acked(tmp: Path) -> set[int]:
@@ -229,23 +228,21 @@ CASES = ([("ids", "count", "random", n) for n in range(4)]
 def test_local_kill_and_restart_evaluates_each_window_once(tmp_path, mode, form, point, after):
     (tmp_path / "driver.py").write_text(DRIVER)
     rng = random.Random(hash((mode, form, after)) & 0xFFFF)
-    first = _start(tmp_path, mode, form, point, after, sleep=0.003)
-    if point == "random":
-        deadline = time.monotonic() + 60
-        while not (tmp_path / "acked.txt").exists() and time.monotonic() < deadline:
-            time.sleep(0.005)  # the first checkpoint has committed: the topology is running
-        time.sleep(rng.uniform(0.05, 0.7))
-        if first.poll() is None:
-            os.killpg(first.pid, signal.SIGKILL)
-    out, _ = first.communicate(timeout=120)
-    if point != "random":
-        assert first.returncode == -signal.SIGKILL, out[-3000:]
-    else:  # a random kill may land after the run's end: the restart must then change nothing
-        assert first.returncode in (0, -signal.SIGKILL), out[-3000:]
-    (tmp_path / "done.json").unlink(missing_ok=True)
-    second = _start(tmp_path, mode, form, sleep=0.0)
-    out, _ = second.communicate(timeout=120)
-    assert second.returncode == 0, out[-3000:]
+    with _restarts(tmp_path, mode, form, "local",
+                   [(point, after, 0.003), ("none", 0, 0.0)]) as crash:
+        first = crash.start()
+        if point == "random":
+            # The first checkpoint has committed: the topology is running.
+            crash.wait_until(first, lambda: (tmp_path / "acked.txt").exists(), 60)
+            crash.kill_after(first, rng.uniform(0.05, 0.7))
+        rc = crash.finish(first, 120)
+        if point != "random":
+            assert rc == -signal.SIGKILL, crash.output()
+        else:  # a random kill may land after the run's end: the restart must then change nothing
+            assert rc in (0, -signal.SIGKILL), crash.output()
+        (tmp_path / "done.json").unlink(missing_ok=True)
+        second = crash.start()
+        assert crash.finish(second, 120) == 0, crash.output()
     _check(tmp_path, form)
 
 
@@ -253,17 +250,17 @@ def test_local_kill_and_restart_evaluates_each_window_once(tmp_path, mode, form,
 def test_spark_sigkill_mid_batch_persistent_windows_are_exact(tmp_path):
     (tmp_path / "driver.py").write_text(DRIVER)
     ckpt = tmp_path / "ckpt"
-    first = _start(tmp_path, "persistent", "count", sleep=0.004, runner="spark")
-    killed = kill_mid_batch(first, ckpt)
-    assert killed, first.stdout.read()[-3000:]
-    # The uncommitted batch left a prepared version of the window state above the commit.
-    import sqlite3
+    with _restarts(tmp_path, "persistent", "count", "spark",
+                   [("none", 0, 0.004), ("none", 0, 0.0)]) as crash:
+        first = crash.start()
+        assert crash.kill_mid_batch(first, ckpt), crash.output()
+        # The uncommitted batch left a prepared version of the window state above the commit.
+        import sqlite3
 
-    committed = pickle.loads((ckpt / "commit.pkl").read_bytes())["batch_id"]
-    versions = [r[0] for db in (ckpt / "state").glob("record-*-window.sqlite")
-                for r in sqlite3.connect(db).execute("SELECT DISTINCT txid FROM pending")]
-    assert any(v > committed for v in versions), (versions, committed)
-    second = _start(tmp_path, "persistent", "count", sleep=0.0, runner="spark")
-    out, _ = second.communicate(timeout=300)
-    assert second.returncode == 0, out[-4000:]
+        committed = pickle.loads((ckpt / "commit.pkl").read_bytes())["batch_id"]
+        versions = [r[0] for db in (ckpt / "state").glob("record-*-window.sqlite")
+                    for r in sqlite3.connect(db).execute("SELECT DISTINCT txid FROM pending")]
+        assert any(v > committed for v in versions), (versions, committed)
+        second = crash.start()
+        assert crash.finish(second, 300) == 0, crash.output(tail=4000)
     _check(tmp_path, "count")
