@@ -24,12 +24,12 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from support.bolts import RunningCount
+from support.crash import Restarts
 from support.examples import load_example
 from support.redis_server import start_redis
 
@@ -154,13 +154,12 @@ def _write_input(directory: Path, files: int, per_file: int, first: int = 0) -> 
     return i
 
 
-def _start(tmp: Path, args: dict, kill_point: str = "none", kill_after: int = 1):
-    env = dict(os.environ, KILL_POINT=kill_point, KILL_AFTER=str(kill_after))
-    env.pop("KILL_SEEN", None)
-    return subprocess.Popen(
-        [sys.executable, str(tmp / "driver.py"), json.dumps(args)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-        start_new_session=True)  # its own process group, killed whole
+def _restarts(tmp: Path, args: dict) -> Restarts:
+    """The harness for `tmp/driver.py` with `args`. A start dies at the `KILL_AFTER`-th
+    occurrence of kill point `KILL_POINT` (environment; "none" by default)."""
+    env = {k: v for k, v in os.environ.items() if k != "KILL_SEEN"}
+    return Restarts(tmp, [sys.executable, str(tmp / "driver.py"), json.dumps(args)],
+                    env=dict(env, KILL_POINT="none", KILL_AFTER="1"))
 
 
 def _sink_entries(tmp: Path, args: dict, redis_client=None) -> list[tuple[int, str, int]]:
@@ -220,37 +219,30 @@ def test_sigkill_at_random_moments_then_exactly_once(tmp_path):
     args["pause"] = 0.003
     rng = random.Random(12)
     kills = mid_run = 0
-    for life in range(8):
-        proc = _start(tmp_path, args)
-        if life % 2:
-            time.sleep(rng.uniform(0.0, 0.4))  # start-up, recovery, or the first batches
+    with _restarts(tmp_path, args) as crash:
+        for life in range(8):
+            proc = crash.start()
+            if life % 2:  # start-up, recovery, or the first batches
+                crash.kill_after(proc, rng.uniform(0.0, 0.4))
+            else:  # after progress (a new commit, or 1.5 s), a random moment later
+                before = _committed(tmp_path)
+                crash.wait_until(proc, lambda b=before: _committed(tmp_path) > b, 1.5)
+                crash.kill_after(proc, rng.uniform(0.0, 0.15))
+            rc = crash.finish(proc, 120)
+            if rc == 0:
+                break
+            assert rc == -signal.SIGKILL, crash.output()
+            kills += 1
+            mid_run += life % 2 == 0
         else:
-            before, deadline = _committed(tmp_path), time.monotonic() + 1.5
-            while (proc.poll() is None and _committed(tmp_path) <= before
-                   and time.monotonic() < deadline):
-                time.sleep(0.005)  # wait for progress: a new commit
-            time.sleep(rng.uniform(0.0, 0.15))
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate(timeout=120)
-        if proc.returncode == 0:
-            break
-        assert proc.returncode == -signal.SIGKILL, out[-3000:]
-        kills += 1
-        mid_run += life % 2 == 0
-    else:
-        proc = _start(tmp_path, args)
-        out, _ = proc.communicate(timeout=120)
-        assert proc.returncode == 0, out[-3000:]
-    assert mid_run >= 3, f"only {mid_run} kills landed while the run processed records"
-    committed = sorted(n for n in os.listdir(tmp_path / "out") if n.startswith("part-"))
-    assert len(committed) > 2 * kills, "the kills should fall between commits"
-    _check(tmp_path, args, total)
-    # A restart after completion reads nothing new and changes nothing.
-    (tmp_path / "done.json").unlink()
-    proc = _start(tmp_path, args)
-    out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 0, out[-3000:]
+            assert crash.finish(crash.start(), 120) == 0, crash.output()
+        assert mid_run >= 3, f"only {mid_run} kills landed while the run processed records"
+        committed = sorted(n for n in os.listdir(tmp_path / "out") if n.startswith("part-"))
+        assert len(committed) > 2 * kills, "the kills should fall between commits"
+        _check(tmp_path, args, total)
+        # A restart after completion reads nothing new and changes nothing.
+        (tmp_path / "done.json").unlink()
+        assert crash.finish(crash.start(), 120) == 0, crash.output()
     _check(tmp_path, args, total)
 
 
@@ -274,13 +266,11 @@ def test_sigkill_at_a_commit_point_then_exactly_once(tmp_path, provider, sink, p
         port = redis.port if redis is not None else 0
         args, total = _prepare(tmp_path, provider, sink, files=4, per_file=250,
                                batch_ms=10, redis_port=port)
-        for point in points:
-            proc = _start(tmp_path, args, point, after)
-            out, _ = proc.communicate(timeout=120)
-            assert proc.returncode == -signal.SIGKILL, (point, out[-3000:])
-        proc = _start(tmp_path, args)
-        out, _ = proc.communicate(timeout=120)
-        assert proc.returncode == 0, out[-3000:]
+        with _restarts(tmp_path, args) as crash:
+            for point in points:
+                proc = crash.start(KILL_POINT=point, KILL_AFTER=str(after))
+                assert crash.finish(proc, 120) == -signal.SIGKILL, (point, crash.output())
+            assert crash.finish(crash.start(), 120) == 0, crash.output()
         _check(tmp_path, args, total, redis.client if redis is not None else None)
         if sink == "redis":
             assert redis.client.keys("squall:out:staged:*") == [], "staged batches left"
