@@ -22,13 +22,12 @@ import json
 import os
 import pickle
 import signal
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-from support.crash import ACKED_ITEMS_SPOUT, kill_mid_batch
+from support.crash import ACKED_ITEMS_SPOUT, Restarts
 from support.redis_server import start_redis
 
 ITEMS = 400
@@ -119,12 +118,13 @@ os.replace(os.path.join(DIR, "done.json.tmp"), os.path.join(DIR, "done.json"))
 ''').replace("__ITEMS__", str(ITEMS)).replace("__USERS__", str(USERS))
 
 
-def _start(tmp: Path, kill_after: int = 0, redis_port: int = 0) -> subprocess.Popen:
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
-               REDIS_PORT=str(redis_port))
-    return subprocess.Popen([sys.executable, str(tmp / "driver.py"), str(tmp), str(kill_after)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                            start_new_session=True)
+def _restarts(tmp: Path, kill_after: list[int], redis_port: int = 0) -> Restarts:
+    """The harness for `tmp/driver.py`: start n kills itself after `kill_after[n]` panes (0:
+    never)."""
+    return Restarts(tmp, lambda n: [sys.executable, str(tmp / "driver.py"), str(tmp),
+                                    str(kill_after[n])],
+                    env=dict(os.environ, PYSPARK_PYTHON=sys.executable,
+                             REDIS_PORT=str(redis_port)))
 
 
 def _windows() -> dict[tuple[str, int], list[int]]:
@@ -135,8 +135,8 @@ def _windows() -> dict[tuple[str, int], list[int]]:
     return out
 
 
-def _done(tmp: Path, out: str) -> None:
-    assert (tmp / "done.json").exists(), out[-4000:]
+def _done(tmp: Path, output: str) -> None:
+    assert (tmp / "done.json").exists(), output
     assert json.loads((tmp / "done.json").read_text())["errors"] == []
 
 
@@ -150,22 +150,21 @@ def test_spark_sigkill_mid_batch_gives_exactly_the_uninterrupted_panes(tmp_path)
             f.write(json.dumps({"user": f"u{i % USERS}", "n": i, "ts": 10 * i}) + "\n")
     (tmp_path / "driver.py").write_text(SPARK_DRIVER)
     ckpt = tmp_path / "ckpt"
-    first = _start(tmp_path)
-    killed = kill_mid_batch(first, ckpt)
-    assert killed, first.stdout.read()[-3000:]
-    assert not (tmp_path / "done.json").exists()
-    # The stored operator prepared state for the batch the driver had not committed.
-    import sqlite3
+    with _restarts(tmp_path, [0, 0]) as crash:
+        first = crash.start()
+        assert crash.kill_mid_batch(first, ckpt), crash.output()
+        assert not (tmp_path / "done.json").exists()
+        # The stored operator prepared state for the batch the driver had not committed.
+        import sqlite3
 
-    committed = pickle.loads((ckpt / "commit.pkl").read_bytes())["batch_id"]
-    versions = [r[0] for db in (ckpt / "state").glob("counts-*.sqlite")
-                for r in sqlite3.connect(db).execute("SELECT DISTINCT txid FROM pending")]
-    snapshots = [int(s.stem[6:]) for s in (ckpt / "tasks").glob("task=*/batch=*.pkl")]
-    assert max(snapshots) > committed, (snapshots, committed)
-    second = _start(tmp_path)
-    out, _ = second.communicate(timeout=300)
-    assert second.returncode == 0, out[-4000:]
-    _done(tmp_path, out)
+        committed = pickle.loads((ckpt / "commit.pkl").read_bytes())["batch_id"]
+        versions = [r[0] for db in (ckpt / "state").glob("counts-*.sqlite")
+                    for r in sqlite3.connect(db).execute("SELECT DISTINCT txid FROM pending")]
+        snapshots = [int(s.stem[6:]) for s in (ckpt / "tasks").glob("task=*/batch=*.pkl")]
+        assert max(snapshots) > committed, (snapshots, committed)
+        second = crash.start()
+        assert crash.finish(second, 300) == 0, crash.output(tail=4000)
+        _done(tmp_path, crash.output(tail=4000))
     panes = sorted((r["key"], r["window_start"], r["window_end"], r["value"], r["timing"],
                     r["pane_index"], r["is_retraction"]) for r in read_jsonl(tmp_path / "out"))
     expected = sorted((user, start, start + 1000, len(items), "ON_TIME", 0, False)
@@ -175,17 +174,16 @@ def test_spark_sigkill_mid_batch_gives_exactly_the_uninterrupted_panes(tmp_path)
 
 def test_local_restart_resumes_the_windows_from_the_last_commit(tmp_path):
     (tmp_path / "driver.py").write_text(LOCAL_DRIVER)
-    with start_redis(tmp_path) as r:  # the state outlives the driver, as a real Redis would
-        first = _start(tmp_path, kill_after=12, redis_port=r.port)
-        out, _ = first.communicate(timeout=120)
-        assert first.returncode == -signal.SIGKILL, out[-3000:]
+    # The state outlives the driver, as a real Redis would.
+    with start_redis(tmp_path) as r, _restarts(tmp_path, [12, 0], redis_port=r.port) as crash:
+        first = crash.start()
+        assert crash.finish(first, 120) == -signal.SIGKILL, crash.output()
         assert not (tmp_path / "done.json").exists()
         acked = {int(x) for x in (tmp_path / "acked.txt").read_text().split()}
         assert 0 < len(acked) < ITEMS  # a commit before the crash, and work left after it
-        second = _start(tmp_path, redis_port=r.port)
-        out, _ = second.communicate(timeout=120)
-        assert second.returncode == 0, out[-3000:]
-        _done(tmp_path, out)
+        second = crash.start()
+        assert crash.finish(second, 120) == 0, crash.output()
+        _done(tmp_path, crash.output())
     panes: dict[tuple[str, int, int], list] = {}
     for line in (tmp_path / "panes.jsonl").read_text().splitlines():
         user, start, end, value, timing, index = json.loads(line)
