@@ -11,13 +11,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import textwrap
-import time
-from pathlib import Path
 
 import pytest
+from support.crash import Restarts
 
 pytestmark = pytest.mark.spark
 
@@ -85,55 +83,22 @@ DRIVER = textwrap.dedent(
 )
 
 
-def _start(tmp: Path, items: int) -> subprocess.Popen:
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
-    return subprocess.Popen(
-        [sys.executable, str(tmp / "driver.py"), str(tmp), str(items)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-        start_new_session=True,  # the JVM and workers share the group, so one kill takes all
-    )
-
-
-def _half_done_batch(ckpt: Path) -> int | None:
-    """A batch whose task snapshot exists while the driver has not committed it yet."""
-    import pickle
-
-    commit = ckpt / "commit.pkl"
-    committed = pickle.loads(commit.read_bytes())["batch_id"] if commit.exists() else -1
-    if committed < 1:
-        return None
-    for snap in (ckpt / "tasks").glob("task=*/batch=*.pkl"):
-        if int(snap.stem[6:]) > committed:
-            return committed + 1
-    return None
-
-
 def test_sigkill_mid_batch_then_restart_loses_nothing_and_counts_once(tmp_path):
     items = 400
     (tmp_path / "driver.py").write_text(DRIVER)
     ckpt = tmp_path / "ckpt"
-    first = _start(tmp_path, items)
-    killed_in = None
-    deadline = time.monotonic() + 240
-    try:
-        while time.monotonic() < deadline and first.poll() is None:
-            killed_in = _half_done_batch(ckpt) if ckpt.exists() else None
-            if killed_in is not None:
-                os.killpg(first.pid, signal.SIGKILL)
-                break
-            time.sleep(0.005)
-    finally:
-        if first.poll() is None and killed_in is None:
-            os.killpg(first.pid, signal.SIGKILL)
-        first.wait(30)
-    assert killed_in is not None, f"never caught a half-done batch: {first.stdout.read()[-3000:]}"
-    assert first.returncode == -signal.SIGKILL
-    assert not list(tmp_path.glob("result-*.json")), "the killed run must not have finished"
-    assert not (tmp_path / "done.json").exists()
+    with Restarts(tmp_path, [sys.executable, str(tmp_path / "driver.py"), str(tmp_path),
+                             str(items)],
+                  env=dict(os.environ, PYSPARK_PYTHON=sys.executable)) as crash:
+        first = crash.start()
+        assert crash.kill_mid_batch(first, ckpt), \
+            f"never caught a half-done batch: {crash.output()}"
+        assert first.returncode == -signal.SIGKILL
+        assert not list(tmp_path.glob("result-*.json")), "the killed run must not have finished"
+        assert not (tmp_path / "done.json").exists()
 
-    second = _start(tmp_path, items)
-    out, _ = second.communicate(timeout=300)
-    assert second.returncode == 0, out[-4000:]
+        second = crash.start()
+        assert crash.finish(second, 300) == 0, crash.output(tail=4000)
     done = json.loads((tmp_path / "done.json").read_text())
 
     seen: list[int] = []
@@ -145,4 +110,4 @@ def test_sigkill_mid_batch_then_restart_loses_nothing_and_counts_once(tmp_path):
             counts[key] = counts.get(key, 0) + n
     assert sorted(seen) == list(range(items)), "every item exactly once across the crash"
     assert counts == {str(k): sum(1 for i in range(items) if i % 7 == k) for k in range(7)}
-    assert done["errors"] == 0, out[-4000:]
+    assert done["errors"] == 0, crash.output(tail=4000)
