@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
 import sys
 import textwrap
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from support.crash import Restarts
 from support.examples import load_example
 
 tw = load_example("transactional_words")
@@ -125,22 +125,19 @@ DRIVER = textwrap.dedent(
 
 def _crash_until_done(runner: str, tmp: Path, starts: int, limit: int,
                       kind: str = "transactional") -> tuple[dict, int]:
+    """Starts the driver on `tmp`'s state until it writes `done.json` (each start but the last
+    killed by the driver itself); the outcome and the number of kills. Start n's kill plan
+    comes from its seed `starts * 1000 + n`."""
     script = tmp / "driver.py"
     script.write_text(DRIVER)
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
     examples = str(Path(__file__).resolve().parents[2] / "examples")
-    for n in range(limit):  # each start before the n-th was killed
-        with open(tmp / f"stderr-{n}.log", "w") as stderr:
-            proc = subprocess.Popen(
-                [sys.executable, str(script), runner, str(tmp), str(starts * 1000 + n), examples,
-                 kind],
-                start_new_session=True, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
-            rc = proc.wait(timeout=600)
-        done = tmp / "done.json"
-        if done.exists():
-            return json.loads(done.read_text()), n
-        assert rc == -9, (rc, (tmp / f"stderr-{n}.log").read_text()[-3000:])
-    raise AssertionError(f"not done after {limit} starts")
+    argv = lambda n: [sys.executable, str(script), runner, str(tmp),  # noqa: E731
+                      str(starts * 1000 + n), examples, kind]
+    done = tmp / "done.json"
+    with Restarts(tmp, argv, env=dict(os.environ, PYSPARK_PYTHON=sys.executable),
+                  start_timeout_s=600) as crash:
+        kills = crash.until_done(done.exists, limit)
+    return json.loads(done.read_text()), kills
 
 
 def _data(seed: int) -> dict[int, list[list[str]]]:
