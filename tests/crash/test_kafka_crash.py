@@ -19,16 +19,13 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
-import subprocess
 import sys
 import textwrap
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
-from support.crash import kill_mid_batch
+from support.crash import Restarts
 from support.kafka_broker import committed_once, running_broker
 
 pytestmark = pytest.mark.kafka
@@ -76,34 +73,6 @@ def broker(tmp_path_factory):
         yield b
 
 
-def _start(tmp: Path, broker, topic_in: str, topic_out: str, runner: str,
-           mode: str) -> subprocess.Popen:
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
-    return subprocess.Popen(
-        [sys.executable, str(tmp / "driver.py"), str(tmp), broker.bootstrap, topic_in,
-         topic_out, runner, mode],
-        stdout=open(tmp / "driver.log", "a"), stderr=subprocess.STDOUT, env=env,
-        start_new_session=True)  # the JVM and workers share the group, so one kill takes all
-
-
-def _kill_at_random(proc: subprocess.Popen, rnd: random.Random, tmp: Path) -> bool:
-    """SIGKILL once the run has a checkpoint and a random moment later; False if it ended."""
-    deadline = time.monotonic() + 120
-    while not (tmp / "ckpt" / "commit.pkl").exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    # Within the run: after the first commit about 180 records remain at 4 ms each (0.7 s);
-    # a later kill could come after the end (a fresh clone on a quiet machine ran to the end
-    # before a 1 s kill).
-    time.sleep(rnd.uniform(0.0, 0.3))
-    if proc.poll() is not None:
-        return False
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(30)
-    return True
-
-
 def _seeds() -> list[int]:
     return list(range(4)) if os.environ.get("SQUALL_CHAOS") else [0]
 
@@ -119,24 +88,31 @@ def test_sigkill_then_restart_every_record_reaches_the_sink(tmp_path, broker, ru
     broker.produce(topic_in, [(None, f"i{i}".encode(), i % 2) for i in range(ITEMS)])
     (tmp_path / "driver.py").write_text(DRIVER)
     rnd = random.Random(seed)
+    ckpt = tmp_path / "ckpt"
     kills = 0
-    for _ in range(3 if runner == "local" else 1):
-        proc = _start(tmp_path, broker, topic_in, topic_out, runner, mode)
-        if runner == "spark":
-            killed = kill_mid_batch(proc, tmp_path / "ckpt")
-        else:
-            killed = _kill_at_random(proc, rnd, tmp_path)
-        if not killed:
-            proc.wait(240)
-            break
-        kills += 1
-    log = lambda: (tmp_path / "driver.log").read_text()[-4000:]  # noqa: E731
-    assert kills >= 1, f"never killed mid-run: {log()}"
-    if not (tmp_path / "done.json").exists():
-        last = _start(tmp_path, broker, topic_in, topic_out, runner, mode)
-        assert last.wait(300) == 0, log()
+    argv = [sys.executable, str(tmp_path / "driver.py"), str(tmp_path), broker.bootstrap,
+            topic_in, topic_out, runner, mode]
+    with Restarts(tmp_path, argv, env=dict(os.environ, PYSPARK_PYTHON=sys.executable)) as crash:
+        for _ in range(3 if runner == "local" else 1):
+            proc = crash.start()
+            if runner == "spark":
+                killed = crash.kill_mid_batch(proc, ckpt)
+            else:
+                # Once the run has a checkpoint, a random moment later; within the run: after
+                # the first commit about 180 records remain at 4 ms each (0.7 s); a later kill
+                # could come after the end (a fresh clone on a quiet machine ran to the end
+                # before a 1 s kill).
+                killed = (crash.wait_until(proc, (ckpt / "commit.pkl").exists, 120)
+                          and crash.kill_after(proc, rnd.uniform(0.0, 0.3)))
+            if not killed:
+                crash.finish(proc, 240)
+                break
+            kills += 1
+        assert kills >= 1, f"never killed mid-run: {crash.output(tail=4000)}"
+        if not (tmp_path / "done.json").exists():
+            assert crash.finish(crash.start(), 300) == 0, crash.output(tail=4000)
     done = json.loads((tmp_path / "done.json").read_text())
-    assert done["errors"] == [], log()
+    assert done["errors"] == [], crash.output(tail=4000)
 
     out = broker.read_all(topic_out)
     items = Counter(m.key().decode() for m in out)
