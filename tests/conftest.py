@@ -65,7 +65,13 @@ from support.examples import ROOT
 from support.runs import ONE_BATCH, ONE_TUPLE
 
 TESTS = Path(__file__).resolve().parent
-MARK_BY_DIR = {"crash": "crash"}
+# Marks a folder gives its tests: a crash test's driver runs in subprocesses of its own, so the
+# tests of a crash module share nothing costly and may go to different workers.
+MARK_BY_DIR = {"crash": ("crash", "spread")}
+# The JVMs the suite starts (its own Spark sessions, `squall run` subprocesses) run short jobs:
+# the client compiler alone starts them and runs them about a third faster on two cores than
+# tiered compilation, whose optimising compiler competes with the tests for the cores.
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 MARKERS = {
     "spark": "needs a Spark session (in this process or in a subprocess)",
     "crash": "SIGKILL tests: a driver killed and restarted (tests/crash)",
@@ -90,6 +96,7 @@ def pytest_configure(config) -> None:
     if not hasattr(config, "workerinput"):
         os.environ[processes.SUITE] = uuid.uuid4().hex
     os.environ[processes.OWNER] = processes.FIXTURE_OWNER
+    os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)
 
 
 def pytest_addoption(parser) -> None:
@@ -105,8 +112,7 @@ def pytest_collection_modifyitems(config, items) -> None:
             part = Path(str(item.path)).resolve().relative_to(TESTS).parts[0]
         except ValueError:
             continue  # a doctest under src/
-        mark = MARK_BY_DIR.get(part)
-        if mark:
+        for mark in MARK_BY_DIR.get(part, ()):
             item.add_marker(mark)
         if "browser" in getattr(item, "fixturenames", ()):
             item.add_marker("browser")

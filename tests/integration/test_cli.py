@@ -7,6 +7,9 @@ import subprocess
 import pytest
 from support.cli import SQUALL, squall
 
+# Each test runs `squall run` in subprocesses of its own: they may go to different workers.
+pytestmark = pytest.mark.spread
+
 
 def test_run_wordcount_file_target_prints_progress_result_and_summary():
     proc = squall("run", "examples/wordcount.py:topology", "--runner", "local",

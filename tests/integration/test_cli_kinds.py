@@ -25,6 +25,9 @@ from pathlib import Path
 import pytest
 from support.examples import ROOT, load_example
 
+# Each test runs `squall run` in subprocesses of its own: they may go to different workers.
+pytestmark = pytest.mark.spread
+
 SQUALL = [sys.executable, "-m", "squall.cli.main"]
 HEADER = re.compile(r"^\[\s*\d+\.\d+s\]( .*)?$")  # a block's first line (with the status)
 COMPONENT = re.compile(r"^(\S+)\s+(spout|bolt)\s+x(\d+)\s+(.*)$")

@@ -33,6 +33,9 @@ from squall.metrics import (
     MetricsSnapshot,
 )
 
+# Each test runs `squall run` in subprocesses of its own: they may go to different workers.
+pytestmark = pytest.mark.spread
+
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = "tests/support/stop_topology.py:build"
 SQUALL = [sys.executable, "-m", "squall.cli.main"]

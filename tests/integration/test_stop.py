@@ -30,6 +30,9 @@ from squall.connectors import read_jsonl
 from squall.errors import SquallError
 from squall.testing import FixedTupleSpout
 
+# Each test runs `squall run` in subprocesses of its own: they may go to different workers.
+pytestmark = pytest.mark.spread
+
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = "tests/support/stop_topology.py:build"
 KEYS = 7
@@ -305,6 +308,7 @@ def test_rebalance_restarts_on_the_checkpoint_with_the_new_parallelism(runner, t
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == ("squall rebalance: stoptest: stopping to start again "
                                        "with count 2 -> 3, out 2 -> 1 tasks")
+        (tmp_path / "fast").touch()  # the stop is under way: the rest of the input need not wait
         err = _finish(proc, 300)
     assert proc.returncode == 0, err[-3000:]
     _no_traceback(err)

@@ -1,7 +1,8 @@
 """The topology the stop and lifecycle tests run through `squall run` (a file TARGET).
 
 `src` (JSON lines under `$STOP_TEST_DIR/in`, two tasks) -> `slow` (sleeps `stop.test.sleep.ms`
-per tuple, so a run lasts long enough to be signalled; with `stop.test.hold` it never acks the
+per tuple, so a run lasts long enough to be signalled, until a file `$STOP_TEST_DIR/fast` exists:
+a test creates it once the moment it needed has passed; with `stop.test.hold` it never acks the
 record with id 0, so a graceful stop has work in flight) -> `count` (a running count per key in
 durable state) -> `out` (JSON lines under `$STOP_TEST_DIR/out`). Every record therefore shows in
 the output with its key's running count: a record lost or applied twice after a stop and a
@@ -37,9 +38,11 @@ class Slow(Bolt):
         super().prepare(conf, context, collector)
         self.sleep_s = float(conf.get("stop.test.sleep.ms", 2)) / 1000
         self.hold = bool(conf.get("stop.test.hold", False))
+        self.fast = os.path.join(os.environ["STOP_TEST_DIR"], "fast")
 
     def execute(self, tup):
-        time.sleep(self.sleep_s)
+        if self.sleep_s and not os.path.exists(self.fast):
+            time.sleep(self.sleep_s)
         if self.hold and tup["id"] == 0:
             return  # never acked: its tree stays in flight
         self.collector.emit(Values(tup["id"], tup["key"]), anchors=tup)
