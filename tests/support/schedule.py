@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 DURATIONS = Path(__file__).resolve().parents[1] / "durations.json"
-UNKNOWN_S = 1.0  # a test the file does not know yet (new, or renamed)
+UNKNOWN_S = 0.2  # a test the file does not list: new, or under half a second
 
 
 def load_durations(path: Path = DURATIONS) -> dict[str, float]:
@@ -42,6 +42,8 @@ def order_units(durations: Mapping[str, float],
 
 
 def save_durations(new: Mapping[str, float], path: Path = DURATIONS) -> None:
-    """Merge `new` into the file (tests not run this time keep their figures)."""
+    """Merge `new` into the file (tests not run this time keep their figures); tests under half
+    a second are left out (they count as `UNKNOWN_S`)."""
     merged = {**load_durations(path), **{k: round(v, 2) for k, v in new.items()}}
+    merged = {k: v for k, v in merged.items() if v >= 0.5}
     path.write_text(json.dumps(dict(sorted(merged.items())), indent=0) + "\n")
