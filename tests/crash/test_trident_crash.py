@@ -55,7 +55,6 @@ import json
 import os
 import random
 import signal
-import subprocess
 import sys
 import textwrap
 import time
@@ -65,6 +64,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from support.crash import Restarts
 from support.kafka_broker import committed_once, running_broker
 
 from squall.trident.state import DurableMapState
@@ -276,54 +276,39 @@ def crash_until_done(tmp: Path, runner: str, state_type: str, spout: str, seed: 
     rnd = random.Random(seed)
     script = tmp / "driver.py"
     script.write_text(DRIVER)
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
     plans: list[dict | None] = []
     codes: list[int] = []
-    for start in range(kills + 3):
-        plan = kill_plan(rnd, start, kills, runner, n_rows, second)
-        plans.append(plan)
-        cfg = {"runner": runner, "dir": str(tmp), "state_type": state_type, "spout": spout,
-               "rows": rows, "batch": batch, "seed": seed, "start": start, "kill": plan,
-               "pause": 0.004 if runner == "local" else 0.0, "kafka": kafka}
-        (tmp / f"cfg-{start}.json").write_text(json.dumps(cfg))
-        with open(tmp / f"stderr-{start}.log", "w") as stderr:
-            proc = subprocess.Popen([sys.executable, str(script), str(tmp / f"cfg-{start}.json")],
-                                    start_new_session=True, env=env, stdout=subprocess.DEVNULL,
-                                    stderr=stderr)
-            try:
-                if plan is not None and plan["point"] == "timer" and runner == "spark":
-                    _kill_after_first_commit(proc, tmp, start, plan["delay"])
-                codes.append(proc.wait(timeout=300))
-            finally:
-                if proc.poll() is None:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait(30)
-        done = tmp / "done.json"
-        if done.exists():
-            return {"done": json.loads(done.read_text()), "rows": rows, "plans": plans,
-                    "codes": codes, "events": _lines(tmp / "events.log"),
-                    "emitted": _lines(tmp / "emitted.log")}
-        assert codes[-1] == -signal.SIGKILL, (
-            f"seed {seed}: start {start} ({plan}) ended with {codes[-1]} and no done.json:\n"
-            + (tmp / f"stderr-{start}.log").read_text()[-3000:])
+    argv = lambda n: [sys.executable, str(script), str(tmp / f"cfg-{n}.json")]  # noqa: E731
+    with Restarts(tmp, argv, env=dict(os.environ, PYSPARK_PYTHON=sys.executable)) as crash:
+        for start in range(kills + 3):
+            plan = kill_plan(rnd, start, kills, runner, n_rows, second)
+            plans.append(plan)
+            cfg = {"runner": runner, "dir": str(tmp), "state_type": state_type, "spout": spout,
+                   "rows": rows, "batch": batch, "seed": seed, "start": start, "kill": plan,
+                   "pause": 0.004 if runner == "local" else 0.0, "kafka": kafka}
+            (tmp / f"cfg-{start}.json").write_text(json.dumps(cfg))
+            proc = crash.start()
+            if plan is not None and plan["point"] == "timer" and runner == "spark":
+                # `delay` seconds after the start's first transaction wrote its states (a
+                # wall-clock moment, wherever the driver and Spark then are), recorded as the
+                # driver records its own kills.
+                wrote = lambda start=start: any(  # noqa: E731
+                    r["start"] == start for r in _lines(tmp / "progress.log"))
+                if (crash.wait_until(proc, wrote, 240, poll_s=0.02)
+                        and crash.kill_after(proc, plan["delay"])):
+                    with open(tmp / "events.log", "a") as f:
+                        f.write(json.dumps({"start": start, "kill": "timer",
+                                            "detail": {"delay": plan["delay"]}}) + "\n")
+            codes.append(crash.finish(proc, 300))
+            done = tmp / "done.json"
+            if done.exists():
+                return {"done": json.loads(done.read_text()), "rows": rows, "plans": plans,
+                        "codes": codes, "events": _lines(tmp / "events.log"),
+                        "emitted": _lines(tmp / "emitted.log")}
+            assert codes[-1] == -signal.SIGKILL, (
+                f"seed {seed}: start {start} ({plan}) ended with {codes[-1]} and no done.json:\n"
+                + crash.stderr(start)[-3000:])
     raise AssertionError(f"seed {seed}: not done after {len(plans)} starts; plans {plans}")
-
-
-def _kill_after_first_commit(proc: subprocess.Popen, tmp: Path, start: int,
-                             delay: float) -> None:
-    """SIGKILL `proc`'s group `delay` seconds after its first transaction wrote its states (a
-    wall-clock moment, wherever the driver and Spark then are), and record it."""
-    deadline = time.monotonic() + 240
-    while proc.poll() is None and time.monotonic() < deadline:
-        if any(r["start"] == start for r in _lines(tmp / "progress.log")):
-            time.sleep(delay)
-            if proc.poll() is None:
-                with open(tmp / "events.log", "a") as f:
-                    f.write(json.dumps({"start": start, "kill": "timer",
-                                        "detail": {"delay": delay}}) + "\n")
-                os.killpg(proc.pid, signal.SIGKILL)
-            return
-        time.sleep(0.02)
 
 
 def _lines(path: Path) -> list[dict]:
