@@ -12,13 +12,13 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
 
 import pytest
+from support.crash import Restarts
 from support.redis_server import free_port, start_redis
 from support.runs import MAX_TUPLES
 
@@ -414,15 +414,6 @@ DRIVER = textwrap.dedent(
 )
 
 
-def _start(tmp: Path, items: int, port: int) -> subprocess.Popen:
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
-    return subprocess.Popen(
-        [sys.executable, str(tmp / "driver.py"), str(tmp), str(items), str(port), PASSWORD],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-        start_new_session=True,  # the JVM and workers share the group, so one kill takes all
-    )
-
-
 def _uncommitted_part(tmp: Path) -> int | None:
     """A batch whose sink files exist while the driver has not committed it, after the sinks
     wrote in a committed batch (so their tasks resume from a snapshot, not from `prepare`)."""
@@ -443,35 +434,34 @@ def _uncommitted_part(tmp: Path) -> int | None:
 def test_sigkill_mid_batch_then_restart_writes_every_item_once(tmp_path, redis_server):
     items = 120
     (tmp_path / "driver.py").write_text(DRIVER)
-    first = _start(tmp_path, items, redis_server.port)
-    killed_in = None
-    deadline = time.monotonic() + 180
-    try:
-        while time.monotonic() < deadline and first.poll() is None:
-            killed_in = _uncommitted_part(tmp_path)
-            if killed_in is not None:
-                os.killpg(first.pid, signal.SIGKILL)
-                break
-            time.sleep(0.005)
-    finally:
-        if first.poll() is None and killed_in is None:
-            os.killpg(first.pid, signal.SIGKILL)
-        first.wait(30)
-    assert killed_in is not None, f"never caught a half-done batch: {first.stdout.read()[-3000:]}"
-    assert first.returncode == -signal.SIGKILL
-    assert not (tmp_path / "done.json").exists()
-    written = {p.name: p.stat().st_ino for p in (tmp_path / "jsonl").glob(
-        f"part-b{killed_in:012d}-t*.jsonl")}
-    records_before = read_jsonl(tmp_path / "jsonl")
+    caught: list[int] = []
 
-    second = _start(tmp_path, items, redis_server.port)
-    out, _ = second.communicate(timeout=240)
-    assert second.returncode == 0, out[-4000:]
-    assert (tmp_path / "done.json").exists(), out[-4000:]
+    def uncommitted() -> bool:
+        part = _uncommitted_part(tmp_path)
+        if part is not None:
+            caught.append(part)
+        return part is not None
+
+    argv = [sys.executable, str(tmp_path / "driver.py"), str(tmp_path), str(items),
+            str(redis_server.port), PASSWORD]
+    with Restarts(tmp_path, argv, env=dict(os.environ, PYSPARK_PYTHON=sys.executable)) as crash:
+        first = crash.start()
+        assert crash.kill_when(first, uncommitted, 180), \
+            f"never caught a half-done batch: {crash.output()}"
+        killed_in = caught[-1]
+        assert first.returncode == -signal.SIGKILL
+        assert not (tmp_path / "done.json").exists()
+        written = {p.name: p.stat().st_ino for p in (tmp_path / "jsonl").glob(
+            f"part-b{killed_in:012d}-t*.jsonl")}
+        records_before = read_jsonl(tmp_path / "jsonl")
+
+        second = crash.start()
+        assert crash.finish(second, 240) == 0, crash.output(tail=4000)
+    assert (tmp_path / "done.json").exists(), crash.output(tail=4000)
     done = json.loads((tmp_path / "done.json").read_text())
     # Counters are the run's (docs/metrics.md): the restart acks what the first run had not
     # committed; that every item reached the sink once is checked on the records below.
-    assert done["errors"] == 0 and 0 < done["acked"] <= items, out[-4000:]
+    assert done["errors"] == 0 and 0 < done["acked"] <= items, crash.output(tail=4000)
 
     # The killed batch was replayed: its files were replaced (new inodes), not added to.
     rewritten = {p.name: p.stat().st_ino for p in (tmp_path / "jsonl").glob(
