@@ -43,8 +43,8 @@ hold, for every committed transaction, exactly the words its batch changed with 
 (a real broker, tests/support/kafka_broker.py, started only for these cases).
 
 Kill plans and the opaque batch sizes come from a seed printed in every assertion message;
-`SQUALL_TRIDENT_CRASH_SEED=<seed>` reruns a case with it. `SQUALL_CHAOS=<anything>` adds a longer
-sweep over every runner, state type and spout (marked `chaos`).
+`SQUALL_TRIDENT_CRASH_SEED=<seed>` reruns a case with it. A longer sweep over every runner, state
+type and spout is marked `long` (`-m long`).
 """
 
 from __future__ import annotations
@@ -515,9 +515,8 @@ def test_killed_at_random_points_counts_exactly_once(tmp_path, runner, state_typ
     _dropped_somewhere(spout, dropped, f"seeds from {base}")
 
 
-@pytest.mark.chaos
+@pytest.mark.long
 @pytest.mark.timeout(7200)
-@pytest.mark.skipif(not os.environ.get("SQUALL_CHAOS"), reason="set SQUALL_CHAOS to run the sweep")
 @pytest.mark.parametrize(("runner", "state_type", "spout"), [
     _param(r, st, sp) for r in ("local", "spark") for st, sps in SPOUTS_OF.items() for sp in sps])
 def test_sweep_killed_at_random_points(tmp_path, runner, state_type, spout, request):

@@ -11,19 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import LONG, SEED, SPARK_CHAOS
+from .conftest import LONG, SEED
 from .harness import Outcome, Scenario, local_kills, run_scenario, scenarios
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(7200 if LONG else 900)]
 
-# The Spark scenarios (7 to 8 minutes on 2 cores) run when SQUALL_CHAOS is set; the local ones
-# always. Every exactly-once path on Spark also has its own SIGKILL test
-# (tests/crash/test_*crash.py).
-SPARK = pytest.mark.skipif(not SPARK_CHAOS, reason="set SQUALL_CHAOS=1 (or long) to run the "
-                                                    "Spark scenarios")
+# The Spark scenarios (7 to 8 minutes each on 2 cores) are long ones (`-m long`); the local ones
+# run by default. Every exactly-once path on Spark also has its own SIGKILL test in the default
+# run (tests/crash/test_*crash.py).
 CASES = [
     pytest.param(s, runner, id=f"{s.name}-{runner}",
-                 marks=[pytest.mark.spark, SPARK] if runner == "spark" else [])
+                 marks=[pytest.mark.spark, pytest.mark.long] if runner == "spark" else [])
     for s in scenarios(LONG) for runner in ("spark", "local")
 ]
 
