@@ -349,7 +349,7 @@ def _run_unreachable(runner, bootstrap, config=None):
 
 
 def test_broker_down_is_a_clear_error(runner):
-    from kafka_broker import free_port
+    from support.kafka_broker import free_port
 
     port = free_port()  # nothing listens there
     message = _run_unreachable(runner, f"127.0.0.1:{port}")
@@ -361,7 +361,7 @@ def test_a_broker_requiring_authentication_is_a_clear_error(runner, tmp_path):
     """Tansu with --authentication closes connections whose SASL it does not share, which
     librdkafka reports as a transport failure: the error says to check the security settings
     too."""
-    from kafka_broker import Broker
+    from support.kafka_broker import Broker
 
     secured = Broker(tmp_path, args=["--authentication"]).start()
     try:
@@ -412,7 +412,7 @@ def test_sink_writes_every_tuple(runner, broker, transactional):
 def test_transactional_sink_skips_a_replayed_batch_it_committed(broker):
     """The same batch id run again from the snapshot the batch started from (what Spark does
     after a crash after the sink's transaction committed): skipped by its marker."""
-    from test_sinks import _execute, _replay, _sink_task
+    from support.sink_tasks import execute, replay, sink_task
 
     topic = new_topic(broker, 2)
     rows = [[1, "a", 10], [2, "b", 20], [3, "c", 30]]
@@ -422,15 +422,15 @@ def test_transactional_sink_skips_a_replayed_batch_it_committed(broker):
                          value_field="n", value_serialiser="json", transactional=True,
                          prefix=f"replay-{topic}")
 
-    engine, task = _sink_task(sink())
-    _replay(engine, task, rows, 4)
+    engine, task = sink_task(sink())
+    replay(engine, task, rows, 4)
     assert task.instance.batches_skipped == 1
     assert task.stats.acked == 6 and task.stats.failed == 0 and engine.errors == []
-    _execute(engine, task, [[4, "d", 40]])
+    execute(engine, task, [[4, "d", 40]])
     task.end_batch(5)  # a new batch id is written
     # A fresh run (batch ids from 0 again, same prefix) is not mistaken for a replay.
-    engine2, task2 = _sink_task(sink())
-    _execute(engine2, task2, [[5, "e", 50]])
+    engine2, task2 = sink_task(sink())
+    execute(engine2, task2, [[5, "e", 50]])
     task2.end_batch(4)
     assert task2.instance.batches_skipped == 0
     for t in (task, task2):

@@ -21,6 +21,7 @@ import pytest
 from support.crash import Restarts
 from support.redis_server import free_port, start_redis
 from support.runs import MAX_TUPLES
+from support.sink_tasks import execute, replay, sink_task
 
 from squall import (
     BasicBolt,
@@ -40,9 +41,7 @@ from squall.connectors import (
     read_parquet,
 )
 from squall.connectors.sources import MemorySource
-from squall.runtime.local.engine import LocalEngine
-from squall.task.snapshot import dump_instance, load_instance
-from squall.testing import FixedTupleSpout, MockedSources, complete_topology
+from squall.testing import MockedSources, complete_topology
 from squall.topology.tuple import Tuple
 
 PASSWORD = "s3cret"
@@ -175,45 +174,13 @@ def test_redis_sink_hset_and_set(request, runner):
 # ---- replays: the same batch id twice ------------------------------------------------------------
 
 
-def _sink_task(sink, fields=("id", "word", "n")):
-    """A real task of `sink` (prepared, with its collector), fed by a spout that emits nothing."""
-    b = TopologyBuilder()
-    b.set_spout("events", FixedTupleSpout([], Fields(*fields)))
-    b.set_bolt("sink", sink).shuffle_grouping("events")
-    engine = LocalEngine(b.create_topology())
-    engine.start()
-    task = next(t for t in engine.bolts if t.component_id == "sink")
-    return engine, task
-
-
-def _execute(engine, task, rows, fields=("id", "word", "n")) -> None:
-    spout_task = engine.topology.component_tasks("events")[0]
-    for row in rows:
-        task.execute(Tuple(list(row), Fields(*fields), "events", "default", spout_task,
-                           task=task.task_id))
-
-
-def _replay(engine, task, rows, batch_id, between=None):
-    """Execute `rows` and end `batch_id`, then restore the task to the state the batch started
-    from (as Spark does after a crash) and execute the same rows and batch id again."""
-    before = dump_instance(task)
-    _execute(engine, task, rows)
-    task.end_batch(batch_id)
-    load_instance(task, dump_instance(task))  # a snapshot taken after a write also restores
-    if between is not None:
-        between()
-    load_instance(task, before)
-    _execute(engine, task, rows)
-    task.end_batch(batch_id)
-
-
 @pytest.mark.parametrize("kind", ["jsonl", "parquet"])
 def test_file_sink_replayed_batch_overwrites(tmp_path, kind):
     sink = JsonLinesSink(tmp_path) if kind == "jsonl" else ParquetSink(tmp_path)
-    engine, task = _sink_task(sink)
-    _execute(engine, task, ROWS[:3])
+    engine, task = sink_task(sink)
+    execute(engine, task, ROWS[:3])
     task.end_batch(6)
-    _replay(engine, task, ROWS[3:8], 7)
+    replay(engine, task, ROWS[3:8], 7)
     read = read_jsonl if kind == "jsonl" else read_parquet
     expected = [{"id": i, "word": w, "n": n} for i, w, n in ROWS[:8]]
     assert read(tmp_path) == expected
@@ -227,28 +194,28 @@ def test_redis_replayed_batch_is_skipped_and_acked(redis_server):
     r = redis_server.client
     sink = RedisSink(redis_server.host, redis_server.port, password=PASSWORD,
                      key_field="word", value_field="n", hash_name="replay", prefix="replay")
-    engine, task = _sink_task(sink)
+    engine, task = sink_task(sink)
     rows = [[1, "a", 10], [2, "b", 20], [3, "a", 30]]  # within a batch the last "a" wins
 
     def written_later():  # what a later batch wrote; a re-applied replay would overwrite it
         r.hset("replay", "a", "later")
 
-    _replay(engine, task, rows, 4, between=written_later)
+    replay(engine, task, rows, 4, between=written_later)
     assert r.hgetall("replay") == {"a": "later", "b": "20"}
     assert r.get(f"replay:batch:{task.task_id}") == "4"
     assert task.instance.batches_skipped == 1
     assert task.stats.acked == 6 and task.stats.failed == 0
     assert engine.errors == []
     # A new batch id is applied.
-    _execute(engine, task, [[4, "a", 40]])
+    execute(engine, task, [[4, "a", 40]])
     task.end_batch(5)
     assert r.hget("replay", "a") == "40" and r.get(f"replay:batch:{task.task_id}") == "5"
 
     # A fresh run (batch ids from 0 again, same prefix) is not mistaken for a replay.
-    engine2, task2 = _sink_task(RedisSink(redis_server.host, redis_server.port,
+    engine2, task2 = sink_task(RedisSink(redis_server.host, redis_server.port,
                                           password=PASSWORD, key_field="word", value_field="n",
                                           hash_name="replay", prefix="replay"))
-    _execute(engine2, task2, [[5, "b", 50]])
+    execute(engine2, task2, [[5, "b", 50]])
     task2.end_batch(0)
     assert r.hget("replay", "b") == "50" and r.get(f"replay:batch:{task2.task_id}") == "0"
     assert task2.instance.batches_skipped == 0
@@ -259,7 +226,7 @@ def test_redis_replayed_batch_is_skipped_and_acked(redis_server):
 def test_redis_set_mode_without_hash(redis_server):
     sink = RedisSink(redis_server.host, redis_server.port, password=PASSWORD,
                      key_field="word", value_field="n", prefix="plain")
-    engine, task = _sink_task(sink, fields=("word", "n"))
+    engine, task = sink_task(sink, fields=("word", "n"))
     spout_task = engine.topology.component_tasks("events")[0]
     for values in (["set:x", {"a": [1, 2]}], ["set:y", 2.5], ["set:z", b"raw"]):
         task.execute(Tuple(values, Fields("word", "n"), "events", "default", spout_task,
@@ -271,9 +238,9 @@ def test_redis_set_mode_without_hash(redis_server):
 
 def test_sink_with_a_missing_field_fails_in_prepare(tmp_path):
     with pytest.raises(SinkError, match=r"needs field 'nope'.*component 'sink'"):
-        _sink_task(JsonLinesSink(tmp_path, fields=["id", "nope"]))
+        sink_task(JsonLinesSink(tmp_path, fields=["id", "nope"]))
     with pytest.raises(SinkError, match=r"needs field 'k'"):
-        _sink_task(RedisSink(key_field="k", value_field="n"))
+        sink_task(RedisSink(key_field="k", value_field="n"))
 
 
 def test_redis_sink_pickles_without_a_connection(redis_server):
