@@ -187,11 +187,23 @@ def _stops_what_it_started(request) -> Iterator[None]:
     finally:
         os.environ[processes.OWNER] = processes.FIXTURE_OWNER
     suite = os.environ.get(processes.SUITE, "")
-    left = processes.wait_gone(suite, timeout_s=20, owner=owner)
+    # This process's own Spark JVM (and the Python workers it forks) serves every test after the
+    # one that happened to start it; it is stopped when the worker's session ends.
+    left = processes.wait_gone(suite, timeout_s=20, owner=owner, spare=_spark_gateway_pids())
     if left:
         processes.kill_all(left)
         pytest.fail("the test left processes running (killed now): "
                     + "; ".join(str(f) for f in left), pytrace=False)
+
+
+def _spark_gateway_pids() -> set[int]:
+    """The pid of this process's PySpark JVM, if it started one."""
+    if "pyspark" not in sys.modules:
+        return set()
+    from pyspark import SparkContext
+
+    proc = getattr(SparkContext._gateway, "proc", None)
+    return {proc.pid} if proc is not None else set()
 
 
 def _stop_spark_gateway() -> None:

@@ -61,17 +61,32 @@ def _environ(pid: int) -> dict[str, str]:
     return out
 
 
-def _alive(pid: int) -> bool:
-    """Running, not a zombie waiting for its parent to reap it."""
+def _stat(pid: int) -> tuple[str, int] | None:
+    """A process's state letter and parent pid, or None if it is gone."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
+        return None
+    return fields[0], int(fields[1])
 
 
-def suite_processes(suite: str, owner: str | None = None) -> list[Found]:
-    """The live processes carrying this run's `suite` tag (and `owner`, if given), but this one."""
+def _descends(pid: int, roots: set[int]) -> bool:
+    """Whether `pid` is one of `roots` or a descendant of one."""
+    seen = 0
+    while pid > 1 and seen < 64:
+        if pid in roots:
+            return True
+        stat = _stat(pid)
+        if stat is None:
+            return False
+        pid, seen = stat[1], seen + 1
+    return False
+
+
+def suite_processes(suite: str, owner: str | None = None,
+                    spare: set[int] | None = None) -> list[Found]:
+    """The live processes carrying this run's `suite` tag (and `owner`, if given), but this one
+    and the trees of the processes in `spare`."""
     found = []
     me = os.getpid()
     for entry in Path("/proc").iterdir():
@@ -81,7 +96,10 @@ def suite_processes(suite: str, owner: str | None = None) -> list[Found]:
         env = _environ(pid)
         if env.get(SUITE) != suite or (owner is not None and env.get(OWNER) != owner):
             continue
-        if not _alive(pid):
+        stat = _stat(pid)
+        if stat is None or stat[0] == "Z":  # gone, or a zombie waiting to be reaped
+            continue
+        if spare and _descends(pid, spare):
             continue
         try:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(
@@ -105,11 +123,12 @@ def kill_all(found: Sequence[Found]) -> None:
             os.waitpid(f.pid, os.WNOHANG)
 
 
-def wait_gone(suite: str, timeout_s: float, owner: str | None = None) -> list[Found]:
+def wait_gone(suite: str, timeout_s: float, owner: str | None = None,
+              spare: set[int] | None = None) -> list[Found]:
     """The processes still alive after waiting up to `timeout_s` for them to exit."""
     deadline = time.monotonic() + timeout_s
     while True:
-        left = suite_processes(suite, owner)
+        left = suite_processes(suite, owner, spare)
         if not left or time.monotonic() >= deadline:
             return left
         time.sleep(0.2)
