@@ -16,6 +16,7 @@ import time
 
 import pytest
 from support.kafka_broker import Broker, committed_once, moto_s3
+from support.processes import owned_by_fixture
 from support.run_until import run_until
 
 from squall import BasicBolt, Fields, TopologyBuilder, Values
@@ -88,7 +89,8 @@ def test_broker_restart_mid_run_loses_nothing(runner, s3_broker, tmp_path, caplo
         # in flight cannot ride the outage out in librdkafka's retries, so it is always met.
         # (With 4 s, one run in twelve of two side by side met nothing: no error to check.)
         time.sleep(8)
-        broker.start()
+        with owned_by_fixture():  # the module's broker, stopped by its fixture
+            broker.start()
         outage.append(time.monotonic())
         broker.produce(source, [(None, v.encode(), i % 2) for i, v in enumerate(second)])
 

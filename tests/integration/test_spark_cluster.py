@@ -101,8 +101,10 @@ def cluster(tmp_path_factory):
             try:
                 if master_state(webui).get("aliveworkers") == 2:
                     break
-            except OSError:
-                pass  # the master's web UI is not up yet
+            except (OSError, ValueError):
+                # The master's web UI is not up yet, or answers its HTML page where the JSON
+                # will be (seen on a loaded machine).
+                pass
             assert time.monotonic() < deadline, f"workers not registered in 120 s\n{logs()}"
             time.sleep(1)
         yield url, webui, work_dirs

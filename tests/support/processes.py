@@ -134,6 +134,19 @@ def wait_gone(suite: str, timeout_s: float, owner: str | None = None,
         time.sleep(0.2)
 
 
+@contextlib.contextmanager
+def owned_by_fixture() -> Iterator[None]:
+    """Processes started in the block belong to the fixtures, not to the running test: a
+    module's server that a test restarts is still the fixture's, which stops it."""
+    saved = os.environ.get(OWNER)
+    os.environ[OWNER] = FIXTURE_OWNER
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ[OWNER] = saved
+
+
 def spawn(args: Sequence[str], **popen: Any) -> subprocess.Popen:
     """`subprocess.Popen(args)` in a new session: the process leads a group of its own."""
     popen.setdefault("start_new_session", True)
