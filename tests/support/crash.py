@@ -190,26 +190,6 @@ def half_done_batch(ckpt: Path) -> bool:
     return any(int(s.stem[6:]) > committed for s in (ckpt / "tasks").glob("task=*/batch=*.pkl"))
 
 
-def kill_mid_batch(proc: subprocess.Popen, ckpt: Path, timeout_s: float = 240) -> bool:
-    """SIGKILL `proc`'s process group once a batch is half done; True if that happened.
-
-    A process that is still running when the time is up is killed too (and False returned)."""
-    killed = False
-    deadline = time.monotonic() + timeout_s
-    try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            if ckpt.exists() and half_done_batch(ckpt):
-                os.killpg(proc.pid, signal.SIGKILL)
-                killed = True
-                break
-            time.sleep(0.005)
-    finally:
-        if proc.poll() is None and not killed:
-            os.killpg(proc.pid, signal.SIGKILL)
-        stop_group(proc)
-    return killed
-
-
 # Driver source for the crash tests' subprocesses (needs `os`, `time`, `Spout` and the globals
 # ITEMS and ACKED): a spout whose progress survives a SIGKILL of the whole process.
 ACKED_ITEMS_SPOUT = '''
