@@ -71,6 +71,19 @@ def test_storm_keys_squall_ignores_warn_and_a_users_own_keys_pass(runner, caplog
         "topology.worker.childopts is a Storm key that has no effect in squall (ignored)"]
 
 
+@pytest.mark.runners(spark_session=False)
+def test_topology_workers_is_checked_and_warns_that_it_has_no_effect(runner, caplog):
+    # squall has no workers: parallelism is per component, Spark's executors are spark.* keys.
+    with caplog.at_level(logging.WARNING, logger="squall.config"):
+        make_runner(numbers().create_topology(), {"topology.workers": 4}, runner=runner)
+    assert [r.getMessage() for r in caplog.records] == [
+        "topology.workers is a Storm key that has no effect in squall (ignored): a "
+        "component's tasks are its parallelism hint (or squall run --parallelism), and on "
+        "Spark executors and cores are spark.* keys"]
+    with pytest.raises(ConfigError, match=re.escape("topology.workers must be a positive integer, got 0")):
+        make_runner(numbers().create_topology(), {"topology.workers": 0}, runner=runner)
+
+
 def test_a_components_configuration_is_checked_when_the_topology_is_built():
     b = numbers()
     b.set_bolt("b", Echo()).shuffle_grouping("numbers").add_configuration(

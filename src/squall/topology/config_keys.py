@@ -253,6 +253,15 @@ STORM_KEYS_WITHOUT_EFFECT = frozenset((
     "topology.worker.timeout.secs",
 ))
 
+# Storm keys with a value squall checks (a ported config's typo is still caught) but that change
+# nothing a topology does; each draws one warning saying what to use instead. `topology.workers`
+# only sets how many acker ledgers the local runner keeps when `topology.acker.executors` is
+# unset, which no result, metric or guarantee depends on.
+STORM_KEYS_CHECKED_WITHOUT_EFFECT: dict[str, str] = {
+    "topology.workers": "a component's tasks are its parallelism hint (or squall run "
+                        "--parallelism), and on Spark executors and cores are spark.* keys",
+}
+
 # Namespaces whose keys squall owns: an unknown key there is a mistake, not the user's own.
 RESERVED = ("topology.", "squall.")
 # Keys handed to Spark as they are (the Spark runner sets them on its session).
@@ -270,6 +279,9 @@ def check_key(key: Any) -> str | None:
     """
     if not isinstance(key, str):
         raise ConfigError(f"configuration keys must be strings, got {key!r}")
+    if key in STORM_KEYS_CHECKED_WITHOUT_EFFECT:
+        return (f"{key} is a Storm key that has no effect in squall (ignored): "
+                f"{STORM_KEYS_CHECKED_WITHOUT_EFFECT[key]}")
     if key in KEYS or key.startswith(PASSED_THROUGH):
         return None
     if key in STORM_KEYS_WITHOUT_EFFECT:
