@@ -80,7 +80,8 @@ def test_topology_workers_is_checked_and_warns_that_it_has_no_effect(runner, cap
         "topology.workers is a Storm key that has no effect in squall (ignored): a "
         "component's tasks are its parallelism hint (or squall run --parallelism), and on "
         "Spark executors and cores are spark.* keys"]
-    with pytest.raises(ConfigError, match=re.escape("topology.workers must be a positive integer, got 0")):
+    with pytest.raises(ConfigError, match=re.escape(
+            "topology.workers must be a positive integer, got 0")):
         make_runner(numbers().create_topology(), {"topology.workers": 0}, runner=runner)
 
 
