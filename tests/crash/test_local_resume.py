@@ -128,7 +128,9 @@ if ARGS["sink"] == "redis":
     b.set_bolt("out", sink, 2).fields_grouping("entry", Fields("id"))
 else:
     b.set_bolt("out", sink, 2).shuffle_grouping("count")
-conf = {"squall.local.batch.ms": ARGS["batch_ms"],
+# max.spout.pending bounds a batch (its tuples are acked at its commit), so the input spans
+# many batches however fast the machine reads it and a kill point's n-th occurrence comes.
+conf = {"squall.local.batch.ms": ARGS["batch_ms"], "topology.max.spout.pending": 40,
         "topology.state.provider": ARGS["provider"]}
 if ARGS["provider"] == "durable":
     conf["topology.state.provider.config"] = {"dir": os.path.join(DIR, "state")}
