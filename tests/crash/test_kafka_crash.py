@@ -49,11 +49,22 @@ DRIVER = textwrap.dedent('''
         def declare_output_fields(self, d):
             d.declare(Fields("item", "shout"))
 
+    class Out(KafkaSink):
+        """With HOLD_AFTER_BATCH_0 set, holds (until killed) once its transaction of batch 0
+        committed: the moment before the runner's commit on Spark, and before the publish is
+        done on the local runner."""
+        def _write_transaction(self, batch_id, records):
+            super()._write_transaction(batch_id, records)
+            if batch_id == 0 and os.environ.get("HOLD_AFTER_BATCH_0"):
+                name = "b0-committed-t%d" % self.context.this_task_id
+                open(os.path.join(DIR, name), "w").close()
+                time.sleep(600)
+
     b = TopologyBuilder()
     b.set_spout("in", KafkaSource([IN], ["value"], bootstrap_servers=BOOT, bounded=True,
                                   max_records_per_partition=30, timeout=5), 2)
     b.set_bolt("slow", Slow(), 2).shuffle_grouping("in")
-    b.set_bolt("out", KafkaSink(OUT, bootstrap_servers=BOOT, key_field="item",
+    b.set_bolt("out", Out(OUT, bootstrap_servers=BOOT, key_field="item",
                                 value_field="shout", transactional=MODE == "tx",
                                 attempt_header="attempt", timeout=10), SINK_TASKS).shuffle_grouping(
         "slow")
@@ -119,6 +130,10 @@ def test_sigkill_then_restart_every_record_reaches_the_sink(tmp_path, broker, ru
         assert kills >= 1, f"never killed mid-run: {crash.output(tail=4000)}"
         if not (tmp_path / "done.json").exists():
             assert crash.finish(crash.start(), 300) == 0, crash.output(tail=4000)
+    _check(tmp_path, broker, topic_out, mode, kills, crash)
+
+
+def _check(tmp_path, broker, topic_out, mode, kills, crash) -> None:
     done = json.loads((tmp_path / "done.json").read_text())
     assert done["errors"] == [], crash.output(tail=4000)
 
@@ -134,3 +149,27 @@ def test_sigkill_then_restart_every_record_reaches_the_sink(tmp_path, broker, ru
         "exactly once"
     # Each kill leaves at most one open transaction per sink task.
     assert len(retried) <= kills * SINK_TASKS, retried
+
+
+@pytest.mark.parametrize("runner", ["local", pytest.param("spark", marks=pytest.mark.spark)])
+def test_sigkill_once_the_first_batch_committed_to_kafka_then_it_is_written_once(
+        tmp_path, broker, runner):
+    """Killed after the sink's transaction of batch 0 committed and before the runner's commit
+    (Spark: no task snapshot exists yet; local: before the publish returned), the replay of
+    batch 0 must find that transaction: the sink's identity is the checkpoint's."""
+    stamp = time.monotonic_ns()
+    topic_in = broker.create_topic(f"first-in-{stamp}", 2)
+    topic_out = broker.create_topic(f"first-out-{stamp}", 2)
+    broker.produce(topic_in, [(None, f"i{i}".encode(), i % 2) for i in range(ITEMS)])
+    (tmp_path / "driver.py").write_text(DRIVER)
+    argv = [sys.executable, str(tmp_path / "driver.py"), str(tmp_path), broker.bootstrap,
+            topic_in, topic_out, runner, "tx"]
+    with Restarts(tmp_path, argv, env=dict(os.environ, PYSPARK_PYTHON=sys.executable)) as crash:
+        proc = crash.start(HOLD_AFTER_BATCH_0="1")
+        assert crash.kill_when(proc, lambda: any(tmp_path.glob("b0-committed-t*")), 240), \
+            crash.output(tail=4000)
+        commit = tmp_path / "ckpt" / "commit.pkl"
+        # The moment: on Spark the runner has not committed batch 0; locally it has.
+        assert commit.exists() == (runner == "local"), crash.output(tail=4000)
+        assert crash.finish(crash.start(), 300) == 0, crash.output(tail=4000)
+    _check(tmp_path, broker, topic_out, "tx", 1, crash)

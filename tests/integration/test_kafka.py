@@ -8,6 +8,7 @@ tests/support/kafka_broker.py.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 import time
@@ -195,20 +196,28 @@ def test_source_start_from_timestamp(runner, broker):
     assert sorted(v[0] for _st, v in result.tuples("collect")) == ["v2", "v3"]
 
 
-def test_end_offsets_from_fetches(runner, broker):
+def test_a_bounded_read_with_the_defaults_reads_records_produced_in_batches(runner, broker,
+                                                                           caplog):
     """Records produced in batches of several (Tansu's ListOffsets then answers the last
-    batch's base offset + 1): `end_offsets="fetch"` still reads every one."""
+    batch's base offset + 1): the default end offsets (a fetch's high watermark) still read
+    every one, and the read says what it read per partition."""
     from confluent_kafka import Producer
 
     topic = new_topic(broker, 2)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50})
-    for i in range(40):
+    for i in range(1000):
         producer.produce(topic, value=f"v{i}".encode(), partition=i % 2)
     assert producer.flush(10) == 0
-    src = source(broker, [topic], ["value"], end_offsets="fetch")
-    result = complete_topology(collect_topology(src), runner=runner)
+    src = source(broker, [topic], ["value"])
+    with caplog.at_level(logging.INFO, logger="squall"):
+        result = complete_topology(collect_topology(src), runner=runner)
     assert sorted(v[0] for _st, v in result.tuples("collect")) == sorted(
-        f"v{i}" for i in range(40))
+        f"v{i}" for i in range(1000))
+    # On Spark the planner runs in the reader process, which hands its lines to the driver.
+    told = [r.getMessage() for r in caplog.records if "bounded read of" in r.getMessage()]
+    assert sorted(m.split(" planned")[0] for m in told) == [
+        f"source 'kafka': bounded read of {topic}:{p}" for p in (0, 1)], told
+    assert all("offsets 0 to 500 " in m for m in told), told
 
 
 class FailOnce(Bolt):

@@ -113,7 +113,8 @@ def test_batch_reports_travel_in_their_own_row_kind_not_as_errors():
     b.set_spout("s", FixedTupleSpout([[1]], Fields("n")))
     topology = b.create_topology()
     plan = StagePlan(run_id="r", topology=topology, conf={}, component="", batch_id=1,
-                     committed=0, state_dir="", keys={}, seed=0, tracking=False, capture=False)
+                     committed=0, state_dir="", keys={}, seed=0, tracking=False, capture=False,
+                     checkpoint_id="c")
     out = row_schema.RowBuffer()
     host = StageHost(plan, out)
     attempt = TransactionAttempt(1, 2)

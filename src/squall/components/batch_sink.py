@@ -105,14 +105,23 @@ class BatchSink(Bolt):
         for tup in tuples:
             self.collector.ack(tup)
 
+    # ---- a checkpoint location ------------------------------------------------------------------
+    def bind_checkpoint(self, checkpoint_id: str) -> None:
+        """Called by the runner, before this task writes its first batch, with the identity of
+        the checkpoint location it runs on (stable across the location's restarts). A sink that
+        marks what it wrote, so that a replayed batch is skipped, names its marks with it: a
+        mark named after the process would be missed by the replay of a batch the killed
+        process had written, the first one included. The default does nothing."""
+
     # ---- two phases: the local runner with a checkpoint location ----------------------------
     def begin_transactions(self, committed: int, run_id: str) -> None:
         """Called by the local runner with a checkpoint location before the first batch (of a
         fresh start or a restart): from now on batches are staged at their end and published by
-        `commit_batch` once the runner's commit record names them. First finishes what a
-        killed run left: `recover(committed, run_id)`. `run_id` names the checkpoint's lineage
-        (stable across its restarts)."""
+        `commit_batch` once the runner's commit record names them. Binds the checkpoint
+        (`bind_checkpoint(run_id)`: `run_id` is the location's identity, stable across its
+        restarts), then finishes what a killed run left: `recover(committed, run_id)`."""
         self._two_phase = True
+        self.bind_checkpoint(run_id)
         self.recover(committed, run_id)
         self._staged = []
 

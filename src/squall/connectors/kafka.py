@@ -131,9 +131,12 @@ class KafkaSource(PartitionedSource):
     first plan, then lets the topology finish.
 
     `config` is passed to librdkafka as it is (`security.protocol`, `sasl.mechanism`, ...).
-    `end_offsets="fetch"` takes each partition's end from a fetch's high watermark instead of
-    ListOffsets (one small fetch per partition per plan), for brokers whose ListOffsets answer
-    is not the log's end (Tansu's).
+    Each partition's end is the high watermark of a one-record fetch (`end_offsets="fetch"`,
+    the default: one small fetch per partition per plan), which is the log's end on every
+    broker; `end_offsets="list"` asks ListOffsets instead, one request for all partitions,
+    exact on Kafka but short on brokers whose answer is not the log's end (Tansu's), where a
+    bounded read would end early. A bounded read logs, per partition, the offsets it read
+    once it has planned them all.
     """
 
     def __init__(
@@ -142,7 +145,7 @@ class KafkaSource(PartitionedSource):
         start: str = "earliest", start_offsets: Mapping[str, int] | None = None,
         start_timestamp_ms: int | None = None, key_deserialiser: Deserialiser = "bytes",
         value_deserialiser: Deserialiser = "utf-8", max_records_per_partition: int | None = None,
-        commit_group: str | None = None, end_offsets: str = "list", timeout: float = 10.0,
+        commit_group: str | None = None, end_offsets: str = "fetch", timeout: float = 10.0,
         stream: str = "default",
         bounded: bool = False, records_per_call: int = 1000,
     ) -> None:
@@ -276,13 +279,35 @@ class KafkaSource(PartitionedSource):
         return out
 
     def plan(self, budget: int, max_ranges: int | None = None) -> list[Range]:
+        fresh_bounds = self.bounded and self._bounds is None
         out = super().plan(budget, max_ranges)
         self._planned_once = True
         for r in out:
             self._ranges_inflight.setdefault(r.partition, set()).add(int(r.start))
+        if self.bounded:
+            self._note_read_out(out, fresh_bounds)
         if self.commit_group is not None:
             self._commit_group()
         return out
+
+    def _note_read_out(self, planned: list[Range], fresh_bounds: bool) -> None:
+        """Logs each partition of a bounded read once it is planned to its end: what it read,
+        so a read that ends is never silent about how much it took."""
+        if fresh_bounds or not hasattr(self, "_read_from"):
+            self._read_from: dict[str, int] = {}
+            self._told_read_out: set[str] = set()
+        for r in planned:
+            start = self._read_from.get(r.partition)
+            if start is None or int(r.start) < start:
+                self._read_from[r.partition] = int(r.start)
+        bounds = self._bounds or {}
+        for p in sorted(self._read_out_partitions() - self._told_read_out):
+            self._told_read_out.add(p)
+            end = int(bounds[p])
+            start = self._read_from.get(p, end)
+            log.info("source %r: bounded read of %s planned to its end: offsets %d to %d "
+                     "(%d records at most: transaction markers take offsets too)",
+                     self.component, p, start, end, end - start)
 
     def _watermarks(self, partition: str) -> tuple[int, int]:
         topic, p = split_partition(partition)
@@ -445,9 +470,12 @@ class KafkaSink(BatchSink):
       also commits the batch id as an offset of consumer group `<prefix>-<run>-t<task>` (on
       partition 0 of `topic`); a replayed batch whose transaction committed is skipped, and one
       whose transaction did not is fenced by the new producer (its records aborted) and written
-      again. Readers must use `isolation.level=read_committed` (librdkafka's default). On the
-      local runner with a checkpoint location the batch's records are kept with the commit
-      record and the transaction runs once the runner's commit names the batch.
+      again. `<run>` names the checkpoint location (the same across its restarts, so a
+      replay of any batch, the first included, finds its committed transaction) or, without
+      one, the process. Readers must use `isolation.level=read_committed` (librdkafka's
+      default). On the local runner with a checkpoint location the batch's records are kept
+      with the commit record and the transaction runs once the runner's commit names the
+      batch.
 
     `prefix` defaults to `squall-<component id>`. `config` goes to librdkafka unchanged. With
     `attempt_header`, every record of a transactional batch carries a header of that name,
@@ -491,7 +519,8 @@ class KafkaSink(BatchSink):
         super().prepare(conf, context, collector)
         if self.prefix is None:
             self.prefix = f"squall-{context.this_component_id}"
-        # A fresh run numbers its batches from 0 again: the run keeps its markers apart.
+        # A fresh run numbers its batches from 0 again: the run keeps its markers apart. On a
+        # checkpoint location the runner replaces it with the location's (bind_checkpoint).
         self.run_token = uuid.uuid4().hex[:12]
         self.batches_skipped = 0
         self._pending = {}
@@ -632,12 +661,15 @@ class KafkaSink(BatchSink):
             self._write_transaction(batch_id, records)
             del self._pending[batch_id]
 
-    def recover(self, committed: int, run_id: str) -> None:
-        # The checkpoint's lineage: markers written by its earlier processes are recognised.
-        if self.run_token != run_id[:12] and self._marker is not None:
+    def bind_checkpoint(self, checkpoint_id: str) -> None:
+        # Transactional ids and the marker group are the checkpoint's, not this process's:
+        # markers written by its earlier processes are recognised.
+        if self.run_token != checkpoint_id[:12] and self._marker is not None:
             self._marker.close()
             self._marker = None
-        self.run_token = run_id[:12]
+        self.run_token = checkpoint_id[:12]
+
+    def recover(self, committed: int, run_id: str) -> None:
         for batch_id in sorted(self._pending):
             if batch_id <= committed:
                 self.publish_batch(batch_id)

@@ -242,9 +242,11 @@ class RedisSink(BatchSink):
     For every tuple, `tup[value_field]` is stored under `tup[key_field]`: with `SET` (`MSET`),
     or into the hash `hash_name` with `HSET`. Strings, bytes, ints and floats are stored as they
     are, other values as JSON; within a batch the last tuple for a key wins. The same transaction
-    records the batch id in `<prefix>:batch:<task>` (and the run in `<prefix>:run:<task>`);
-    a batch whose id that task already applied in this run is skipped and its tuples acked, so
-    a replay after a crash does not apply it again. `prefix` defaults to `squall:<component id>`.
+    records the batch id in `<prefix>:batch:<task>` (and the run in `<prefix>:run:<task>`: the
+    checkpoint location's identity, or the process's without one); a batch whose id that task
+    already applied in this run is skipped and its tuples acked, so a replay after a crash,
+    of the first batch too, does not apply it again. `prefix` defaults to
+    `squall:<component id>`.
 
     The connection is opened in `prepare` (lazily: the first batch connects) and is not part of
     the pickled component. If Redis cannot be reached, or refuses the password, a `SinkError`
@@ -298,7 +300,8 @@ class RedisSink(BatchSink):
         if self.prefix is None:
             self.prefix = f"squall:{context.this_component_id}"
         # Identifies this task's run: a fresh run (batch ids from 0 again) must not skip its
-        # batches because an earlier run recorded higher ids. Snapshots keep it across replays.
+        # batches because an earlier run recorded higher ids. On a checkpoint location the
+        # runner replaces it with the location's (bind_checkpoint), kept across restarts.
         self.run_token = uuid.uuid4().hex
         self.batches_skipped = 0
         self._client = self._new_client()
@@ -404,10 +407,12 @@ class RedisSink(BatchSink):
 
         self._client.transaction(apply, marker, run_key)
 
+    def bind_checkpoint(self, checkpoint_id: str) -> None:
+        # The checkpoint's, not this process's: a restart continues the batch ids, and the
+        # marker must recognise the batches its earlier processes applied.
+        self.run_token = checkpoint_id
+
     def recover(self, committed: int, run_id: str) -> None:
-        # The checkpoint's lineage, not this process: a restart continues the batch ids, and
-        # the marker must recognise the batches its earlier processes published.
-        self.run_token = run_id
         if self._client is None:
             self._client = self._new_client()
         for raw in self._client.zrange(self.staged_index, 0, -1):

@@ -23,6 +23,7 @@ from typing import Any
 from squall.errors import SquallError
 from squall.protocols import Progress
 from squall.results import ComponentStats, ErrorRecord, RunResult
+from squall.runtime.checkpoint_location import prepare_location
 from squall.runtime.clock import Clock, RealClock
 from squall.runtime.lifecycle import Controls, Lifecycle
 from squall.runtime.reporting import Reporting
@@ -47,8 +48,8 @@ class LocalTridentRunner(Controls, Reporting):
                  capture: bool = False) -> None:
         self.topology = topology
         self.plan = trident_plan(topology)
-        self.dir = os.path.abspath(checkpoint_location or
-                                   tempfile.mkdtemp(prefix="squall-trident-"))
+        self.dir = prepare_location(checkpoint_location or
+                                    tempfile.mkdtemp(prefix="squall-trident-"))
         self.user_conf = dict(conf or {})
         self.user_conf.setdefault(STORE, {"dir": os.path.join(self.dir, "trident")})
         self.conf = Config.effective_of(self.user_conf)

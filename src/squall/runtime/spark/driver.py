@@ -30,6 +30,7 @@ from squall.metrics.snapshot import BatchMetrics
 from squall.protocols import Progress
 from squall.reliability.acker import AckerLedger, Outcome
 from squall.results import ComponentStats, ErrorLog, ErrorRecord, RunResult, aggregate_stats
+from squall.runtime.checkpoint_location import prepare_location
 from squall.runtime.clock import wall_ms
 from squall.runtime.lifecycle import ACTIVE, STOPPING, Controls, Lifecycle
 from squall.runtime.reporting import Reporting
@@ -37,8 +38,9 @@ from squall.runtime.settlement import Settlement
 from squall.runtime.spark import row_schema
 from squall.runtime.spark.ack_fold import fold
 from squall.runtime.spark.batch_rows import BatchRows, add_counters, decode_batch
-from squall.runtime.spark.fingerprint import check_fingerprint
+from squall.runtime.spark.fingerprint import check_fingerprint, checkpoint_id
 from squall.runtime.spark.query import batch_metrics, drive_query, routing_keys
+from squall.runtime.spark.reader_log import Relay
 from squall.runtime.spark.rescale import migrate
 from squall.runtime.spark.session import get_session
 from squall.runtime.spark.shipping import portable
@@ -114,9 +116,9 @@ class SparkRunner(Controls, Reporting):
         self.user_conf = dict(conf or {})
         self.conf = Config.effective_of(conf)
         # Checks that need no Spark come first, so a wrong checkpoint fails in milliseconds.
-        self.dir = os.path.abspath(checkpoint_location or tempfile.mkdtemp(prefix="squall-"))
-        os.makedirs(self.dir, exist_ok=True)
+        self.dir = prepare_location(checkpoint_location or tempfile.mkdtemp(prefix="squall-"))
         check_fingerprint(self.dir, topology, conf, migrate=migrate)
+        self.checkpoint_id = checkpoint_id(self.dir)
         began = time.monotonic()
         self.spark = session or get_session(master, self.user_conf)
         # Start-up, for the metrics (squall.metrics.snapshot.MetricsSnapshot.startup): the
@@ -150,6 +152,7 @@ class SparkRunner(Controls, Reporting):
         self.failure: SquallError | None = None  # why the runner stopped its query, if it did
         self.retry_backoff_ms = int(self.conf.get(RETRY_BACKOFF_MS) or 1000)
         self.lifecycle = Lifecycle()
+        self.reader_log = Relay()
         # A control file left inactive by a stopped run must not deactivate this one.
         write_control(self.dir, active=True)
         self._restore()
@@ -163,6 +166,12 @@ class SparkRunner(Controls, Reporting):
             "max_batch": int(self.conf.get(MAX_BATCH_TUPLES) or 100_000),
         }
         write_atomic(os.path.join(self.dir, "plan.pkl"), cloudpickle.dumps(plan))
+
+    def _relay_reader_log(self) -> None:
+        """Log what the spouts' reader process logged since the last call (reader_log)."""
+        status = read_status(self.dir) or {}
+        for level, message in self.reader_log.new(status.get("log", [])):
+            log.log(level, "%s", message)
 
     # ---- checkpoint ----------------------------------------------------------------------
     def _restore(self) -> None:
@@ -196,6 +205,7 @@ class SparkRunner(Controls, Reporting):
 
     # ---- one micro-batch -----------------------------------------------------------------
     def _batch(self, df: Any, batch_id: int) -> None:
+        self._relay_reader_log()
         if "first_batch_started_ms" not in self.startup and self._began is not None:
             self.startup["first_batch_started_ms"] = int((time.monotonic() - self._began) * 1000)
         if batch_id <= self.committed:
@@ -204,6 +214,7 @@ class SparkRunner(Controls, Reporting):
             run_id=self.run_id, topology=self.topology, conf=self.user_conf, component="",
             batch_id=batch_id, committed=self.committed, state_dir=self.dir,
             keys=self.keys, seed=self.seed, tracking=self.tracking, capture=self.capture,
+            checkpoint_id=self.checkpoint_id,
         )
         cur = chain_stages(df, plan, self.order)
         attempt = 1
@@ -351,6 +362,7 @@ class SparkRunner(Controls, Reporting):
             run_id=self.run_id, topology=self.topology, conf=self.user_conf, component="",
             batch_id=self.committed, committed=self.committed, state_dir=self.dir,
             keys=self.keys, seed=self.seed, tracking=False, capture=False,
+            checkpoint_id=self.checkpoint_id,
         )
         host = StageHost(plan, row_schema.RowBuffer())
         for cid in self.order:

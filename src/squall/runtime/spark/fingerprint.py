@@ -9,6 +9,11 @@ passes `squall.runtime.spark.rescale.migrate`) or refused (transactional and Tri
 a changed configuration is a warning. The check needs no Spark, so a wrong location fails in
 milliseconds. A `topology.json` written before shapes existed is compared as it was: equal or
 refused.
+
+`checkpoint_id(directory)` is the location's identity across its restarts, written once before
+the first batch: sinks that mark what they wrote (`BatchSink.bind_checkpoint`) name their marks
+with it, so a replay of any batch, the first included, finds what an earlier process of
+the same location committed.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import hashlib
 import json
 import os
 import pickle
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,6 +36,7 @@ from squall.topology.description import Topology
 
 FINGERPRINT_FILE = "topology.json"
 PAYLOADS_FILE = "components.pkl"  # each component's configuration as built, for the warnings
+CHECKPOINT_ID_FILE = "checkpoint-id"
 
 Migrate = Callable[[str, Reshape, Mapping[str, Any]], None]
 
@@ -51,6 +58,25 @@ def fingerprint(topology: Topology) -> dict[str, Any]:
         }
         for cid, spec in topology.components.items()
     }
+
+
+def checkpoint_id(directory: str) -> str:
+    """The identity of checkpoint location `directory`: read, or written on its first start
+    (before any batch, so no batch is ever marked with another).
+
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> first = checkpoint_id(d)
+    >>> len(first), checkpoint_id(d) == first
+    (32, True)
+    """
+    path = os.path.join(directory, CHECKPOINT_ID_FILE)
+    blob = read_or_none(path)
+    if blob is not None:
+        return blob.decode("ascii").strip()
+    token = uuid.uuid4().hex
+    write_atomic(path, token.encode("ascii"))
+    return token
 
 
 def check_fingerprint(directory: str, topology: Topology,

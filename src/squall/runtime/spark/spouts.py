@@ -40,6 +40,7 @@ from squall.runtime.spark.ranges import (
     read_range,
     write_ranges,
 )
+from squall.runtime.spark.reader_log import keep_reader_log
 from squall.task.end_of_input import END_OF_INPUT_SRC, END_OF_INPUT_STREAM
 from squall.task.snapshot import dump_instance, load_instance
 from squall.task.tasks import SpoutTask
@@ -136,6 +137,7 @@ class SpoutReader(DataSourceStreamReader):
 
     def _open(self) -> None:
         self.opened = True
+        self.log = keep_reader_log()  # what the spouts log here reaches the driver's log
         with open(os.path.join(self.run_dir, "plan.pkl"), "rb") as f:
             plan = cloudpickle.load(f)
         topology = plan["topology"]
@@ -403,6 +405,7 @@ class SpoutReader(DataSourceStreamReader):
                 }
                 for t, task in self.tasks.items()
             },
+            "log": self.log.lines(),
         }
         write_atomic(os.path.join(self.run_dir, "status.pkl"), pickle.dumps(status))
 

@@ -28,6 +28,7 @@ from squall.atomic_files import (
     snapshot_path,
     write_atomic,
 )
+from squall.components.batch_sink import BatchSink
 from squall.errors import BatchRetryError
 from squall.reliability.acker import RECORD_FLAG, base_root
 from squall.runtime.gc_pause import gc_paused
@@ -59,6 +60,7 @@ class StagePlan:
     seed: int
     tracking: bool
     capture: bool
+    checkpoint_id: str  # the location's (fingerprint.checkpoint_id): sinks name marks with it
 
 
 class StageHost:
@@ -146,6 +148,10 @@ def _task(plan: StagePlan, task_id: int, host: StageHost) -> BoltTask:
         load_instance(task, blob)
     else:
         task.prepare()  # first batch of this task: prepare runs once, as in Storm
+        if isinstance(task.instance, BatchSink):
+            # Before its first batch is written: a replay of that batch after a kill (no
+            # snapshot yet) must find what the killed attempt committed.
+            task.instance.bind_checkpoint(plan.checkpoint_id)
     if task.checkpointing is not None:
         task.checkpointing.begin_batch(plan.batch_id, plan.committed)
     return task

@@ -49,12 +49,13 @@ from squall.errors import InvalidTopologyError, SquallError
 from squall.metrics.snapshot import BatchMetrics
 from squall.protocols import Progress
 from squall.results import ComponentStats, ErrorLog, ErrorRecord, RunResult, aggregate_stats
+from squall.runtime.checkpoint_location import prepare_location
 from squall.runtime.clock import wall_ms
 from squall.runtime.lifecycle import Controls, Lifecycle
 from squall.runtime.reporting import Reporting
 from squall.runtime.spark import row_schema
 from squall.runtime.spark.batch_rows import add_counters, decode_batch
-from squall.runtime.spark.fingerprint import check_fingerprint
+from squall.runtime.spark.fingerprint import check_fingerprint, checkpoint_id
 from squall.runtime.spark.query import batch_metrics, drive_query, routing_keys
 from squall.runtime.spark.session import get_session
 from squall.runtime.spark.shipping import portable
@@ -154,9 +155,9 @@ class TransactionalSparkRunner(Controls, Reporting):
         coords = [cid for cid in topology.spouts if cid.startswith("$coord-")]
         if len(coords) != 1 or len(topology.spouts) != 1:
             raise InvalidTopologyError("not a topology built by TransactionalTopologyBuilder")
-        self.dir = os.path.abspath(checkpoint_location or tempfile.mkdtemp(prefix="squall-tx-"))
-        os.makedirs(self.dir, exist_ok=True)
+        self.dir = prepare_location(checkpoint_location or tempfile.mkdtemp(prefix="squall-tx-"))
         check_fingerprint(self.dir, topology)
+        self.checkpoint_id = checkpoint_id(self.dir)
         self.user_conf = dict(conf or {})
         self.user_conf.setdefault(STORE, {"dir": os.path.join(self.dir, "transactional")})
         self.user_conf[INBAND] = True
@@ -265,7 +266,7 @@ class TransactionalSparkRunner(Controls, Reporting):
         plan = StagePlan(
             run_id=self.run_id, topology=self.topology, conf=self.user_conf, component="",
             batch_id=txid, committed=txid - 1, state_dir=self.dir, keys=self.keys,
-            seed=self.seed, tracking=False, capture=False)
+            seed=self.seed, tracking=False, capture=False, checkpoint_id=self.checkpoint_id)
         cur = chain_stages(self.spark.createDataFrame(pa.Table.from_batches([batch.to_batch()])),
                            plan, self.order)
         rows = decode_batch(cur.toArrow().to_pydict(), self.topology)

@@ -53,6 +53,7 @@ from squall.errors import SquallError
 from squall.metrics.snapshot import BatchMetrics
 from squall.protocols import Progress
 from squall.results import ComponentStats, ErrorRecord, RunResult
+from squall.runtime.checkpoint_location import prepare_location
 from squall.runtime.gc_pause import gc_paused
 from squall.runtime.lifecycle import Controls, Lifecycle
 from squall.runtime.reporting import Reporting
@@ -690,9 +691,8 @@ class TridentSparkRunner(Controls, Reporting):
                  session: Any = None, capture: bool = False) -> None:
         self.topology = topology
         self.plan = trident_plan(topology)
-        self.dir = os.path.abspath(checkpoint_location or
-                                   tempfile.mkdtemp(prefix="squall-trident-"))
-        os.makedirs(self.dir, exist_ok=True)
+        self.dir = prepare_location(checkpoint_location or
+                                    tempfile.mkdtemp(prefix="squall-trident-"))
         check_fingerprint(self.dir, topology)
         self.user_conf = dict(conf or {})
         self.user_conf.setdefault(STORE, {"dir": os.path.join(self.dir, "trident")})
