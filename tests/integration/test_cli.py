@@ -15,6 +15,9 @@ def test_run_wordcount_file_target_prints_progress_result_and_summary():
     proc = squall("run", "examples/wordcount.py:topology", "--runner", "local",
                   "-c", "wordcount.sentences=3000", "--progress-every", "0.05")
     assert proc.returncode == 0, proc.stderr
+    # Named after the file and the attribute, not the attribute alone (every example's
+    # topology is called `topology`).
+    assert "squall: running examples/wordcount.py:topology as 'wordcount.topology'" in proc.stderr
     assert "word count:" in proc.stdout
     total = int(proc.stdout.split("word count: ")[1].split(" words")[0])
     assert total > 3000 * 5
@@ -90,3 +93,31 @@ def test_main_job_runs_on_spark_by_default_with_progress_and_result(tmp_path):
     summary = proc.stderr.split("squall: summary")[1]
     assert "acked=600" in summary and "errors reported: 0" in summary
     assert (tmp_path / "ckpt" / "commit.pkl").exists()
+
+
+def test_bad_checkpoints_configurations_and_masters_are_refused_in_one_line_before_spark(
+        tmp_path):
+    """Exit 2 and one line saying what to fix, before Spark starts (its log is not even
+    routed) and before the local runner starts."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    cases = [
+        (["--checkpoint", str(a_file)], f"checkpoint location {a_file} is a file"),
+        (["--checkpoint", str(a_file / "sub")], f"{a_file} is a file, not a directory"),
+        # Root may write anywhere but in /sys: the permission case whoever runs the suite.
+        (["--checkpoint", "/sys/squall-checkpoint"], "no permission to write in /sys"),
+        (["-c", 'topology.state.provider.config={"dir": 5}'],
+         "topology.state.provider.config: 'dir' must be a directory (a non-empty string), got 5"),
+        (["--master", "sprak://127.0.0.1:7077"],
+         "master 'sprak://127.0.0.1:7077' is not a Spark master URL"),
+    ]
+    for runner in ("spark", "local"):
+        for extra, message in cases:
+            if runner == "local" and "--master" in extra:
+                continue  # refused as --master applies to the spark runner (tested elsewhere)
+            proc = squall("run", "examples/wordcount.py:topology", "--runner", runner, *extra)
+            assert proc.returncode == 2, (runner, extra, proc.stderr)
+            lines = proc.stderr.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith("squall run: "), (runner, lines)
+            assert message in lines[0], (runner, lines)
+    assert not (tmp_path / "a-file").is_dir() and not list(tmp_path.glob("a-file*/**"))

@@ -351,6 +351,11 @@ def test_the_control_endpoint_wants_the_runs_token_and_listens_on_loopback(tmp_p
         # A second run under the same name is refused while the first runs.
         second = _squall(tmp_path, "run", TARGET, "--runner", "local", "--name", "stoptest")
         assert second.returncode == 2 and "already running" in second.stderr
+        # On Spark too, in one line, before Spark starts (its output is not even routed).
+        on_spark = _squall(tmp_path, "run", TARGET, "--runner", "spark", "--name", "stoptest")
+        lines = on_spark.stderr.strip().splitlines()
+        assert on_spark.returncode == 2 and len(lines) == 1 and "already running" in lines[0], \
+            on_spark.stderr
     finally:
         stop_group(proc)
     # The killed run's entry is stale: ignored and removed.

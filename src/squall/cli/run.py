@@ -37,7 +37,14 @@ from squall.cli.control import ControlServer
 from squall.cli.metrics_file import MetricsFile, MetricsFileError
 from squall.cli.progress import ProgressDisplay, summary
 from squall.cli.prometheus import MetricsServer, MetricsServerError
-from squall.cli.rundir import RunDirError, RunEntry, check_name, register, unregister
+from squall.cli.rundir import (
+    RunDirError,
+    RunEntry,
+    check_name,
+    refuse_if_running,
+    register,
+    unregister,
+)
 from squall.cli.stopping import DEFAULT_STOP_TIMEOUT_S, SignalStop, route_spark_output
 from squall.cli.target import (
     TargetError,
@@ -45,12 +52,14 @@ from squall.cli.target import (
     merge_conf,
     parse_overrides,
     parse_parallelism,
-    split_target,
+    run_name,
 )
 from squall.errors import InvalidTopologyError, SquallError
 from squall.metrics.snapshot import MetricsSnapshot
 from squall.protocols import Progress, Runner
 from squall.runners import DEFAULT_RUNNER, RUNNERS, make_runner
+from squall.runtime.checkpoint_location import prepare_location
+from squall.runtime.spark.session import check_master
 from squall.state.providers import DURABLE
 from squall.task.reshape import compare, shape
 from squall.topology.description import Topology
@@ -78,7 +87,8 @@ def add_parser(verbs: Any) -> None:
                         "(repeatable); on a checkpoint, a rescale (see `squall rebalance`)")
     p.add_argument("--name", default=None,
                    help="the name `squall list`/`kill`/`deactivate`/`activate` know this run by "
-                        "(default: TARGET's attribute); one running topology per name")
+                        "(default: TARGET's module or file name and attribute, e.g. "
+                        "wordcount.topology); one running topology per name")
     p.add_argument("--stop-timeout", type=float, default=DEFAULT_STOP_TIMEOUT_S,
                    metavar="SECONDS",
                    help="on SIGINT/SIGTERM, how long work in flight may take to finish before "
@@ -147,8 +157,9 @@ def main(args: argparse.Namespace) -> int:
         topology, conf = load_target(args.target)
         conf = merge_conf(conf, parse_overrides(args.conf))
         topology = topology.with_parallelism(parse_parallelism(args.parallelism))
-        name = args.name or split_target(args.target)[1]
+        name = args.name or run_name(args.target)
         check_name(name)
+        refuse_if_running(name)  # before anything starts (register checks it again)
     except (TargetError, RunDirError, InvalidTopologyError) as exc:
         print(f"squall run: {exc}", file=sys.stderr)
         return 2
@@ -162,6 +173,16 @@ def main(args: argparse.Namespace) -> int:
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
         print(f"squall run: --metrics-port must be 0 to 65535, got {args.metrics_port}",
               file=sys.stderr)
+        return 2
+    try:
+        # What Spark would refuse, or a checkpoint that cannot be written: said before Spark
+        # starts, in one line.
+        if args.runner == "spark":
+            check_master(args.master)
+        if args.checkpoint is not None:
+            prepare_location(args.checkpoint)
+    except SquallError as exc:
+        print(f"squall run: {exc}", file=sys.stderr)
         return 2
     metrics_file = metrics_server = None
     try:

@@ -98,16 +98,22 @@ def lookup(name: str, directory: str | Path | None = None) -> RunEntry | None:
     return entry
 
 
+def refuse_if_running(name: str, pid: int | None = None,
+                      directory: str | Path | None = None) -> None:
+    """`RunDirError` if a live process other than `pid` (default: this one) runs a topology
+    named `name`."""
+    other = lookup(name, directory)
+    if other is not None and other.pid != (os.getpid() if pid is None else pid):
+        raise RunDirError(f"a topology named {name!r} is already running (pid {other.pid}); "
+                          f"stop it with `squall kill {name}` or choose another --name")
+
+
 def register(entry: RunEntry, directory: str | Path | None = None) -> Path:
     """Write `entry`; refuses a name a live run already has."""
     check_name(entry.name)
     base = Path(directory or run_dir())
     base.mkdir(parents=True, exist_ok=True, mode=0o700)
-    other = lookup(entry.name, base)
-    if other is not None and other.pid != entry.pid:
-        raise RunDirError(f"a topology named {entry.name!r} is already running (pid "
-                          f"{other.pid}); stop it with `squall kill {entry.name}` or choose "
-                          "another --name")
+    refuse_if_running(entry.name, entry.pid, base)
     path = _path(entry.name, base)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -29,7 +29,7 @@ from typing import Any
 
 from squall.cli.control import ControlError, request
 from squall.cli.rundir import lookup
-from squall.cli.target import TargetError, parse_overrides, split_target
+from squall.cli.target import TargetError, parse_overrides, run_name, split_target
 from squall.runtime.spark.session import is_loopback_master
 
 SKIP_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
@@ -59,7 +59,7 @@ def add_parser(verbs: Any) -> None:
                    help="how often the driver prints progress (0 disables)")
     p.add_argument("--name", default=None,
                    help="the name `squall list`/`kill` know the run by (default: TARGET's "
-                        "attribute)")
+                        "module or file name and attribute)")
     p.add_argument("--stop-timeout", type=float, default=None, metavar="SECONDS",
                    help="on SIGINT/SIGTERM, how long work in flight may take to finish "
                         "(default: squall run's)")
@@ -210,8 +210,9 @@ def build_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str], 
     if args.progress_every is not None:
         cmd += ["--progress-every", repr(args.progress_every)]
     # getattr: callers that build the namespace themselves may leave these out.
-    if getattr(args, "name", None) is not None:
-        cmd += ["--name", args.name]
+    # Named here, so the driver is found by the name `squall submit` knows (its target may
+    # be rewritten for the cluster).
+    cmd += ["--name", getattr(args, "name", None) or run_name(args.target)]
     if getattr(args, "stop_timeout", None) is not None:
         cmd += ["--stop-timeout", repr(args.stop_timeout)]
     if getattr(args, "metrics_json", None) is not None:
@@ -251,8 +252,7 @@ def main(args: argparse.Namespace) -> int:
         # driver for a graceful stop; spark-submit's JVM would otherwise shut the driver down.
         proc = subprocess.Popen(cmd, env={**os.environ, **env, STDERR_FIFO_ENV: fifo},
                                 start_new_session=True)
-        forward = _ForwardStop(proc, args.name or split_target(args.target)[1],
-                               args.stop_timeout)
+        forward = _ForwardStop(proc, args.name or run_name(args.target), args.stop_timeout)
         forward.install()
         try:
             return proc.wait()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,6 +38,25 @@ def split_target(target: str) -> tuple[str, str, Path | None]:
             raise TargetError(f"no such file: {path}")
         return module_part, attr, path
     return module_part, attr, None
+
+
+def run_name(target: str) -> str:
+    """The name a run of `target` is known by when `--name` is not given: the module (or the
+    file's name without `.py`) and the attribute, so runs of two examples do not collide
+    because both call their topology `topology`.
+
+    >>> run_name("examples/wordcount.py:topology")
+    'wordcount.topology'
+    >>> run_name("mypackage.pipelines:files_to_parquet")
+    'mypackage.pipelines.files_to_parquet'
+    """
+    module_part, sep, attr = target.rpartition(":")
+    if not sep or not module_part or not attr:
+        split_target(target)  # raises, naming the expected form
+    if module_part.endswith(".py") or "/" in module_part:
+        module_part = Path(module_part).name.removesuffix(".py")
+    name = re.sub(r"[^A-Za-z0-9_.-]", "-", f"{module_part}.{attr}").lstrip("._-")
+    return name[:100] or "topology"
 
 
 def load_target(target: str) -> tuple[Topology, dict[str, Any]]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -110,6 +111,34 @@ def mapping_or_json(v: Any) -> bool:
     return False
 
 
+# The settings of the built-in state providers, by type (squall.state.providers): a wrong type
+# fails the configuration check instead of the first task that opens a state.
+_PROVIDER_CONFIG = "topology.state.provider.config"
+_PROVIDER_TEXT = ("dir", "host", "password", "prefix", "key_serializer", "value_serializer")
+_PROVIDER_INTEGER = ("port", "database")
+_PROVIDER_NUMBER = ("timeout", "retry_timeout")
+
+
+def state_provider_config(v: Any) -> bool:
+    """A mapping (or JSON object) of provider settings; a setting of the wrong type raises
+    `ConfigError` naming it, which says more than the key's `allowed`."""
+    if not mapping_or_json(v):
+        return False
+    settings = json.loads(v) if isinstance(v, str) else (v or {})
+    for key, value in settings.items():
+        if key in _PROVIDER_TEXT and not (isinstance(value, str | os.PathLike) and value != ""):
+            wanted = "a directory (a non-empty string)" if key == "dir" else "a non-empty string"
+        elif key in _PROVIDER_INTEGER and not integer(0)(value):
+            wanted = "an integer >= 0"
+        elif key in _PROVIDER_NUMBER and not positive_number()(value):
+            wanted = "a positive number of seconds"
+        else:
+            continue
+        raise ConfigError(f"{_PROVIDER_CONFIG}: {key!r} must be {wanted}, "
+                          f"got {value!r}")
+    return True
+
+
 def fraction(v: Any) -> bool:
     return _is_number(v) and 0 < float(v) <= 1
 
@@ -138,8 +167,8 @@ KEYS: dict[str, KeySpec] = {
         "a positive number of milliseconds (0 or unset: 1000)", integer(0, unset_ok=True)),
     "topology.state.provider": KeySpec(
         "a provider name: memory, durable, redis (unset: memory)", text(unset_ok=True)),
-    "topology.state.provider.config": KeySpec(
-        "a mapping or a JSON object", mapping_or_json),
+    _PROVIDER_CONFIG: KeySpec(
+        "a mapping or a JSON object", state_provider_config),
     "topology.sleep.spout.wait.strategy.time.ms": KeySpec(
         "a number of milliseconds >= 0", positive_number(zero_ok=True)),
     "topology.trident.batch.emit.interval.millis": KeySpec(

@@ -26,8 +26,25 @@ class SparkUnavailableError(SquallError):
     """Spark cannot start here; the message says why and what to do."""
 
 
+def check_master(master: str | None) -> None:
+    """Refuse a master URL Spark would refuse (its rule: "yarn", or `local...`, `spark://...`,
+    `k8s://...`), before Spark starts and says so only in its own log.
+
+    >>> check_master("local[2]"); check_master("spark://10.0.0.5:7077"); check_master(None)
+    >>> check_master("sprak://10.0.0.5:7077")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    squall.runtime.spark.session.SparkUnavailableError: master 'sprak://10.0.0.5:7077' is ...
+    """
+    if master is None or master == "yarn" or master.startswith(("local", "spark://", "k8s://")):
+        return
+    raise SparkUnavailableError(
+        f"master {master!r} is not a Spark master URL: give local[*] (or local, local[N]), "
+        "spark://HOST:PORT, yarn or k8s://HOST:PORT; nothing was run")
+
+
 def get_session(master: str | None = None, conf: Mapping[str, Any] | None = None):
     """The active session, or a new one for `master` with squall's defaults and `spark.*` conf."""
+    check_master(master)
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         raise SparkUnavailableError(
             "Java was not found: Spark needs Java 17 (install openjdk-17-jre-headless, or set "
