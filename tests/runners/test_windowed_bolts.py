@@ -164,6 +164,23 @@ def test_a_late_stream_set_through_storms_key_is_declared_and_used(runner):
     assert sorted(result.acked("events")) == [0, 1] and result.errors == []
 
 
+def test_a_late_stream_named_only_in_the_topology_configuration_is_refused_at_the_start(
+        runner):
+    # The key in the run's configuration, not on the component: the bolt declares no such
+    # stream. Storm refuses it at prepare; here the runner refuses it before any work, naming
+    # the bolt, the stream and the builder method (it was a bare KeyError in the task).
+    b = TopologyBuilder()
+    b.set_spout("events", FixedTupleSpout([[1, 5000]], Fields("v", "ts")))
+    bolt = Describe().with_tumbling_window(Duration.seconds(10)).with_timestamp_field("ts")
+    b.set_bolt("w", bolt).shuffle_grouping("events")
+    with pytest.raises(InvalidTopologyError) as caught:
+        complete_topology(b.create_topology(), {"topology.bolts.late.tuple.stream": "late"},
+                          runner=runner)
+    message = str(caught.value)
+    assert "windowed bolt 'w'" in message and "'late'" in message, message
+    assert "with_late_tuple_stream('late')" in message, message
+
+
 @pytest.mark.runners("local", "spark", "spark-1tuple")
 @pytest.mark.parametrize("interval_ms, late", [(None, []), (0, ["b"])])
 def test_disorder_within_the_watermark_interval_is_not_late(runner, runner_conf, interval_ms,

@@ -350,13 +350,23 @@ def check_window_limits(topology: Topology, conf: Mapping[str, Any] | None) -> N
     than `topology.max.spout.pending` would wait for ever. Equality is allowed, as in Storm.
     A persistent stateful windowed bolt acks its input at every checkpoint instead, so for it
     (Storm's `PersistentWindowedBoltExecutor.validate`) only the checkpoint interval must not
-    exceed the message timeout.
+    exceed the message timeout. A late tuple stream named in the run's configuration
+    (`topology.bolts.late.tuple.stream`) must be one the bolt declares, as Storm's executor
+    checks at prepare: the builder method declares it.
     """
     for cid, spec in topology.bolts.items():
         c = spec.conf
         if WINDOW_LENGTH_COUNT not in c and WINDOW_LENGTH_DURATION_MS not in c:
             continue
         eff = Config.effective_of(conf, c)
+        late = eff.get(LATE_TUPLE_STREAM)
+        if late is not None and late not in spec.streams:
+            raise InvalidTopologyError(
+                f"windowed bolt {cid!r}: the late tuple stream {late!r} "
+                f"({LATE_TUPLE_STREAM} in the topology configuration) is not defined on the "
+                f"bolt; define it with the builder method with_late_tuple_stream({late!r}) "
+                "(Storm's withLateTupleStream), which needs a timestamp field or extractor",
+                component=cid)
         timeout = message_timeout_ms(eff)
         if c.get(PERSISTENT):
             interval = checkpoint_interval_ms(eff)
