@@ -1,5 +1,5 @@
-"""Poison tuples (issue 16, finding 1): retries with a limit, backoff, the dead-letter stream,
-and error logging that does not drown the log, on both runners.
+"""Poison tuples: retries with a limit, backoff, the dead-letter stream, error logging that
+does not drown the log, and a warning naming a message replayed for ever, on both runners.
 
 A bolt that raises on one value used to have that tuple replayed for ever: on the local runner
 the other partition was never read, on Spark the whole range was replayed again and again and
@@ -13,6 +13,7 @@ import pickle
 from collections import Counter
 
 import pytest
+from support.run_until import run_until
 from test_sources import FailOnce  # fails the first delivery of every multiple of 5
 
 from squall import (
@@ -290,6 +291,45 @@ def test_a_record_replayed_for_ever_does_not_starve_the_other_partitions():
     engine.run(should_stop=lambda: passed() >= good or executed() > 5 * good)
     assert passed() == good
     assert engine.spouts[0].stats.failed > 0 and not engine.complete()
+
+
+class FailsPoison(Bolt):
+    """Fails (without raising) the poison value, acks the others."""
+
+    def execute(self, tup):
+        if (tup["p"], tup["i"]) == POISON:
+            self.collector.fail(tup)
+        else:
+            self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        pass
+
+
+@pytest.mark.runners("local", "spark")
+def test_a_message_replayed_for_ever_is_named_with_the_key_that_bounds_it(runner, caplog):
+    # Storm's default replays for ever, so a poison tuple keeps a bounded run from ending:
+    # after 10 failures (then 100, 1,000...) one warning says which message, how often, the
+    # last error and the keys that bound and space its replays.
+    data = {p: [[p, i] for i in range(1300)] for p in PARTITIONS}
+    b = TopologyBuilder()
+    b.set_spout("numbers", MemorySource(data, Fields("p", "i"), records_per_range=RANGE))
+    b.set_bolt("check", FailsPoison()).shuffle_grouping("numbers")
+
+    def told() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "replayed for ever" in r.getMessage()]
+
+    with caplog.at_level(logging.WARNING, logger="squall"):
+        result = run_until(b.create_topology(), lambda: bool(told()), {MAX_TUPLES: 1000},
+                           runner=runner, cap_s=240)
+    assert result.stats["numbers"].failed >= 10
+    line = told()[0]  # then 100, 1,000... times, if the run got there before it stopped
+    assert all(" has failed 10" in m and m.split(" has failed ")[1].split()[0].strip("0") == "1"
+               for m in told()), told()
+    assert line.startswith("spout 'numbers' task ") and "has failed 10 times" in line, line
+    # Which message: the record on the local runner, its range (Spark's unit) on Spark.
+    assert ("('1', 1234)" in line) if runner == "local" else ("1200" in line), line
+    assert "squall.retry.max.retries" in line and "'dead_letter' stream" in line, line
 
 
 def test_a_replay_that_succeeds_is_forgotten():

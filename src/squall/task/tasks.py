@@ -341,7 +341,12 @@ class SpoutTask(TaskRuntime):
         msg_id = entry.msg_id
         retries = self.retries
         if not (retries.policy.limited or retries.policy.delays):
-            self._call("fail", msg_id)  # Storm's way: the spout replays at once, for ever
+            # Storm's way: the spout replays at once, for ever. Counted, so that a message
+            # that keeps failing (a poison tuple, which keeps a bounded run from ending) is
+            # said, with the key that bounds its replays.
+            retries.failed(msg_id, 0)  # counted only: no limit, no backoff
+            self._tell_repeated(msg_id, retries.attempts(msg_id), error)
+            self._call("fail", msg_id)
             return
         now = self.host.now_ms()
         source = self.spout if isinstance(self.spout, PartitionedSource) else None
@@ -380,6 +385,17 @@ class SpoutTask(TaskRuntime):
             self._dead_letter(entry, error, retries.last_dead_attempts, now, source)
         elif due <= now:
             self._call("fail", msg_id)
+
+    def _tell_repeated(self, msg_id: Any, failures: int, error: tuple[str, str]) -> None:
+        """Warn when a message replayed for ever has failed 10, 100, 1,000... times: once per
+        order of magnitude, so a poison tuple is named without a line per replay."""
+        if failures < 10 or failures != 10 ** (len(str(failures)) - 1):
+            return
+        log.warning(
+            "spout %r task %s: message %r has failed %d times (last: %s: %s) and is replayed "
+            "for ever (Storm's default); set squall.retry.max.retries to bound its replays "
+            "(then it goes to the %r stream), and squall.retry.initial.delay.ms to space them",
+            self.component_id, self.task_id, msg_id, failures, error[0], error[1], DEAD_LETTER)
 
     def _dead_letter(self, entry: PendingEntry, error: tuple[str, str], attempts: int,
                      now: int, source: PartitionedSource | None) -> None:
