@@ -19,8 +19,12 @@ from squall.testing import FixedTupleSpout
 from squall.windows import (
     MAX_TIMESTAMP,
     WATERMARK_STREAM,
+    AccumulationMode,
+    AfterCount,
+    AfterWatermark,
     GlobalWindow,
     KeyedWindowedOperator,
+    LatenessRule,
     SessionWindows,
     TimeWindows,
     TriggerOption,
@@ -349,3 +353,51 @@ def test_merge_operator_watermark_is_the_min_of_its_inputs(request, runner, runn
     # orders alone would have taken it to 5100
     assert wms[-1] == MAX_TIMESTAMP
     assert max(wms[:-1]) == 2200
+
+
+# ---- which late tuples count: Beam's rule and Apex's -------------------------------------------
+
+# Windows of 10 s, allowed lateness 5 s, the watermark at the largest timestamp: 6 s arrives when
+# the watermark is 12 s, 6 s behind it. Its window [0, 10 s) has not expired (10 + 5 > 12).
+LATE_EVENTS = [["a", 1, 1000], ["a", 2, 12000], ["a", 3, 6000]]
+
+
+def lateness_topology():
+    b = TopologyBuilder()
+    b.set_spout("events", FixedTupleSpout(LATE_EVENTS, FIELDS))
+    common = {"window": TimeWindows(Duration.seconds(10)), "accumulation": accumulations.Sum(),
+              "allowed_lateness": Duration.seconds(5), "watermark_delay": Duration(0),
+              "late_stream": "late"}
+    beam = AfterWatermark(late=AfterCount(1))
+    b.set_bolt("beam", keyed(trigger=beam, accumulation_mode=AccumulationMode.ACCUMULATING,
+                             **common)).fields_grouping("events", Fields("user"))
+    b.set_bolt("beam_apex_rule", keyed(trigger=beam,
+                                       accumulation_mode=AccumulationMode.ACCUMULATING,
+                                       lateness_rule=LatenessRule.BEHIND_WATERMARK, **common)
+               ).fields_grouping("events", Fields("user"))
+    b.set_bolt("apex", keyed(trigger=AT_WM.with_late_firings_at_every(1)
+                             .accumulating_fired_panes(), **common)
+               ).fields_grouping("events", Fields("user"))
+    return b.create_topology()
+
+
+@pytest.mark.runners("local", "spark")
+def test_beam_triggers_drop_a_late_tuple_only_once_its_window_expired(request, runner):
+    result = _cached(request, "lateness", runner, lateness_topology)
+    # Beam's rule, the default with Beam's triggers: 6 s goes into a LATE pane of [0, 10 s).
+    assert panes(result, "beam") == [
+        ("a", 0, 10000, 1, "ON_TIME", 0, False),
+        ("a", 0, 10000, 4, "LATE", 1, False),
+        ("a", 10000, 20000, 2, "ON_TIME", 0, False),  # end of input
+    ]
+    assert result.tuples("beam", "late") == []
+    # Apex's rule, the default with TriggerOption and a choice with Beam's triggers: 6 s is
+    # more than 5 s behind the watermark, so it is dropped to the late stream.
+    for component in ("beam_apex_rule", "apex"):
+        assert panes(result, component) == [
+            ("a", 0, 10000, 1, "ON_TIME", 0, False),
+            ("a", 10000, 20000, 2, "ON_TIME", 0, False),
+        ], component
+        [late] = result.tuples(component, "late")
+        assert late[:3] == ["a", 3, 6000], (component, late)
+    assert result.errors == []

@@ -181,7 +181,7 @@ def run(engine: WindowedEngine, steps: list[tuple], snapshots: bool = False
         marks += [engine.watermark] * len(out)
         if snapshots:
             engine = pickle.loads(pickle.dumps(engine))
-    return panes, marks, accepted - engine.closed_drops
+    return panes, marks, accepted - engine.closed_drops - engine.expired_drops
 
 
 def check_pane_rules(panes: list[tuple], marks: list[int], combiner: TimestampCombiner,

@@ -76,6 +76,7 @@ from squall.panes.engine import WindowedEngine
 from squall.panes.pane_info import (
     PANE_INFO_FIELDS,
     ClosingBehavior,
+    LatenessRule,
     OnTimeBehavior,
     TimestampCombiner,
 )
@@ -137,6 +138,7 @@ class WindowedOperatorBase(Bolt):
         pane_info: bool = False,
         source_watermarks: bool = True,
         processing_time_watermark: DurationLike | None = None,
+        lateness_rule: LatenessRule | None = None,
     ) -> None:
         if window is not None and not isinstance(window, WindowOption):
             raise TypeError(f"window must be GlobalWindow(), TimeWindows(...) or "
@@ -154,6 +156,7 @@ class WindowedOperatorBase(Bolt):
         self.on_time_behavior = on_time_behavior
         self.closing_behavior = closing_behavior
         self.timestamp_combiner = timestamp_combiner
+        self.lateness_rule = lateness_rule  # None: the trigger model's own (the engine's)
         self.pane_info = bool(pane_info)
         # With `watermark_delay`, inputs read from partitioned sources take the watermark per
         # source partition (squall.partition_watermarks); False: from the input's largest
@@ -204,7 +207,8 @@ class WindowedOperatorBase(Bolt):
                 "closing_behavior": getattr(self, "closing_behavior",
                                             ClosingBehavior.FIRE_IF_NON_EMPTY),
                 "timestamp_combiner": getattr(self, "timestamp_combiner",
-                                              TimestampCombiner.OUTPUT_AT_EOW)}
+                                              TimestampCombiner.OUTPUT_AT_EOW),
+                "lateness_rule": getattr(self, "lateness_rule", None)}
 
     @property
     def output_width(self) -> int:
@@ -283,8 +287,11 @@ class KeyedWindowedOperator(WindowedOperatorBase):
     `SessionWindows(gap)`, or None to take the windows of the upstream operator's panes.
     Timestamps come from `timestamp_field` or `timestamp_extractor` (ms), keys from `key_field`
     or `key_extractor`, values from `value_field` or `value_extractor` (default: the tuple's
-    values as a tuple). `allowed_lateness`: tuples older than watermark - lateness are dropped
-    (to `late_stream` if given) and windows purged (None: never). `watermark_delay`: generate
+    values as a tuple). `allowed_lateness`: windows are purged once their end is that far
+    behind the watermark (None: never), and tuples too late are dropped (to `late_stream` if
+    given): by `lateness_rule`, with Beam's triggers when every window of the tuple has expired
+    (`LatenessRule.WINDOW_EXPIRED`), with `TriggerOption` when the tuple is older than
+    watermark - lateness (`LatenessRule.BEHIND_WATERMARK`, Apex's rule). `watermark_delay`: generate
     the watermark from event time, trailing the largest timestamp by this much: per partition
     of the upstream partitioned sources (files, Redis streams, Kafka), the slowest partition
     deciding and each tuple judged late against its own partition, so results do not depend on
@@ -322,7 +329,8 @@ class KeyedWindowedOperator(WindowedOperatorBase):
                  closing_behavior: ClosingBehavior = ClosingBehavior.FIRE_IF_NON_EMPTY,
                  timestamp_combiner: TimestampCombiner = TimestampCombiner.OUTPUT_AT_EOW,
                  pane_info: bool = False, source_watermarks: bool = True,
-                 processing_time_watermark: DurationLike | None = None) -> None:
+                 processing_time_watermark: DurationLike | None = None,
+                 lateness_rule: LatenessRule | None = None) -> None:
         super().__init__(accumulation=accumulation, window=window, trigger=trigger,
                          allowed_lateness=allowed_lateness, watermark_delay=watermark_delay,
                          late_stream=late_stream, timestamp_fields=(timestamp_field,),
@@ -333,7 +341,7 @@ class KeyedWindowedOperator(WindowedOperatorBase):
                          on_time_behavior=on_time_behavior, closing_behavior=closing_behavior,
                          timestamp_combiner=timestamp_combiner, pane_info=pane_info,
             source_watermarks=source_watermarks,
-            processing_time_watermark=processing_time_watermark)
+            processing_time_watermark=processing_time_watermark, lateness_rule=lateness_rule)
 
 
 class WindowedOperator(WindowedOperatorBase):
@@ -353,7 +361,8 @@ class WindowedOperator(WindowedOperatorBase):
                  closing_behavior: ClosingBehavior = ClosingBehavior.FIRE_IF_NON_EMPTY,
                  timestamp_combiner: TimestampCombiner = TimestampCombiner.OUTPUT_AT_EOW,
                  pane_info: bool = False, source_watermarks: bool = True,
-                 processing_time_watermark: DurationLike | None = None) -> None:
+                 processing_time_watermark: DurationLike | None = None,
+                 lateness_rule: LatenessRule | None = None) -> None:
         super().__init__(accumulation=accumulation, window=window, trigger=trigger,
                          allowed_lateness=allowed_lateness, watermark_delay=watermark_delay,
                          late_stream=late_stream, timestamp_fields=(timestamp_field,),
@@ -363,7 +372,7 @@ class WindowedOperator(WindowedOperatorBase):
             on_time_behavior=on_time_behavior, closing_behavior=closing_behavior,
             timestamp_combiner=timestamp_combiner, pane_info=pane_info,
             source_watermarks=source_watermarks,
-            processing_time_watermark=processing_time_watermark)
+            processing_time_watermark=processing_time_watermark, lateness_rule=lateness_rule)
 
 
 class WindowedMergeOperator(WindowedOperatorBase):
@@ -397,7 +406,8 @@ class WindowedMergeOperator(WindowedOperatorBase):
                  closing_behavior: ClosingBehavior = ClosingBehavior.FIRE_IF_NON_EMPTY,
                  timestamp_combiner: TimestampCombiner = TimestampCombiner.OUTPUT_AT_EOW,
                  pane_info: bool = False, source_watermarks: bool = True,
-                 processing_time_watermark: DurationLike | None = None) -> None:
+                 processing_time_watermark: DurationLike | None = None,
+                 lateness_rule: LatenessRule | None = None) -> None:
         if not callable(getattr(accumulation, "accumulate2", None)):
             raise TypeError("the merge operator needs an accumulation with accumulate2() "
                             "(InnerJoin, LeftOuterJoin, RightOuterJoin, FullOuterJoin, "
@@ -424,7 +434,7 @@ class WindowedMergeOperator(WindowedOperatorBase):
             on_time_behavior=on_time_behavior, closing_behavior=closing_behavior,
             timestamp_combiner=timestamp_combiner, pane_info=pane_info,
             source_watermarks=source_watermarks,
-            processing_time_watermark=processing_time_watermark)
+            processing_time_watermark=processing_time_watermark, lateness_rule=lateness_rule)
 
     def input_of(self, component: str) -> int:
         if component in self.input1:

@@ -11,7 +11,10 @@ Triggers: Apex's `TriggerOption` (its rules inlined here: the operators' hot pat
 of Beam's model (`squall.panes.beam_triggers`), run over a per-(key, window) state context.
 
 Rules (docs/design/windowed-operators.md has the reasons):
-- a tuple whose timestamp is below watermark - allowed lateness is dropped (`dropped` counts it);
+- a tuple is dropped as too late (`dropped` counts it) by the `lateness_rule`: with Apex's
+  triggers when its timestamp is below watermark - allowed lateness (`BEHIND_WATERMARK`); with
+  Beam's when every window it belongs to has expired, its end at or before watermark - allowed
+  lateness (`WINDOW_EXPIRED`; it counts in the windows that have not);
 - the on-time pane of a window fires when the watermark reaches its end (W >= end);
 - count triggers fire at exactly the N-th tuple of a (key, window) since its last firing; time
   triggers at `batch_end`, once `now` is a period past the last firing;
@@ -76,6 +79,7 @@ from squall.panes.pane_info import (
     LATE,
     ON_TIME,
     ClosingBehavior,
+    LatenessRule,
     OnTimeBehavior,
     TimestampCombiner,
 )
@@ -168,8 +172,8 @@ class WindowedEngine:
                  mode: AccumulationMode | None = None,
                  on_time_behavior: OnTimeBehavior = OnTimeBehavior.FIRE_ALWAYS,
                  closing_behavior: ClosingBehavior = ClosingBehavior.FIRE_IF_NON_EMPTY,
-                 timestamp_combiner: TimestampCombiner = TimestampCombiner.OUTPUT_AT_EOW
-                 ) -> None:
+                 timestamp_combiner: TimestampCombiner = TimestampCombiner.OUTPUT_AT_EOW,
+                 lateness_rule: LatenessRule | None = None) -> None:
         retractable = getattr(accumulation, "retractable", False)
         what = type(accumulation).__name__
         self._root: Node | None = None
@@ -192,9 +196,14 @@ class WindowedEngine:
         else:
             raise TypeError(f"trigger must be a TriggerOption or a trigger (AfterWatermark, "
                             f"AfterCount, ...), got {trigger!r}")
+        if lateness_rule is None:  # each trigger model's own rule
+            beam_model = isinstance(trigger, Trigger) and not isinstance(trigger, ApexTrigger)
+            lateness_rule = (LatenessRule.WINDOW_EXPIRED if beam_model
+                             else LatenessRule.BEHIND_WATERMARK)
         for name, value, kind in (("on_time_behavior", on_time_behavior, OnTimeBehavior),
                                   ("closing_behavior", closing_behavior, ClosingBehavior),
-                                  ("timestamp_combiner", timestamp_combiner, TimestampCombiner)):
+                                  ("timestamp_combiner", timestamp_combiner, TimestampCombiner),
+                                  ("lateness_rule", lateness_rule, LatenessRule)):
             if not isinstance(value, kind):
                 raise TypeError(f"{name} must be a {kind.__name__}, got {value!r}")
         self.window = window
@@ -204,6 +213,7 @@ class WindowedEngine:
         self.on_time_behavior = on_time_behavior
         self.closing_behavior = closing_behavior
         self.timestamp_combiner = timestamp_combiner
+        self.lateness_rule = lateness_rule
         self.lateness = allowed_lateness_ms
         self.windows: WindowStore = {} if store is None else store
         # key -> its sessions, by start (any dict-like store, as `windows`)
@@ -218,6 +228,9 @@ class WindowedEngine:
         self.out: list[Pane] = []
         self.dropped = 0
         self.closed_drops = 0  # (tuple, window)s dropped because the window's trigger finished
+        # (tuple, window)s left out because that window expired while others of the tuple had
+        # not (Beam's lateness rule, sliding windows)
+        self.expired_drops = 0
         self.now = 0
         self._init_fast_path()
 
@@ -249,12 +262,14 @@ class WindowedEngine:
         self._late_count = None if beam else trigger.late_count  # type: ignore[union-attr]
         self._counting = bool(self._early_count or self._late_count)
         self._merging = bool(window is not None and window.merging)
+        self._window_rule = self.lateness_rule is LatenessRule.WINDOW_EXPIRED
         self._final = False  # panes fired now are the last of their (key, window)
         self._finals: set[tuple[Any, Window]] = set()  # ... and had one (closing FIRE_ALWAYS)
 
     # Bound methods and flags derived from the configuration are not state: a snapshot leaves
     # them out and a restore rebuilds them.
     _DERIVED = frozenset(("_fixed", "_slide", "_default", "_accumulate1", "_counting",
+                          "_window_rule",
                           "_merging", "_discarding", "_retracting", "_only_updated",
                           "_keep_last", "_skip_empty", "_on_time_always", "_closing_always",
                           "_track_ts", "_earliest", "_pt", "_final", "_finals",
@@ -264,11 +279,12 @@ class WindowedEngine:
         return {k: v for k, v in self.__dict__.items() if k not in self._DERIVED}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        # Snapshots written before Beam triggers lack the new settings: their defaults.
-        self.__dict__.update({"_root": None, "closed_drops": 0,
+        # Snapshots written before a setting existed get the behaviour they were written with.
+        self.__dict__.update({"_root": None, "closed_drops": 0, "expired_drops": 0,
                               "on_time_behavior": OnTimeBehavior.FIRE_IF_NON_EMPTY,
                               "closing_behavior": ClosingBehavior.FIRE_IF_NON_EMPTY,
-                              "timestamp_combiner": TimestampCombiner.OUTPUT_AT_EOW})
+                              "timestamp_combiner": TimestampCombiner.OUTPUT_AT_EOW,
+                              "lateness_rule": LatenessRule.BEHIND_WATERMARK})
         self.__dict__.update(state)
         if "mode" not in state:
             self.mode = self.trigger.mode  # type: ignore[union-attr]
@@ -276,18 +292,19 @@ class WindowedEngine:
         self._update_due()  # derived from the heaps (and absent from older snapshots)
 
     # What defines the engine besides its two stores: small (per window at most, never per key).
-    PROGRESS = ("watermark", "on_time_heap", "purge_heap", "dropped", "now", "closed_drops")
+    PROGRESS = ("watermark", "on_time_heap", "purge_heap", "dropped", "now", "closed_drops",
+                "expired_drops")
 
     def progress(self) -> dict[str, Any]:
         """The engine's state outside `windows` and `sessions` (a stored operator keeps it
         next to them); the heaps are copied, so later changes do not alter the result."""
         return {"watermark": self.watermark, "on_time_heap": list(self.on_time_heap),
                 "purge_heap": list(self.purge_heap), "dropped": self.dropped, "now": self.now,
-                "closed_drops": self.closed_drops}
+                "closed_drops": self.closed_drops, "expired_drops": self.expired_drops}
 
     def restore_progress(self, progress: dict[str, Any]) -> None:
         for name in self.PROGRESS:
-            value = progress.get(name, 0)  # (progress written before closed_drops: 0)
+            value = progress.get(name, 0)  # (progress written before a counter existed: 0)
             setattr(self, name, list(value) if isinstance(value, list) else value)
         self._update_due()
 
@@ -311,12 +328,25 @@ class WindowedEngine:
         per tuple instead of a second one for every tuple that raises the watermark.
         """
         lateness = self.lateness
-        if lateness is not None and ts < self.watermark - lateness:
+        behind = lateness is not None and ts < self.watermark - lateness
+        if behind and (not self._window_rule or self._expired(ts, window)):
             self.dropped += 1
             return False if delay is None else self._generated(ts - delay)
         self.now = now
         fixed = self._fixed
-        if fixed and window is None and not second:
+        if behind:  # Beam's rule: it counts in its windows that have not expired
+            horizon = self.watermark - lateness  # type: ignore[operator]
+            if window is not None:
+                self._add(key, window, value, ts, now, second)
+            elif self._merging:
+                self._add_session(key, ts, value, now, second)
+            else:
+                for w in self.window.assign(ts):  # type: ignore[union-attr]
+                    if w[1] > horizon:
+                        self._add(key, w, value, ts, now, second)
+                    else:
+                        self.expired_drops += 1
+        elif fixed and window is None and not second:
             # The hot path (time windows, one input): assign, _add and _accumulate inlined.
             slide = self._slide
             last = ts - ts % slide
@@ -361,6 +391,16 @@ class WindowedEngine:
             self.watermark = generated
             return ACCEPTED | WATERMARK_MOVED
         return ACCEPTED | WATERMARK_DUE
+
+    def _expired(self, ts: int, window: Window | None) -> bool:
+        """Beam's rule: every window of a tuple at `ts` has expired (its end at or before
+        watermark - allowed lateness); a session's is the tuple's own, before any merge."""
+        horizon = self.watermark - self.lateness  # type: ignore[operator]
+        if window is not None:
+            return window[1] <= horizon
+        if self._merging:
+            return ts + self.window.gap_ms <= horizon  # type: ignore[union-attr]
+        return max(w[1] for w in self.window.assign(ts)) <= horizon  # type: ignore[union-attr]
 
     def _generated(self, w: int) -> int:
         """A generated watermark `w`: moved here if nothing is due below it (what `advance`

@@ -71,8 +71,37 @@ class OnTimeBehavior(enum.Enum):
     """Beam's default: the on-time pane always fires, also empty (a discarding pane after early
     firings took everything), so a consumer can treat it as "the window is complete"."""
     FIRE_IF_NON_EMPTY = "fire_if_non_empty"
-    """Only if something arrived since the previous pane (squall's behaviour before
-    2026-11-25 in discarding mode)."""
+    """Only if something arrived since the previous pane."""
+
+
+class LatenessRule(enum.Enum):
+    """When a tuple behind the watermark is too late to count (dropped, or sent to the late
+    stream), given the allowed lateness L and the watermark W.
+
+    With windows of 10 s, L = 5 s and W = 12 s, a tuple at 6 s is 6 s behind W: Apex drops it
+    (6 > L), Beam puts it in window [0, 10), which has not expired (10 + 5 > 12), as a LATE pane.
+
+    >>> from squall.panes.accumulations import Sum
+    >>> from squall.panes.beam_triggers import AfterCount, AfterWatermark
+    >>> from squall.panes.engine import WindowedEngine
+    >>> from squall.panes.windows import TimeWindows
+    >>> def counts(rule):  # whether the tuple at 6 s counts
+    ...     e = WindowedEngine(TimeWindows(10_000), Sum(), AfterWatermark(late=AfterCount(1)),
+    ...                        allowed_lateness_ms=5_000, lateness_rule=rule)
+    ...     e.process("k", 1_000, 1, now=0)
+    ...     e.advance(12_000, now=0)
+    ...     return e.process("k", 6_000, 3, now=0)
+    >>> counts(LatenessRule.WINDOW_EXPIRED), counts(LatenessRule.BEHIND_WATERMARK)
+    (True, False)
+    """
+
+    WINDOW_EXPIRED = "window_expired"
+    """Beam's rule, the default with Beam's triggers: too late only in a window that has
+    expired (its end + L at or before W); a tuple is dropped when every window it belongs to
+    has, and counts in the others (sliding windows)."""
+    BEHIND_WATERMARK = "behind_watermark"
+    """Apex's rule, the default with `TriggerOption`: too late once its timestamp is more than
+    L behind W, whatever its windows."""
 
 
 class ClosingBehavior(enum.Enum):

@@ -46,6 +46,7 @@ from squall.panes.engine import InputWatermarks, PaneState, WindowedEngine
 from squall.panes.pane_info import (
     PANE_INFO_FIELDS,
     ClosingBehavior,
+    LatenessRule,
     OnTimeBehavior,
     PaneInfo,
     TimestampCombiner,
@@ -88,6 +89,7 @@ __all__ = [
     "GlobalWindow",
     "InputWatermarks",
     "KeyedWindowedOperator",
+    "LatenessRule",
     "LeftOuterJoin",
     "MergeAccumulation",
     "Never",
