@@ -202,6 +202,7 @@ def test_submit_dry_run_prints_the_spark_submit_command(tmp_path):
         "--master", "spark://127.0.0.1:7077",
         "-c", "wordcount.sentences=300", "-c", "spark.cores.max=2",
         "-c", "spark.executor.cores=1", "--checkpoint", str(ckpt), "--duration", "30.0",
+        "--name", "wordcount.topology",  # the name submit finds the driver by
     ]
     assert not ckpt.exists()  # nothing was run
 

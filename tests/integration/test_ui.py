@@ -373,7 +373,7 @@ def test_squall_run_ui_prints_the_address_and_serves_the_run():
                        "-c", "wordcount.sentences=1000000") as (proc, request):
         answer = wait_until(lambda: (a := _answer(request)) and a["metrics"] and a,
                             what="an active run")
-        assert answer["name"] == "topology" and answer["runner"] == "local"
+        assert answer["name"] == "wordcount.topology" and answer["runner"] == "local"
         assert answer["status"] == "active" and answer["spark_ui"] is None
         assert set(answer["metrics"]["components"]) == {"sentences", "split", "count", "report"}
         rest = proc.communicate(timeout=60)[1]

@@ -41,7 +41,9 @@ event time (largest timestamp seen minus the delay), and uses the larger of the 
 >>> result.tuples("totals", "late")   # 50 < watermark 1100 - 1000: a late record
 [['b', 9, 50, 'events', 'default', 1, 50, 100, 'late']]
 
-The same with a Beam trigger, an early pane every two tuples, accumulating, and pane info:
+The same with a Beam trigger, an early pane every two tuples, accumulating, and pane info. By
+Beam's lateness rule (`LatenessRule`) b's 50 counts: it is behind the watermark (100), but its
+window [0, 1000) has not expired:
 
 >>> from squall.windows import AccumulationMode, AfterCount, AfterWatermark
 >>> b = TopologyBuilder()
@@ -54,8 +56,9 @@ The same with a Beam trigger, an early pane every two tuples, accumulating, and 
 >>> _ = b.set_bolt("totals", op).fields_grouping("events", Fields("user"))
 >>> for row in complete_topology(b.create_topology()).tuples("totals"): print(row)
 ['a', 0, 1000, 5, 'EARLY', 0, False, True, False, -1, 999]
+['b', 0, 1000, 11, 'EARLY', 0, False, True, False, -1, 999]
 ['a', 0, 1000, 5, 'ON_TIME', 1, False, False, True, 0, 999]
-['b', 0, 1000, 2, 'ON_TIME', 0, False, True, True, 0, 999]
+['b', 0, 1000, 11, 'ON_TIME', 1, False, False, True, 0, 999]
 ['a', 1000, 2000, 3, 'ON_TIME', 0, False, True, True, 0, 1999]
 """
 

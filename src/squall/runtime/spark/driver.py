@@ -164,6 +164,8 @@ class SparkRunner(Controls, Reporting):
             "seed": self.seed, "tracking": self.tracking, "capture": capture,
             "run": self.run_id,  # the reader's counters start from zero on a new run
             "max_batch": int(self.conf.get(MAX_BATCH_TUPLES) or 100_000),
+            # A reader in this very process (tests build one) logs here already (reader_log).
+            "driver_pid": os.getpid(),
         }
         write_atomic(os.path.join(self.dir, "plan.pkl"), cloudpickle.dumps(plan))
 

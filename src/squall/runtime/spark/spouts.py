@@ -40,7 +40,7 @@ from squall.runtime.spark.ranges import (
     read_range,
     write_ranges,
 )
-from squall.runtime.spark.reader_log import keep_reader_log
+from squall.runtime.spark.reader_log import ReaderLog, keep_reader_log
 from squall.task.end_of_input import END_OF_INPUT_SRC, END_OF_INPUT_STREAM
 from squall.task.snapshot import dump_instance, load_instance
 from squall.task.tasks import SpoutTask
@@ -137,9 +137,11 @@ class SpoutReader(DataSourceStreamReader):
 
     def _open(self) -> None:
         self.opened = True
-        self.log = keep_reader_log()  # what the spouts log here reaches the driver's log
         with open(os.path.join(self.run_dir, "plan.pkl"), "rb") as f:
             plan = cloudpickle.load(f)
+        # What the spouts log here reaches the driver's log (unless this is the driver).
+        self.log: ReaderLog | None = (keep_reader_log() if plan.get("driver_pid") != os.getpid()
+                                      else None)
         topology = plan["topology"]
         self.max_batch = int(plan["max_batch"])
         self.run_id = plan.get("run")  # which run of the topology (counters are per run)
@@ -405,7 +407,7 @@ class SpoutReader(DataSourceStreamReader):
                 }
                 for t, task in self.tasks.items()
             },
-            "log": self.log.lines(),
+            "log": self.log.lines() if self.log is not None else [],
         }
         write_atomic(os.path.join(self.run_dir, "status.pkl"), pickle.dumps(status))
 
