@@ -90,7 +90,9 @@ class Sum:
 
 
 class Count:
-    """How many tuples (the values are ignored); retraction: the negated count."""
+    """How many tuples (the values are ignored); retraction: the negated count. The windowed
+    operators' accumulation; `squall.Count` is a window length in tuples, `squall.trident.Count`
+    Trident's aggregator."""
 
     retractable = True
 

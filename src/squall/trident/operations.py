@@ -216,7 +216,9 @@ class BuiltinCombiner(CombinerAggregator):
 
 
 class Count(BuiltinCombiner):
-    """The number of tuples (input fields: none needed)."""
+    """The number of tuples (input fields: none needed): Storm's Trident `Count` aggregator.
+    `squall.Count` is a window length in tuples, `squall.windows.accumulations.Count` the
+    windowed operators' accumulation."""
 
     sql = "count"
 

@@ -21,7 +21,10 @@ from squall.duration import Duration
 
 @dataclass(frozen=True, order=True)
 class Count:
-    """A window length or sliding interval measured in tuples (Storm's `BaseWindowedBolt.Count`)."""
+    """A window length or sliding interval measured in tuples (Storm's `BaseWindowedBolt.Count`).
+
+    Not the Trident aggregator `squall.trident.Count` nor the windowed operators' accumulation
+    `squall.windows.accumulations.Count` (README, "Which `Count`, which triggers")."""
 
     value: int
 
