@@ -107,6 +107,43 @@ def test_jsonl_and_a_sum_over_a_global_state(runner, tmp_path):
     assert got == want and all(type(v) is int for v in got.values())
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_malformed_lines_are_skipped_counted_and_reported_and_the_run_goes_on(runner, tmp_path,
+                                                                            fmt):
+    # One bad line per file kills nothing: the others are summed, each bad one is an error of
+    # the stream with its file, line and reason; a restart on the same checkpoint reads
+    # nothing again (and dies on nothing).
+    (tmp_path / "in").mkdir()
+    rows = [{"user": f"u{i % 4}", "amount": i} for i in range(30)]
+    bad = {"jsonl": ['{"user": "u1", "amount": ', "[1, 2]"], "csv": ["u1,5,extra", "u2"]}[fmt]
+    for part in range(3):
+        lines = ([json.dumps(r) for r in rows[part * 10:(part + 1) * 10]] if fmt == "jsonl"
+                 else ["user,amount"] + [f"{r['user']},{r['amount']}"
+                                         for r in rows[part * 10:(part + 1) * 10]])
+        lines.insert(3, bad[part % 2])  # line 4 of every file
+        (tmp_path / "in" / f"{part}.{fmt}").write_text("\n".join(lines) + "\n")
+    t = TridentTopology()
+    s = t.new_stream("events", FileBatchSpout(str(tmp_path / "in"), ["user", "amount"],
+                                              format=fmt))
+    (s.group_by(["user"]).persistent_aggregate(
+        DurableMapState.factory(StateType.OPAQUE), Count(), ["n"]).name("totals"))
+    ckpt = tmp_path / "ckpt"
+    result = run(t.build(), runner=runner, checkpoint_location=str(ckpt))
+    reported = [e.error for e in result.errors]
+    assert [(e.component, e.stream) for e in result.errors] == [("events", "malformed")] * 3
+    assert sorted((r.file.rsplit("/", 1)[1], r.line) for r in reported) == [
+        (f"{p}.{fmt}", 4) for p in range(3)]
+    assert all(r.text == bad[i % 2] for i, r in
+               enumerate(sorted(reported, key=lambda r: r.file))), reported
+    assert result.stats["events"].errors == 3
+    again = run(t.build(), runner=runner, checkpoint_location=str(ckpt))
+    assert again.errors == []
+    state = DurableMapState.factory(StateType.OPAQUE).make_state("totals", str(ckpt))
+    got = {k[0]: v for k, v in state.items()}
+    state.close()
+    assert got == dict(Counter(r["user"] for r in rows))  # every good line, once
+
+
 def test_complete_topology_says_which_rows_spark_does_not_collect(runner, tmp_path):
     write_parquet(tmp_path / "in")
     result = complete_topology(word_counts(FileBatchSpout(str(tmp_path / "in"), ["sentence"])),

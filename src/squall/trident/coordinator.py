@@ -25,7 +25,13 @@ from typing import Any
 from squall.errors import InvalidTopologyError, SquallError
 from squall.transactional.progress_store import CURR, open_store
 from squall.trident.plan import Plan
-from squall.trident.spouts import NON_TRANSACTIONAL, OPAQUE, TRANSACTIONAL, SpoutEmitter
+from squall.trident.spouts import (
+    NON_TRANSACTIONAL,
+    OPAQUE,
+    TRANSACTIONAL,
+    MalformedLine,
+    SpoutEmitter,
+)
 
 # How many attempts a failing transaction gets (unset: replayed for ever, as Storm does).
 MAX_ATTEMPTS = "squall.trident.max.attempts"
@@ -119,6 +125,10 @@ class BatchCoordinator:
             raise SquallError(f"transaction {txid} asked for, but {self.next_txid} is the next "
                               "to commit: the checkpoint's progress and the run disagree")
         return {cid: e.emit(txid, lazy) for cid, e in self.emitters.items()}
+
+    def malformed(self) -> list[MalformedLine]:
+        """The `MalformedLine`s of the last `emit`'s file spouts (skipped from their batches)."""
+        return [m for e in self.emitters.values() for m in e.malformed]
 
     def batch_time(self, txid: int, now_ms: int) -> int:
         """Transaction `txid`'s processing time: `now_ms` (the runner's clock) the first time

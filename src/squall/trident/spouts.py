@@ -25,6 +25,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -111,6 +112,19 @@ class FixedBatchSpout(BatchSpout):
         return not self.cycle and (batch_id - 1) * self.max_batch_size >= len(self.rows)
 
 
+class MalformedLine(SquallError):
+    """A line of a file spout's input that is not a record: skipped, counted and reported with
+    its file, line number (from 1), text and reason; the run goes on."""
+
+    def __init__(self, spout: str, file: str, line: int, text: str, reason: str) -> None:
+        super().__init__(f"{file}:{line}: {reason}; the line is skipped: {text[:200]!r}",
+                         component=spout, stream="malformed")
+        self.file, self.line, self.text, self.reason = file, line, text, reason
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.component, self.file, self.line, self.text, self.reason))
+
+
 class FileBatchSpout(BatchSpout):
     """Files as batches: each transaction takes the next `files_per_batch` files of `path` (a
     directory, read in file-name order, or a glob), in `format` "parquet", "jsonl" or "csv"
@@ -123,6 +137,10 @@ class FileBatchSpout(BatchSpout):
 
     On Spark the files are read by Spark itself (no row passes through the driver) when the
     stream's first operations run in Spark; elsewhere they are read here with pyarrow.
+
+    A JSON line that does not parse or is not an object, or a CSV row with more or fewer values
+    than the header, is skipped, counted and reported as a `MalformedLine` (file, line, text,
+    reason) in the run's errors; the batch goes on without it, on a replay too.
     """
 
     transactional = True
@@ -149,7 +167,13 @@ class FileBatchSpout(BatchSpout):
         return sorted(glob.glob(self.path))
 
     def read_rows(self, files: Sequence[str]) -> list[tuple[Any, ...]]:
+        return self.read(files)[0]
+
+    def read(self, files: Sequence[str], name: str = "FileBatchSpout"
+             ) -> tuple[list[tuple[Any, ...]], list[MalformedLine]]:
+        """The rows of `files`, and the lines that are not records (`name`: the stream's)."""
         rows: list[tuple[Any, ...]] = []
+        bad: list[MalformedLine] = []
         for f in files:
             if self.format == "parquet":
                 table = pq.read_table(f, columns=list(self.fields))
@@ -157,14 +181,34 @@ class FileBatchSpout(BatchSpout):
                                 strict=True))
             elif self.format == "jsonl":
                 with open(f, encoding="utf-8") as fh:
-                    for line in fh:
-                        if line.strip():
+                    for n, line in enumerate(fh, 1):
+                        if not line.strip():
+                            continue
+                        try:
                             obj = json.loads(line)
-                            rows.append(tuple(obj.get(c) for c in self.fields))
+                        except json.JSONDecodeError as exc:
+                            bad.append(MalformedLine(name, f, n, line.rstrip("\n"),
+                                                     f"not JSON ({exc.msg})"))
+                            continue
+                        if not isinstance(obj, dict):
+                            bad.append(MalformedLine(name, f, n, line.rstrip("\n"),
+                                                     "not a JSON object"))
+                            continue
+                        rows.append(tuple(obj.get(c) for c in self.fields))
             else:
                 with open(f, encoding="utf-8", newline="") as fh:
-                    rows.extend(tuple(r.get(c) for c in self.fields) for r in csv.DictReader(fh))
-        return rows
+                    reader = csv.DictReader(fh, restkey=_EXTRA)
+                    for r in reader:
+                        if _EXTRA in r or None in r.values():
+                            values = [v for k, v in r.items() if k != _EXTRA and v is not None]
+                            values += r.get(_EXTRA, [])
+                            bad.append(MalformedLine(
+                                name, f, reader.line_num, ",".join(values),
+                                f"{len(values)} values, the header has "
+                                f"{len(reader.fieldnames or ())}"))
+                            continue
+                        rows.append(tuple(r.get(c) for c in self.fields))
+        return rows, bad
 
     def count_rows(self, files: Sequence[str]) -> int:
         if self.format == "parquet":
@@ -176,15 +220,30 @@ class FileBatchSpout(BatchSpout):
                           "recorded there); run it in a Trident topology")
 
 
+_EXTRA = "\0extra"  # csv.DictReader's key for the values of a row beyond the header's
+
+
 @dataclass(frozen=True)
 class FileBatch:
     """A file spout's batch before it is read: its files (the Spark runner reads them)."""
 
     spout: FileBatchSpout
     files: tuple[str, ...]
+    name: str = "FileBatchSpout"  # the stream's (txid), for the malformed lines
+
+    @cached_property
+    def _read(self) -> tuple[list[tuple[Any, ...]], list[MalformedLine]]:
+        return self.spout.read(self.files, self.name)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_read"}  # files, not rows
 
     def rows(self) -> list[tuple[Any, ...]]:
-        return self.spout.read_rows(self.files)
+        return self._read[0]
+
+    def malformed(self) -> list[MalformedLine]:
+        """The lines of the batch's files that are not records (Parquet has none)."""
+        return [] if self.spout.format == "parquet" else self._read[1]
 
 
 def check_spout(txid: str, spout: Any) -> None:
@@ -238,6 +297,7 @@ class SpoutEmitter:
         self.name, self.spout, self.store = txid_name, spout, store
         self.guarantee = spout_guarantee(spout)
         self.partitioned = isinstance(spout, TransactionalSpout)
+        self.malformed: list[MalformedLine] = []  # the last emit's (a file spout's)
 
     def open(self, conf: Mapping[str, Any]) -> None:
         self.spout.open(conf, None)
@@ -251,12 +311,15 @@ class SpoutEmitter:
             start = 0 if last is None else last[0] + len(last[1])
             meta = (start, self.spout.list_files()[start:start + self.spout.files_per_batch])
             self.store.put(meta_key(0, txid), meta)
-        return FileBatch(self.spout, tuple(meta[1]))
+        return FileBatch(self.spout, tuple(meta[1]), self.name)
 
     def emit(self, txid: int, lazy: bool = False) -> Any:
-        """The batch of `txid` as partitions of rows (`lazy`: a file spout's `FileBatch`)."""
+        """The batch of `txid` as partitions of rows (`lazy`: a file spout's `FileBatch`).
+        A file spout's lines that are not records are in `malformed` until the next emit."""
+        self.malformed = []
         if isinstance(self.spout, FileBatchSpout):
             batch = self.files(txid)
+            self.malformed = batch.malformed()
             return batch if lazy else [batch.rows()]
         if not self.partitioned:
             out = _Rows(False)

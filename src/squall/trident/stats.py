@@ -13,10 +13,14 @@ Trident runners).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Mapping, Sequence
 
-from squall.results import ComponentStats
+from squall.results import ComponentStats, ErrorRecord
 from squall.trident.plan import Plan
+from squall.trident.spouts import MalformedLine
+
+log = logging.getLogger("squall")
 
 
 class TridentStats:
@@ -43,6 +47,19 @@ class TridentStats:
     def error(self, component: str) -> None:
         if component in self.counts:
             self.counts[component]["errors"] += 1
+
+    def malformed(self, lines: Sequence[MalformedLine], errors: list[ErrorRecord],
+                  time_ms: int = 0) -> None:
+        """File spouts' lines that are not records (skipped from their batch): each counted as
+        an error of its stream and kept in `errors`; one log line per stream and batch."""
+        by_stream: dict[str, list[MalformedLine]] = {}
+        for line in lines:
+            errors.append(ErrorRecord(line.component or "?", 0, line, "malformed", time_ms))
+            self.error(line.component or "?")
+            by_stream.setdefault(line.component or "?", []).append(line)
+        for stream, bad in by_stream.items():
+            log.warning("Trident stream %r: %d malformed line%s skipped, the first %s", stream,
+                        len(bad), "" if len(bad) == 1 else "s", bad[0])
 
     def component_stats(self) -> dict[str, ComponentStats]:
         return {n.cid: ComponentStats(n.cid, "spout" if n.kind == "spout" else "bolt",

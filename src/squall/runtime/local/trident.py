@@ -75,6 +75,9 @@ class LocalTridentRunner(Controls, Reporting):
         while True:
             attempt += 1
             batches = self.coordinator.emit(txid)
+            if attempt == 1:  # its files are read again on a retry: told once
+                self.stats.malformed(self.coordinator.malformed(), self.errors,
+                                     self.clock.now_ms())
             try:
                 out = self.executor.run(
                     txid, batches, final=self.coordinator.exhausted_after(txid),

@@ -752,6 +752,9 @@ class TridentSparkRunner(Controls, Reporting):
             t_emit = time.perf_counter()
             batches = self.coordinator.emit(txid, lazy=True)
             self.timing["emit"] += time.perf_counter() - t_emit
+            if attempt == 1:  # its files are read again on a retry: told once
+                with self._stats_lock:
+                    self.stats.malformed(self.coordinator.malformed(), self.errors)
             try:
                 # The collector paused while the results are decoded into rows: building W2's
                 # 1.26 M rows set off repeated full collections over the driver's heap (about
@@ -1114,10 +1117,13 @@ def _read_files(spark: Any, batch: FileBatch, fields: tuple[str, ...]
         # of each W1 transaction here).
         ddl = ", ".join(f"`{f}` {t}" for f, t in (dtypes or {}).items())
         df = (spark.read.schema(ddl) if ddl else spark.read).parquet(*batch.files)
+    # Lines that are not records are left out, as the driver's read of the same files does
+    # (it reports them: FileBatch.malformed).
     elif spout.format == "csv":
-        df = spark.read.option("header", True).csv(list(batch.files))
+        df = (spark.read.option("header", True).option("mode", "DROPMALFORMED")
+              .csv(list(batch.files)))
     else:
-        df = spark.read.json(list(batch.files))
+        df = spark.read.option("mode", "DROPMALFORMED").json(list(batch.files))
     if dtypes is None:
         dtypes = dict(df.dtypes)
     selected, types = [], {}
