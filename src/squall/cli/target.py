@@ -50,11 +50,9 @@ def run_name(target: str) -> str:
     >>> run_name("mypackage.pipelines:files_to_parquet")
     'mypackage.pipelines.files_to_parquet'
     """
-    module_part, sep, attr = target.rpartition(":")
-    if not sep or not module_part or not attr:
-        split_target(target)  # raises, naming the expected form
-    if module_part.endswith(".py") or "/" in module_part:
-        module_part = Path(module_part).name.removesuffix(".py")
+    module_part, attr, path = split_target(target)
+    if path is not None:
+        module_part = path.name.removesuffix(".py")
     name = re.sub(r"[^A-Za-z0-9_.-]", "-", f"{module_part}.{attr}").lstrip("._-")
     return name[:100] or "topology"
 

@@ -293,7 +293,7 @@ class KafkaSource(PartitionedSource):
     def _note_read_out(self, planned: list[Range], fresh_bounds: bool) -> None:
         """Logs each partition of a bounded read once it is planned to its end: what it read,
         so a read that ends is never silent about how much it took."""
-        if fresh_bounds or not hasattr(self, "_read_from"):
+        if fresh_bounds:  # the first plan of a bounded read (after a restore too)
             self._read_from: dict[str, int] = {}
             self._told_read_out: set[str] = set()
         for r in planned:

@@ -245,6 +245,12 @@ class FileBatch:
         """The lines of the batch's files that are not records (Parquet has none)."""
         return [] if self.spout.format == "parquet" else self._read[1]
 
+    def count(self) -> int:
+        """How many rows: a Parquet file's footers, otherwise the one read `malformed` made."""
+        if self.spout.format == "parquet":
+            return self.spout.count_rows(self.files)
+        return len(self.rows())
+
 
 def check_spout(txid: str, spout: Any) -> None:
     if not isinstance(spout, (BatchSpout, PartitionedTransactionalSpout,

@@ -54,9 +54,10 @@ class TridentStats:
         an error of its stream and kept in `errors`; one log line per stream and batch."""
         by_stream: dict[str, list[MalformedLine]] = {}
         for line in lines:
-            errors.append(ErrorRecord(line.component or "?", 0, line, "malformed", time_ms))
-            self.error(line.component or "?")
-            by_stream.setdefault(line.component or "?", []).append(line)
+            stream = line.component or "?"  # always set: the spout's stream name
+            errors.append(ErrorRecord(stream, 0, line, "malformed", time_ms))
+            self.error(stream)
+            by_stream.setdefault(stream, []).append(line)
         for stream, bad in by_stream.items():
             log.warning("Trident stream %r: %d malformed line%s skipped, the first %s", stream,
                         len(bad), "" if len(bad) == 1 else "s", bad[0])

@@ -840,8 +840,7 @@ class TridentSparkRunner(Controls, Reporting):
         for cid, batch in batches.items():
             if cid not in out:  # a spout read in Spark: its size, for the counters
                 # (a file spout read by Spark: only its size is known here; not captured)
-                out[cid] = [[()] * batch.spout.count_rows(batch.files)] \
-                    if isinstance(batch, FileBatch) else batch
+                out[cid] = [[()] * batch.count()] if isinstance(batch, FileBatch) else batch
         return out
 
     def _spark_path(self, txid: int, path: list[PlanNode], batch: Any
@@ -1141,7 +1140,7 @@ def _read_files(spark: Any, batch: FileBatch, fields: tuple[str, ...]
 
 def _size(batch: Any) -> int:
     if isinstance(batch, FileBatch):
-        return batch.spout.count_rows(batch.files)
+        return batch.count()
     return sum(map(len, batch))
 
 
