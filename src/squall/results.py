@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from squall import tracebacks
+from squall.errors import ReliabilityError
 from squall.metrics.snapshot import ComponentMetrics, Latency
 from squall.topology.description import Topology
 
@@ -106,13 +108,29 @@ def error_counts(errors: Iterable[ErrorRecord]) -> dict[tuple[str, str], int]:
     return dict(Counter((e.component, type(e.error).__name__) for e in errors).most_common())
 
 
+# Where `ErrorLog` writes an error's full traceback (at DEBUG) when its logger is "squall".
+TRACEBACK_LOGGER = "squall.traceback"
+
+
+def user_error(error: BaseException) -> bool:
+    """Whether `error` came from the user's code, so its traceback helps: not a reliability
+    misuse (`ReliabilityError`), whose message says it all."""
+    return not isinstance(error, ReliabilityError)
+
+
 class ErrorLog:
     """Logs a run's errors, rate-limited per component and error kind.
 
-    The first `burst` errors of a `(component, kind)` are logged in full (with the traceback
-    when `traceback` says so); after that at most one line per `every_ms` of the caller's clock
-    says how many more there were since the last line, with the latest one's text. Every error
-    is still counted (`counts`) and kept by the runner; only the log is spared.
+    The first `burst` errors of a `(component, kind)` are logged one line each; after that at
+    most one line per `every_ms` of the caller's clock says how many more there were since the
+    last line, with the latest one's text. Every error is still counted (`counts`) and kept by
+    the runner; only the log is spared.
+
+    When `traceback(error)` says an error's traceback is worth showing, the first error of each
+    distinct place in the user's code (component, kind, file and line) is followed by the frames
+    of the user's own files (file, line, code) in the same log record, and the full traceback
+    (squall's frames too) goes at DEBUG level to the `<logger>.traceback` logger, which the CLI
+    writes to the run's log file.
 
     >>> import sys
     >>> logger = logging.getLogger("squall.example")
@@ -131,20 +149,21 @@ class ErrorLog:
     def __init__(self, logger: logging.Logger, *, burst: int = 5, every_ms: int = 10_000,
                  traceback: Any = None) -> None:
         self.logger = logger
+        self.trace_logger = logging.getLogger(f"{logger.name}.traceback")
         self.burst = burst
         self.every_ms = every_ms
         # Whether an error's traceback is worth logging (None: never).
         self.traceback = traceback
         self.counts: dict[tuple[str, str], int] = {}
         self._since: dict[tuple[str, str], list[int]] = {}  # key -> [last line ms, unlogged]
+        self._traced: set[tuple[str, str, tuple[str, int] | None]] = set()
 
     def record(self, record: ErrorRecord, now_ms: int) -> None:
         key = (record.component, type(record.error).__name__)
         n = self.counts.get(key, 0) + 1
         self.counts[key] = n
         if n <= self.burst:
-            tb = self.traceback is not None and self.traceback(record.error)
-            self.logger.error("%s", record, exc_info=record.error if tb else None)
+            self._log(record)
             self._since[key] = [now_ms, 0]
             return
         since = self._since[key]
@@ -153,6 +172,17 @@ class ErrorLog:
             self.logger.error("%s: %d more %s errors (%d in all); latest: %s", key[0], since[1],
                               key[1], n, record.error)
             since[0], since[1] = now_ms, 0
+
+    def _log(self, record: ErrorRecord) -> None:
+        error = record.error
+        distinct = (record.component, type(error).__name__, tracebacks.location(error))
+        if self.traceback is None or not self.traceback(error) or distinct in self._traced:
+            self.logger.error("%s", record)
+            return
+        self._traced.add(distinct)
+        frames = tracebacks.user_frames(error)
+        self.logger.error("%s", "\n".join([str(record), *(f.text() for f in frames)]))
+        self.trace_logger.debug("%s\n%s", record, tracebacks.full_trace(error))
 
     def unlogged(self) -> dict[tuple[str, str], int]:
         """Errors counted since each key's last log line."""

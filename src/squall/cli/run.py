@@ -57,6 +57,7 @@ from squall.cli.target import (
 from squall.errors import InvalidTopologyError, SquallError
 from squall.metrics.snapshot import MetricsSnapshot
 from squall.protocols import Progress, Runner
+from squall.results import TRACEBACK_LOGGER
 from squall.runners import DEFAULT_RUNNER, RUNNERS, make_runner
 from squall.runtime.checkpoint_location import prepare_location
 from squall.runtime.spark.session import check_master
@@ -103,8 +104,8 @@ def add_parser(verbs: Any) -> None:
                    help="the address --metrics-port listens on (default 127.0.0.1, loopback "
                         "only; 0.0.0.0 for every interface)")
     p.add_argument("--verbose", "-v", action="store_true",
-                   help="show Spark's own output (JVM, Py4J, Python workers) on the terminal "
-                        "instead of writing it to a log file")
+                   help="show Spark's own output (JVM, Py4J, Python workers) and errors' full "
+                        "tracebacks on the terminal instead of writing them to a log file")
     p.add_argument("--ui", action="store_true",
                    help="serve a live web UI of the run (its address is printed at start)")
     p.add_argument("--ui-port", type=int, default=0, metavar="PORT",
@@ -238,6 +239,8 @@ def _run(args: argparse.Namespace, topology: Topology, conf: dict[str, Any], nam
     elif args.runner == "spark":
         print("squall: --verbose: Spark's own output (JVM, Py4J, Python workers) comes here",
               file=sys.stderr, flush=True)
+    if args.verbose:
+        logging.getLogger(TRACEBACK_LOGGER).setLevel(logging.DEBUG)  # full tracebacks here too
     entry = RunEntry(name=name, pid=os.getpid(), port=server.port, token=server.token,
                      runner=args.runner, started=time.time(),
                      checkpoint=os.path.abspath(args.checkpoint) if args.checkpoint else None,

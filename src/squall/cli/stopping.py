@@ -26,6 +26,7 @@ from types import FrameType
 from typing import Any, TextIO
 
 from squall.protocols import Runner
+from squall.results import TRACEBACK_LOGGER
 
 LOG_DIR_ENV = "SQUALL_LOG_DIR"
 DEFAULT_STOP_TIMEOUT_S = 30.0  # Storm's default message timeout: what a tree may take anyway
@@ -58,8 +59,11 @@ def route_spark_output(name: str) -> Path:
     to_file.setFormatter(logging.Formatter("%(asctime)s " + fmt._fmt))  # type: ignore[operator]
     to_terminal = logging.StreamHandler(terminal)
     to_terminal.setFormatter(fmt)
-    # squall's own lines stay on the terminal; Py4J's and PySpark's go to the file only.
-    to_terminal.addFilter(lambda r: r.name == "squall" or r.name.startswith("squall."))
+    # squall's own lines stay on the terminal; Py4J's and PySpark's go to the file only, and so
+    # do the full tracebacks of errors (the terminal has the user's frames of each).
+    to_terminal.addFilter(lambda r: (r.name == "squall" or r.name.startswith("squall."))
+                          and r.name != TRACEBACK_LOGGER)
+    logging.getLogger(TRACEBACK_LOGGER).setLevel(logging.DEBUG)
     root.addHandler(to_file)
     root.addHandler(to_terminal)
     return path

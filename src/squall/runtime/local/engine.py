@@ -18,7 +18,14 @@ from squall.components.windowed import check_window_limits
 from squall.errors import ReliabilityError
 from squall.protocols import Progress
 from squall.reliability.acker import AckerLedger, Outcome
-from squall.results import ComponentStats, ErrorLog, ErrorRecord, RunResult, aggregate_stats
+from squall.results import (
+    ComponentStats,
+    ErrorLog,
+    ErrorRecord,
+    RunResult,
+    aggregate_stats,
+    user_error,
+)
 from squall.runtime.clock import Clock, RealClock
 from squall.runtime.gc_pause import full_collections_deferred
 from squall.runtime.lifecycle import Controls, Lifecycle
@@ -80,7 +87,7 @@ class LocalEngine(Controls, Reporting):
         self.spouts: list[SpoutTask] = []
         self.bolts: list[BoltTask] = []
         # Logged rate-limited per component and error kind, on the engine's clock; all counted.
-        self.error_log = ErrorLog(log, traceback=lambda e: not isinstance(e, ReliabilityError))
+        self.error_log = ErrorLog(log, traceback=user_error)
         self._recent_error: dict[str, tuple[str, str]] = {}
         if n_ackers:
             self.ack = self._fast_ack()  # type: ignore[method-assign, assignment]

@@ -29,7 +29,14 @@ from squall.errors import InvalidTopologyError, ReliabilityError, SquallError
 from squall.metrics.snapshot import BatchMetrics
 from squall.protocols import Progress
 from squall.reliability.acker import AckerLedger, Outcome
-from squall.results import ComponentStats, ErrorLog, ErrorRecord, RunResult, aggregate_stats
+from squall.results import (
+    ComponentStats,
+    ErrorLog,
+    ErrorRecord,
+    RunResult,
+    aggregate_stats,
+    user_error,
+)
 from squall.runtime.checkpoint_location import prepare_location
 from squall.runtime.clock import wall_ms
 from squall.runtime.lifecycle import ACTIVE, STOPPING, Controls, Lifecycle
@@ -138,7 +145,7 @@ class SparkRunner(Controls, Reporting):
         self.run_id = uuid.uuid4().hex
         self.errors: list[ErrorRecord] = []
         # Logged rate-limited per component and error kind (batch time); every one is kept.
-        self.error_log = ErrorLog(log)
+        self.error_log = ErrorLog(log, traceback=user_error)
         self.captures: dict[int, list[tuple[tuple[int, int], str, list[Any]]]] = {}
         self.bolt_stats: dict[int, dict[str, int]] = {}
         self.outcomes: list[tuple] = []  # the batch being applied's, for the spouts

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from squall import tracebacks
 from squall.transactional.reports import BatchReport
 
 TUPLE, ACK, FAIL, RESET, INIT, ERROR, CAPTURE, STATS, PACKET, MESSAGES, ABORT, REPORT = range(12)
@@ -311,12 +312,18 @@ class RowBuffer:
 
 
 def portable_error(error: BaseException) -> BaseException:
-    """The error itself if it pickles (most do), else a RuntimeError with its text."""
+    """The error itself if it pickles (most do), else a RuntimeError with its text; either way
+    carrying its traceback's frames, which pickling would lose, for the driver to show."""
+    tracebacks.keep_frames(error)
     try:
         pickle.loads(pickle.dumps(error))
         return error
     except Exception:
-        return RuntimeError(f"{type(error).__name__}: {error}")
+        stand_in = RuntimeError(f"{type(error).__name__}: {error}")
+        frames = getattr(error, tracebacks.FRAMES_ATTR, None)
+        if frames is not None:
+            setattr(stand_in, tracebacks.FRAMES_ATTR, frames)
+        return stand_in
 
 
 def split_anchors(anchors: dict[int, int] | None) -> tuple[int | None, int | None, bytes | None]:

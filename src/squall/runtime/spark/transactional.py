@@ -48,7 +48,14 @@ from squall.atomic_files import write_atomic
 from squall.errors import InvalidTopologyError, SquallError
 from squall.metrics.snapshot import BatchMetrics
 from squall.protocols import Progress
-from squall.results import ComponentStats, ErrorLog, ErrorRecord, RunResult, aggregate_stats
+from squall.results import (
+    ComponentStats,
+    ErrorLog,
+    ErrorRecord,
+    RunResult,
+    aggregate_stats,
+    user_error,
+)
 from squall.runtime.checkpoint_location import prepare_location
 from squall.runtime.clock import wall_ms
 from squall.runtime.lifecycle import Controls, Lifecycle
@@ -183,7 +190,7 @@ class TransactionalSparkRunner(Controls, Reporting):
         self.run_id = uuid.uuid4().hex
         self.errors: list[ErrorRecord] = []
         # Logged rate-limited per component and error kind (batch time); every one is kept.
-        self.error_log = ErrorLog(logging.getLogger("squall"))
+        self.error_log = ErrorLog(logging.getLogger("squall"), traceback=user_error)
         self.bolt_stats: dict[int, dict[str, int]] = {}
         # The coordinator's counters (see the module doc), and whether an attempt is running.
         self.coord_stats: dict[str, int] = dict.fromkeys(
