@@ -4,6 +4,7 @@ restarts, pickling and argument errors."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import random
@@ -36,6 +37,7 @@ from squall.trident.state import (
     TransactionalMap,
 )
 from squall.trident.state.codec import encode_entries, encode_keys
+from squall.trident.state.partitioned import PartitionedMap, partition_indexes
 
 TX, OPAQUE, NON_TX = StateType.TRANSACTIONAL, StateType.OPAQUE, StateType.NON_TRANSACTIONAL
 BACKINGS = ["memory", "durable", "redis"]
@@ -169,8 +171,9 @@ def test_multi_add_goes_through_a_subclass_s_multi_update(tmp_path):
 
 
 def test_a_durable_state_written_before_native_rows_is_read_and_added_to(tmp_path):
-    """A file of the (k, v) table that held only pickled entries opens, reads, and takes
-    `multi_add` (its rows are added to the general way, then stored as native rows)."""
+    """A state kept in one file of the (k, v) table that held only pickled entries opens (moved
+    into partitions), reads, and takes `multi_add` (its rows are added to the general way, then
+    stored as native rows)."""
     path = tmp_path / "trident-state" / "counts.sqlite"
     path.parent.mkdir()
     conn = sqlite3.connect(path)
@@ -187,8 +190,14 @@ def test_a_durable_state_written_before_native_rows_is_read_and_added_to(tmp_pat
     assert state.multi_add(3, [("the",), ("cow",)], [1, 1]) == [7, 3]  # a replay
     assert state.backing.multi_get([("the",), ("cow",), ("moon",)]) == [
         TransactionalValue(3, 7), TransactionalValue(3, 3), TransactionalValue(2, 1)]
-    with sqlite3.connect(path) as conn:  # every row is native now: v NULL, t and c set
-        assert conn.execute("SELECT count(*) FROM kv WHERE v IS NULL").fetchone() == (3,)
+    # The one file was moved into the state's partitions; every row is native now: v NULL,
+    # t and c set.
+    assert not path.exists()
+    native = 0
+    for part in (tmp_path / "trident-state" / "counts").glob("part-*.sqlite"):
+        with contextlib.closing(sqlite3.connect(part)) as conn:
+            native += conn.execute("SELECT count(*) FROM kv WHERE v IS NULL").fetchone()[0]
+    assert native == 3
 
 
 @pytest.mark.parametrize("backing", BACKINGS)
@@ -242,7 +251,15 @@ def test_an_older_txid_raises_naming_the_state_and_key(make, backing, state_type
                        match=r"state 'counts', key \('the',\): transaction 4 comes after "
                              r"transaction 5"):
         restarted.multi_update(4, [("cow",), ("the",)], [add(1), add(1)])
-    assert restarted.multi_get([("the",), ("cow",)]) == [1, None]  # nothing of txid 4 written
+    if isinstance(restarted, PartitionedMap):
+        # Partitions commit on their own, in ascending order: the one holding ('the',) refused
+        # txid 4 and wrote nothing; ('cow',)'s was written if it came first.
+        n = restarted.partitions
+        (cow, the) = partition_indexes([("cow",), ("the",)], n)
+        assert cow != the
+        assert restarted.multi_get([("the",), ("cow",)]) == [1, 1 if cow < the else None]
+    else:
+        assert restarted.multi_get([("the",), ("cow",)]) == [1, None]  # nothing of txid 4
 
 
 @pytest.mark.parametrize("state_type", list(StateType))
@@ -354,17 +371,24 @@ def test_begin_commit_and_commit_track_the_txid():
 
 
 # ---- the durable map state ---------------------------------------------------------------------
+def _directory(state: PartitionedMap) -> str:
+    return os.path.dirname(state.parts[0].backing.path)
+
+
 def test_durable_files_live_under_the_location_or_the_directory(tmp_path):
     state = DurableMapState.factory().make_state("counts", str(tmp_path / "ck"))
-    assert state.backing.path == str(tmp_path / "ck" / "trident-state" / "counts.sqlite")
+    assert _directory(state) == str(tmp_path / "ck" / "trident-state" / "counts")
+    assert [os.path.basename(p.backing.path) for p in state.parts] == [
+        f"part-{i:05d}.sqlite" for i in range(8)]
     state.multi_update(1, [("a",)], [add(1)])
-    assert os.path.exists(state.backing.path)
+    (index,) = partition_indexes([("a",)], 8)
+    assert os.path.exists(state.parts[index].backing.path)
     state = DurableMapState.factory(directory=tmp_path / "d").make_state("counts", "/elsewhere")
-    assert state.backing.path == str(tmp_path / "d" / "trident-state" / "counts.sqlite")
+    assert _directory(state) == str(tmp_path / "d" / "trident-state" / "counts")
     odd = DurableMapState.factory().make_state("a/b c%", f"file://{tmp_path}")
-    assert odd.backing.path == str(tmp_path / "trident-state" / "a%2fb%20c%25.sqlite")
-    assert DurableMapState.factory().make_state("a_b", str(tmp_path)).backing.path != (
-        DurableMapState.factory().make_state("a/b", str(tmp_path)).backing.path)
+    assert _directory(odd) == str(tmp_path / "trident-state" / "a%2fb%20c%25")
+    assert _directory(DurableMapState.factory().make_state("a_b", str(tmp_path))) != (
+        _directory(DurableMapState.factory().make_state("a/b", str(tmp_path))))
 
 
 def test_durable_state_without_a_directory_is_a_clear_error():
@@ -452,8 +476,9 @@ def test_a_durable_state_pickles_by_path_and_reconnects(tmp_path):
     state = DurableMapState.factory(OPAQUE).make_state("counts", str(tmp_path))
     state.multi_update(1, [("a",)], [add(1)])
     copy = cloudpickle.loads(cloudpickle.dumps(state))
-    assert isinstance(copy, OpaqueMap) and copy.name == "counts"
-    assert copy.backing.path == state.backing.path
+    assert isinstance(copy, PartitionedMap) and copy.state_type is OPAQUE
+    assert all(isinstance(p, OpaqueMap) for p in copy.parts) and copy.name == "counts"
+    assert [p.backing.path for p in copy.parts] == [p.backing.path for p in state.parts]
     copy.multi_update(2, [("a",)], [add(1)])
     assert state.multi_get([("a",)]) == [2]
     state.close()

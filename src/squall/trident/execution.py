@@ -56,6 +56,7 @@ from squall.trident.operations import (
 )
 from squall.trident.plan import ROW_KINDS, Plan, PlanNode
 from squall.trident.state.map_state import Adder, MapState
+from squall.trident.state.partitioned import open_state
 from squall.trident.tuple import tuple_type
 from squall.trident.windows import CountWindowStep, Segment, Window, WindowStep, assign
 
@@ -162,7 +163,7 @@ class BatchExecutor:
         self.states = dict(states or {})
         for name, factory in plan.states().items():
             if name not in self.states:
-                self.states[name] = factory.make_state(name, location)
+                self.states[name] = open_state(factory, name, location, self.conf)
         # One copy of each operation per partition, prepared once (Storm: one per task).
         self.ops: dict[str, list[Any]] = {}
         for node in plan.nodes:

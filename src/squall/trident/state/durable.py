@@ -1,12 +1,20 @@
-"""`DurableMapState`: a map state in a SQLite file, by default under the checkpoint location.
+"""`DurableMapState`: a map state in SQLite files, by default under the checkpoint location.
 
-The file is `<directory>/trident-state/<name>.sqlite` (the name percent-encoded where it is not
-a safe file name), `<directory>` being the factory's `directory` or else the run's checkpoint
-location. One table, `kv (k BLOB PRIMARY KEY, v BLOB, t INTEGER, c)`, holds a row per key: the
+A state is partitioned (`squall.trident.state.partitioned`): its directory is
+`<directory>/trident-state/<name>/` (the name percent-encoded where it is not a safe file name),
+`<directory>` being the factory's `directory` or else the run's checkpoint location. It holds
+`partitions.json` (the number of partitions, fixed when the state is created) and one SQLite
+file per partition, `part-00000.sqlite` ..., each a `DurableMapState`. A partition's keys are
+written by one process at a time (a Spark task on an executor, or the local runner), and a
+partition's commit costs what the batch touches in that partition.
+
+One table per file, `kv (k BLOB PRIMARY KEY, v BLOB, t INTEGER, c)`, holds a row per key: the
 key pickled as `squall.trident.state.codec` describes, and either the entry pickled in `v`, or,
 for a `TransactionalValue` whose value SQLite holds and adds exactly as Python does (an int
 within +-2**62, a finite float), a native row: `v` NULL, the txid in `t`, the value in `c`.
-A file of an earlier version (`k` and `v` only) gets the two columns when it is opened.
+A file of an earlier version (`k` and `v` only) gets the two columns when it is opened, and a
+state an earlier version kept in one file (`trident-state/<name>.sqlite`) is moved into the
+partitions when it is first opened.
 
 A batch is read with one query per chunk of 500 keys (`k IN (...)`, all chunks in one read
 transaction) and written as one `executemany` of 250-row upserts inside one `BEGIN IMMEDIATE
@@ -14,36 +22,24 @@ transaction) and written as one `executemany` of 250-row upserts inside one `BEG
 crash of the machine, and a crash before leaves none of it. `add_transactional` (the update of
 `Count` and `Sum` on a transactional state) does not read at all: one upsert per chunk applies
 Storm's rule in SQL and returns the new values, in one transaction as well; a batch with a key it
-may not add to in SQL is rolled back and applied the general way. For 10,000 keys (2026-11-28,
-load about 1.5, `multi_update` with `old + n` updaters against `multi_add`, fresh state / the
-same keys again, median of 7): 81-89 / 131-154 ms against 55-56 / 63-66 ms.
+may not add to in SQL is rolled back and applied the general way. The measurements behind these
+choices are in docs/design/trident.md.
 
-Measured on 2026-11-24 at 22:46-22:47 UTC (2 cores shared, load average 1.2-1.35 from other
-work; Python 3.11.7, SQLite 3.40.1, local disk) with a throwaway script, `.venv/bin/python
-/tmp/durable_timing.py` (not kept), three runs: for each state type, 6 fresh states made by
-`DurableMapState.factory(state_type, directory=<new temporary directory>)`, each first connected
-by a `multi_get`, then `multi_update` of the keys `("w0",)` ... `("w9999",)` with the updater
-`lambda old: (old or 0) + 1`, as txid 1, txid 2 and txid 2 again; median of states 2-6, in ms:
-
-| state type | txid 1: 10,000 new keys | txid 2: the same keys | txid 2 again (replay) |
-|---|---|---|---|
-| transactional | 36.6-37.0 | 56.8-59.2 | 28.1-28.5 (read only: nothing to write) |
-| opaque | 37.9-39.4 | 60.1-67.7 | 57.3-60.7 |
-| non-transactional | 31.1-31.2 | 45.1-46.3 | 45.0-48.0 |
-
-Of a transactional update's ~57 ms, SQLite takes about 33 (reading 15, writing 16, the commit's
-fsyncs 2) and Python about 24: pickling the keys 3.5 (once: the write reuses the read's bytes,
-see `_encode_keys`), unpickling the entries 7.5 (4.7 of it making `TransactionalValue`s), the
-updaters with the new values 5.5, pickling those 3.5. Single-row upserts in the `executemany`
-took 24 ms for the write instead of 16.
-
->>> import tempfile
->>> factory = DurableMapState.factory(StateType.TRANSACTIONAL)
->>> counts = factory.make_state("counts", tempfile.mkdtemp())
+>>> import os, tempfile
+>>> factory = DurableMapState.factory(StateType.TRANSACTIONAL, partitions=4)
+>>> checkpoint = tempfile.mkdtemp()
+>>> counts = factory.make_state("counts", checkpoint)
 >>> counts.multi_update(1, [("the",), ("cow",)], [lambda old: (old or 0) + 1] * 2)
 [1, 1]
->>> counts.backing.path.endswith("/trident-state/counts.sqlite")
-True
+>>> sorted(os.listdir(os.path.join(checkpoint, "trident-state", "counts")))  # as written
+['part-00002.sqlite', 'part-00003.sqlite', 'partitions.json']
+>>> DurableMapState.factory(partitions=2).make_state("counts", checkpoint)
+Traceback (most recent call last):
+...
+squall.errors.ConfigError: durable map state 'counts' has 4 partitions (fixed when it was \
+created, at .../trident-state/counts), but this run asks for 2 (squall.trident.state.partitions \
+or DurableMapState.factory(partitions=...)): leave the setting unset or set it to 4, or change \
+the state's partitions offline with `squall state repartition`
 >>> factory.make_state("counts", None)
 Traceback (most recent call last):
 ...
@@ -56,6 +52,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import json
 import math
 import os
 import re
@@ -66,6 +63,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from squall.atomic_files import read_or_none, write_atomic
 from squall.errors import ConfigError
 from squall.transactional.values import TransactionalValue
 from squall.trident.state.codec import decode_entries, decode_key, encode_entries, encode_keys
@@ -76,6 +74,13 @@ from squall.trident.state.map_state import (
     check_name,
     state_type_of,
     wrap,
+)
+from squall.trident.state.partitioned import (
+    DEFAULT_PARTITIONS,
+    PARTITIONS_KEY,
+    PartitionedMap,
+    partition_indexes,
+    partitioned,
 )
 
 SUBDIRECTORY = "trident-state"
@@ -116,13 +121,15 @@ class DurableMapState:
 
     @classmethod
     def factory(cls, state_type: StateType | str = StateType.TRANSACTIONAL,
-                directory: str | os.PathLike[str] | None = None) -> DurableMapStateFactory:
+                directory: str | os.PathLike[str] | None = None,
+                partitions: int | None = None) -> DurableMapStateFactory:
         """A factory of map states of `state_type` in SQLite files under `directory`, or under
-        the run's checkpoint location when `directory` is None."""
+        the run's checkpoint location when `directory` is None; a new state gets `partitions`
+        partitions (None: the run's `squall.trident.state.partitions`)."""
         owner = "DurableMapState.factory"
         return DurableMapStateFactory(
             state_type_of(state_type, owner),
-            None if directory is None else local_directory(directory, owner))
+            None if directory is None else local_directory(directory, owner), partitions)
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -399,6 +406,7 @@ class DurableMapStateFactory:
 
     state_type: StateType = StateType.TRANSACTIONAL
     directory: str | None = None
+    partitions: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.state_type, StateType):
@@ -408,11 +416,17 @@ class DurableMapStateFactory:
         if self.directory is not None and not isinstance(self.directory, str):
             raise ConfigError(f"DurableMapStateFactory: directory must be a str or None, got "
                               f"{self.directory!r}")
+        if self.partitions is not None and (type(self.partitions) is not int
+                                            or self.partitions < 1):
+            raise ConfigError(f"DurableMapStateFactory: partitions must be a positive int or "
+                              f"None, got {self.partitions!r}")
 
     def __repr__(self) -> str:
-        return f"DurableMapState.factory({self.state_type}, directory={self.directory!r})"
+        extra = "" if self.partitions is None else f", partitions={self.partitions}"
+        return f"DurableMapState.factory({self.state_type}, directory={self.directory!r}{extra})"
 
-    def make_state(self, name: str, location: str | None = None) -> MapState:
+    def state_directory(self, name: str, location: str | None) -> str:
+        """Where the partitions of the state `name` live."""
         name = check_name(name, "DurableMapState")
         base = self.directory if self.directory is not None else location
         if base is None:
@@ -420,5 +434,96 @@ class DurableMapStateFactory:
                               "checkpoint location, or give one with "
                               "DurableMapState.factory(directory=...)")
         directory = local_directory(base, f"durable map state {name!r}")
-        path = os.path.join(directory, SUBDIRECTORY, _file_name(name) + ".sqlite")
+        return os.path.join(directory, SUBDIRECTORY, _file_name(name))
+
+    def make_state(self, name: str, location: str | None = None) -> PartitionedMap:
+        return self.make_partitioned(name, location, None)
+
+    def make_partitioned(self, name: str, location: str | None,
+                         partitions: int | None) -> PartitionedMap:
+        """The state `name`: its partitions as stored, or, for a state not created yet,
+        `self.partitions`, else `partitions` (the run's setting), else `DEFAULT_PARTITIONS`."""
+        directory = self.state_directory(name, location)
+        wanted = self.partitions if self.partitions is not None else partitions
+        n = open_partitions(directory, name, wanted)
+        return partitioned(self.state_type, [self._part(directory, name, i) for i in range(n)],
+                           name)
+
+    def make_partition(self, name: str, location: str | None, index: int) -> MapState:
+        """Partition `index` of the state `name`, made before by `make_partitioned` (what an
+        executor applies its keys to)."""
+        return self._part(self.state_directory(name, location), name, index)
+
+    def _part(self, directory: str, name: str, index: int) -> MapState:
+        path = os.path.join(directory, f"part-{index:05d}.sqlite")
         return wrap(self.state_type, DurableMapState(path, name), name)
+
+
+META = "partitions.json"
+
+
+def stored_partitions(directory: str) -> int | None:
+    """The number of partitions of the state in `directory`, or None if it has not been
+    created."""
+    data = read_or_none(os.path.join(directory, META))
+    return None if data is None else int(json.loads(data)["partitions"])
+
+
+def open_partitions(directory: str, name: str, wanted: int | None) -> int:
+    """The number of partitions of the state `name` in `directory`, created with `wanted` (or
+    `DEFAULT_PARTITIONS`) if it does not exist yet; a `wanted` other than the stored one is
+    refused. A state kept in one file by an earlier version (`<name>.sqlite` beside the
+    directory) is moved into the partitions first."""
+    stored = stored_partitions(directory)
+    legacy = directory + ".sqlite"
+    if stored is None:
+        n = wanted if wanted is not None else DEFAULT_PARTITIONS
+        if os.path.exists(legacy):
+            _move_into_partitions(legacy, directory, name, n)
+        os.makedirs(directory, exist_ok=True)
+        write_atomic(os.path.join(directory, META),
+                     json.dumps({"partitions": n, "format": 1}).encode())
+        stored = n
+    if os.path.exists(legacy):  # moved, then killed before removing it
+        os.remove(legacy)
+    if wanted is not None and wanted != stored:
+        raise ConfigError(
+            f"durable map state {name!r} has {stored} partitions (fixed when it was created, "
+            f"at {directory}), but this run asks for {wanted} ({PARTITIONS_KEY} or "
+            f"DurableMapState.factory(partitions=...)): leave the setting unset or set it to "
+            f"{stored}, or change the state's partitions offline with "
+            "`squall state repartition`")
+    return stored
+
+
+def _move_into_partitions(legacy: str, directory: str, name: str, n: int) -> None:
+    """The entries of a one-file state, written as they are into `n` partitions (partition by
+    partition, each atomically; a kill before the partitions file is written does it again)."""
+    old = DurableMapState(legacy, name)
+    try:
+        parts = [DurableMapState(os.path.join(directory, f"part-{i:05d}.sqlite"), name)
+                 for i in range(n)]
+        copy_entries(old.items(), parts)
+        for p in parts:
+            p.close()
+    finally:
+        old.close()
+
+
+def copy_entries(entries: Iterator[tuple[tuple[Any, ...], Any]],
+                 parts: Sequence[DurableMapState], page: int = 50_000) -> int:
+    """Every (key, stored entry) of `entries` written as it is into the partition of its key,
+    `page` entries at a time; the number written."""
+    n, total = len(parts), 0
+    while True:
+        chunk = list(itertools.islice(entries, page))
+        if not chunk:
+            return total
+        keys = [k for k, _ in chunk]
+        by_part: dict[int, list[int]] = {}
+        for i, index in enumerate(partition_indexes(keys, n)):
+            by_part.setdefault(index, []).append(i)
+        for index, positions in by_part.items():
+            parts[index].multi_put([keys[i] for i in positions],
+                                   [chunk[i][1] for i in positions])
+        total += len(chunk)
