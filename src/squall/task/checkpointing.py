@@ -20,7 +20,7 @@ import os
 import random
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from squall.errors import InvalidTopologyError
 from squall.protocols import StatefulHooks
@@ -171,31 +171,35 @@ class TaskCheckpointing:
             self.inner(tup)
 
     def on_checkpoint(self, tup: Tuple) -> None:
+        # A system tuple: acked, failed and forwarded like any other, but counted in none of
+        # the bolt's executed, acked or failed (docs/metrics.md), as Storm's UI leaves out
+        # system streams.
         txid, action = tup.values
         out = self.task.collector
         key = (action, txid)
         count = self.counts.get(key, 0) + 1
         if count < self.expected:
             self.counts[key] = count
-            out.ack(tup)
+            out.ack_system(tup)
             return
         self.counts.pop(key, None)
         if self.last_txid is not None and txid < self.last_txid:
-            out.ack(tup)  # an old transaction: recovery has moved on
+            out.ack_system(tup)  # an old transaction: recovery has moved on
             return
         try:
             forward = self.handle(action, txid) if self.stateful else True
         except Exception as exc:
             self.task.report(exc, CHECKPOINT_STREAM)
-            out.fail(tup)
+            out.fail_system(tup)
             return
         self.last_txid = txid - 1 if action == ROLLBACK else txid
         if not forward:
-            out.fail(tup)  # PREPARE before INITSTATE: the coordinator goes into recovery
+            out.fail_system(tup)  # PREPARE before INITSTATE: the coordinator goes into recovery
             return
         if self.targets:
-            out._send_anchored([txid, action], self.origin, self.targets, tup)
-        out.ack(tup)
+            out._send_anchored([txid, action], self.origin, self.targets, tup,
+                               send=cast(CheckpointHost, self.task.host).send_system)
+        out.ack_system(tup)
 
     def handle(self, action: str, txid: int) -> bool:
         hooks, state, out, windows = self.hooks, self.state, self.task.collector, self.windows
@@ -321,7 +325,7 @@ class CheckpointHost(Protocol):
     def seed(self) -> int: ...
 
     @property
-    def send(self) -> Callable[[int, Tuple], None]: ...
+    def send_system(self) -> Callable[[int, Tuple], None]: ...
 
     def now_ms(self) -> int: ...
 
@@ -424,7 +428,7 @@ class CheckpointSpoutTask:
             xor ^= edge
         self.pending.add(root, txid, CHECKPOINT_STREAM, now)
         self.engine.ack_init(root, xor, self.task_id)
-        send = self.engine.send
+        send = self.engine.send_system  # checkpoint tuples are not counted as executed
         for t, edge in zip(self.targets, edges, strict=True):
             send(t, _RuntimeTuple(list(action), self.origin, {root: edge}, t))
         return work + 1

@@ -315,9 +315,10 @@ class OutputCollector(_Emitter):
 
     def _send_anchored(
         self, values: Sequence[Any], origin: Any, targets: list[int],
-        anchors: Tuple | Sequence[Tuple],
+        anchors: Tuple | Sequence[Tuple], send: Callable[[int, Tuple], None] | None = None,
     ) -> None:
-        rand, send = self._rand, self._send
+        rand = self._rand
+        send = send or self._send  # a system tuple's `send` does not count it (checkpoints)
         if isinstance(anchors, Tuple):
             roots = anchors._anchors
             if roots is None:
@@ -401,6 +402,19 @@ class OutputCollector(_Emitter):
             ack = self._host_ack
             for root, edge in roots.items():
                 ack(root, edge ^ val, self._component)
+
+    def ack_system(self, tup: Tuple) -> None:
+        """Ack a system tuple (a checkpoint tuple): settled as `ack` does, not counted in the
+        task's acked (docs/metrics.md)."""
+        acked = self._stats.acked
+        self.ack(tup)
+        self._stats.acked = acked
+
+    def fail_system(self, tup: Tuple) -> None:
+        """Fail a system tuple: settled as `fail` does, not counted in the task's failed."""
+        failed = self._stats.failed
+        self.fail(tup)
+        self._stats.failed = failed
 
     def fail(self, tup: Tuple) -> None:
         if not self._settle(tup, "fail", FAILED):

@@ -118,6 +118,19 @@ class LocalEngine(Controls, Reporting):
         # queue round trip per tuple is saved. A cycle needs the queue, or execute would recurse.
         self.direct = is_acyclic(topology)
         self.send = send_direct if self.direct else send_queued
+
+        def send_system(task_id: int, tup: Tuple) -> None:
+            # A system tuple (Storm's checkpoint tuples): delivered as `send` does, not
+            # counted in the task's executed (docs/metrics.md).
+            if not self.direct:
+                append((executors[task_id], tup))
+                return
+            try:
+                executors[task_id](tup)
+            except Exception as exc:
+                self._execute_error(task_id, tup, exc)
+
+        self.send_system = send_system
         # What `send_direct` does, for collectors to do inline (one call less per tuple):
         # `(executors, received, on_error)`; None when tuples go through the queue.
         self.direct_delivery: tuple[dict[int, Callable[[Tuple], None]], list[int],
@@ -185,6 +198,7 @@ class LocalEngine(Controls, Reporting):
 
     # ---- Host protocol (send is the per-instance closure set in __init__) -----------------
     send: Callable[[int, Tuple], None]
+    send_system: Callable[[int, Tuple], None]  # a system tuple: delivered, not counted
     now_ms: Callable[[], int]  # the clock's (set in __init__)
 
     # The ledgers run on microseconds, so complete latencies have sub-millisecond resolution;

@@ -784,7 +784,7 @@ class TridentSparkRunner(Controls, Reporting):
         sizes = {cid: sum(map(len, parts)) for cid, parts in out.items()}
         sizes.update(self.spark_sizes)
         with self._stats_lock:
-            self.stats.add_batch(sizes, True)
+            self.stats.add_batch(sizes, True, batch_id)
         if self.capture:
             for cid, parts in out.items():
                 for p in parts:
@@ -1047,6 +1047,9 @@ class TridentSparkRunner(Controls, Reporting):
 
     def batch_metrics(self) -> list[BatchMetrics]:
         return batch_metrics(self.query)
+
+    def batch_executed(self) -> dict[int, int]:
+        return self.stats.batch_executed
 
     def component_stats(self) -> dict[str, ComponentStats]:
         with self._stats_lock:
