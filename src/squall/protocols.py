@@ -200,6 +200,11 @@ class Runner(Protocol):
         """The counters, errors and elapsed time so far, with runner-specific `extra`."""
         ...
 
+    def carry(self, before: MetricsSnapshot) -> None:
+        """Let `metrics()` count on from `before`, the previous start's last snapshot (a
+        rebalance starts the topology again within one run)."""
+        ...
+
     # Operator controls (squall.runtime.lifecycle): callable from another thread; the run's
     # own loop carries them out.
     def request_stop(self, timeout_s: float | None = None) -> None:

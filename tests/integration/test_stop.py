@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -134,6 +135,12 @@ def _started(tmp: Path, proc: subprocess.Popen) -> None:
         except (AssertionError, OSError, KeyError):
             return False
     _wait_for(some, 300, what="the first records to be processed")
+
+
+def _summary_counts(summary: str, component: str) -> dict[str, int]:
+    """A component's counters in a summary printed by `squall run`."""
+    line = next(ln for ln in summary.splitlines() if ln.split()[:1] == [component])
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)(?![.\w])", line)}
 
 
 def _no_traceback(stderr: str) -> None:
@@ -317,6 +324,11 @@ def test_rebalance_restarts_on_the_checkpoint_with_the_new_parallelism(runner, t
     assert "count            bolt  x2" in before and "out              bolt  x2" in before
     summary = after.split("squall: summary")[1]
     assert "count            bolt  x3" in summary and "out              bolt  x1" in summary
+    # The summary is the run's, across both starts: every record emitted and acked once (the
+    # second start alone showed part of them, acked more than emitted on Spark).
+    src = _summary_counts(summary, "src")
+    assert (src["emitted"], src["acked"], src["failed"]) == (total, total, 0), summary
+    assert "no rates" not in summary
     # The state was redistributed and the input resumed where the stop left it: every record
     # once, every key's running count 1..n.
     _check_exact(tmp_path, total)

@@ -113,7 +113,8 @@ class ControlServer:
                 body["status"], body["components"] = "starting", []
             else:
                 body["status"] = runner.status()
-                body["components"] = [s.line() for s in runner.component_stats().values()]
+                # The snapshot's counters: a rebalanced run's totals (Reporting.carry).
+                body["components"] = [c.line() for c in runner.metrics().components.values()]
             return 200, body
         paths = ("/deactivate", "/activate", "/kill", "/rebalance")
         if method != "POST" or path not in paths or (

@@ -114,10 +114,43 @@ def _head(c: ComponentMetrics, width: int) -> str:
 
 
 def _batch_text(snapshot: MetricsSnapshot) -> str:
+    """The last Spark batch: its id, how long it took and the tuples its bolts executed (Spark's
+    own input rows are packets and control messages, not tuples: the JSON has them).
+
+    >>> from squall.metrics import BatchMetrics
+    >>> b = BatchMetrics(4, 120, 1, 10, 100, "", executed=1500)
+    >>> _batch_text(MetricsSnapshot("spark", "active", 1000, batches=[b]))
+    '; batch 4 took 120 ms, 1,500 tuples executed'
+    """
     if not snapshot.batches:
         return ""
     b = snapshot.batches[-1]
-    return f"; batch {b.batch_id} took {b.duration_ms} ms ({b.input_rows} rows)"
+    text = f"; batch {b.batch_id} took {b.duration_ms} ms"
+    if b.executed is not None:
+        text += f", {b.executed:,} tuples executed"
+    return text
+
+
+def startup_text(startup: dict[str, int]) -> str | None:
+    """The summary's start-up line (Spark): starting Spark, the first results, and the spout
+    tuples whose trees waited for them (acked, left out of complete latency).
+
+    >>> startup_text({"session_ms": 4200, "query_ms": 300, "first_batch_started_ms": 900,
+    ...               "first_batch_done_ms": 9100, "tuples": 20000}).split("; ")
+    ['start-up: Spark 4.2s, first batch done 9.1s after the start', \
+'20000 tuples waited for it (acked, not in complete latency)']
+    """
+    if not startup:
+        return None
+    parts = [f"Spark {startup.get('session_ms', 0) / 1000:.1f}s"]
+    if "first_batch_done_ms" in startup:
+        parts.append(f"first batch done {startup['first_batch_done_ms'] / 1000:.1f}s after "
+                     "the start")
+    text = "start-up: " + ", ".join(parts)
+    if startup.get("tuples"):
+        text += (f"; {startup['tuples']} tuples waited for it (acked, not in complete "
+                 "latency)")
+    return text
 
 
 class ProgressDisplay:
@@ -191,9 +224,9 @@ class ProgressDisplay:
         now = snapshot.elapsed_ms
         counts = {cid: counters(c).get(RATE_OF.get(c.kind, "emitted"), 0)
                   for cid, c in snapshot.components.items()}
-        if self._base is None or now < self._base[0]:  # the first, or a new runner (rebalance)
-            # Counters that continue a checkpoint's have no rate before a second snapshot.
-            self._rates = {cid: n * 1000 / now if now > 0 and not snapshot.restarted else None
+        if self._base is None or now < self._base[0]:  # the first, or time went back
+            # Counters count from the run's start (docs/metrics.md), a resumed one's too.
+            self._rates = {cid: n * 1000 / now if now > 0 else None
                            for cid, n in counts.items()}
             self._base = (now, counts)
             return
@@ -278,9 +311,9 @@ class _BlockAware(io.TextIOBase):
 
 def summary(snapshot: MetricsSnapshot) -> str:
     """The end-of-run summary: every component's totals with its rate over the run, its
-    latencies (p50/p99) and other figures that are not zero, the last Spark batch, then the
-    errors per component and kind. Rates are left out when the counters continue a
-    checkpoint's (`restarted`): this run did not do all of it."""
+    latencies (p50/p99) and other figures that are not zero, the last Spark batch, start-up,
+    then the errors per component and kind. Counters count from the run's start, also when it
+    resumed a checkpoint, so the rates are the run's."""
     width = _width(snapshot)
     seconds = snapshot.elapsed_ms / 1000
     lines = []
@@ -291,7 +324,7 @@ def summary(snapshot: MetricsSnapshot) -> str:
         parts = [_head(c, width)]
         for name in first:
             text = f"{name}={counts.get(name, 0)}"
-            if name == verb and seconds > 0 and not snapshot.restarted:
+            if name == verb and seconds > 0:
                 text += f" ({rate_text(counts.get(name, 0) / seconds)})"
             parts.append(text)
         parts += [f"{name}={n}" for name, n in counts.items()
@@ -307,8 +340,11 @@ def summary(snapshot: MetricsSnapshot) -> str:
         mean = sum(b.duration_ms for b in recent) / len(recent)
         lines.append(f"spark: last batch {recent[-1].batch_id}; the last {len(recent)} took "
                      f"{mean:.0f} ms on average")
+    startup = startup_text(snapshot.startup)
+    if startup is not None:
+        lines.append(startup)
     if snapshot.restarted:
-        lines.append("counters include the checkpoint's (a restart): no rates")
+        lines.append("resumed from a checkpoint: the counters count this run's work only")
     lines.append(f"errors reported: {sum(e.count for e in snapshot.errors)}; "
                  f"elapsed {seconds:.1f}s")
     for e in snapshot.errors:

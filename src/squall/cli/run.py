@@ -288,6 +288,8 @@ def _run(args: argparse.Namespace, topology: Topology, conf: dict[str, Any], nam
             runner = make_runner(current[0], conf, runner=args.runner,
                                  **({"master": args.master} if args.runner == "spark" else {}),
                                  checkpoint_location=args.checkpoint)
+            if final:  # started again by a rebalance: the run's figures go on
+                runner.carry(final[0])
             holder[:] = [runner]
             signals.attach(runner)
             spark_ui = _spark_ui(runner)

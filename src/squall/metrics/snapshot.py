@@ -118,10 +118,12 @@ class BatchMetrics:
 
     batch_id: int
     duration_ms: int  # the whole trigger
-    input_rows: int  # rows the batch read (tuples emitted by spouts, and control rows)
+    input_rows: int  # Spark's rows the source gave (a row: a packet of spout tuples, a range,
+    # or a control message; a Trident source's rows only trigger its batches: 0)
     planning_ms: int  # asking the spouts for the batch (latestOffset) and planning the query
     processing_ms: int  # running the batch's stages and committing it (addBatch)
     timestamp: str  # when the trigger started (ISO 8601, Spark's)
+    executed: int | None = None  # tuples the batch's bolts (Trident: operations) executed
 
 
 @dataclass(frozen=True)

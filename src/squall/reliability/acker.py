@@ -83,7 +83,10 @@ class Outcome(NamedTuple):
     A runner may add to a `fail` the `(kind, text)` of the error that failed the tree, for the
     dead-letter stream (squall.reliability.retries). `records`: for a range tree whose records
     are told apart, the indices of the records whose tuples failed; the others completed.
-    `tuples`: how many spout tuples the tree holds, when a runner told the ledger (a range)."""
+    `tuples`: how many spout tuples the tree holds, when a runner told the ledger (a range).
+    `startup`: the tree waited for its run's start-up (a Spark run's first micro-batch starts
+    the Python workers): its time is not a latency of tuples, so it is left out of the spout's
+    complete latency (the runner reports start-up apart)."""
 
     kind: str
     root: int
@@ -92,6 +95,7 @@ class Outcome(NamedTuple):
     error: tuple[str, str] | None = None
     records: tuple[int, ...] | None = None
     tuples: int = 1  # how many spout tuples the tree holds (a range's records), for the counts
+    startup: bool = False  # the tree waited for the run's start-up: no complete latency
 
 
 class _Entry:

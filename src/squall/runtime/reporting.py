@@ -127,6 +127,16 @@ class Reporting:
     def batch_metrics(self) -> list[BatchMetrics]:
         return []
 
+    def batch_executed(self) -> Mapping[int, int]:
+        """Per Spark batch id, the tuples its bolts executed (runners with Spark batches)."""
+        return {}
+
+    def _batches(self) -> list[BatchMetrics]:
+        """Spark's recent batches, each with the tuples executed in it when known."""
+        executed = self.batch_executed()
+        return [dataclasses.replace(b, executed=executed.get(b.batch_id))
+                for b in self.batch_metrics()]
+
     _ended_ms: int | None = None  # the run's elapsed time, frozen when it ended
 
     def mark_run_ended(self) -> None:
@@ -168,11 +178,31 @@ class Reporting:
             if counters.get("user_metrics"):
                 user[cid] = {name: value_of(p) for name, p in counters["user_metrics"].items()}
         self._capacities(components, elapsed)
+        errors = error_summaries(self.errors)
+        if self.carried is not None:
+            elapsed += self.carried.elapsed_ms
+            for cid, c in components.items():
+                before = self.carried.components.get(cid)
+                if before is not None:
+                    carry_counters(c, before)
+            errors = carry_errors(errors, self.carried.errors)
         return MetricsSnapshot(
             runner=self.runner_name, status=self.run_status(), elapsed_ms=elapsed,
-            components=components, batches=self.batch_metrics(),
-            errors=error_summaries(self.errors), user_metrics=user, restarted=self.restarted,
+            components=components, batches=self._batches(),
+            errors=errors, user_metrics=user, restarted=self.restarted,
             startup=dict(getattr(self, "startup", {})))
+
+    # The last snapshot of the same `squall run`'s previous start, when a rebalance started the
+    # topology again: its counters, errors and elapsed time continue in this runner's.
+    carried: MetricsSnapshot | None = None
+
+    def carry(self, before: MetricsSnapshot) -> None:
+        """Count on from `before`, the last snapshot of the previous start of the same run (a
+        rebalance stops the topology and starts it again on its checkpoint): every counter,
+        per-stream count and error count, and the elapsed time, is the run's total, not this
+        start's. Gauges, latencies, capacity, per-task figures and a component's own metrics
+        are this start's (its tasks are new ones)."""
+        self.carried = before
 
     restarted = False  # set by a runner that resumed a checkpoint: counters are this run's
 
@@ -201,6 +231,33 @@ class Reporting:
                                        / max(c.tasks, 1), 4)
                 if elapsed - points[-1][0] >= 1000:
                     points.append((elapsed, busy))
+
+
+# What a rebalance's new start adds to its predecessor's (`Reporting.carry`): counts of what
+# happened, not figures of the moment (`pending`) or of the tasks (latencies).
+CARRIED = ("emitted", "transferred", "executed", "acked", "failed", "timed_out", "errors",
+           "dead_lettered", "malformed", "late")
+
+
+def carry_counters(into: ComponentMetrics, before: ComponentMetrics) -> None:
+    """Add `before`'s counts of what happened to `into`'s (`Reporting.carry`)."""
+    for name in CARRIED:
+        setattr(into, name, getattr(into, name) + getattr(before, name))
+    streams = dict(before.streams)
+    for stream, n in into.streams.items():
+        streams[stream] = streams.get(stream, 0) + n
+    into.streams = streams
+
+
+def carry_errors(now: list[ErrorSummary], before: list[ErrorSummary]) -> list[ErrorSummary]:
+    """Error summaries of two starts of a run as one: counts summed per component and kind,
+    the latest text the newer start's; most frequent first."""
+    out = {(e.component, e.kind): e for e in before}
+    for e in now:
+        old = out.get((e.component, e.kind))
+        out[(e.component, e.kind)] = e if old is None else dataclasses.replace(
+            e, count=e.count + old.count)
+    return sorted(out.values(), key=lambda e: -e.count)
 
 
 def _figures(into: ComponentMetrics, counters: Mapping[str, Any],

@@ -276,13 +276,14 @@ class SpoutTask(TaskRuntime):
             if outcome.kind == "ack":
                 # `_completed`, inline: the path of every tree.
                 stats.acked += tuples
-                ms = outcome.latency_ms * unit
-                stats.latency_total_ms += ms * tuples
-                stats.latency_count += tuples
-                self._latency_turn -= 1
-                if not self._latency_turn:
-                    self._latency_turn = self._latency_every
-                    self.complete_latency.record_us(int(ms * 1000), tuples)
+                if not outcome.startup:  # start-up is no latency of tuples (Outcome)
+                    ms = outcome.latency_ms * unit
+                    stats.latency_total_ms += ms * tuples
+                    stats.latency_count += tuples
+                    self._latency_turn -= 1
+                    if not self._latency_turn:
+                        self._latency_turn = self._latency_every
+                        self.complete_latency.record_us(int(ms * 1000), tuples)
                 if self.retries.counted:  # a replay that succeeded: its count is done
                     self.retries.forget(entry.msg_id)
                 self._call("ack", entry.msg_id)
@@ -293,14 +294,17 @@ class SpoutTask(TaskRuntime):
                 else:  # its other records completed
                     self.stats.failed += len(records)
                     if tuples > len(records):
-                        self._completed(outcome.latency_ms, tuples - len(records))
+                        self._completed(outcome.latency_ms, tuples - len(records),
+                                        outcome.startup)
                 self._failed(entry, outcome.error or ("failed", "the tuple was failed"),
                              records)
         return n
 
-    def _completed(self, latency: float, tuples: int) -> None:
+    def _completed(self, latency: float, tuples: int, startup: bool = False) -> None:
         stats = self.stats
         stats.acked += tuples
+        if startup:
+            return  # acked; its time is start-up, not a latency (Outcome)
         ms = latency * self._latency_unit_ms
         stats.latency_total_ms += ms * tuples
         stats.latency_count += tuples

@@ -8,7 +8,9 @@ Trident runners).
 >>> stats = TridentStats(trident_plan(t.build()))
 >>> stats.add_batch({"s": 2, "n": 1}, ok=True)
 >>> stats.component_stats()["n"].line()
-'n                bolt  x1  emitted=1  executed=2  acked=0  failed=0'
+'n                bolt  x1  emitted=1  executed=2  acked=2  failed=0'
+>>> stats.batch_executed
+{0: 2}
 """
 
 from __future__ import annotations
@@ -24,25 +26,37 @@ log = logging.getLogger("squall")
 
 
 class TridentStats:
-    """Per operation: tuples in and out; per spout: tuples emitted, acked (in committed
-    batches) and failed (in failed attempts). Shared by both Trident runners."""
+    """Per operation: tuples in and out; per spout and operation: tuples acked (in committed
+    batches) and failed (in failed attempts), as Storm's Trident bolts ack every batch tuple they
+    execute once its batch commits. `batch_executed`: per Spark batch id, the tuples the
+    committed batch's operations executed. Shared by both Trident runners."""
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self.counts: dict[str, dict[str, int]] = {
             n.cid: dict.fromkeys(("emitted", "executed", "acked", "failed", "errors"), 0)
             for n in plan.nodes}
+        self.batch_executed: dict[int, int] = {}
 
-    def add_batch(self, sizes: Mapping[str, int], ok: bool) -> None:
+    def add_batch(self, sizes: Mapping[str, int], ok: bool, batch_id: int = 0) -> None:
+        """Count an attempt of a batch: `sizes` are the tuples each node put out, `ok` whether
+        the attempt committed; `batch_id` is the Spark batch that ran it (0 on the local
+        runner, which has no Spark batches)."""
+        executed = 0
+        outcome = "acked" if ok else "failed"
         for node in self.plan.nodes:
             c = self.counts[node.cid]
             out = sizes.get(node.cid, 0)
+            c["emitted"] += out
             if node.kind == "spout":
-                c["emitted"] += out
-                c["acked" if ok else "failed"] += out
+                c[outcome] += out
             else:
-                c["executed"] += sum(sizes.get(p, 0) for p in node.parents)
-                c["emitted"] += out
+                n = sum(sizes.get(p, 0) for p in node.parents)
+                c["executed"] += n
+                c[outcome] += n
+                executed += n
+        if ok:
+            self.batch_executed[batch_id] = self.batch_executed.get(batch_id, 0) + executed
 
     def error(self, component: str) -> None:
         if component in self.counts:

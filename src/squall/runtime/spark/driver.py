@@ -148,6 +148,9 @@ class SparkRunner(Controls, Reporting):
         self.error_log = ErrorLog(log, traceback=user_error)
         self.captures: dict[int, list[tuple[tuple[int, int], str, list[Any]]]] = {}
         self.bolt_stats: dict[int, dict[str, int]] = {}
+        self.executed_in: dict[int, int] = {}  # batch id -> tuples its bolts executed
+        # Trees open when this run's first batch ended: they waited for start-up (_apply).
+        self.startup_open: set[int] = set()
         self.outcomes: list[tuple] = []  # the batch being applied's, for the spouts
         self.record_errors: dict[int, tuple[str, str]] = {}  # range root -> its records' error
         self.settlement = Settlement(self._deliver, self._report_unknown)
@@ -295,6 +298,7 @@ class SparkRunner(Controls, Reporting):
             # (batch, seq): seq counts within one batch of one partition only.
             self.captures.setdefault(task, []).append(((batch_id, seq), stream, values))
         add_counters(self.bolt_stats, rows.stats)
+        self.executed_in[batch_id] = sum(s.get("executed", 0) for s in rows.stats.values())
         for root in folded.forget:
             self.ledger.forget(root, now)
             self.record_errors.pop(root, None)
@@ -323,11 +327,42 @@ class SparkRunner(Controls, Reporting):
                     if failed_on is not None:
                         outcome = outcome._replace(error=failed_on)
                 self.settlement.settle(outcome)
+        self._mark_startup()
         write_outcomes(self.dir, batch_id, self.outcomes)
         commit = {"batch_id": batch_id, "ledger": self.ledger.snapshot()}
         write_atomic(os.path.join(self.dir, "commit.pkl"), pickle.dumps(commit))
         self.committed = batch_id
         self.batches += 1
+
+    def _mark_startup(self) -> None:
+        """Mark the outcomes of trees that waited for this run's start-up (`Outcome.startup`).
+
+        The run's first micro-batch starts Spark's Python workers and loads every component:
+        seconds that are start-up, not a latency of tuples (`startup` reports them). The trees
+        it settles, and those still open after it (they started before it ended, or in a
+        previous run), are acked as any other but left out of complete latency; their spout
+        tuples are counted in `startup["tuples"]`."""
+        first = self.batches == 0
+        still = self.startup_open
+        if not first and not still:
+            return
+        out = []
+        tuples = 0
+        for o in self.outcomes:
+            if first or o[1] in still:
+                outcome = Outcome(*o)._replace(startup=True)
+                if outcome.kind == "ack":
+                    tuples += outcome.tuples
+                elif outcome.kind == "fail" and outcome.records is not None:
+                    tuples += outcome.tuples - len(outcome.records)  # the rest completed
+                o = tuple(outcome)
+            out.append(o)
+        self.outcomes = out
+        self.startup["tuples"] = self.startup.get("tuples", 0) + tuples
+        if first:
+            self.startup_open = set(self.ledger.entries)
+        else:
+            still.intersection_update(self.ledger.entries)
 
     # ---- running -------------------------------------------------------------------------
     def run(
@@ -450,6 +485,9 @@ class SparkRunner(Controls, Reporting):
 
     def batch_metrics(self) -> list[BatchMetrics]:
         return batch_metrics(self.query)
+
+    def batch_executed(self) -> dict[int, int]:
+        return self.executed_in
 
     def result(self) -> RunResult:
         return RunResult(self.component_stats(), list(self.errors), self.elapsed_ms,
