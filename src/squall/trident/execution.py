@@ -193,12 +193,19 @@ class BatchExecutor:
             state.close()
 
     # ---- one batch ---------------------------------------------------------------------------
+    def begin(self, txid: int) -> None:
+        """Storm's State protocol opens batch `txid` on every state; an opaque map rolls back
+        here what an earlier attempt of this txid wrote, since its replay may touch other
+        keys."""
+        for state in self.states.values():
+            state.begin_commit(txid)
+
     def run(self, txid: int, spout_batches: Mapping[str, Parts], *,
             given: Mapping[str, Parts] | None = None,
             partials: Mapping[str, Mapping[tuple[Any, ...], Any]] | None = None,
             windows: Mapping[str, Any] | None = None,
             skip: frozenset[str] = frozenset(), final: bool = False,
-            time_ms: int | None = None) -> dict[str, Parts]:
+            time_ms: int | None = None, begun: bool = False) -> dict[str, Parts]:
         """Every operation's output for batch `txid`, given each spout's partitions.
 
         A runner that computed some operations elsewhere (the Spark runner, in Spark) passes
@@ -207,17 +214,16 @@ class BatchExecutor:
         `(partials by window, tuples per window, largest timestamp)` as `windows`, and the
         operations nothing else here needs as `skip`. `final`: every spout's input ends with
         this batch (windows' watermarks go to the end of time). `time_ms`: the transaction's
-        processing time (the same on every attempt), for processing-time windows."""
+        processing time (the same on every attempt), for processing-time windows. `begun`:
+        the runner called `begin(txid)` already."""
         out: dict[str, Parts] = {}
         self.final, self.time_ms = final, time_ms
-        # Storm's State protocol around the batch; an opaque map rolls back here what an
-        # earlier attempt of this txid wrote, since its replay may touch other keys.
-        for state in self.states.values():
-            state.begin_commit(txid)
+        if not begun:
+            self.begin(txid)
         for node in self.plan.nodes:
             if windows is not None and node.cid in windows:
                 rows = self.window_step(node, txid, *windows[node.cid])
-                out[node.cid] = _split_by_key(rows, node.parallelism, node)
+                out[node.cid] = split_by_key(rows, node.parallelism, node)
                 continue
             if given is not None and node.cid in given:
                 out[node.cid] = given[node.cid]
@@ -228,7 +234,7 @@ class BatchExecutor:
                     groups[()] = self.ops[node.cid][0].zero()
                 rows = self.apply_partials(node, self.ops[node.cid][0], groups, txid,
                                            partials=True)
-                out[node.cid] = _split_by_key(rows, node.parallelism, node)
+                out[node.cid] = split_by_key(rows, node.parallelism, node)
                 continue
             if node.cid in skip:
                 continue
@@ -288,14 +294,14 @@ class BatchExecutor:
         if kind == "aggregate":
             return [self._grouped(node, fields, rows, txid, self.ops[node.cid][0])]
         if kind == "group_aggregate":
-            return _split_by_key(self._grouped(node, fields, rows, txid,
+            return split_by_key(self._grouped(node, fields, rows, txid,
                                                self.ops[node.cid][0]), n, node)
         if kind == "chained_agg":
-            return _split_by_key(self._chained(node, fields, rows, txid), n, node)
+            return split_by_key(self._chained(node, fields, rows, txid), n, node)
         if kind == "persistent_aggregate":
-            return _split_by_key(self._persist(node, fields, rows, txid), n, node)
+            return split_by_key(self._persist(node, fields, rows, txid), n, node)
         if kind == "window":
-            return _split_by_key(self._window(node, fields, rows, txid), n, node)
+            return split_by_key(self._window(node, fields, rows, txid), n, node)
         if kind == "partition_persist":
             return [self._partition_persist(node, fields, part, txid, self.ops[node.cid][i % n])
                     for i, part in enumerate(parents[0])]
@@ -713,7 +719,7 @@ def _by_key(rows: Rows, n: int, key: Callable[[tuple[Any, ...]], Any]) -> Parts:
     return out
 
 
-def _split_by_key(rows: Rows, n: int, node: PlanNode) -> Parts:
+def split_by_key(rows: Rows, n: int, node: PlanNode) -> Parts:
     width = len(node.args.get("keys", ()))
     return _by_key(rows, n, lambda r: r[:width])
 

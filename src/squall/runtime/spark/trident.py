@@ -58,6 +58,7 @@ from squall.runtime.gc_pause import gc_paused
 from squall.runtime.lifecycle import Controls, Lifecycle
 from squall.runtime.reporting import Reporting
 from squall.runtime.spark import trident_columns as cols
+from squall.runtime.spark import trident_state as ts
 from squall.runtime.spark import trident_windows as tw
 from squall.runtime.spark.fingerprint import check_fingerprint
 from squall.runtime.spark.query import batch_metrics, drive_query
@@ -77,6 +78,7 @@ from squall.trident.execution import (
     Parts,
     TridentOperationContext,
     TridentOperationError,
+    split_by_key,
 )
 from squall.trident.operations import (
     ROW,
@@ -87,6 +89,7 @@ from squall.trident.operations import (
 )
 from squall.trident.plan import Plan, PlanNode, trident_plan
 from squall.trident.spouts import FileBatch, FileBatchSpout, SpoutEmitter
+from squall.trident.state.partitioned import PartitionedMap
 from squall.trident.stats import TridentStats
 from squall.trident.tuple import tuple_type
 
@@ -213,8 +216,11 @@ class _Chain:
     def __init__(self, nodes: list[PlanNode], in_fields: tuple[str, ...],
                  out_fields: tuple[str, ...], conf: Mapping[str, Any], txid: int,
                  partial: PlanNode | None = None, counts: Any = None,
-                 types: cols.Types | None = None, cells: bool = False) -> None:
+                 types: cols.Types | None = None, cells: bool = False,
+                 state_partitions: int | None = None) -> None:
         self.nodes, self.in_fields, self.out_fields = nodes, in_fields, out_fields
+        # The partials go on to a state's partitions (`trident_state`): each with its `$sp`.
+        self.state_partitions = state_partitions
         # The partials go to the driver as they are (no Spark aggregation after): as IPC cells.
         self.cells = cells
         self.conf, self.txid, self.partial = dict(conf), txid, partial
@@ -245,11 +251,12 @@ class _Chain:
         if self.partial.kind == "window":
             return cols.spark_schema(tw.partial_fields(self.partial), self.types)
         keys = tuple(self.partial.args["keys"])
+        sp = f", `{ts.PARTITION}` int" if self.state_partitions else ""
         if isinstance(self.partial.args["op"], BuiltinCombiner):
             # partials Spark aggregates further
-            return cols.spark_schema((*keys, "$partial"), self.types)
+            return cols.spark_schema((*keys, "$partial"), self.types) + sp
         return ", ".join(filter(None, [cols.spark_schema(keys, self.types),
-                                       "`$partial` binary"]))
+                                       "`$partial` binary"])) + sp
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         # As in a topology's stage (squall.runtime.spark.stage.run_stage): a per-tuple function
@@ -283,6 +290,10 @@ class _Chain:
         if acc is not None:
             if self.cells:
                 yield from cols.to_cells(acc.result())
+            elif self.state_partitions:
+                assert self.partial is not None
+                yield ts.with_partitions(acc.result(), self.partial.args["keys"],
+                                         self.state_partitions)
             else:
                 yield acc.result()
         if self.counts is not None:
@@ -803,9 +814,13 @@ class TridentSparkRunner(Controls, Reporting):
 
     def _evaluate_attempt(self, txid: int, batches: Mapping[str, Any]) -> dict[str, Parts]:
         assert self.executor is not None
+        # Storm's State protocol opens the batch before any Spark job, since some write their
+        # state in the job (an opaque state's rollback of an earlier attempt comes first).
+        self.executor.begin(txid)
         given: dict[str, Parts] = {}
         partials: dict[str, dict[tuple[Any, ...], Any]] = {}
         windows: dict[str, Any] = {}
+        applied: dict[str, int] = {}  # keys written in Spark, per persistent_aggregate
         for cid, path in self.paths.items():
             batch = batches[path[0].cid]
             t_spark = time.perf_counter()
@@ -817,7 +832,14 @@ class TridentSparkRunner(Controls, Reporting):
                 continue
             groups = {} if empty else self._spark_path(txid, path, batch)
             self.timing["spark"] += time.perf_counter() - t_spark
-            if path[-1].kind == "persistent_aggregate":
+            if isinstance(groups, _Applied):
+                applied[cid] = groups.written
+                given[cid] = [[]] if groups.rows is None else \
+                    split_by_key(groups.rows, path[-1].parallelism, path[-1])
+            elif empty and self._in_executors(path[-1]):
+                applied[cid] = 0
+                given[cid] = [[]]
+            elif path[-1].kind == "persistent_aggregate":
                 partials[cid] = groups  # applied to the state in plan order
             else:
                 given[cid] = self._result(path[-1], groups)
@@ -828,6 +850,7 @@ class TridentSparkRunner(Controls, Reporting):
                 if cid in self.inside:  # an aggregation's output is counted on the driver
                     self.spark_sizes[cid] = self.spark_sizes.get(cid, 0) + n_out
         self._counts.clear()
+        self.spark_sizes.update(applied)
         t_driver = time.perf_counter()
         rows = {cid: [b.rows()] if isinstance(b, FileBatch) else b
                 for cid, b in batches.items() if cid not in self.inside}
@@ -835,7 +858,7 @@ class TridentSparkRunner(Controls, Reporting):
         now = self.coordinator.batch_time(txid, int(time.time() * 1000))
         out = self.executor.run(txid, rows, given=given, partials=partials, windows=windows,
                                 skip=self.inside, final=self.coordinator.exhausted_after(txid),
-                                time_ms=now)
+                                time_ms=now, begun=True)
         self.timing["driver"] += time.perf_counter() - t_driver
         for cid, batch in batches.items():
             if cid not in out:  # a spout read in Spark: its size, for the counters
@@ -889,6 +912,8 @@ class TridentSparkRunner(Controls, Reporting):
         needed = tuple(dict.fromkeys(_partial_reads(terminal)))
         if terminal.kind == "window":  # partials per (window, key) in the workers, then here
             return tw.finish(partials_here(df, needed), terminal)
+        if self._in_executors(terminal):
+            return self._apply_in_executors(txid, terminal, make_chain(needed, terminal), df)
         if self.partial:
             op = terminal.args["op"]
             if isinstance(op, BuiltinCombiner) and _partial_kind(terminal, types) is not None \
@@ -905,6 +930,35 @@ class TridentSparkRunner(Controls, Reporting):
                 df = chain_df(df, needed, tagged=tagged)
             value_fields = inputs[:1]
         return self._finish(terminal, df, keys, value_fields)
+
+    def _in_executors(self, node: PlanNode) -> bool:
+        """Whether `node` is a `persistent_aggregate` whose partials Spark applies to its
+        state's partitions in the tasks (`trident_state`): a keyed combiner's, into a
+        partitioned state no other operation of the plan uses (a state query of it runs before
+        the update, on the driver)."""
+        if node.kind != "persistent_aggregate" or not self.partial or not node.args["keys"]:
+            return False
+        name = node.args["state"]
+        state = self.executor.states.get(name) if self.executor is not None else None
+        return isinstance(state, PartitionedMap) \
+            and hasattr(node.args["factory"], "make_partition") \
+            and sum(n.args.get("state") == name for n in self.plan.nodes) == 1
+
+    def _apply_in_executors(self, txid: int, node: PlanNode, chain: _Chain, df: Any
+                            ) -> _Applied:
+        """The batch's partials of `node` applied to its state's partitions in Spark's tasks;
+        what they wrote."""
+        assert self.executor is not None
+        state = self.executor.states[node.args["state"]]
+        n = state.partitions
+        chain.state_partitions = n
+        apply = ts.ApplyState(node, node.args["factory"], self.dir, txid, chain.types,
+                              collect=self.capture or bool(self.plan.children(node.cid)))
+        partials = df.mapInArrow(chain, chain.output_schema())
+        result = partials.repartition(n, ts.PARTITION).mapInArrow(
+            apply, ts.OUTPUT_SCHEMA).toArrow()
+        written, rows = ts.applied_rows(result)
+        return _Applied(written, rows)
 
     def _input(self, batch: Any, fields: tuple[str, ...]) -> tuple[Any, dict[str, str]]:
         """The spout's batch as a DataFrame of encoded fields and its typed fields: files read
@@ -1078,6 +1132,14 @@ _SPARK_VARIANT = {"string": "s", "bigint": "i", "int": "i", "smallint": "i", "ti
 _PARQUET_SQL = {pa.string(): "string", pa.large_string(): "string", pa.int64(): "bigint",
                 pa.int32(): "int", pa.int16(): "smallint", pa.int8(): "tinyint",
                 pa.float64(): "double", pa.float32(): "float"}
+
+
+class _Applied:
+    """A `persistent_aggregate` applied in Spark: the keys written, and their new rows when
+    they were collected."""
+
+    def __init__(self, written: int, rows: list[tuple[Any, ...]] | None) -> None:
+        self.written, self.rows = written, rows
 
 
 def _parquet_types(path: str, fields: tuple[str, ...]) -> dict[str, str] | None:

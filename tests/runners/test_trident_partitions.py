@@ -1,0 +1,141 @@
+"""Trident's partitioned durable map states (`squall.trident.state.partitioned`) on both runners:
+each partition's store holds exactly the keys of its partition, a `persistent_aggregate` is
+applied on Spark by the tasks that hold the keys (not by the driver), counts equal a dict count
+for every state type and for a user's combiner, and the number of partitions is a property of
+the checkpoint."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import squall
+from squall.errors import ConfigError
+from squall.testing import simulated_time
+from squall.trident import CombinerAggregator, Count, FixedBatchSpout, Function, Sum, TridentTopology
+from squall.trident.state import DurableMapState, StateType
+from squall.trident.state.durable import DurableMapStateFactory
+from squall.trident.state.partitioned import PARTITIONS_KEY, partition_indexes
+
+WORDS = [f"w{i % 97}" for i in range(600)]  # 97 distinct keys over 6 batches
+SENTENCES = [" ".join(WORDS[i:i + 20]) for i in range(0, len(WORDS), 20)]
+
+
+class Split(Function):
+    def execute(self, tup, collector):
+        for word in tup[0].split(" "):
+            collector.emit([word, len(word)])
+
+
+class LongestSum(CombinerAggregator):
+    """A user's combiner (not a built-in): the sum of the lengths, as a one-item list."""
+
+    def init(self, tup):
+        return [tup[0]]
+
+    def combine(self, a, b):
+        return [a[0] + b[0]]
+
+    def zero(self):
+        return [0]
+
+
+@dataclass(frozen=True)
+class Recording(DurableMapStateFactory):
+    """A durable factory that notes which process opens which single partition (what a Spark
+    task does to apply its keys)."""
+
+    log: str = ""
+
+    def make_partition(self, name, location, index):
+        with open(self.log, "a") as f:
+            f.write(f"{os.getpid()} {name} {index}\n")
+        return super().make_partition(name, location, index)
+
+
+def topology(factories: dict[str, DurableMapStateFactory]):
+    t = TridentTopology()
+    words = (t.new_stream("sentences", FixedBatchSpout(["sentence"], 4, *[[s] for s in SENTENCES]))
+             .each(["sentence"], Split(), ["word", "length"]).group_by(["word"]))
+    for name, factory in factories.items():
+        if name.startswith("lengths"):
+            words.persistent_aggregate(factory, ["length"], LongestSum(), ["lengths"]).name(name)
+        elif name.startswith("sums"):
+            words.persistent_aggregate(factory, ["length"], Sum(), ["sum"]).name(name)
+        else:
+            words.persistent_aggregate(factory, Count(), ["count"]).name(name)
+    return t.build()
+
+
+def parts_of(factory: DurableMapStateFactory, name: str, location: Path) -> list[dict]:
+    state = factory.make_state(name, str(location))
+    try:
+        return [dict(p.items()) for p in state.parts]
+    finally:
+        state.close()
+
+
+def test_each_partition_holds_its_keys_and_spark_applies_them_in_its_tasks(runner, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    log = str(tmp_path / "opened.log")
+    factories: dict[str, DurableMapStateFactory] = {
+        "counts-tx": Recording(StateType.TRANSACTIONAL, log=log),
+        "counts-opaque": Recording(StateType.OPAQUE, log=log),
+        "counts-nontx": Recording(StateType.NON_TRANSACTIONAL, log=log),
+        "sums-tx": Recording(StateType.TRANSACTIONAL, log=log),
+        "lengths-opaque": Recording(StateType.OPAQUE, log=log),
+    }
+    counts = Counter(WORDS)
+    expected = {
+        "counts": {(w,): n for w, n in counts.items()},
+        "sums": {(w,): n * len(w) for w, n in counts.items()},
+        "lengths": {(w,): [n * len(w)] for w, n in counts.items()},
+    }
+    with simulated_time():
+        result = squall.run(topology(factories), {PARTITIONS_KEY: 4}, runner=runner,
+                            checkpoint_location=str(ckpt))
+    assert result.extra["committed"] == [1, 2, 3, 4, 5, 6, 7, 8]
+    for name, factory in factories.items():
+        parts = parts_of(factory, name, ckpt)
+        assert len(parts) == 4
+        for index, part in enumerate(parts):  # every key in the store of its partition
+            assert set(partition_indexes(list(part), 4)) <= {index}
+        merged = {k: v for part in parts for k, v in part.items()}
+        assert merged == expected[name.split("-")[0]], name
+    opened = [line.split() for line in Path(log).read_text().splitlines()] \
+        if os.path.exists(log) else []
+    if runner == "spark":
+        # Every state's keys were applied by Spark's tasks, in Python workers, one partition
+        # at a time: 8 batches x 4 partitions per state at most, every partition at least once.
+        assert opened and all(int(pid) != os.getpid() for pid, _, _ in opened)
+        for name in factories:
+            seen = {int(i) for _, n, i in opened if n == name}
+            assert seen == {0, 1, 2, 3}, name
+    else:
+        assert opened == []  # the local runner applies each partition from its own process
+
+
+def test_the_number_of_partitions_is_fixed_by_the_checkpoint(runner, tmp_path):
+    ckpt = str(tmp_path / "ckpt")
+    factories: dict[str, DurableMapStateFactory] = {"counts": DurableMapState.factory()}
+    with simulated_time():
+        squall.run(topology(factories), {PARTITIONS_KEY: 3}, runner=runner,
+                   checkpoint_location=ckpt)
+        with pytest.raises(ConfigError, match=r"durable map state 'counts' has 3 partitions .* "
+                                              r"this run asks for 5 \(squall.trident.state"
+                                              r".partitions"):
+            squall.run(topology(factories), {PARTITIONS_KEY: 5}, runner=runner,
+                       checkpoint_location=ckpt)
+        # Unset, the checkpoint's number holds; the finished run has nothing more to do.
+        again = squall.run(topology(factories), {}, runner=runner, checkpoint_location=ckpt)
+    assert again.extra["committed"] == []
+    state = factories["counts"].make_state("counts", ckpt)
+    try:
+        assert state.partitions == 3
+        assert dict(state.items()) == {(w,): n for w, n in Counter(WORDS).items()}
+    finally:
+        state.close()
