@@ -16,7 +16,14 @@ import pytest
 import squall
 from squall.errors import ConfigError
 from squall.testing import simulated_time
-from squall.trident import CombinerAggregator, Count, FixedBatchSpout, Function, Sum, TridentTopology
+from squall.trident import (
+    CombinerAggregator,
+    Count,
+    FixedBatchSpout,
+    Function,
+    Sum,
+    TridentTopology,
+)
 from squall.trident.state import DurableMapState, StateType
 from squall.trident.state.durable import DurableMapStateFactory
 from squall.trident.state.partitioned import PARTITIONS_KEY, partition_indexes
