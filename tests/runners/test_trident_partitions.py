@@ -28,6 +28,7 @@ from squall.trident.state import DurableMapState, StateType
 from squall.trident.state.durable import DurableMapStateFactory
 from squall.trident.state.partitioned import PARTITIONS_KEY, partition_indexes
 
+IN_EXECUTORS = "squall.trident.spark.state.in.executors"
 WORDS = [f"w{i % 97}" for i in range(600)]  # 97 distinct keys over 6 batches
 SENTENCES = [" ".join(WORDS[i:i + 20]) for i in range(0, len(WORDS), 20)]
 
@@ -127,11 +128,16 @@ def test_each_partition_holds_its_keys_and_spark_applies_them_in_its_tasks(runne
 
 
 def test_the_number_of_partitions_is_fixed_by_the_checkpoint(runner, tmp_path):
+    """... and the driver applies the aggregates itself when
+    squall.trident.spark.state.in.executors is false (kept for measuring)."""
     ckpt = str(tmp_path / "ckpt")
-    factories: dict[str, DurableMapStateFactory] = {"counts": DurableMapState.factory()}
+    log = tmp_path / "opened.log"
+    factories: dict[str, DurableMapStateFactory] = {"counts": Recording(log=str(log))}
     with simulated_time():
-        squall.run(topology(factories), {PARTITIONS_KEY: 3}, runner=runner,
-                   checkpoint_location=ckpt)
+        squall.run(topology(factories), {PARTITIONS_KEY: 3, IN_EXECUTORS: False},
+                   runner=runner, checkpoint_location=ckpt)
+    assert not log.exists()  # no task applied a partition: the driver did
+    with simulated_time():
         with pytest.raises(ConfigError, match=r"durable map state 'counts' has 3 partitions .* "
                                               r"this run asks for 5 \(squall.trident.state"
                                               r".partitions"):

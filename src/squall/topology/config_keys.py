@@ -199,6 +199,7 @@ KEYS: dict[str, KeySpec] = {
     "squall.transactional.inband": KeySpec("true or false (set by the Spark runner)", boolean),
     "squall.trident.max.attempts": KeySpec(_ATTEMPTS, integer(1, unset_ok=True)),
     "squall.trident.spark.partial.aggregation": KeySpec("true or false", boolean),
+    "squall.trident.spark.state.in.executors": KeySpec("true or false", boolean),
     "squall.trident.state.partitions": KeySpec(
         "a positive integer (unset: 8 for a new state; a state keeps the number it was "
         "created with)", integer(1, unset_ok=True)),

@@ -98,6 +98,8 @@ log = logging.getLogger("squall")
 # Combine in the Python worker before the shuffle (default true); false sends every row to the
 # aggregation (for measuring what the partial aggregation gives).
 PARTIAL = "squall.trident.spark.partial.aggregation"
+# false: a persistent_aggregate's aggregates go to the driver, which applies them (for measuring).
+IN_EXECUTORS = "squall.trident.spark.state.in.executors"
 # Up to this many partitions' typed partials of a built-in combiner are combined on the driver
 # by Arrow (W1: 0.3 s less than Spark's shuffle and JVM aggregation); more go through Spark.
 DRIVER_COMBINE = 16
@@ -725,6 +727,7 @@ class TridentSparkRunner(Controls, Reporting):
             shutil.rmtree(self._staging, ignore_errors=True)
         self.paths, self.inside = spark_segments(self.plan)
         self.partial = str(self.conf.get(PARTIAL, True)).lower() not in ("false", "0")
+        self.in_executors = str(self.conf.get(IN_EXECUTORS, True)).lower() not in ("false", "0")
         self.executor: BatchExecutor | None = None
         self.stats = TridentStats(self.plan)
         self._stats_lock = threading.Lock()
@@ -936,7 +939,8 @@ class TridentSparkRunner(Controls, Reporting):
         state's partitions in the tasks (`trident_state`): a keyed combiner's, into a
         partitioned state no other operation of the plan uses (a state query of it runs before
         the update, on the driver)."""
-        if node.kind != "persistent_aggregate" or not self.partial or not node.args["keys"]:
+        if node.kind != "persistent_aggregate" or not self.partial or not self.in_executors \
+                or not node.args["keys"]:
             return False
         name = node.args["state"]
         state = self.executor.states.get(name) if self.executor is not None else None
