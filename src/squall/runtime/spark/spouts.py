@@ -24,6 +24,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 
 from squall.atomic_files import read_or_none, write_atomic
 from squall.components.partitioned_source import PartitionedSource
+from squall.metrics.histogram import LatencyHistogram
 from squall.reliability.acker import Outcome
 from squall.runtime.clock import wall_ms  # planning time of a batch, recorded in its rows
 from squall.runtime.gc_pause import gc_paused
@@ -168,6 +169,7 @@ class SpoutReader(DataSourceStreamReader):
                 )
         self.host.set_now(wall_ms())
         self.delivered = -1
+        self.counted_until = -1  # outcomes of batches up to this one were counted already
         self.turn = 0
         self.topology = topology
         self.ended = False  # end of input already planned (squall.task.end_of_input)
@@ -212,6 +214,10 @@ class SpoutReader(DataSourceStreamReader):
                 # restart on the checkpoint) counts from zero, as its bolts do.
                 for key, value in stats.items():
                     setattr(task.stats, key, value)
+        if state.get("run") != self.run_id:
+            # Outcomes the previous run delivered after this snapshot are delivered again (the
+            # restored spouts must see them) but were that run's work: not counted again.
+            self.counted_until = read_delivered(self.run_dir)
         now = self.host.now
         for task in self.tasks.values():
             # The time the topology was down does not count against trees whose batch had
@@ -366,6 +372,7 @@ class SpoutReader(DataSourceStreamReader):
         return planned
 
     def _deliver_outcomes(self) -> None:
+        before = self.delivered
         directory = os.path.join(self.run_dir, "outcomes")
         try:
             names = sorted(os.listdir(directory))
@@ -380,6 +387,10 @@ class SpoutReader(DataSourceStreamReader):
             blob = read_or_none(os.path.join(directory, name))
             if blob is None:
                 continue
+            if batch_id <= self.counted_until:
+                self._deliver_uncounted(pickle.loads(blob))
+                self.delivered = batch_id
+                continue
             for settled in pickle.loads(blob):
                 outcome = Outcome(*settled)
                 task = self.tasks.get(outcome.spout_task)
@@ -391,6 +402,26 @@ class SpoutReader(DataSourceStreamReader):
             self.delivered = batch_id
         for task in self.tasks.values():
             task.deliver_completions()
+        if self.delivered != before:  # what a restart must not count again
+            write_atomic(delivered_path(self.run_dir), str(self.delivered).encode())
+
+    def _deliver_uncounted(self, settled: list[tuple]) -> None:
+        """Hand a batch's outcomes that a previous run delivered and counted already to the
+        restored spouts: they ack and fail as before, their counters and complete latency do
+        not change (docs/metrics.md, Restarts and rebalances)."""
+        for task in self.tasks.values():
+            task.deliver_completions()  # the counted ones first
+        for o in settled:
+            outcome = Outcome(*o)
+            spout = self.tasks.get(outcome.spout_task)
+            if spout is not None:
+                deliver_to_spout(spout, outcome)
+        for task in self.tasks.values():
+            counts, latency = task.stats.as_dict(), task.complete_latency.state()
+            task.deliver_completions()
+            for key, value in counts.items():
+                setattr(task.stats, key, value)
+            task.complete_latency = LatencyHistogram.from_state(latency)
 
     def _write_status(self, end: dict) -> None:
         status = {
@@ -441,6 +472,16 @@ class SpoutReader(DataSourceStreamReader):
             return
         for task in self.tasks.values():
             task.close()
+
+
+def delivered_path(run_dir: str) -> str:
+    """The last batch whose outcomes the spouts were handed (and counted), kept across runs."""
+    return os.path.join(run_dir, "spouts-delivered.txt")
+
+
+def read_delivered(run_dir: str) -> int:
+    blob = read_or_none(delivered_path(run_dir))
+    return -1 if blob is None else int(blob)
 
 
 def spout_snapshot_path(run_dir: str, seg: int) -> str:
