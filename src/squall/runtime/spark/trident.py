@@ -13,7 +13,10 @@ txid gives the same batch, or for an opaque spout one starting where the previou
    the same worker over each partition (Storm's partial aggregation before the transfer). The
    partials meet in Spark's JVM for the built-ins (`Count`, `Sum`, `Min`, `Max`: a SQL
    aggregation), or on the driver for a user's combiner. One Spark action (`toArrow`) per
-   aggregation brings the batch's per-key aggregates to the driver.
+   aggregation brings the batch's per-key aggregates to the driver, except for a
+   `persistent_aggregate` into a partitioned state: its partials are shuffled by state
+   partition and applied in the tasks that hold them (`trident_state`), and only how many keys
+   each partition wrote comes back.
 2. **On the driver**, everything else runs through the same executor as the local runner
    (`squall.trident.execution.BatchExecutor`), given the aggregates of step 1: map state
    updates (in plan order, so in txid order: Spark runs one micro-batch at a time), state
