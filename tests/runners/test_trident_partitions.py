@@ -7,6 +7,7 @@ the checkpoint."""
 from __future__ import annotations
 
 import os
+import signal
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,3 +153,69 @@ def test_the_number_of_partitions_is_fixed_by_the_checkpoint(runner, tmp_path):
         assert dict(state.items()) == {(w,): n for w, n in Counter(WORDS).items()}
     finally:
         state.close()
+
+
+@dataclass(frozen=True)
+class KillsAWorker(DurableMapStateFactory):
+    """A durable factory whose partition `index` kills its Python worker (SIGKILL of its own
+    process) once, right after its write for transaction `txid` is durable, before the task
+    can report it."""
+
+    marker: str = ""
+    index: int = 0
+    txid: int = 3
+
+    def make_partition(self, name, location, index):
+        state = super().make_partition(name, location, index)
+        if index != self.index or os.path.exists(self.marker):
+            return state
+        return _KillAfterWrite(state, self.marker, self.txid)
+
+
+class _KillAfterWrite:
+    def __init__(self, state, marker, txid):
+        self.state, self.marker, self.txid = state, marker, txid
+
+    def _then_kill(self, txid, done):
+        if txid == self.txid:
+            Path(self.marker).write_text(str(os.getpid()))
+            os.kill(os.getpid(), signal.SIGKILL)
+        return done
+
+    def multi_add(self, txid, keys, values):
+        return self._then_kill(txid, self.state.multi_add(txid, keys, values))
+
+    def multi_update(self, txid, keys, updaters):
+        return self._then_kill(txid, self.state.multi_update(txid, keys, updaters))
+
+    def close(self):
+        self.state.close()
+
+
+@pytest.mark.runners("spark")
+@pytest.mark.parametrize("state_type", [StateType.TRANSACTIONAL, StateType.OPAQUE])
+def test_a_python_worker_killed_after_its_partition_write_counts_once(runner, tmp_path,
+                                                                       state_type):
+    """SIGKILL of the Python worker applying a partition, after its write and before its task
+    ends: the transaction is applied again (a task retry or a new attempt of the txid) and the
+    partition written twice by it counts each key once."""
+    ckpt = tmp_path / "ckpt"
+    marker = tmp_path / "killed"
+    (index,) = partition_indexes([("w0",)], 4)  # a partition that has keys in every batch
+    factories: dict[str, DurableMapStateFactory] = {
+        "counts": KillsAWorker(state_type, marker=str(marker), index=index),
+        "sums": KillsAWorker(state_type, marker=str(tmp_path / "killed-sums"), index=index,
+                             txid=5),
+    }
+    with simulated_time():
+        result = squall.run(topology(factories), {PARTITIONS_KEY: 4}, runner=runner,
+                            checkpoint_location=str(ckpt))
+    assert int(marker.read_text()) != os.getpid()  # a worker process died, not the driver
+    assert (tmp_path / "killed-sums").exists()
+    assert result.extra["committed"] == [1, 2, 3, 4, 5, 6, 7, 8]
+    counts = Counter(WORDS)
+    plain = DurableMapState.factory(state_type)
+    assert dict(plain.make_state("counts", str(ckpt)).items()) == {
+        (w,): n for w, n in counts.items()}
+    assert dict(plain.make_state("sums", str(ckpt)).items()) == {
+        (w,): n * len(w) for w, n in counts.items()}
