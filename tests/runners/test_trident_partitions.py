@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.cli import squall as squall_cli
 
 import squall
 from squall.errors import ConfigError
@@ -219,3 +220,42 @@ def test_a_python_worker_killed_after_its_partition_write_counts_once(runner, tm
         (w,): n for w, n in counts.items()}
     assert dict(plain.make_state("sums", str(ckpt)).items()) == {
         (w,): n * len(w) for w, n in counts.items()}
+
+
+def test_squall_state_repartition_changes_the_partitions_and_the_run_goes_on(runner, tmp_path):
+    """A state written with 3 partitions, rewritten offline into 5 by `squall state
+    repartition`, and a run over more input on the same checkpoint asking for 5: every key
+    exact, each in the store of its new partition."""
+    ckpt = str(tmp_path / "ckpt")
+    factory = DurableMapState.factory(StateType.OPAQUE)
+
+    def topology_of(sentences):
+        t = TridentTopology()
+        (t.new_stream("sentences", FixedBatchSpout(["sentence"], 4, *[[s] for s in sentences]))
+         .each(["sentence"], Split(), ["word", "length"]).group_by(["word"])
+         .persistent_aggregate(factory, Count(), ["count"]).name("counts"))
+        return t.build()
+
+    with simulated_time():
+        first = squall.run(topology_of(SENTENCES[:16]), {PARTITIONS_KEY: 3}, runner=runner,
+                           checkpoint_location=ckpt)
+    assert first.extra["committed"] == [1, 2, 3, 4]
+    listed = squall_cli("state", "list", ckpt)
+    assert listed.returncode == 0 and listed.stdout.splitlines() == ["counts\t3 partitions"]
+    done = squall_cli("state", "repartition", ckpt, "counts", "--partitions", "5")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "state 'counts': 3 -> 5 partitions"
+    missing = squall_cli("state", "repartition", ckpt, "nope", "-n", "2")
+    assert missing.returncode == 2
+    assert missing.stderr.strip() == (f"squall state: no durable state 'nope' under {ckpt} "
+                                      "(states: counts)")
+    with simulated_time():
+        second = squall.run(topology_of(SENTENCES), {PARTITIONS_KEY: 5}, runner=runner,
+                            checkpoint_location=ckpt)
+    assert second.extra["committed"] == [5, 6, 7, 8]
+    parts = parts_of(factory, "counts", Path(ckpt))
+    assert len(parts) == 5
+    for index, part in enumerate(parts):
+        assert set(partition_indexes(list(part), 5)) <= {index}
+    assert {k: v for p in parts for k, v in p.items()} == {
+        (w,): n for w, n in Counter(WORDS).items()}

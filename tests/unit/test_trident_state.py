@@ -8,6 +8,7 @@ import contextlib
 import os
 import pickle
 import random
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -37,6 +38,7 @@ from squall.trident.state import (
     TransactionalMap,
 )
 from squall.trident.state.codec import encode_entries, encode_keys
+from squall.trident.state.durable import repartition
 from squall.trident.state.partitioned import PartitionedMap, partition_indexes
 
 TX, OPAQUE, NON_TX = StateType.TRANSACTIONAL, StateType.OPAQUE, StateType.NON_TRANSACTIONAL
@@ -622,3 +624,51 @@ def test_an_opaque_replay_without_a_key_rolls_back_what_the_first_attempt_wrote(
     batch(s, 3, [("b",)])
     assert dict(s.items()) == {("a",): 2, ("b",): 1}
     s.close()
+
+
+def test_repartition_keeps_every_entry_and_an_opaque_replays_rollback(tmp_path):
+    """An opaque state whose txid 2 was written but not committed, rewritten into another
+    number of partitions: entries keep their txids, and the replay of txid 2 still rolls back
+    what its first attempt wrote (a key only that attempt had is absent again)."""
+    location = str(tmp_path)
+    factory = DurableMapState.factory(OPAQUE, partitions=4)
+    state = factory.make_state("counts", location)
+    keys = [(f"k{i}",) for i in range(40)]
+    state.begin_commit(1)
+    state.multi_update(1, keys, [add(1)] * 40)
+    state.commit(1)
+    state.begin_commit(2)
+    state.multi_update(2, [*keys[:10], ("only-in-attempt",)], [add(5)] * 11)  # then a kill
+    state.close()
+    directory = factory.state_directory("counts", location)
+    assert repartition(directory, "counts", 3) == 4
+    moved = DurableMapState.factory(OPAQUE).make_state("counts", location)
+    assert moved.partitions == 3
+    assert moved.multi_get([keys[0], ("only-in-attempt",)]) == [6, 5]
+    moved.begin_commit(2)  # the replay of txid 2
+    assert moved.multi_get([keys[0], keys[20], ("only-in-attempt",)]) == [1, 1, None]
+    moved.multi_update(2, [keys[0]], [add(2)])
+    moved.commit(2)
+    assert dict(moved.items()) == {**{k: 1 for k in keys}, keys[0]: 3}
+
+
+@pytest.mark.parametrize("new_complete", [True, False])
+def test_a_repartition_killed_between_its_renames_leaves_one_whole_state(tmp_path, new_complete):
+    location = str(tmp_path)
+    factory = DurableMapState.factory(TX, partitions=2)
+    state = factory.make_state("counts", location)
+    state.multi_update(1, [("a",), ("b",), ("c",)], [add(1)] * 3)
+    state.close()
+    directory = factory.state_directory("counts", location)
+    shutil.copytree(directory, tmp_path / "before")
+    repartition(directory, "counts", 5)
+    # As if killed after the first rename: the old state moved aside, the new one beside it,
+    # whole (its partitions file written) or not.
+    os.rename(directory, directory + ".new")
+    shutil.copytree(tmp_path / "before", directory + ".old")
+    if not new_complete:
+        os.remove(os.path.join(directory + ".new", "partitions.json"))
+    restarted = DurableMapState.factory(TX).make_state("counts", location)
+    assert restarted.partitions == (5 if new_complete else 2)
+    assert dict(restarted.items()) == {("a",): 1, ("b",): 1, ("c",): 1}
+    assert not os.path.exists(directory + ".old") and not os.path.exists(directory + ".new")

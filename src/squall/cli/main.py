@@ -8,6 +8,7 @@ import sys
 
 from squall.cli import manage
 from squall.cli import run as run_verb
+from squall.cli import state as state_verb
 from squall.cli import submit as submit_verb
 from squall.cli import visualize as visualize_verb
 
@@ -21,6 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     submit_verb.add_parser(verbs)
     manage.add_parsers(verbs)
     visualize_verb.add_parser(verbs)
+    state_verb.add_parser(verbs)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)

@@ -56,6 +56,7 @@ import json
 import math
 import os
 import re
+import shutil
 import sqlite3
 import threading
 import urllib.parse
@@ -68,6 +69,7 @@ from squall.errors import ConfigError
 from squall.transactional.values import TransactionalValue
 from squall.trident.state.codec import decode_entries, decode_key, encode_entries, encode_keys
 from squall.trident.state.map_state import (
+    BATCH_KEYS,
     MapState,
     MapStateError,
     StateType,
@@ -474,6 +476,7 @@ def open_partitions(directory: str, name: str, wanted: int | None) -> int:
     `DEFAULT_PARTITIONS`) if it does not exist yet; a `wanted` other than the stored one is
     refused. A state kept in one file by an earlier version (`<name>.sqlite` beside the
     directory) is moved into the partitions first."""
+    _finish_repartition(directory)
     stored = stored_partitions(directory)
     legacy = directory + ".sqlite"
     if stored is None:
@@ -527,3 +530,75 @@ def copy_entries(entries: Iterator[tuple[tuple[Any, ...], Any]],
             parts[index].multi_put([keys[i] for i in positions],
                                    [chunk[i][1] for i in positions])
         total += len(chunk)
+
+
+def repartition(directory: str, name: str, partitions: int) -> int:
+    """The state `name` kept in `directory` rewritten into `partitions` partitions, with the
+    run that writes it stopped; the number it had. Every stored entry moves as it is (a key
+    keeps its value and the txid that wrote it), and an opaque state's record of what its last
+    transaction wrote is split over the new partitions, so a replay of that transaction after
+    the change still rolls it back.
+
+    The new partitions are written beside the state (`<directory>.new`) and swapped in by two
+    renames; a kill at any point leaves either the old or the new state whole (see
+    `_finish_repartition`)."""
+    if type(partitions) is not int or partitions < 1:
+        raise ConfigError(f"repartition of state {name!r}: the number of partitions must be a "
+                          f"positive integer, got {partitions!r}")
+    _finish_repartition(directory)
+    old_n = stored_partitions(directory)
+    if old_n is None:
+        raise ConfigError(f"repartition of state {name!r}: no partitioned durable state at "
+                          f"{directory}")
+    if old_n == partitions:
+        return old_n
+    new_dir = directory + ".new"
+    shutil.rmtree(new_dir, ignore_errors=True)  # a killed earlier try
+    old = [DurableMapState(os.path.join(directory, f"part-{i:05d}.sqlite"), name)
+           for i in range(old_n)]
+    new = [DurableMapState(os.path.join(new_dir, f"part-{i:05d}.sqlite"), name)
+           for i in range(partitions)]
+    try:
+        records = [entry for p in old for key, entry in p.items() if key == BATCH_KEYS]
+        copy_entries((item for p in old for item in p.items() if item[0] != BATCH_KEYS), new)
+        if records:
+            last = max(txid for txid, _ in records)
+            keys = [k for txid, ks in records if txid == last for k in ks]
+            by_part: dict[int, list[tuple[Any, ...]]] = {}
+            for key, index in zip(keys, partition_indexes(keys, partitions), strict=True):
+                by_part.setdefault(index, []).append(key)
+            for index, part in enumerate(new):
+                part.multi_put([BATCH_KEYS], [(last, tuple(by_part.get(index, ())))])
+    finally:
+        for p in (*old, *new):
+            p.close()
+    os.makedirs(new_dir, exist_ok=True)
+    write_atomic(os.path.join(new_dir, META),
+                 json.dumps({"partitions": partitions, "format": 1}).encode())
+    os.rename(directory, directory + ".old")
+    os.rename(new_dir, directory)
+    shutil.rmtree(directory + ".old")
+    return old_n
+
+
+def _finish_repartition(directory: str) -> None:
+    """After a `repartition` killed between its renames: the new state if it was complete
+    (its partitions file written), else the old one."""
+    old, new = directory + ".old", directory + ".new"
+    if not os.path.exists(directory) and os.path.exists(old):
+        if os.path.exists(os.path.join(new, META)):
+            os.rename(new, directory)
+        else:
+            os.rename(old, directory)
+    # Whatever is left: the old state once swapped, or a new one never completed.
+    shutil.rmtree(old, ignore_errors=True)
+    shutil.rmtree(new, ignore_errors=True)
+
+
+def state_directories(location: str) -> dict[str, str]:
+    """The partitioned durable states under the checkpoint `location`: file name -> directory."""
+    base = os.path.join(local_directory(location, "squall state"), SUBDIRECTORY)
+    if not os.path.isdir(base):
+        return {}
+    return {entry: os.path.join(base, entry) for entry in sorted(os.listdir(base))
+            if os.path.exists(os.path.join(base, entry, META))}
