@@ -70,7 +70,7 @@ class Recording(DurableMapStateFactory):
 def topology(factories: dict[str, DurableMapStateFactory]):
     t = TridentTopology()
     words = (t.new_stream("sentences", FixedBatchSpout(["sentence"], 4, *[[s] for s in SENTENCES]))
-             .each(["sentence"], Split(), ["word", "length"]).group_by(["word"]))
+             .each(["sentence"], Split(), ["word", "length"]).name("split").group_by(["word"]))
     for name, factory in factories.items():
         if name.startswith("lengths"):
             words.persistent_aggregate(factory, ["length"], LongestSum(), ["lengths"]).name(name)
@@ -109,6 +109,10 @@ def test_each_partition_holds_its_keys_and_spark_applies_them_in_its_tasks(runne
         result = squall.run(topology(factories), {PARTITIONS_KEY: 4}, runner=runner,
                             checkpoint_location=str(ckpt))
     assert result.extra["committed"] == [1, 2, 3, 4, 5, 6, 7, 8]
+    # The five states' aggregates come from one pass over the input per transaction (one Spark
+    # job): each sentence is split once, on both runners.
+    assert result.stats["split"].executed == len(SENTENCES)
+    assert result.stats["split"].emitted == len(WORDS)
     for name, factory in factories.items():
         parts = parts_of(factory, name, ckpt)
         assert len(parts) == 4

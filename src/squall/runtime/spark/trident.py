@@ -41,7 +41,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import cloudpickle
 import pyarrow as pa
@@ -221,16 +221,13 @@ class _Chain:
     def __init__(self, nodes: list[PlanNode], in_fields: tuple[str, ...],
                  out_fields: tuple[str, ...], conf: Mapping[str, Any], txid: int,
                  partial: PlanNode | None = None, counts: Any = None,
-                 types: cols.Types | None = None, cells: bool = False,
-                 state_partitions: int | None = None) -> None:
+                 types: cols.Types | None = None, cells: bool = False) -> None:
         self.nodes, self.in_fields, self.out_fields = nodes, in_fields, out_fields
-        # The partials go on to a state's partitions (`trident_state`): each with its `$sp`.
-        self.state_partitions = state_partitions
         # The partials go to the driver as they are (no Spark aggregation after): as IPC cells.
         self.cells = cells
         self.conf, self.txid, self.partial = dict(conf), txid, partial
+        self.terminals: tuple[PlanNode, ...] = (partial,) if partial is not None else ()
         self.counts = counts  # an accumulator of each operation's tuples in and out
-        self.key = cloudpickle.dumps((nodes, partial))  # identifies the prepared operations
         # The output's typed fields (the rest travel as four columns).
         self.types = dict(types or {})
         kind = _partial_kind(partial, self.types) if partial is not None else None
@@ -238,7 +235,12 @@ class _Chain:
             self.types = tw.partial_types(partial, self.types, kind)
         elif kind is not None:
             self.types["$partial"] = kind
-        self.live = _live(nodes, (*out_fields, *_partial_reads(partial)))
+        self._identify()
+
+    def _identify(self) -> None:
+        self.key = cloudpickle.dumps((self.nodes, self.terminals))  # the prepared operations
+        reads = [f for t in self.terminals for f in _partial_reads(t)]
+        self.live = _live(self.nodes, (*self.out_fields, *dict.fromkeys(reads)))
 
     def partial_schema(self) -> pa.Schema:
         """The Arrow schema of the partial rows, which travel as IPC cells
@@ -256,12 +258,11 @@ class _Chain:
         if self.partial.kind == "window":
             return cols.spark_schema(tw.partial_fields(self.partial), self.types)
         keys = tuple(self.partial.args["keys"])
-        sp = f", `{ts.PARTITION}` int" if self.state_partitions else ""
         if isinstance(self.partial.args["op"], BuiltinCombiner):
             # partials Spark aggregates further
-            return cols.spark_schema((*keys, "$partial"), self.types) + sp
+            return cols.spark_schema((*keys, "$partial"), self.types)
         return ", ".join(filter(None, [cols.spark_schema(keys, self.types),
-                                       "`$partial` binary"])) + sp
+                                       "`$partial` binary"]))
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         # As in a topology's stage (squall.runtime.spark.stage.run_stage): a per-tuple function
@@ -277,32 +278,37 @@ class _Chain:
         ctx = TaskContext.get()
         index = ctx.partitionId() if ctx is not None else 0
         ops = _prepared(self, index)
-        acc: _Partials | tw.WindowPartials | None = None
-        if self.partial is not None and self.partial.kind == "window":
-            acc = tw.WindowPartials(self.partial, ops[self.partial.cid], self.types, index)
-        elif self.partial is not None:
-            acc = _Partials(self.partial, ops, self.types)
+        accs = self._accumulators(ops, index)
         counts: dict[str, list[int]] = {}
         for rb in batches:
             columns, rows, fields = self._run(rb, ops, counts)
-            if acc is None:
+            if not accs:
                 yield self._encode(columns, rows, fields, self.out_fields, self.types)
-            else:
-                assert self.partial is not None
-                c = counts.setdefault(self.partial.cid, [0, 0])
-                c[0] += len(rows) if rows is not None else _length(columns)
+                continue
+            n = len(rows) if rows is not None else _length(columns)
+            for terminal, acc in zip(self.terminals, accs, strict=True):
+                counts.setdefault(terminal.cid, [0, 0])[0] += n
                 acc.add(columns, rows, fields)
-        if acc is not None:
-            if self.cells:
-                yield from cols.to_cells(acc.result())
-            elif self.state_partitions:
-                assert self.partial is not None
-                yield ts.with_partitions(acc.result(), self.partial.args["keys"],
-                                         self.state_partitions)
-            else:
-                yield acc.result()
+        if accs:
+            yield from self._results(accs)
         if self.counts is not None:
             self.counts.add(counts)
+
+    def _accumulators(self, ops: dict[str, Any], index: int
+                      ) -> list[_Partials | tw.WindowPartials]:
+        """The partial aggregation of each terminal over this partition."""
+        if self.partial is None:
+            return []
+        if self.partial.kind == "window":
+            return [tw.WindowPartials(self.partial, ops[self.partial.cid], self.types, index)]
+        return [_Partials(self.partial, ops, self.types)]
+
+    def _results(self, accs: list[Any]) -> Iterator[pa.RecordBatch]:
+        (acc,) = accs
+        if self.cells:
+            yield from cols.to_cells(acc.result())
+        else:
+            yield acc.result()
 
     # Values travel either as Arrow columns (after batch functions) or as Python rows (after
     # per-tuple functions); each operation takes what suits it.
@@ -372,6 +378,39 @@ class _Chain:
             data = [[r[pos[f]] for r in rows] for f in out]
         return pa.RecordBatch.from_pydict(cols.encode_columns(out, data, types),
                                           schema=cols.schema(out, types))
+
+
+class _StateChain(_Chain):
+    """A chain ending with the partial aggregations of `terminals`, `persistent_aggregate`s of
+    the same keys into partitioned states of `partitions` partitions, computed in one pass over
+    the input: their partials leave stacked, each row with its terminal (`$t`) and its key's
+    state partition (`$sp`), for `trident_state.ApplyState`."""
+
+    def __init__(self, nodes: list[PlanNode], in_fields: tuple[str, ...],
+                 conf: Mapping[str, Any], txid: int, terminals: Sequence[PlanNode],
+                 partitions: int, counts: Any, types: cols.Types) -> None:
+        super().__init__(nodes, in_fields, (), conf, txid, counts=counts, types=types)
+        self.terminals, self.partitions = tuple(terminals), partitions
+        self.keys = tuple(self.terminals[0].args["keys"])
+        # Each terminal's partials: one typed column, the four variants, or pickled.
+        self.kinds: list[str] = [
+            _partial_kind(t, self.types)
+            or (ts.ANY if isinstance(t.args["op"], BuiltinCombiner) else ts.PICKLED)
+            for t in self.terminals]
+        self._identify()
+
+    def output_schema(self) -> str:
+        return ts.stacked_schema(cols.spark_schema(self.keys, self.types), self.kinds)
+
+    def _accumulators(self, ops: dict[str, Any], index: int
+                      ) -> list[_Partials | tw.WindowPartials]:
+        return [_Partials(t, ops, {**self.types, "$partial": k} if k in cols.PYTHON
+                          else self.types)
+                for t, k in zip(self.terminals, self.kinds, strict=True)]
+
+    def _results(self, accs: list[Any]) -> Iterator[pa.RecordBatch]:
+        yield from ts.stacked([a.result() for a in accs], self.keys, self.kinds,
+                              self.partitions)
 
 
 class _Partials:
@@ -528,7 +567,7 @@ def _prepared(chain: _Chain, index: int) -> dict[str, Any]:
     ops = _PREPARED.get(key)
     if ops is None:
         ops = {}
-        nodes = [*chain.nodes, *([chain.partial] if chain.partial is not None else [])]
+        nodes = [*chain.nodes, *chain.terminals]
         for node in nodes:
             if "op" in node.args:
                 op = cloudpickle.loads(cloudpickle.dumps(node.args["op"]))
@@ -730,6 +769,7 @@ class TridentSparkRunner(Controls, Reporting):
             shutil.rmtree(self._staging, ignore_errors=True)
         self.paths, self.inside = spark_segments(self.plan)
         self.partial = str(self.conf.get(PARTIAL, True)).lower() not in ("false", "0")
+        self._jobs: dict[str, list[str]] | None = None
         self.in_executors = str(self.conf.get(IN_EXECUTORS, True)).lower() not in ("false", "0")
         self.executor: BatchExecutor | None = None
         self.stats = TridentStats(self.plan)
@@ -828,33 +868,40 @@ class TridentSparkRunner(Controls, Reporting):
         windows: dict[str, Any] = {}
         applied: dict[str, int] = {}  # keys written in Spark, per persistent_aggregate
         for cid, path in self.paths.items():
+            if cid in applied:  # applied in the job of an earlier one
+                continue
             batch = batches[path[0].cid]
             t_spark = time.perf_counter()
             # An empty batch needs no Spark job (a global aggregate still gets its zero).
             empty = not batch.files if isinstance(batch, FileBatch) else not any(batch)
+            if self._in_executors(path[-1]):
+                job = self._state_jobs()[cid]
+                done = {c: _Applied(0, []) for c in job} if empty else \
+                    self._spark_path(txid, path, batch, [self.paths[c][-1] for c in job[1:]])
+                self.timing["spark"] += time.perf_counter() - t_spark
+                for c, result in done.items():
+                    applied[c] = result.written
+                    node = self.paths[c][-1]
+                    given[c] = [[]] if result.rows is None else \
+                        split_by_key(result.rows, node.parallelism, node)
+                continue
             if path[-1].kind == "window":
                 windows[cid] = ({}, {}, None) if empty else self._spark_path(txid, path, batch)
                 self.timing["spark"] += time.perf_counter() - t_spark
                 continue
             groups = {} if empty else self._spark_path(txid, path, batch)
             self.timing["spark"] += time.perf_counter() - t_spark
-            if isinstance(groups, _Applied):
-                applied[cid] = groups.written
-                given[cid] = [[]] if groups.rows is None else \
-                    split_by_key(groups.rows, path[-1].parallelism, path[-1])
-            elif empty and self._in_executors(path[-1]):
-                applied[cid] = 0
-                given[cid] = [[]]
-            elif path[-1].kind == "persistent_aggregate":
+            if path[-1].kind == "persistent_aggregate":
                 partials[cid] = groups  # applied to the state in plan order
             else:
                 given[cid] = self._result(path[-1], groups)
-        # Tuples in and out of the operations that ran in Spark, from the workers.
+        # Tuples in and out of the operations that ran in Spark, from the workers. Two jobs
+        # whose paths share an operation each ran it over the whole batch: counted once.
         self.spark_sizes = {}
         for acc in self._counts:
             for cid, (_, n_out) in acc.value.items():
                 if cid in self.inside:  # an aggregation's output is counted on the driver
-                    self.spark_sizes[cid] = self.spark_sizes.get(cid, 0) + n_out
+                    self.spark_sizes[cid] = max(self.spark_sizes.get(cid, 0), n_out)
         self._counts.clear()
         self.spark_sizes.update(applied)
         t_driver = time.perf_counter()
@@ -872,10 +919,11 @@ class TridentSparkRunner(Controls, Reporting):
                 out[cid] = [[()] * batch.count()] if isinstance(batch, FileBatch) else batch
         return out
 
-    def _spark_path(self, txid: int, path: list[PlanNode], batch: Any
-                    ) -> Any:
+    def _spark_path(self, txid: int, path: list[PlanNode], batch: Any,
+                    together: Sequence[PlanNode] = ()) -> Any:
         """The per-key aggregates of the aggregation ending `path` for this batch, computed
-        in Spark."""
+        in Spark; for a `persistent_aggregate` applied in the executors, what it and the
+        terminals `together` (the same path before them) wrote."""
         assert self.executor is not None
         spout, terminal = path[0], path[-1]
         keys, inputs = terminal.args["keys"], terminal.args["input"]
@@ -919,7 +967,9 @@ class TridentSparkRunner(Controls, Reporting):
         if terminal.kind == "window":  # partials per (window, key) in the workers, then here
             return tw.finish(partials_here(df, needed), terminal)
         if self._in_executors(terminal):
-            return self._apply_in_executors(txid, terminal, make_chain(needed, terminal), df)
+            terminals = [terminal, *together]
+            state = StateChainArgs(chain, fields, types, counts)
+            return self._apply_in_executors(txid, terminals, state, df)
         if self.partial:
             op = terminal.args["op"]
             if isinstance(op, BuiltinCombiner) and _partial_kind(terminal, types) is not None \
@@ -951,21 +1001,40 @@ class TridentSparkRunner(Controls, Reporting):
             and hasattr(node.args["factory"], "make_partition") \
             and sum(n.args.get("state") == name for n in self.plan.nodes) == 1
 
-    def _apply_in_executors(self, txid: int, node: PlanNode, chain: _Chain, df: Any
-                            ) -> _Applied:
-        """The batch's partials of `node` applied to its state's partitions in Spark's tasks;
-        what they wrote."""
+    def _state_jobs(self) -> dict[str, list[str]]:
+        """For each `persistent_aggregate` applied in the executors, the ones applied in the
+        same Spark job, itself first: those of the same path before them, the same keys and
+        states of as many partitions (one read of the input, one pass of its operations)."""
+        if self._jobs is None:
+            assert self.executor is not None
+            states = self.executor.states
+
+            def shape(cid: str) -> tuple[Any, ...]:
+                path = self.paths[cid]
+                node = path[-1]
+                return (tuple(n.cid for n in path[:-1]), tuple(node.args["keys"]),
+                        states[node.args["state"]].partitions)
+
+            mine = [c for c, p in self.paths.items() if self._in_executors(p[-1])]
+            self._jobs = {c: [c, *(o for o in mine if o != c and shape(o) == shape(c))]
+                          for c in mine}
+        return self._jobs
+
+    def _apply_in_executors(self, txid: int, terminals: Sequence[PlanNode],
+                            args: StateChainArgs, df: Any) -> dict[str, _Applied]:
+        """The batch's partials of `terminals` applied to their states' partitions in Spark's
+        tasks, in one job; what each wrote."""
         assert self.executor is not None
-        state = self.executor.states[node.args["state"]]
-        n = state.partitions
-        chain.state_partitions = n
-        apply = ts.ApplyState(node, node.args["factory"], self.dir, txid, chain.types,
-                              collect=self.capture or bool(self.plan.children(node.cid)))
+        n = self.executor.states[terminals[0].args["state"]].partitions
+        chain = _StateChain(args.chain, args.fields, self.user_conf, txid, terminals, n,
+                            args.counts, args.types)
+        collect = [self.capture or bool(self.plan.children(t.cid)) for t in terminals]
+        apply = ts.ApplyState(terminals, chain.kinds, self.dir, txid, collect)
         partials = df.mapInArrow(chain, chain.output_schema())
         result = partials.repartition(n, ts.PARTITION).mapInArrow(
             apply, ts.OUTPUT_SCHEMA).toArrow()
-        written, rows = ts.applied_rows(result)
-        return _Applied(written, rows)
+        return {t.cid: _Applied(written, rows) for t, (written, rows) in zip(
+            terminals, ts.applied_rows(result, len(terminals)), strict=True)}
 
     def _input(self, batch: Any, fields: tuple[str, ...]) -> tuple[Any, dict[str, str]]:
         """The spout's batch as a DataFrame of encoded fields and its typed fields: files read
@@ -1139,6 +1208,16 @@ _SPARK_VARIANT = {"string": "s", "bigint": "i", "int": "i", "smallint": "i", "ti
 _PARQUET_SQL = {pa.string(): "string", pa.large_string(): "string", pa.int64(): "bigint",
                 pa.int32(): "int", pa.int16(): "smallint", pa.int8(): "tinyint",
                 pa.float64(): "double", pa.float32(): "float"}
+
+
+class StateChainArgs(NamedTuple):
+    """What a `_StateChain` continues from: the row operations not run yet, their input fields
+    and typed fields, and the counts' accumulator."""
+
+    chain: list[PlanNode]
+    fields: tuple[str, ...]
+    types: dict[str, str]
+    counts: Any
 
 
 class _Applied:
