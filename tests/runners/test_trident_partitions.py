@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import os
 import signal
+import uuid
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.cli import squall as squall_cli
+from support.redis_server import start_redis
 
 import squall
 from squall.errors import ConfigError
@@ -29,6 +32,7 @@ from squall.trident import (
 from squall.trident.state import DurableMapState, StateType
 from squall.trident.state.durable import DurableMapStateFactory
 from squall.trident.state.partitioned import PARTITIONS_KEY, partition_indexes
+from squall.trident.state.redis_map import RedisMapStateFactory
 
 IN_EXECUTORS = "squall.trident.spark.state.in.executors"
 WORDS = [f"w{i % 97}" for i in range(600)]  # 97 distinct keys over 6 batches
@@ -67,7 +71,7 @@ class Recording(DurableMapStateFactory):
         return super().make_partition(name, location, index)
 
 
-def topology(factories: dict[str, DurableMapStateFactory]):
+def topology(factories: dict[str, Any]):
     t = TridentTopology()
     words = (t.new_stream("sentences", FixedBatchSpout(["sentence"], 4, *[[s] for s in SENTENCES]))
              .each(["sentence"], Split(), ["word", "length"]).name("split").group_by(["word"]))
@@ -263,3 +267,55 @@ def test_squall_state_repartition_changes_the_partitions_and_the_run_goes_on(run
         assert set(partition_indexes(list(part), 5)) <= {index}
     assert {k: v for p in parts for k, v in p.items()} == {
         (w,): n for w, n in Counter(WORDS).items()}
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory):
+    with start_redis(tmp_path_factory.mktemp("redis")) as server:
+        yield server
+
+
+def test_a_redis_state_is_partitioned_and_applied_where_its_keys_are(runner, tmp_path,
+                                                                     redis_server):
+    """Redis states (a hash per partition) take the same path as durable ones: on Spark the
+    tasks apply their partitions' keys; every key is in the hash of its partition and exact."""
+    prefix = f"test:{uuid.uuid4().hex}:"
+    log = str(tmp_path / "opened.log")
+    factories: dict[str, Any] = {
+        "counts-tx": RecordingRedis(StateType.TRANSACTIONAL, port=redis_server.port,
+                                    key_prefix=prefix, log=log),
+        "sums-opaque": RecordingRedis(StateType.OPAQUE, port=redis_server.port,
+                                      key_prefix=prefix, log=log),
+    }
+    with simulated_time():
+        result = squall.run(topology(factories), {PARTITIONS_KEY: 4}, runner=runner,
+                            checkpoint_location=str(tmp_path / "ckpt"))
+    assert result.extra["committed"] == [1, 2, 3, 4, 5, 6, 7, 8]
+    counts = Counter(WORDS)
+    expected = {"counts-tx": {(w,): n for w, n in counts.items()},
+                "sums-opaque": {(w,): n * len(w) for w, n in counts.items()}}
+    for name, factory in factories.items():
+        state = factory.make_state(name, None)
+        parts = [dict(p.items()) for p in state.parts]
+        state.close()
+        for index, part in enumerate(parts):
+            assert set(partition_indexes(list(part), 4)) <= {index}
+        assert {k: v for p in parts for k, v in p.items()} == expected[name]
+        # A field per key (and an opaque partition's record of what its last txid wrote).
+        record = 1 if name.endswith("opaque") else 0
+        assert redis_server.client.hlen(f"{prefix}{name}:p0") == len(parts[0]) + record
+    opened = Path(log).read_text().split() if os.path.exists(log) else []
+    assert bool(opened) == (runner == "spark")
+
+
+@dataclass(frozen=True)
+class RecordingRedis(RedisMapStateFactory):
+    """A Redis factory that notes the processes that open a single partition."""
+
+    log: str = ""
+
+    def make_partition(self, name, location, index):
+        if self.log:
+            with open(self.log, "a") as f:
+                f.write(f"{os.getpid()}\n")
+        return super().make_partition(name, location, index)

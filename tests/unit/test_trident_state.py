@@ -471,7 +471,7 @@ def test_factories_pickle_compare_and_print(tmp_path):
     assert repr(factories[3]) == (
         "RedisMapState.factory(StateType.TRANSACTIONAL, host='db', port=6390, database=0, "
         "password='***', timeout=5, key_prefix='p:')")
-    assert "secret" not in repr(factories[3].make_state("counts", None))
+    assert "secret" not in repr(factories[3].make_partition("counts", None, 0))
 
 
 def test_a_durable_state_pickles_by_path_and_reconnects(tmp_path):
@@ -559,13 +559,16 @@ def test_bad_arguments_are_clear_errors(tmp_path):
 
 
 # ---- Redis -------------------------------------------------------------------------------------
-def test_redis_state_is_one_hash_per_state(redis_server):
+def test_redis_state_is_one_hash_per_partition(redis_server):
     prefix = f"test:{uuid.uuid4().hex}:"
     factory = RedisMapState.factory(TX, port=redis_server.port, key_prefix=prefix)
     state = factory.make_state("counts", "/any/location")
     state.multi_update(1, [("the",), ("cow",)], [add(1), add(1)])
-    assert redis_server.client.keys(prefix + "*") == [prefix + "counts"]
-    assert redis_server.client.hlen(prefix + "counts") == 2
+    the, cow = partition_indexes([("the",), ("cow",)], 8)
+    assert sorted(redis_server.client.keys(prefix + "*")) == sorted(
+        {prefix + "counts:partitions", f"{prefix}counts:p{the}", f"{prefix}counts:p{cow}"})
+    assert redis_server.client.get(prefix + "counts:partitions") == "8"
+    assert redis_server.client.hlen(f"{prefix}counts:p{the}") == (2 if the == cow else 1)
     assert counts(factory.make_state("counts", None)) == {("the",): 1, ("cow",): 1}
     keys = [(f"w{i}",) for i in range(12_345)]  # more than one HMGET / HSET and HSCAN page
     state.multi_update(2, keys, [add(1)] * len(keys))
@@ -586,17 +589,21 @@ def no_retries(state: MapState) -> MapState:
 
 
 def test_redis_failures_are_clear_errors(tmp_path):
-    down = no_retries(RedisMapState.factory(port=free_port(), timeout=0.5).make_state("counts",
-                                                                                      None))
+    down = no_retries(RedisMapState.factory(port=free_port(), timeout=0.5).make_partition(
+        "counts", None, 2))
     with pytest.raises(MapStateError, match=r"redis map state 'counts' \(hash "
-                                            r"'squall:trident:counts' at 127.0.0.1:\d+.*reachable"):
+                                            r"'squall:trident:counts:p2' at 127.0.0.1:\d+.*"
+                                            r"reachable"):
         down.multi_get([("a",)])
     with start_redis(tmp_path, password="right") as server:
         for password in ("wrong", None):
             wrong = no_retries(RedisMapState.factory(port=server.port, password=password)
-                               .make_state("c", None))
+                               .make_partition("c", None, 0))
             with pytest.raises(MapStateError, match="check the password"):
                 wrong.multi_update(1, [("a",)], [add(1)])
+            # Making the state reads its number of partitions: the same clear error.
+            with pytest.raises(MapStateError, match="check the password"):
+                RedisMapState.factory(port=server.port, password=password).make_state("c", None)
         right = RedisMapState.factory(port=server.port, password="right").make_state("c", None)
         assert right.multi_update(1, [("a",)], [add(1)]) == [1]
 
@@ -672,3 +679,21 @@ def test_a_repartition_killed_between_its_renames_leaves_one_whole_state(tmp_pat
     assert restarted.partitions == (5 if new_complete else 2)
     assert dict(restarted.items()) == {("a",): 1, ("b",): 1, ("c",): 1}
     assert not os.path.exists(directory + ".old") and not os.path.exists(directory + ".new")
+
+
+def test_a_redis_state_of_one_hash_is_moved_into_partitions(redis_server):
+    """A state an earlier version kept in one hash (`<prefix><name>`) is moved into the
+    partitions when first opened; a second opener finds the partitions and asking for another
+    number is refused."""
+    prefix = f"test:{uuid.uuid4().hex}:"
+    old = RedisMapState("counts", port=redis_server.port, key_prefix=prefix)
+    old.multi_put([("the",), ("cow",)], [TransactionalValue(3, 5), TransactionalValue(2, 1)])
+    factory = RedisMapState.factory(TX, port=redis_server.port, key_prefix=prefix, partitions=4)
+    state = factory.make_state("counts", None)
+    assert counts(state) == {("the",): 5, ("cow",): 1}
+    assert not redis_server.client.exists(prefix + "counts")
+    assert state.multi_add(3, [("the",), ("cow",)], [1, 1]) == [5, 2]  # txid 3 was in already
+    with pytest.raises(ConfigError, match=r"redis map state 'counts' has 4 partitions .* asks "
+                                          r"for 2 .* or use another state name or key_prefix"):
+        RedisMapState.factory(TX, port=redis_server.port, key_prefix=prefix,
+                              partitions=2).make_state("counts", None)

@@ -38,8 +38,8 @@ Traceback (most recent call last):
 ...
 squall.errors.ConfigError: durable map state 'counts' has 4 partitions (fixed when it was \
 created, at .../trident-state/counts), but this run asks for 2 (squall.trident.state.partitions \
-or DurableMapState.factory(partitions=...)): leave the setting unset or set it to 4, or change \
-the state's partitions offline with `squall state repartition`
+or the factory's partitions=...): leave the setting unset or set it to 4, or change the state's \
+partitions offline with `squall state repartition`
 >>> factory.make_state("counts", None)
 Traceback (most recent call last):
 ...
@@ -78,9 +78,9 @@ from squall.trident.state.map_state import (
     wrap,
 )
 from squall.trident.state.partitioned import (
-    DEFAULT_PARTITIONS,
-    PARTITIONS_KEY,
     PartitionedMap,
+    agreed_partitions,
+    copy_entries,
     partition_indexes,
     partitioned,
 )
@@ -478,58 +478,32 @@ def open_partitions(directory: str, name: str, wanted: int | None) -> int:
     directory) is moved into the partitions first."""
     _finish_repartition(directory)
     stored = stored_partitions(directory)
+    n = agreed_partitions(f"durable map state {name!r}", directory, stored, wanted,
+                          "change the state's partitions offline with `squall state "
+                          "repartition`")
     legacy = directory + ".sqlite"
     if stored is None:
-        n = wanted if wanted is not None else DEFAULT_PARTITIONS
         if os.path.exists(legacy):
             _move_into_partitions(legacy, directory, name, n)
         os.makedirs(directory, exist_ok=True)
         write_atomic(os.path.join(directory, META),
                      json.dumps({"partitions": n, "format": 1}).encode())
-        stored = n
     if os.path.exists(legacy):  # moved, then killed before removing it
         os.remove(legacy)
-    if wanted is not None and wanted != stored:
-        raise ConfigError(
-            f"durable map state {name!r} has {stored} partitions (fixed when it was created, "
-            f"at {directory}), but this run asks for {wanted} ({PARTITIONS_KEY} or "
-            f"DurableMapState.factory(partitions=...)): leave the setting unset or set it to "
-            f"{stored}, or change the state's partitions offline with "
-            "`squall state repartition`")
-    return stored
+    return n
 
 
 def _move_into_partitions(legacy: str, directory: str, name: str, n: int) -> None:
     """The entries of a one-file state, written as they are into `n` partitions (partition by
     partition, each atomically; a kill before the partitions file is written does it again)."""
     old = DurableMapState(legacy, name)
+    parts = [DurableMapState(os.path.join(directory, f"part-{i:05d}.sqlite"), name)
+             for i in range(n)]
     try:
-        parts = [DurableMapState(os.path.join(directory, f"part-{i:05d}.sqlite"), name)
-                 for i in range(n)]
         copy_entries(old.items(), parts)
-        for p in parts:
-            p.close()
     finally:
-        old.close()
-
-
-def copy_entries(entries: Iterator[tuple[tuple[Any, ...], Any]],
-                 parts: Sequence[DurableMapState], page: int = 50_000) -> int:
-    """Every (key, stored entry) of `entries` written as it is into the partition of its key,
-    `page` entries at a time; the number written."""
-    n, total = len(parts), 0
-    while True:
-        chunk = list(itertools.islice(entries, page))
-        if not chunk:
-            return total
-        keys = [k for k, _ in chunk]
-        by_part: dict[int, list[int]] = {}
-        for i, index in enumerate(partition_indexes(keys, n)):
-            by_part.setdefault(index, []).append(i)
-        for index, positions in by_part.items():
-            parts[index].multi_put([keys[i] for i in positions],
-                                   [chunk[i][1] for i in positions])
-        total += len(chunk)
+        for p in (old, *parts):
+            p.close()
 
 
 def repartition(directory: str, name: str, partitions: int) -> int:

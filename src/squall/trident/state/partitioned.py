@@ -37,9 +37,10 @@ from __future__ import annotations
 
 import itertools
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from squall.errors import ConfigError
 from squall.trident.state.codec import encode_keys
 from squall.trident.state.map_state import MapState, MapStateError, StateType, Updater
 
@@ -59,6 +60,39 @@ def open_state(factory: Any, name: str, location: str | None,
         return factory.make_state(name, location)
     setting = conf.get(PARTITIONS_KEY)
     return make(name, location, None if setting is None else int(setting))
+
+
+def agreed_partitions(owner: str, where: str, stored: int | None, wanted: int | None,
+                      remedy: str) -> int:
+    """The number of partitions of a state (`owner`, e.g. "durable map state 'counts'") kept
+    at `where`: the `stored` one; for a state not created yet (`stored` None) the `wanted` one,
+    else `DEFAULT_PARTITIONS`. A `wanted` other than the stored one is refused: a key's
+    partition depends on the number, so it cannot change under a state (`remedy` says how to
+    change it)."""
+    if stored is None:
+        return wanted if wanted is not None else DEFAULT_PARTITIONS
+    if wanted is not None and wanted != stored:
+        raise ConfigError(
+            f"{owner} has {stored} partitions (fixed when it was created, at {where}), but this "
+            f"run asks for {wanted} ({PARTITIONS_KEY} or the factory's partitions=...): leave "
+            f"the setting unset or set it to {stored}, or {remedy}")
+    return stored
+
+
+def copy_entries(entries: Iterable[tuple[tuple[Any, ...], Any]], parts: Sequence[Any],
+                 page: int = 50_000) -> int:
+    """Every (key, stored entry) of `entries` written as it is into the backing map (of
+    `parts`) of its key's partition, `page` entries at a time; the number written."""
+    n, total, source = len(parts), 0, iter(entries)
+    while True:
+        chunk = list(itertools.islice(source, page))
+        if not chunk:
+            return total
+        keys = [k for k, _ in chunk]
+        for index, positions in _by_partition(keys, n).items():
+            parts[index].multi_put([keys[i] for i in positions],
+                                   [chunk[i][1] for i in positions])
+        total += len(chunk)
 
 
 def partition_of(key_bytes: bytes, n: int) -> int:

@@ -1,17 +1,23 @@
-"""`RedisMapState`: a map state in one Redis hash.
+"""`RedisMapState`: a map state in Redis hashes, one per partition.
 
-The hash of state `name` is `<key_prefix><name>` (the same for every run: the checkpoint
-location plays no part, so two topologies with a state of one name share it unless their
-prefixes differ). Fields are the pickled keys, values the pickled entries
-(`squall.trident.state.codec`). A batch is read with `HMGET` and written with `HSET`, each in one
-`MULTI`/`EXEC` transaction, so a batch is in the hash whole or not at all.
+A state is partitioned (`squall.trident.state.partitioned`): partition `i` of state `name` is
+the hash `<key_prefix><name>:p<i>`, and `<key_prefix><name>:partitions` holds the number of
+partitions, set when the state is created (the same for every run: the checkpoint location
+plays no part, so two topologies with a state of one name share it unless their prefixes
+differ). A partition is one Redis key, so on Redis Cluster its keys live together in one slot
+and the partitions spread over the nodes. Fields are the pickled keys, values the pickled
+entries (`squall.trident.state.codec`). A partition's batch is read with `HMGET` and written
+with `HSET`, each in one `MULTI`/`EXEC` transaction (one round trip per partition and batch),
+so a batch is in a partition whole or not at all. On Spark each partition's keys are applied by
+the task that holds them. A state an earlier version kept in one hash (`<key_prefix><name>`) is
+moved into the partitions when it is first opened.
 
 >>> factory = RedisMapState.factory(StateType.OPAQUE, port=6390, password="secret")
 >>> factory
 RedisMapState.factory(StateType.OPAQUE, host='127.0.0.1', port=6390, database=0, \
 password='***', timeout=5, key_prefix='squall:trident:')
->>> factory.make_state("counts", "/ignored").backing.hash_key
-'squall:trident:counts'
+>>> factory.make_partition("counts", "/ignored", 3).backing.hash_key
+'squall:trident:counts:p3'
 """
 
 from __future__ import annotations
@@ -33,6 +39,12 @@ from squall.trident.state.map_state import (
     state_type_of,
     wrap,
 )
+from squall.trident.state.partitioned import (
+    PartitionedMap,
+    agreed_partitions,
+    copy_entries,
+    partitioned,
+)
 
 DEFAULT_PREFIX = "squall:trident:"
 _CHUNK = 10_000  # fields per HMGET / HSET command
@@ -44,20 +56,21 @@ class RedisMapState:
 
     def __init__(self, name: str, *, host: str = "127.0.0.1", port: int = 6379,
                  database: int = 0, password: str | None = None, timeout: float = 5,
-                 key_prefix: str = DEFAULT_PREFIX) -> None:
+                 key_prefix: str = DEFAULT_PREFIX, hash_key: str | None = None) -> None:
         self.name = check_name(name, "RedisMapState")
         self.config: dict[str, Any] = {"host": host, "port": port, "database": database,
                                        "password": password, "timeout": timeout}
         self.key_prefix = key_prefix
-        self.hash_key = key_prefix + name
+        self.hash_key = key_prefix + name if hash_key is None else hash_key
         self._client: redis.Redis | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"name": self.name, "config": self.config, "key_prefix": self.key_prefix}
+        return {"name": self.name, "config": self.config, "key_prefix": self.key_prefix,
+                "hash_key": self.hash_key}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["name"], key_prefix=state["key_prefix"],  # type: ignore[misc]
-                      **state["config"])
+                      hash_key=state.get("hash_key"), **state["config"])
 
     def __repr__(self) -> str:
         return f"RedisMapState({self.name!r}, hash {self.hash_key!r} at {self._where()})"
@@ -70,11 +83,13 @@ class RedisMapState:
     def factory(cls, state_type: StateType | str = StateType.TRANSACTIONAL, *,
                 host: str = "127.0.0.1", port: int = 6379, database: int = 0,
                 password: str | None = None, timeout: float = 5,
-                key_prefix: str = DEFAULT_PREFIX) -> RedisMapStateFactory:
-        """A factory of map states of `state_type`, each in a hash of the Redis server at
-        `host:port` (`timeout` in seconds, for connecting and for each command)."""
+                key_prefix: str = DEFAULT_PREFIX, partitions: int | None = None
+                ) -> RedisMapStateFactory:
+        """A factory of map states of `state_type`, each in hashes of the Redis server at
+        `host:port` (`timeout` in seconds, for connecting and for each command); a new state
+        gets `partitions` partitions (None: the run's `squall.trident.state.partitions`)."""
         return RedisMapStateFactory(state_type_of(state_type, "RedisMapState.factory"), host,
-                                    port, database, password, timeout, key_prefix)
+                                    port, database, password, timeout, key_prefix, partitions)
 
     @property
     def client(self) -> redis.Redis:
@@ -159,6 +174,7 @@ class RedisMapStateFactory:
     password: str | None = field(default=None, repr=False)
     timeout: float = 5
     key_prefix: str = DEFAULT_PREFIX
+    partitions: int | None = None
 
     def __post_init__(self) -> None:
         owner = "RedisMapState.factory"
@@ -181,6 +197,9 @@ class RedisMapStateFactory:
                               f"{self.timeout!r}")
         if not isinstance(self.key_prefix, str):
             raise ConfigError(f"{owner}: key_prefix must be a string, got {self.key_prefix!r}")
+        if self.partitions is not None and (not _is_int(self.partitions) or self.partitions < 1):
+            raise ConfigError(f"{owner}: partitions must be a positive int or None, got "
+                              f"{self.partitions!r}")
 
     def __repr__(self) -> str:
         password = None if self.password is None else "***"
@@ -188,11 +207,56 @@ class RedisMapStateFactory:
                 f"port={self.port!r}, database={self.database!r}, password={password!r}, "
                 f"timeout={self.timeout!r}, key_prefix={self.key_prefix!r})")
 
-    def make_state(self, name: str, location: str | None = None) -> MapState:
+    def make_state(self, name: str, location: str | None = None) -> PartitionedMap:
+        return self.make_partitioned(name, location, None)
+
+    def make_partitioned(self, name: str, location: str | None,
+                         partitions: int | None) -> PartitionedMap:
+        """The state `name`: its partitions as stored, or, for a state not created yet,
+        `self.partitions`, else `partitions` (the run's setting), else `DEFAULT_PARTITIONS`."""
         name = check_name(name, "RedisMapState")
-        return wrap(self.state_type, RedisMapState(
-            name, host=self.host, port=self.port, database=self.database,
-            password=self.password, timeout=self.timeout, key_prefix=self.key_prefix), name)
+        legacy = self._hash(name, self.key_prefix + name)
+        meta = self.key_prefix + name + ":partitions"
+        wanted = self.partitions if self.partitions is not None else partitions
+        try:
+            client = legacy.client
+            stored = client.get(meta)
+            owner = f"redis map state {name!r}"
+            n = agreed_partitions(owner, f"{meta} at {legacy._where()}",
+                                  None if stored is None else int(stored), wanted,
+                                  "use another state name or key_prefix")
+            if stored is None:
+                parts = [self._hash(name, self._part_key(name, i)) for i in range(n)]
+                try:
+                    copy_entries(legacy.items(), parts)  # a state of one hash, if any
+                finally:
+                    for p in parts:
+                        p.close()
+                if not client.set(meta, n, nx=True):  # another process created it first
+                    n = agreed_partitions(owner, meta, int(client.get(meta) or 0), wanted,
+                                          "use another state name or key_prefix")
+            client.delete(legacy.hash_key)  # moved into the partitions
+        except redis.RedisError as exc:
+            raise legacy._failed(exc) from exc
+        finally:
+            legacy.close()
+        return partitioned(self.state_type, [self._partition(name, i) for i in range(n)], name)
+
+    def make_partition(self, name: str, location: str | None, index: int) -> MapState:
+        """Partition `index` of the state `name`, made before by `make_partitioned` (what an
+        executor applies its keys to)."""
+        return self._partition(check_name(name, "RedisMapState"), index)
+
+    def _partition(self, name: str, index: int) -> MapState:
+        return wrap(self.state_type, self._hash(name, self._part_key(name, index)), name)
+
+    def _part_key(self, name: str, index: int) -> str:
+        return f"{self.key_prefix}{name}:p{index}"
+
+    def _hash(self, name: str, hash_key: str) -> RedisMapState:
+        return RedisMapState(name, host=self.host, port=self.port, database=self.database,
+                             password=self.password, timeout=self.timeout,
+                             key_prefix=self.key_prefix, hash_key=hash_key)
 
 
 def _is_int(value: Any) -> bool:
