@@ -42,7 +42,7 @@ from squall.trident.state.durable import repartition
 from squall.trident.state.partitioned import PartitionedMap, partition_indexes
 
 TX, OPAQUE, NON_TX = StateType.TRANSACTIONAL, StateType.OPAQUE, StateType.NON_TRANSACTIONAL
-BACKINGS = ["memory", "durable", "redis"]
+BACKINGS = ["memory", "durable", "sqlite", "redis"]  # durable: its default engine, LMDB
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
@@ -78,6 +78,8 @@ def make(request, tmp_path):
             return MemoryMapState.factory(state_type), location
         if backing == "durable":
             return DurableMapState.factory(state_type), location
+        if backing == "sqlite":
+            return DurableMapState.factory(state_type, engine="sqlite"), location
         server = request.getfixturevalue("redis_server")
         return RedisMapState.factory(state_type, port=server.port,
                                      key_prefix=f"test:{uuid.uuid4().hex}:"), location
@@ -154,7 +156,7 @@ def test_multi_add_of_an_older_txid_raises_as_multi_update(make, backing):
         restarted.multi_add(2, [("a",), ("b",)], [1, 1])
     assert counts(restarted) == {("a",): 1, ("b",): 1}
     opaque = DurableMapState.factory(OPAQUE).make_state("counts", location)
-    if backing == "durable":  # a native row is a TransactionalValue to the other wrappers
+    if backing in ("durable", "sqlite"):  # a TransactionalValue to the other wrappers
         with pytest.raises(MapStateError, match="the store holds a TransactionalValue"):
             opaque.multi_add(4, [("a",)], [1])
 
@@ -185,7 +187,7 @@ def test_a_durable_state_written_before_native_rows_is_read_and_added_to(tmp_pat
         encode_entries([TransactionalValue(1, 5), TransactionalValue(1, 2)]), strict=True))
     conn.commit()
     conn.close()
-    state = DurableMapState.factory(TX).make_state("counts", str(tmp_path))
+    state = DurableMapState.factory(TX, engine="sqlite").make_state("counts", str(tmp_path))
     assert counts(state) == {("the",): 5, ("cow",): 2}
     assert state.multi_add(2, [("the",), ("moon",)], [1, 1]) == [6, 1]
     assert state.multi_add(3, [("the",), ("cow",)], [1, 1]) == [7, 3]
@@ -276,7 +278,7 @@ def test_an_older_txid_than_this_object_applied_raises(state_type):
 
 
 # ---- restarts ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("backing", ["durable", "redis"])
+@pytest.mark.parametrize("backing", ["durable", "sqlite", "redis"])
 @pytest.mark.parametrize("state_type", list(StateType))
 def test_a_restart_replaying_the_last_batch(make, backing, state_type):
     factory, location = make(backing, state_type)
@@ -381,6 +383,9 @@ def test_durable_files_live_under_the_location_or_the_directory(tmp_path):
     state = DurableMapState.factory().make_state("counts", str(tmp_path / "ck"))
     assert _directory(state) == str(tmp_path / "ck" / "trident-state" / "counts")
     assert [os.path.basename(p.backing.path) for p in state.parts] == [
+        f"part-{i:05d}.lmdb" for i in range(8)]
+    sqlite = DurableMapState.factory(engine="sqlite").make_state("other", str(tmp_path / "ck"))
+    assert [os.path.basename(p.backing.path) for p in sqlite.parts] == [
         f"part-{i:05d}.sqlite" for i in range(8)]
     state.multi_update(1, [("a",)], [add(1)])
     (index,) = partition_indexes([("a",)], 8)

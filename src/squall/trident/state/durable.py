@@ -1,12 +1,16 @@
-"""`DurableMapState`: a map state in SQLite files, by default under the checkpoint location.
+"""Trident's durable map state: partitions of LMDB environments or SQLite files, by default
+under the checkpoint location.
 
 A state is partitioned (`squall.trident.state.partitioned`): its directory is
 `<directory>/trident-state/<name>/` (the name percent-encoded where it is not a safe file name),
 `<directory>` being the factory's `directory` or else the run's checkpoint location. It holds
-`partitions.json` (the number of partitions, fixed when the state is created) and one SQLite
-file per partition, `part-00000.sqlite` ..., each a `DurableMapState`. A partition's keys are
-written by one process at a time (a Spark task on an executor, or the local runner), and a
-partition's commit costs what the batch touches in that partition.
+`partitions.json` (the number of partitions and the engine, fixed when the state is created)
+and one store per partition, `part-00000.lmdb` ... (an LMDB environment,
+`squall.trident.state.lmdb_store`, the default engine) or `part-00000.sqlite` ... (a SQLite
+file, `DurableMapState` below). A partition's keys are written by one process at a time (a
+Spark task on an executor, or the local runner), and a partition's commit costs what the batch
+touches in that partition (for SQLite, what it touches in its B-tree pages). The engines
+measured for this are in docs/design/trident.md.
 
 One table per file, `kv (k BLOB PRIMARY KEY, v BLOB, t INTEGER, c)`, holds a row per key: the
 key pickled as `squall.trident.state.codec` describes, and either the entry pickled in `v`, or,
@@ -26,7 +30,7 @@ may not add to in SQL is rolled back and applied the general way. The measuremen
 choices are in docs/design/trident.md.
 
 >>> import os, tempfile
->>> factory = DurableMapState.factory(StateType.TRANSACTIONAL, partitions=4)
+>>> factory = DurableMapState.factory(StateType.TRANSACTIONAL, partitions=4, engine="sqlite")
 >>> checkpoint = tempfile.mkdtemp()
 >>> counts = factory.make_state("counts", checkpoint)
 >>> counts.multi_update(1, [("the",), ("cow",)], [lambda old: (old or 0) + 1] * 2)
@@ -68,6 +72,7 @@ from squall.atomic_files import read_or_none, write_atomic
 from squall.errors import ConfigError
 from squall.transactional.values import TransactionalValue
 from squall.trident.state.codec import decode_entries, decode_key, encode_entries, encode_keys
+from squall.trident.state.lmdb_store import LmdbMapState
 from squall.trident.state.map_state import (
     BATCH_KEYS,
     MapState,
@@ -124,14 +129,17 @@ class DurableMapState:
     @classmethod
     def factory(cls, state_type: StateType | str = StateType.TRANSACTIONAL,
                 directory: str | os.PathLike[str] | None = None,
-                partitions: int | None = None) -> DurableMapStateFactory:
-        """A factory of map states of `state_type` in SQLite files under `directory`, or under
-        the run's checkpoint location when `directory` is None; a new state gets `partitions`
-        partitions (None: the run's `squall.trident.state.partitions`)."""
+                partitions: int | None = None, engine: str | None = None
+                ) -> DurableMapStateFactory:
+        """A factory of map states of `state_type` under `directory`, or under the run's
+        checkpoint location when `directory` is None; a new state gets `partitions` partitions
+        (None: the run's `squall.trident.state.partitions`), each an `engine` store ("lmdb",
+        the default, or "sqlite"); a state keeps the engine it was created with."""
         owner = "DurableMapState.factory"
         return DurableMapStateFactory(
             state_type_of(state_type, owner),
-            None if directory is None else local_directory(directory, owner), partitions)
+            None if directory is None else local_directory(directory, owner), partitions,
+            engine)
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -409,6 +417,7 @@ class DurableMapStateFactory:
     state_type: StateType = StateType.TRANSACTIONAL
     directory: str | None = None
     partitions: int | None = None
+    engine: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.state_type, StateType):
@@ -422,9 +431,13 @@ class DurableMapStateFactory:
                                             or self.partitions < 1):
             raise ConfigError(f"DurableMapStateFactory: partitions must be a positive int or "
                               f"None, got {self.partitions!r}")
+        if self.engine is not None and self.engine not in ENGINES:
+            raise ConfigError(f"DurableMapStateFactory: engine must be one of "
+                              f"{', '.join(map(repr, ENGINES))} or None, got {self.engine!r}")
 
     def __repr__(self) -> str:
         extra = "" if self.partitions is None else f", partitions={self.partitions}"
+        extra += "" if self.engine is None else f", engine={self.engine!r}"
         return f"DurableMapState.factory({self.state_type}, directory={self.directory!r}{extra})"
 
     def state_directory(self, name: str, location: str | None) -> str:
@@ -447,58 +460,87 @@ class DurableMapStateFactory:
         `self.partitions`, else `partitions` (the run's setting), else `DEFAULT_PARTITIONS`."""
         directory = self.state_directory(name, location)
         wanted = self.partitions if self.partitions is not None else partitions
-        n = open_partitions(directory, name, wanted)
-        return partitioned(self.state_type, [self._part(directory, name, i) for i in range(n)],
-                           name)
+        n, engine = open_partitions(directory, name, wanted, self.engine)
+        return partitioned(self.state_type, [
+            wrap(self.state_type, store(directory, engine, i, name), name) for i in range(n)],
+            name)
 
     def make_partition(self, name: str, location: str | None, index: int) -> MapState:
         """Partition `index` of the state `name`, made before by `make_partitioned` (what an
         executor applies its keys to)."""
-        return self._part(self.state_directory(name, location), name, index)
-
-    def _part(self, directory: str, name: str, index: int) -> MapState:
-        path = os.path.join(directory, f"part-{index:05d}.sqlite")
-        return wrap(self.state_type, DurableMapState(path, name), name)
+        directory = self.state_directory(name, location)
+        meta = stored_meta(directory)
+        if meta is None:
+            raise ConfigError(f"durable map state {name!r}: no partitions at {directory}")
+        return wrap(self.state_type, store(directory, meta[1], index, name), name)
 
 
 META = "partitions.json"
+ENGINES = ("lmdb", "sqlite")
+DEFAULT_ENGINE = "lmdb"
+_SUFFIX = {"lmdb": ".lmdb", "sqlite": ".sqlite"}
+
+
+def store(directory: str, engine: str, index: int, name: str) -> Any:
+    """The backing map of partition `index` of the state in `directory`."""
+    path = os.path.join(directory, f"part-{index:05d}{_SUFFIX[engine]}")
+    return LmdbMapState(path, name) if engine == "lmdb" else DurableMapState(path, name)
+
+
+def stored_meta(directory: str) -> tuple[int, str] | None:
+    """The number of partitions and the engine of the state in `directory`, or None if it has
+    not been created (a state written before engines were recorded is SQLite)."""
+    data = read_or_none(os.path.join(directory, META))
+    if data is None:
+        return None
+    meta = json.loads(data)
+    return int(meta["partitions"]), str(meta.get("engine", "sqlite"))
 
 
 def stored_partitions(directory: str) -> int | None:
     """The number of partitions of the state in `directory`, or None if it has not been
     created."""
-    data = read_or_none(os.path.join(directory, META))
-    return None if data is None else int(json.loads(data)["partitions"])
+    meta = stored_meta(directory)
+    return None if meta is None else meta[0]
 
 
-def open_partitions(directory: str, name: str, wanted: int | None) -> int:
-    """The number of partitions of the state `name` in `directory`, created with `wanted` (or
-    `DEFAULT_PARTITIONS`) if it does not exist yet; a `wanted` other than the stored one is
-    refused. A state kept in one file by an earlier version (`<name>.sqlite` beside the
+def _write_meta(directory: str, partitions: int, engine: str) -> None:
+    os.makedirs(directory, exist_ok=True)
+    write_atomic(os.path.join(directory, META), json.dumps(
+        {"partitions": partitions, "engine": engine, "format": 1}).encode())
+
+
+def open_partitions(directory: str, name: str, wanted: int | None,
+                    engine: str | None = None) -> tuple[int, str]:
+    """The number of partitions and the engine of the state `name` in `directory`, created
+    with `wanted` (or `DEFAULT_PARTITIONS`) partitions in `engine` (or `DEFAULT_ENGINE`) if it
+    does not exist yet; a `wanted` other than the stored one is refused (a state keeps its
+    engine). A state kept in one file by an earlier version (`<name>.sqlite` beside the
     directory) is moved into the partitions first."""
     _finish_repartition(directory)
-    stored = stored_partitions(directory)
-    n = agreed_partitions(f"durable map state {name!r}", directory, stored, wanted,
+    meta = stored_meta(directory)
+    n = agreed_partitions(f"durable map state {name!r}", directory,
+                          None if meta is None else meta[0], wanted,
                           "change the state's partitions offline with `squall state "
                           "repartition`")
     legacy = directory + ".sqlite"
-    if stored is None:
+    if meta is None:
+        chosen = engine or DEFAULT_ENGINE
         if os.path.exists(legacy):
-            _move_into_partitions(legacy, directory, name, n)
-        os.makedirs(directory, exist_ok=True)
-        write_atomic(os.path.join(directory, META),
-                     json.dumps({"partitions": n, "format": 1}).encode())
+            _move_into_partitions(legacy, directory, name, n, chosen)
+        _write_meta(directory, n, chosen)
+    else:
+        chosen = meta[1]
     if os.path.exists(legacy):  # moved, then killed before removing it
         os.remove(legacy)
-    return n
+    return n, chosen
 
 
-def _move_into_partitions(legacy: str, directory: str, name: str, n: int) -> None:
+def _move_into_partitions(legacy: str, directory: str, name: str, n: int, engine: str) -> None:
     """The entries of a one-file state, written as they are into `n` partitions (partition by
     partition, each atomically; a kill before the partitions file is written does it again)."""
     old = DurableMapState(legacy, name)
-    parts = [DurableMapState(os.path.join(directory, f"part-{i:05d}.sqlite"), name)
-             for i in range(n)]
+    parts = [store(directory, engine, i, name) for i in range(n)]
     try:
         copy_entries(old.items(), parts)
     finally:
@@ -520,18 +562,17 @@ def repartition(directory: str, name: str, partitions: int) -> int:
         raise ConfigError(f"repartition of state {name!r}: the number of partitions must be a "
                           f"positive integer, got {partitions!r}")
     _finish_repartition(directory)
-    old_n = stored_partitions(directory)
-    if old_n is None:
+    meta = stored_meta(directory)
+    if meta is None:
         raise ConfigError(f"repartition of state {name!r}: no partitioned durable state at "
                           f"{directory}")
+    old_n, engine = meta
     if old_n == partitions:
         return old_n
     new_dir = directory + ".new"
     shutil.rmtree(new_dir, ignore_errors=True)  # a killed earlier try
-    old = [DurableMapState(os.path.join(directory, f"part-{i:05d}.sqlite"), name)
-           for i in range(old_n)]
-    new = [DurableMapState(os.path.join(new_dir, f"part-{i:05d}.sqlite"), name)
-           for i in range(partitions)]
+    old = [store(directory, engine, i, name) for i in range(old_n)]
+    new = [store(new_dir, engine, i, name) for i in range(partitions)]
     try:
         records = [entry for p in old for key, entry in p.items() if key == BATCH_KEYS]
         copy_entries((item for p in old for item in p.items() if item[0] != BATCH_KEYS), new)
@@ -546,9 +587,7 @@ def repartition(directory: str, name: str, partitions: int) -> int:
     finally:
         for p in (*old, *new):
             p.close()
-    os.makedirs(new_dir, exist_ok=True)
-    write_atomic(os.path.join(new_dir, META),
-                 json.dumps({"partitions": partitions, "format": 1}).encode())
+    _write_meta(new_dir, partitions, engine)
     os.rename(directory, directory + ".old")
     os.rename(new_dir, directory)
     shutil.rmtree(directory + ".old")
