@@ -6,7 +6,7 @@
 
 `spout1` emits Storm's five sentences in batches of three (`cycle=False`, so the run ends);
 each batch is split into words and its counts are added to `word-counts`, a transactional
-durable map state (a SQLite file under the checkpoint location), exactly once per batch even
+durable map state (partitioned stores under the checkpoint location), exactly once per batch even
 when a batch is replayed. Storm asks its DRPC stream "cat the dog jumped" again and again; here
 the `queries` stream asks it once per batch: the words' counts are read from the state
 (`MapGet`, as of the batch before), unknown words dropped (`FilterNull`) and the counts summed,
