@@ -58,7 +58,9 @@ def _acquire(path: str) -> lmdb.Environment:
         os.makedirs(path, exist_ok=True)
         env = lmdb.open(path, map_size=INITIAL_MAP, subdir=True, sync=True, metasync=True,
                         readahead=False, max_dbs=0, max_readers=256)
-        # The map of a partition grown by an earlier run: LMDB reads its size from the file.
+        # Free the reader slots of killed processes (a SIGKILLed Spark worker's): a stale slot
+        # keeps pages from being reused, and the slots are few.
+        env.reader_check()
         _OPEN[path] = (os.getpid(), env, 1)
         return env
 
