@@ -42,6 +42,9 @@ topic by a transactional `KafkaStateFactory` state (`partition_persist`, before 
 hold, for every committed transaction, exactly the words its batch changed with their counts
 (a real broker, tests/support/kafka_broker.py, started only for these cases).
 
+Spout `memory+redis`: the memory spout, with both states `RedisMapState`s (a hash per partition
+on a real Redis server, started only for these cases) instead of files.
+
 Kill plans and the opaque batch sizes come from a seed printed in every assertion message;
 `SQUALL_TRIDENT_CRASH_SEED=<seed>` reruns a case with it. A longer sweep over every runner, state
 type and spout is marked `long` (`-m long`).
@@ -66,8 +69,9 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from support.crash import Restarts
 from support.kafka_broker import committed_once, running_broker
+from support.redis_server import start_redis
 
-from squall.trident.state import DurableMapState
+from squall.trident.state import DurableMapState, RedisMapState
 
 DRIVER = textwrap.dedent(
     '''
@@ -77,7 +81,7 @@ DRIVER = textwrap.dedent(
                                       OpaquePartitionedTransactionalSpout)
     from squall.trident import (Consumer, Count, FixedBatchSpout, Function, Sum,
                                 TridentTopology)
-    from squall.trident.state import DurableMapState
+    from squall.trident.state import DurableMapState, RedisMapState
 
     cfg = json.load(open(sys.argv[1]))
     BASE, START, KILL = cfg["dir"], cfg["start"], cfg["kill"]
@@ -181,7 +185,7 @@ DRIVER = textwrap.dedent(
     parts = [rows[0::2], rows[1::2]]
     if cfg["spout"].startswith("fixed"):
         spout = FixedBatchSpout(["id", "sentence"], cfg["batch"], *rows)
-    elif cfg["spout"] == "memory":
+    elif cfg["spout"].startswith("memory"):
         spout = MemoryTransactionalSpout(dict(enumerate(parts)), Fields("id", "sentence"),
                                          max_batch=max(1, cfg["batch"] // 2))
     else:
@@ -189,7 +193,9 @@ DRIVER = textwrap.dedent(
                                    os.path.join(BASE, "emitted.log"))
 
     point = KILL["point"] if KILL else None
-    factory = DurableMapState.factory(cfg["state_type"])
+    factory = DurableMapState.factory(cfg["state_type"]) if not cfg.get("redis") else \
+        RedisMapState.factory(cfg["state_type"], port=cfg["redis"]["port"],
+                              key_prefix=cfg["redis"]["prefix"])
     t = TridentTopology()
     words = t.new_stream("sentences", spout).each(
         ["id", "sentence"], Split(KILL["from"] if point == "split" else None, cfg["pause"]),
@@ -270,7 +276,7 @@ def kill_plan(rnd: random.Random, start: int, kills: int, runner: str, rows: int
 
 def crash_until_done(tmp: Path, runner: str, state_type: str, spout: str, seed: int,
                      kills: int, n_rows: int, batch: int, second: str | None = None,
-                     kafka: dict | None = None) -> dict:
+                     kafka: dict | None = None, redis: dict | None = None) -> dict:
     """Starts the driver on one checkpoint until it reports done; the outcome of the run."""
     rows = sentences(seed, n_rows)
     rnd = random.Random(seed)
@@ -285,7 +291,8 @@ def crash_until_done(tmp: Path, runner: str, state_type: str, spout: str, seed: 
             plans.append(plan)
             cfg = {"runner": runner, "dir": str(tmp), "state_type": state_type, "spout": spout,
                    "rows": rows, "batch": batch, "seed": seed, "start": start, "kill": plan,
-                   "pause": 0.004 if runner == "local" else 0.0, "kafka": kafka}
+                   "pause": 0.004 if runner == "local" else 0.0, "kafka": kafka,
+                   "redis": redis}
             (tmp / f"cfg-{start}.json").write_text(json.dumps(cfg))
             proc = crash.start()
             if plan is not None and plan["point"] == "timer" and runner == "spark":
@@ -325,15 +332,18 @@ class ExactlyOnceViolation(AssertionError):
     """A transactional or opaque state's counts differ from the truth after the kills."""
 
 
-def stored(tmp: Path, state_type: str, name: str) -> dict:
-    state = DurableMapState.factory(state_type).make_state(name, str(tmp / "ckpt"))
+def stored(tmp: Path, state_type: str, name: str, redis: dict | None = None) -> dict:
+    factory = DurableMapState.factory(state_type) if redis is None else RedisMapState.factory(
+        state_type, port=redis["port"], key_prefix=redis["prefix"])
+    state = factory.make_state(name, str(tmp / "ckpt"))
     try:
         return {k: v for k, v in state.items()}
     finally:
         state.close()
 
 
-def check(tmp: Path, state_type: str, spout: str, outcome: dict, context: str) -> list:
+def check(tmp: Path, state_type: str, spout: str, outcome: dict, context: str,
+          redis: dict | None = None) -> list:
     rows, events = outcome["rows"], outcome["events"]
     kills = [e for e in events if e.get("kill")]
     assert outcome["done"]["errors"] == [], context
@@ -341,12 +351,12 @@ def check(tmp: Path, state_type: str, spout: str, outcome: dict, context: str) -
     assert len(outcome["codes"]) >= 2 and kills, f"no start was killed: nothing tested; {context}"
     assert any(e["kill"] in POST_STATE for e in kills), (
         f"no kill between a state write and the commit record; {context}")
-    dropped = check_opaque(outcome, context) if spout == "opaque" else []
+    dropped = check_opaque(outcome, context) if spout.startswith("opaque") else []
 
     truth = Counter(w for _, s in rows for w in s.split())
     true_chars = sum(len(w) * n for w, n in truth.items())
-    counts = {k[0]: v for k, v in stored(tmp, state_type, "counts").items()}
-    chars = stored(tmp, state_type, "chars").get(())
+    counts = {k[0]: v for k, v in stored(tmp, state_type, "counts", redis).items()}
+    chars = stored(tmp, state_type, "chars", redis).get(())
     if state_type == "non_transactional":
         # At-least-once: a replayed transaction is applied again, so counts may exceed the
         # truth (never fall short). A kill between a state write and the commit record replays
@@ -400,19 +410,23 @@ def check_opaque(outcome: dict, context: str) -> list:
 
 
 def run_case(tmp: Path, runner: str, state_type: str, spout: str, seed: int, kills: int,
-             n_rows: int, batch: int, second: str | None = None, broker: Any = None) -> list:
+             n_rows: int, batch: int, second: str | None = None, broker: Any = None,
+             redis_port: int | None = None) -> list:
     """One run killed `kills` times, checked; for an opaque spout, the replays that lacked a
     word of their earlier attempt."""
     kafka = None
     if spout.endswith("+kafka"):
         kafka = {"bootstrap": broker.bootstrap,
                  "topic": broker.create_topic(f"crash-{runner}-{seed}-{time.monotonic_ns()}", 2)}
+    redis = None
+    if spout.endswith("+redis"):  # the states in Redis hashes instead of files
+        redis = {"port": redis_port, "prefix": f"crash:{seed}:{time.monotonic_ns()}:"}
     outcome = crash_until_done(tmp, runner, state_type, spout, seed, kills, n_rows, batch,
-                               second, kafka)
+                               second, kafka, redis)
     context = (f"seed {seed} ({runner}, {state_type}, {spout}; rerun with "
                f"SQUALL_TRIDENT_CRASH_SEED={seed}); plans {outcome['plans']}; exit codes "
                f"{outcome['codes']}; kills {[e for e in outcome['events'] if e.get('kill')]}")
-    dropped = check(tmp, state_type, spout, outcome, context)
+    dropped = check(tmp, state_type, spout, outcome, context, redis)
     if kafka is not None:
         check_kafka(broker, kafka["topic"], outcome["rows"], batch, context)
         check_kafka_marker(broker, kafka["topic"], tmp, -(-len(outcome["rows"]) // batch),
@@ -471,10 +485,11 @@ CASES = [
     ("local", "non_transactional", "fixed"),
     ("spark", "transactional", "fixed+kafka"),
     ("spark", "opaque", "opaque"),
+    ("spark", "transactional", "memory+redis"),
 ]
 SPARK_SECOND_KILL = {"transactional": "timer", "opaque": "timer", "non_transactional": "split"}
-SPOUTS_OF = {"transactional": ("fixed", "memory", "fixed+kafka"),
-             "opaque": ("fixed", "memory", "opaque"),
+SPOUTS_OF = {"transactional": ("fixed", "memory", "fixed+kafka", "memory+redis"),
+             "opaque": ("fixed", "memory", "opaque", "opaque+redis"),
              "non_transactional": ("fixed", "memory", "opaque")}
 
 def _param(runner: str, state_type: str, spout: str) -> object:
@@ -486,9 +501,15 @@ def _param(runner: str, state_type: str, spout: str) -> object:
 
 
 def _dropped_somewhere(spout: str, dropped: list, what: str) -> None:
-    if spout == "opaque":
+    if spout.startswith("opaque"):
         assert dropped, (f"{what}: no replay lacked a word of its earlier attempt, the case an "
                          "opaque state must undo; the opaque runs tested too little")
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory):
+    with start_redis(tmp_path_factory.mktemp("redis")) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
@@ -502,16 +523,19 @@ def test_killed_at_random_points_counts_exactly_once(tmp_path, runner, state_typ
                                                      request):
     base = SEED or 1000 * (CASES.index((runner, state_type, spout)) + 1)
     broker = request.getfixturevalue("kafka_broker") if spout.endswith("+kafka") else None
+    redis_port = request.getfixturevalue("redis_server").port \
+        if spout.endswith("+redis") else None
     dropped = []
     if runner == "local":
         for run_no in range(3):
             tmp = tmp_path / f"run{run_no}"
             tmp.mkdir()
             dropped += run_case(tmp, runner, state_type, spout, base + run_no, kills=6,
-                                n_rows=60, batch=4, broker=broker)
+                                n_rows=60, batch=4, broker=broker, redis_port=redis_port)
     else:
         dropped += run_case(tmp_path, runner, state_type, spout, base, kills=2, n_rows=28,
-                            batch=4, second=SPARK_SECOND_KILL[state_type], broker=broker)
+                            batch=4, second=SPARK_SECOND_KILL[state_type], broker=broker,
+                            redis_port=redis_port)
     _dropped_somewhere(spout, dropped, f"seeds from {base}")
 
 
@@ -522,6 +546,8 @@ def test_killed_at_random_points_counts_exactly_once(tmp_path, runner, state_typ
 def test_sweep_killed_at_random_points(tmp_path, runner, state_type, spout, request):
     rnd = random.Random(f"{SEED or 77}/{runner}/{state_type}/{spout}")
     broker = request.getfixturevalue("kafka_broker") if spout.endswith("+kafka") else None
+    redis_port = request.getfixturevalue("redis_server").port \
+        if spout.endswith("+redis") else None
     dropped = []
     for run_no in range(10 if runner == "local" else 2):
         tmp = tmp_path / f"run{run_no}"
@@ -530,9 +556,9 @@ def test_sweep_killed_at_random_points(tmp_path, runner, state_type, spout, requ
         if runner == "local":
             dropped += run_case(tmp, runner, state_type, spout, seed, kills=rnd.randint(3, 12),
                                 n_rows=rnd.randint(40, 120), batch=rnd.randint(2, 8),
-                                broker=broker)
+                                broker=broker, redis_port=redis_port)
         else:
             dropped += run_case(tmp, runner, state_type, spout, seed, kills=rnd.randint(3, 5),
                                 n_rows=rnd.randint(24, 48), batch=rnd.randint(3, 6),
-                                broker=broker)
+                                broker=broker, redis_port=redis_port)
     _dropped_somewhere(spout, dropped, f"sweep seed {SEED or 77}")
