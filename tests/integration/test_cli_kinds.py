@@ -77,11 +77,14 @@ def squall_run(target: str, runner: str, tmp: Path, *conf: str) -> Run:
     assert "squall: summary" in lines, proc.stderr[-4000:]
     after = lines[lines.index("squall: summary") + 1:]
     summary = _components(after)
-    # After the components: on Spark the last batch, then the errors line.
+    # After the components: on Spark the last batch and, for a topology of spouts and bolts,
+    # its start-up (Trident and transactional runs track no tuple trees), then the errors line.
     rest = after[len(summary):]
     if runner == "spark":
         assert rest[0].startswith("spark: last batch"), proc.stderr[-4000:]
         rest = rest[1:]
+        if rest[0].startswith("start-up: Spark "):
+            rest = rest[1:]
     assert rest[0].startswith("errors reported: 0;"), proc.stderr[-4000:]
     return Run(runner, proc.stdout, progress, summary, tmp)
 

@@ -323,9 +323,12 @@ def test_the_summary_gives_totals_rates_latencies_and_errors_not_the_last_table(
     show(snap)
     table = [show.line(c) for c in snap.components.values()]
     assert not set(table) & set(text.splitlines())
-    # Counters that continue a checkpoint's get no rate: this run did not do all of it.
+    # A resumed run's counters count its own work (from zero), so its rates hold; the summary
+    # says it resumed.
     snap.restarted = True
-    assert "(100/s)" not in summary(snap) and "no rates" in summary(snap)
+    resumed = summary(snap)
+    assert "emitted=400 (100/s)" in resumed and "no rates" not in resumed
+    assert "resumed from a checkpoint: the counters count this run's work only" in resumed
 
 
 # ---- `squall run` ------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ tuple of the tree was acked.
 >>> ledger.ack(7, 0b1000, now_ms=120)                          # first acked, anchors nothing
 >>> ledger.ack(7, 0b0010 ^ 0b0100, now_ms=130)                 # second acked, anchors edge 0b0100
 >>> ledger.ack(7, 0b0100, now_ms=150)                          # the child is acked: tree complete
-Outcome(kind='ack', root=7, spout_task=1, latency_ms=50, error=None, records=None, tuples=1)
+Outcome(kind='ack', root=7, spout_task=1, latency_ms=50, error=None, records=None, tuples=1, \
+startup=False)
 >>> ledger.ack(7, 0b0100, now_ms=160).kind                     # the root is gone: unknown
 'unknown'
 

@@ -63,7 +63,8 @@ class Folded:
         return list(zip(
             itertools.repeat("ack", n), self.done_roots.tolist(), self.done_tasks.tolist(),
             (now_ms - self.done_starts).tolist(), itertools.repeat(None, n),
-            itertools.repeat(None, n), itertools.repeat(1, n), strict=True))
+            itertools.repeat(None, n), itertools.repeat(1, n), itertools.repeat(False, n),
+            strict=True))
 
 
 def fold(messages: Sequence[tuple[int, row_schema.MessageColumns]],

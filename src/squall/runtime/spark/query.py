@@ -76,6 +76,7 @@ def drive_query(
     next_progress = progress_every_ms
     life = runner.lifecycle
     applied = True  # the reader starts with its spouts active
+    finished = False
     try:
         while query.isActive:
             if life.active != applied:
@@ -90,6 +91,7 @@ def drive_query(
                 on_progress(runner.metrics())
                 next_progress = elapsed + progress_every_ms
             if done():
+                finished = True
                 break
             if life.stop_requested and life.should_stop(runner.drained()):
                 break
@@ -99,12 +101,29 @@ def drive_query(
                 break
     finally:
         runner.stopping = True  # a batch waiting to run again gives up (uncommitted)
+        if finished:
+            _let_trigger_finish(query)
         if query.isActive:
             query.stop()
     error = query.exception()
     if error is not None:
         # The runner's own error, when it stopped the query on purpose, says it best.
         raise runner.failure or SquallError(f"the Spark query failed: {error}") from None
+
+
+def _let_trigger_finish(query: Any, wait_s: float = 10.0) -> None:
+    """The batch that ended the input has run (`foreachBatch` returned): let its trigger end
+    and report the batch's progress before the query stops, or the last batch is missing from
+    Spark's `recentProgress` (and from the run's batch figures). Waits for the trigger, at most
+    `wait_s`."""
+    deadline = time.monotonic() + wait_s
+    while query.isActive and time.monotonic() < deadline:
+        try:
+            if not query.status["isTriggerActive"]:
+                return
+        except Exception:  # the query is stopping or gone: nothing to wait for
+            return
+        time.sleep(0.02)
 
 
 def spark_hash_long(value: int, seed: int = 42) -> int:
