@@ -52,6 +52,7 @@ def drive_query(
     max_wait_ms: int | None,
     on_progress: Callable[[MetricsSnapshot], None] | None,
     progress_every_ms: int,
+    finish_last_trigger: bool = False,
 ) -> None:
     """Run the query `source` -> `foreachBatch(batch)` of a runner until `done()`, `duration_ms`
     or `max_wait_ms` (counted from `started`, a `time.monotonic()`), or until a stop the operator
@@ -59,6 +60,8 @@ def drive_query(
 
     `on_progress` receives the runner's `metrics()` every `progress_every_ms`. A failed query
     raises the runner's `failure` if it set one, else a `SquallError` with Spark's reason.
+    `finish_last_trigger`: once `done()`, the trigger that ran the last batch reports it before
+    the stop (for a runner whose last batch ends its input, so no batch follows it).
     """
     began = time.monotonic()
     reader = runner.spark.readStream.format(source).option("dir", runner.dir).load()
@@ -100,9 +103,9 @@ def drive_query(
             if max_wait_ms is not None and elapsed >= max_wait_ms:
                 break
     finally:
-        runner.stopping = True  # a batch waiting to run again gives up (uncommitted)
-        if finished:
+        if finished and finish_last_trigger:
             _let_trigger_finish(query)
+        runner.stopping = True  # a batch waiting to run again gives up (uncommitted)
         if query.isActive:
             query.stop()
     error = query.exception()

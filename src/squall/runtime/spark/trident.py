@@ -1157,7 +1157,8 @@ class TridentSparkRunner(Controls, Reporting):
                 drive_query(self, TridentSource.name(), self._batch,
                             done=lambda: until_complete and self.exhausted, started=started,
                             duration_ms=duration_ms, max_wait_ms=max_wait_ms,
-                            on_progress=on_progress, progress_every_ms=progress_every_ms)
+                            on_progress=on_progress, progress_every_ms=progress_every_ms,
+                            finish_last_trigger=True)
         finally:
             self.executor.close()
             self.coordinator.close()
