@@ -62,7 +62,6 @@ import os
 import re
 import shutil
 import sqlite3
-import threading
 import urllib.parse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -76,7 +75,6 @@ from squall.trident.state.lmdb_store import LmdbMapState
 from squall.trident.state.map_state import (
     BATCH_KEYS,
     MapState,
-    MapStateError,
     StateType,
     check_name,
     state_type_of,
@@ -89,6 +87,7 @@ from squall.trident.state.partitioned import (
     partition_indexes,
     partitioned,
 )
+from squall.trident.state.path_store import PathStore
 
 SUBDIRECTORY = "trident-state"
 _CHUNK = 500  # keys per SELECT; SQLite allows 32,766 variables since 3.32 (999 before)
@@ -103,7 +102,7 @@ class _NotInSql(Exception):
     """`add_transactional` met a row it may not add to in SQL."""
 
 
-class DurableMapState:
+class DurableMapState(PathStore):
     """A `BackingMap` over the SQLite file `path`; pickles as its path and reconnects lazily.
 
     One connection, shared by the threads that use the map (Spark calls `foreachBatch` on
@@ -111,20 +110,9 @@ class DurableMapState:
     """
 
     def __init__(self, path: str, name: str | None = None) -> None:
-        self.path = path
-        self.name = name
+        super().__init__(path, name)
         self._conn: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
         self._last_read: tuple[list[tuple[Any, ...]], list[bytes]] | None = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"path": self.path, "name": self.name}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["path"], state["name"])  # type: ignore[misc]
-
-    def __repr__(self) -> str:
-        return f"DurableMapState({self.path!r}, name={self.name!r})"
 
     @classmethod
     def factory(cls, state_type: StateType | str = StateType.TRANSACTIONAL,
@@ -160,9 +148,6 @@ class DurableMapState:
             self._conn = conn
         return self._conn
 
-    def _failed(self, exc: Exception) -> MapStateError:
-        return MapStateError(f"durable map state {self.name!r} at {self.path}: {exc}")
-
     def multi_get(self, keys: Sequence[tuple[Any, ...]]) -> list[Any | None]:
         if not keys:
             return []
@@ -186,9 +171,7 @@ class DurableMapState:
         return _decode([get(k) for k in encoded])
 
     def multi_put(self, keys: Sequence[tuple[Any, ...]], values: Sequence[Any]) -> None:
-        if len(keys) != len(values):
-            raise MapStateError(f"durable map state {self.name!r}: {len(keys)} keys but "
-                                f"{len(values)} values")
+        self._check_put(keys, values)
         if not keys:
             return
         try:

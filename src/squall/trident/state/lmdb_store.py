@@ -36,6 +36,7 @@ import lmdb
 
 from squall.trident.state.codec import decode_entries, decode_key, encode_entries, encode_keys
 from squall.trident.state.map_state import MapStateError
+from squall.trident.state.path_store import PathStore
 
 INITIAL_MAP = 1 << 30
 _PAGE = 1000  # entries per read transaction of items()
@@ -78,24 +79,13 @@ def _release(path: str) -> None:
     env.close()
 
 
-class LmdbMapState:
+class LmdbMapState(PathStore):
     """A `BackingMap` over the LMDB environment (a directory) at `path`; pickles as its path and
     opens the environment lazily."""
 
     def __init__(self, path: str, name: str | None = None) -> None:
-        self.path = path
-        self.name = name
+        super().__init__(path, name)
         self._env: lmdb.Environment | None = None
-        self._lock = threading.Lock()
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"path": self.path, "name": self.name}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["path"], state["name"])  # type: ignore[misc]
-
-    def __repr__(self) -> str:
-        return f"LmdbMapState({self.path!r}, name={self.name!r})"
 
     def _environment(self) -> lmdb.Environment:
         if self._env is None:
@@ -104,9 +94,6 @@ class LmdbMapState:
             except lmdb.Error as exc:
                 raise self._failed(exc) from exc
         return self._env
-
-    def _failed(self, exc: Exception) -> MapStateError:
-        return MapStateError(f"durable map state {self.name!r} at {self.path}: {exc}")
 
     def multi_get(self, keys: Sequence[tuple[Any, ...]]) -> list[Any | None]:
         if not keys:
@@ -123,9 +110,7 @@ class LmdbMapState:
         return decode_entries(blobs)
 
     def multi_put(self, keys: Sequence[tuple[Any, ...]], values: Sequence[Any]) -> None:
-        if len(keys) != len(values):
-            raise MapStateError(f"durable map state {self.name!r}: {len(keys)} keys but "
-                                f"{len(values)} values")
+        self._check_put(keys, values)
         if not keys:
             return
         pairs = list(zip(encode_keys(keys), encode_entries(values), strict=True))
