@@ -4,9 +4,9 @@
 
 What a Python worker does with one Arrow batch of W1 sentences in `mapInArrow` for the per-tuple
 variants of benchmarks/trident_w1.py: A (`Split`, its words one tagged column for the JVM's
-count), At (`Split` declaring `output_types = {"word": str}`, one string column), and the design
-prototype's per-tuple `each` (benchmarks/trident_design/common.py: a plain tuple object per
-row, emits appended to a column list, no type checks) as the floor. Prints the median seconds
+count), At (`Split` declaring `output_types = {"word": str}`, one string column), and a bare
+per-tuple `each` (benchmarks/spark_jobs.py: a plain tuple object per row, emits appended to a
+column list, no type checks) as the floor. Prints the median seconds
 per batch of each; every run's word count is checked.
 """
 
@@ -19,10 +19,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent / "trident_design"))
 
-import common
 import pyarrow as pa
+import spark_jobs
 from trident_w1 import Split, TypedSplit
 from workloads import w1_sentences
 
@@ -53,8 +52,8 @@ def main() -> None:
     variants = {
         "A (Split, tagged word)": (chain(Split(), tagged=True), typed),
         "At (Split declaring str)": (chain(TypedSplit(), tagged=False), typed),
-        "prototype per-tuple each": (
-            common.each_per_tuple(common.Split(), 0, ["word"], [pa.string()]), plain),
+        "bare per-tuple each": (
+            spark_jobs.each_per_tuple(spark_jobs.Split(), 0, ["word"], [pa.string()]), plain),
     }
     times: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(args.runs):

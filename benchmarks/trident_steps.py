@@ -24,15 +24,12 @@ from __future__ import annotations
 import argparse
 import collections
 import functools
-import os
 import statistics
-import sys
 import time
 from typing import Any
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "trident_design"))
-import common
 import pyarrow as pa
+import spark_jobs
 import trident_w1 as tw
 from pyspark.sql.classic.dataframe import DataFrame
 from workloads import reference_counts, w1_sentences
@@ -75,9 +72,9 @@ def main() -> None:
     ref = reference_counts(sentences)
     files = tw.write_files(sentences, len(sentences))
     function = tw.Split() if args.variant == "A" else tw.SplitColumns()
-    split = common.each_per_tuple(common.Split(), 0, ["word"], [pa.string()]) \
-        if args.variant == "A" else common.split_vectorised
-    spark = common.session("squall-trident-steps")
+    split = spark_jobs.each_per_tuple(spark_jobs.Split(), 0, ["word"], [pa.string()]) \
+        if args.variant == "A" else spark_jobs.split_vectorised
+    spark = spark_jobs.session("squall-trident-steps")
     rows: list[dict[str, float]] = []
     for rnd in range(1, args.rounds + 1):
         spent.clear()

@@ -14,9 +14,9 @@ Count)`, run by squall's Trident Spark runner (`squall.runtime.spark.trident`), 
   schema, the pyarrow split in `mapInArrow`, Spark's count, `toArrow`, merged in a dict): no
   transaction, no state, no planning of squall's. B's time less B0's is Trident's per-batch
   overhead (the spout's batch, planning, the durable state's update, the commit);
-- A0 (with `--input parquet`): the same for the per-tuple split: the design prototype's
-  per-tuple `each` (Storm's `Split` called per sentence with a tuple and a collector appending
-  to a list, one typed word column) in `mapInArrow`, Spark's count: At's Spark job alone.
+- A0 (with `--input parquet`): the same for the per-tuple split: the bare per-tuple `each`
+  of benchmarks/spark_jobs.py (Storm's `Split` called per sentence with a tuple and a collector
+  appending to a list, one typed word column) in `mapInArrow`, Spark's count: At's Spark job alone.
 
 The hand-written job (../shared/docs/benchmarks.md: Python split in mapInArrow, repartition by
 word, dict count per partition in mapInArrow, toArrow) reads the same input in the same session,
@@ -41,7 +41,6 @@ import argparse
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from typing import ClassVar
@@ -49,9 +48,7 @@ from typing import ClassVar
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "trident_design"))
-import common
+import spark_jobs
 from workloads import reference_counts, w1_sentences
 
 from squall.runtime.spark.trident import PARTIAL, TridentSparkRunner
@@ -91,7 +88,7 @@ def job_alone(spark, files, split):
     for f in sorted(os.listdir(files)):
         df = spark.read.schema("sentence string").parquet(os.path.join(files, f))
         t = df.mapInArrow(split, "word string").groupBy("word").count().toArrow()
-        for w, n in common.table_counts(t).items():
+        for w, n in spark_jobs.table_counts(t).items():
             counts[w] = counts.get(w, 0) + n
     return counts
 
@@ -118,7 +115,7 @@ def hand_written(spark, sentences, files=None, per_batch=None):
                   for i in range(0, len(sentences), step)]
     counts: dict = {}
     for df in inputs:
-        for w, n in common.table_counts(common.baseline_plan(df).toArrow()).items():
+        for w, n in spark_jobs.table_counts(spark_jobs.baseline_plan(df).toArrow()).items():
             counts[w] = counts.get(w, 0) + n
     return counts
 
@@ -137,7 +134,7 @@ def run_alone(spark, files, split, name, ref):
     t0 = time.perf_counter()
     got = job_alone(spark, files, split)
     dt = time.perf_counter() - t0
-    common.check(name, got, ref)
+    spark_jobs.check(name, got, ref)
     return dt, ""
 
 
@@ -152,7 +149,7 @@ def run_trident(spark, sentences, per_batch, files, function, partial, name, ref
     state = DurableMapState.factory(StateType.TRANSACTIONAL).make_state("counts", root)
     got = {k[0]: v for k, v in state.items()}
     state.close()
-    common.check(name, got, ref)
+    spark_jobs.check(name, got, ref)
     shutil.rmtree(root, ignore_errors=True)
     parts = " ".join(f"{k} {v:.2f}" for k, v in result.extra["timing"].items())
     return sum(result.extra["batch_seconds"]), (
@@ -176,7 +173,7 @@ def main() -> None:
     n_words = sum(ref.values())
     per_batch = args.per_batch or len(sentences)
     t0 = time.perf_counter()
-    spark = common.session("squall-trident-w1")
+    spark = spark_jobs.session("squall-trident-w1")
     if args.max_partition_bytes:  # both jobs read the files with the same split size
         spark.conf.set("spark.sql.files.maxPartitionBytes", str(args.max_partition_bytes))
     files = write_files(sentences, per_batch) if args.input == "parquet" else None
@@ -193,8 +190,8 @@ def main() -> None:
     }
     if files:
         variants["A0 At's Spark job alone (no squall)"] = (
-            common.each_per_tuple(common.Split(), 0, ["word"], [pa.string()]), None)
-        variants["B0 B's Spark job alone (no squall)"] = (common.split_vectorised, None)
+            spark_jobs.each_per_tuple(spark_jobs.Split(), 0, ["word"], [pa.string()]), None)
+        variants["B0 B's Spark job alone (no squall)"] = (spark_jobs.split_vectorised, None)
     if args.only:
         wanted = set(args.only.split(","))
         variants = {k: v for k, v in variants.items() if k.split()[0] in wanted}
@@ -204,7 +201,7 @@ def main() -> None:
         t1 = time.perf_counter()
         counts = hand_written(spark, sentences, files, per_batch)
         took = time.perf_counter() - t1
-        common.check("hand-written", counts, ref)
+        spark_jobs.check("hand-written", counts, ref)
         return took
 
     for rnd in range(1, args.rounds + 1):

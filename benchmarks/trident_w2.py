@@ -22,7 +22,6 @@ import argparse
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -30,9 +29,7 @@ from collections import Counter
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "trident_design"))
-import common
+import spark_jobs
 from trident_w1 import Split, SplitColumns  # the same two splits as W1
 from workloads import w1_sentences
 
@@ -105,7 +102,7 @@ def floor(spark, files):
 
 def hand_written(spark, files):
     t = (spark.read.parquet(files).mapInArrow(split_windows, "word string, start long")
-         .repartition(common.SHUFFLE_PARTITIONS, "word")
+         .repartition(spark_jobs.SHUFFLE_PARTITIONS, "word")
          .mapInArrow(count_windows, "word string, start long, count long").toArrow())
     return {(s, w): n for w, s, n in zip(*(t.column(i).to_pylist() for i in range(3)),
                                           strict=True)}
@@ -127,7 +124,7 @@ def main() -> None:
     pq.write_table(pa.table({"sentence": sentences, "ts": ts}),
                    os.path.join(root, "part-00000.parquet"), row_group_size=25_000)
     t0 = time.perf_counter()
-    spark = common.session("squall-trident-w2")
+    spark = spark_jobs.session("squall-trident-w2")
     print(f"# Trident W2: {len(sentences):,} sentences, {n_words:,} words, {len(ref):,} "
           f"(window, word) rows, one batch; Spark session {time.perf_counter() - t0:.1f} s",
           flush=True)
@@ -140,11 +137,11 @@ def main() -> None:
         t1 = time.perf_counter()
         got = hand_written(spark, root)
         base = time.perf_counter() - t1
-        common.check("hand-written", got, dict(ref))
+        spark_jobs.check("hand-written", got, dict(ref))
         t2 = time.perf_counter()
         t = floor(spark, root)
         floor_s = time.perf_counter() - t2
-        common.check("floor", {(s, w): n for s, w, n in zip(*(t.column(c).to_pylist() for c in (
+        spark_jobs.check("floor", {(s, w): n for s, w, n in zip(*(t.column(c).to_pylist() for c in (
             "ws", "k0", "n")), strict=True)}, dict(ref))
         line = [f"hand-written {base:.2f}s", f"floor {floor_s:.2f}s"]
         for name, function in variants.items():
@@ -153,7 +150,7 @@ def main() -> None:
                                         checkpoint_location=ckpt, session=spark)
             result = runner.run()
             rows = result.extra["outputs"]["windows"]
-            common.check(name, {(s, w): n for w, s, _, n in rows}, dict(ref))
+            spark_jobs.check(name, {(s, w): n for w, s, _, n in rows}, dict(ref))
             dt = sum(result.extra["batch_seconds"])
             timing = " ".join(f"{k} {v:.2f}" for k, v in result.extra["timing"].items())
             line.append(f"{name.split()[0]} {dt:.2f}s ({timing}) {n_words / dt / 1e6:.2f} M/s")

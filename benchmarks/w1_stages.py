@@ -80,7 +80,7 @@ def squall_once(sentences: list[str], acking: bool) -> tuple[dict[str, float], d
     for cid in ("split", "count"):
         plan = StagePlan(run_id="bench", topology=topo, conf=dict(conf), component=cid,
                          batch_id=0, committed=-1, state_dir=state_dir, keys=keys, seed=0,
-                         tracking=acking, capture=False)
+                         tracking=acking, capture=False, checkpoint_id="bench")
         t0 = time.perf_counter()
         out = list(run_stage(plan, iter([batch])))
         times[cid] = time.perf_counter() - t0

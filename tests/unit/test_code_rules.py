@@ -1,5 +1,5 @@
 """The static rules, enforced with the tests: ruff on the whole tree, mypy on the type-clean set,
-and the import layers.
+the import layers, and no import cycle.
 
 The rules themselves live in pyproject.toml (`[tool.ruff.lint]` selects the ruff rules,
 `[tool.mypy] files` lists the modules held type-clean: `mypy` without arguments checks them) and
@@ -41,6 +41,15 @@ def test_imports_follow_the_layers():
     lint_imports = Path(sys.executable).with_name("lint-imports")
     proc = subprocess.run([str(lint_imports), "--no-cache"], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)
+    if proc.returncode != 0:
+        pytest.fail(proc.stdout + proc.stderr, pytrace=False)
+
+
+def test_no_import_cycles():
+    """No cycle between squall's modules, imports inside functions and under TYPE_CHECKING
+    included (scripts/import_cycles.py exits non-zero on one)."""
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "import_cycles.py")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
         pytest.fail(proc.stdout + proc.stderr, pytrace=False)
 
