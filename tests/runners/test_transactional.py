@@ -16,6 +16,7 @@ from support.examples import load_example
 from squall import FailedException, Fields, run
 from squall.runtime.clock import SimulatedClock
 from squall.runtime.local.engine import LocalEngine
+from squall.transaction_kernel.progress_store import MemoryStore, open_store
 from squall.transactional import (
     BatchBolt,
     Committer,
@@ -28,7 +29,6 @@ from squall.transactional import (
     TransactionAttempt,
     TransactionOrderError,
 )
-from squall.transactional.progress_store import MemoryStore, open_store
 
 gc = load_example("transactional_global_count")
 tw = load_example("transactional_words")

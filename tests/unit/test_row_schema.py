@@ -16,8 +16,8 @@ from squall.runtime.spark.stage import StageHost, StagePlan
 from squall.testing import FixedTupleSpout
 from squall.topology.fields import Fields
 from squall.topology.tuple import Origin, _RuntimeTuple
-from squall.transactional.attempt import TransactionAttempt
-from squall.transactional.reports import BatchReport
+from squall.transaction_kernel.attempt import TransactionAttempt
+from squall.transaction_kernel.reports import BatchReport
 
 
 def origin(task: int, stream: str) -> Origin:

@@ -23,7 +23,7 @@ import pytest
 from support.redis_server import free_port, start_redis
 
 from squall.errors import ConfigError
-from squall.transactional.values import OpaqueValue, TransactionalValue, TransactionOrderError
+from squall.transaction_kernel.values import OpaqueValue, TransactionalValue, TransactionOrderError
 from squall.trident.state import (
     BackingMap,
     DurableMapState,

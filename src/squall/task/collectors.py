@@ -18,7 +18,7 @@ from squall.task.snapshot import current_collector
 from squall.task.surfaces import EmittingTask, TrackingTask
 from squall.topology.declarer import DEFAULT_STREAM as DEFAULT
 from squall.topology.tuple import ACKED, FAILED, PENDING, Tuple, _RuntimeTuple
-from squall.transactional.reports import BatchReport
+from squall.transaction_kernel.reports import BatchReport
 
 
 def host_channels(host: Host) -> tuple[Mapping[Any, list[Any]] | None, Any]:

@@ -4,21 +4,21 @@ See docs/design/transactional.md. Build with `TransactionalTopologyBuilder`, run
 `squall.run` on either runner.
 """
 
-from squall.transactional.attempt import TransactionAttempt
+from squall.transaction_kernel.attempt import TransactionAttempt
+from squall.transaction_kernel.progress_store import STORE, open_store
+from squall.transaction_kernel.spouts import (
+    OpaquePartitionedTransactionalSpout,
+    PartitionedTransactionalSpout,
+    TransactionalSpout,
+)
+from squall.transaction_kernel.values import OpaqueValue, TransactionalValue, TransactionOrderError
 from squall.transactional.bolts import BatchBolt, BatchOutputCollector, Committer
 from squall.transactional.builder import TransactionalTopologyBuilder, is_transactional
 from squall.transactional.coordinator import Coordinator
 from squall.transactional.kafka_spout import KafkaOpaqueSpout, KafkaTransactionalSpout
 from squall.transactional.map_state import TransactionalMap, open_map
-from squall.transactional.progress_store import STORE, open_store
 from squall.transactional.redis_spout import RedisStreamOpaqueSpout, RedisStreamTransactionalSpout
-from squall.transactional.spouts import (
-    MemoryTransactionalSpout,
-    OpaquePartitionedTransactionalSpout,
-    PartitionedTransactionalSpout,
-    TransactionalSpout,
-)
-from squall.transactional.values import OpaqueValue, TransactionalValue, TransactionOrderError
+from squall.transactional.spouts import MemoryTransactionalSpout
 
 __all__ = [
     "STORE",

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from squall.components.base import Component
 from squall.errors import EmitError
-from squall.transactional.attempt import TransactionAttempt
+from squall.transaction_kernel.attempt import TransactionAttempt
 
 if TYPE_CHECKING:
     from squall.components.context import TopologyContext

@@ -27,8 +27,8 @@ from squall.builder import TopologyBuilder
 from squall.components.base import Spout
 from squall.errors import InvalidTopologyError
 from squall.topology.description import Topology
+from squall.transaction_kernel.spouts import TransactionalSpout
 from squall.transactional.bolts import BatchBolt, Committer
-from squall.transactional.spouts import TransactionalSpout
 from squall.transactional.wrappers import (
     BATCH,
     COMMIT,

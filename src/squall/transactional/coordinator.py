@@ -31,8 +31,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from squall.transactional.attempt import TransactionAttempt
-from squall.transactional.progress_store import CURR, Store, attempt_key
+from squall.transaction_kernel.attempt import TransactionAttempt
+from squall.transaction_kernel.progress_store import CURR, Store, attempt_key
 
 PROCESSING, PROCESSED, COMMITTING = "PROCESSING", "PROCESSED", "COMMITTING"
 

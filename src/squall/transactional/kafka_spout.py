@@ -34,7 +34,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from squall.topology.declarer import OutputFieldsDeclarer
 from squall.topology.fields import Fields
-from squall.transactional.spouts import (
+from squall.transaction_kernel.spouts import (
     OpaquePartitionedTransactionalSpout,
     PartitionedTransactionalSpout,
     TransactionalSpout,

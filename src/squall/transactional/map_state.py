@@ -28,7 +28,7 @@ from typing import Any
 
 from squall.errors import SquallError
 from squall.state.backends import RedisStore, SqliteStore
-from squall.transactional.values import OpaqueValue, TransactionalValue
+from squall.transaction_kernel.values import OpaqueValue, TransactionalValue
 
 Entry = TransactionalValue | OpaqueValue
 

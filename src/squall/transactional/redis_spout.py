@@ -24,7 +24,7 @@ import redis
 
 from squall.topology.declarer import OutputFieldsDeclarer
 from squall.topology.fields import Fields
-from squall.transactional.spouts import (
+from squall.transaction_kernel.spouts import (
     OpaquePartitionedTransactionalSpout,
     PartitionedTransactionalSpout,
     TransactionalSpout,

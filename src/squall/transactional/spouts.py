@@ -1,21 +1,6 @@
-"""Transactional spouts: partitioned sources whose batches are decided per transaction id.
-
-A spout is split in partitions; the emitter task `i` of `n` owns the partitions `p` with
-`p % n == i`. For each transaction and partition the emitter stores the batch's metadata (an
-offset range, say) under `meta/p=<p>/tx=<txid>` of the transactional store, before the next
-transaction is started:
-
-- `PartitionedTransactionalSpout` (idempotent): the first emission of a txid calls
-  `emit_partition_batch_new(attempt, collector, partition, last_meta)` and stores what it
-  returns; a replay calls `emit_partition_batch(attempt, collector, partition, meta)` with the
-  stored metadata, which must emit exactly the same tuples.
-- `OpaquePartitionedTransactionalSpout`: every emission (first or replay) calls
-  `emit_partition_batch(attempt, collector, partition, last_meta)` with the metadata of the
-  previous transaction, so a replay may emit a different batch but always starts where the
-  previous one ended.
-
-`is_exhausted(partition, meta)` lets a bounded source end a run: it is asked with the metadata of
-the last committed transaction.
+"""`MemoryTransactionalSpout`: partitioned in-memory data as a transactional spout (Storm's
+`MemoryTransactionalSpout`), for tests and examples. The spout interfaces it implements, and
+how emitters use them, are in `squall.transaction_kernel.spouts`.
 
 >>> from squall import Fields
 >>> spout = MemoryTransactionalSpout({0: [["a"], ["b"], ["c"]]}, Fields("word"), max_batch=2)
@@ -35,62 +20,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from squall.components.base import Component
 from squall.topology.declarer import OutputFieldsDeclarer
 from squall.topology.fields import Fields
-
-
-class TransactionalSpout(Component):
-    """What every transactional spout has: partitions and an `is_ready` check (default True)."""
-
-    def open(self, conf: Mapping[str, Any], context: Any) -> None:
-        """Called once per emitter task (and on the coordinator) before any batch."""
-
-    def num_partitions(self) -> int:
-        raise NotImplementedError(f"{type(self).__name__} must implement num_partitions()")
-
-    def is_ready(self, txid: int) -> bool:
-        """Whether a new transaction may start now (Storm's `Coordinator.isReady`)."""
-        return True
-
-    def is_exhausted(self, partition: int, meta: Any) -> bool:
-        """True when `partition` has nothing after `meta` and never will (bounded input)."""
-        return False
-
-    def has_new_data(self, partition: int, meta: Any) -> bool:
-        """Whether `partition` may hold tuples after `meta`, its last batch's metadata, now.
-
-        When every partition answers False the coordinator waits (asking again at its next
-        turn) instead of starting a transaction that would be empty. Default: True, so a spout
-        that cannot tell always gets its transactions (as Storm's `isReady`).
-        """
-        return True
-
-    def close(self) -> None: ...
-
-
-class PartitionedTransactionalSpout(TransactionalSpout):
-    """Re-emits exactly the same batch for a transaction id (see the module documentation)."""
-
-    opaque = False
-
-    def emit_partition_batch_new(self, attempt: Any, collector: Any, partition: int,
-                                 last_meta: Any) -> Any:
-        raise NotImplementedError
-
-    def emit_partition_batch(self, attempt: Any, collector: Any, partition: int,
-                             meta: Any) -> None:
-        raise NotImplementedError
-
-
-class OpaquePartitionedTransactionalSpout(TransactionalSpout):
-    """May emit a different batch on replay; each batch starts where the previous one ended."""
-
-    opaque = True
-
-    def emit_partition_batch(self, attempt: Any, collector: Any, partition: int,
-                             last_meta: Any) -> Any:
-        raise NotImplementedError
+from squall.transaction_kernel.spouts import PartitionedTransactionalSpout
 
 
 class MemoryTransactionalSpout(PartitionedTransactionalSpout):

@@ -32,12 +32,12 @@ from squall.topology.config import max_spout_pending, num_ackers
 from squall.topology.declarer import OutputFieldsDeclarer
 from squall.topology.fields import Fields
 from squall.topology.tuple import Tuple
-from squall.transactional.attempt import TransactionAttempt
+from squall.transaction_kernel.attempt import TransactionAttempt
+from squall.transaction_kernel.progress_store import Store, meta_key, open_store
+from squall.transaction_kernel.reports import INBAND, BatchReport
+from squall.transaction_kernel.spouts import TransactionalSpout, idle_after, partitions_exhausted
 from squall.transactional.bolts import BatchOutputCollector
 from squall.transactional.coordinator import Coordinator
-from squall.transactional.progress_store import Store, meta_key, open_store
-from squall.transactional.reports import INBAND, BatchReport
-from squall.transactional.spouts import TransactionalSpout
 
 BATCH, COMMIT, COORD, DONE = "$batch", "$commit", "$coord", "$done"
 
@@ -45,29 +45,6 @@ BATCH, COMMIT, COORD, DONE = "$batch", "$commit", "$coord", "$done"
 def store_for(conf: Mapping[str, Any], tx_id: str, context: Any) -> Store:
     # Memory stores are shared by the tasks of one Topology object (one local run).
     return open_store(conf, tx_id, token=id(context.topology))
-
-
-def partitions_exhausted(spout: TransactionalSpout, store: Store, txid: int) -> bool:
-    """Every partition is exhausted after transaction `txid`'s batch (0: before any)."""
-    for p in range(spout.num_partitions()):
-        meta = None if txid < 1 else store.get(meta_key(p, txid))
-        if txid >= 1 and meta is None:
-            return False  # not emitted yet
-        if not spout.is_exhausted(p, meta):
-            return False
-    return True
-
-
-def idle_after(spout: TransactionalSpout, store: Store, txid: int) -> bool:
-    """Transaction `txid`'s batch is known in every partition and none has anything after it:
-    transaction `txid + 1` would be empty if it started now."""
-    if txid < 1:
-        return False
-    for p in range(spout.num_partitions()):
-        meta = store.get(meta_key(p, txid))
-        if meta is None or spout.has_new_data(p, meta):
-            return False
-    return True
 
 
 class CoordinatorSpout(Spout):

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from squall.errors import InvalidTopologyError, SquallError
-from squall.transactional.progress_store import CURR, open_store
+from squall.transaction_kernel.progress_store import CURR, open_store
 from squall.trident.plan import Plan
 from squall.trident.spouts import (
     NON_TRANSACTIONAL,

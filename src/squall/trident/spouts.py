@@ -32,14 +32,14 @@ import pyarrow.parquet as pq
 
 from squall.errors import InvalidTopologyError, SquallError
 from squall.topology.declarer import OutputFieldsDeclarer
-from squall.transactional.attempt import TransactionAttempt
-from squall.transactional.progress_store import meta_key
-from squall.transactional.spouts import (
+from squall.transaction_kernel.attempt import TransactionAttempt
+from squall.transaction_kernel.progress_store import meta_key
+from squall.transaction_kernel.spouts import (
     OpaquePartitionedTransactionalSpout,
     PartitionedTransactionalSpout,
     TransactionalSpout,
+    partitions_exhausted,
 )
-from squall.transactional.wrappers import partitions_exhausted
 
 NON_TRANSACTIONAL, TRANSACTIONAL, OPAQUE = "non-transactional", "transactional", "opaque"
 

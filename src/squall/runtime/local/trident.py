@@ -29,7 +29,7 @@ from squall.runtime.lifecycle import Controls, Lifecycle
 from squall.runtime.reporting import Reporting
 from squall.topology.config import Config
 from squall.topology.description import Topology
-from squall.transactional.progress_store import STORE
+from squall.transaction_kernel.progress_store import STORE
 from squall.trident.coordinator import MAX_ATTEMPTS, BatchCoordinator, retry_pause_ms
 from squall.trident.execution import BatchExecutor
 from squall.trident.plan import Plan, trident_plan

@@ -15,7 +15,7 @@ from squall.results import ErrorRecord
 from squall.runtime.reporting import GAUGES, merge_counters
 from squall.runtime.spark import row_schema
 from squall.topology.description import Topology
-from squall.transactional.reports import BatchReport
+from squall.transaction_kernel.reports import BatchReport
 
 Counters = dict[int, dict[str, int]]  # task id -> counter -> value
 

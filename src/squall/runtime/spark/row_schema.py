@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from squall import tracebacks
-from squall.transactional.reports import BatchReport
+from squall.transaction_kernel.reports import BatchReport
 
 TUPLE, ACK, FAIL, RESET, INIT, ERROR, CAPTURE, STATS, PACKET, MESSAGES, ABORT, REPORT = range(12)
 SIZE = 12  # a message only (`messages_row`): how many records a range's tree holds

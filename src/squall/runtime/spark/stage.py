@@ -39,7 +39,7 @@ from squall.task.snapshot import dump_instance, load_instance
 from squall.task.tasks import BoltTask
 from squall.topology.description import Topology
 from squall.topology.tuple import TICK_ORIGIN, Origin, _RuntimeTuple
-from squall.transactional.reports import BatchReport
+from squall.transaction_kernel.reports import BatchReport
 
 # (run id, task id) -> (batch id the instance has reached, task runtime)
 _TASKS: dict[tuple[str, int], tuple[int, BoltTask]] = {}

@@ -70,17 +70,13 @@ from squall.runtime.spark.stage import StagePlan, chain_stages
 from squall.topology.config import Config, random_seed
 from squall.topology.description import Topology
 from squall.topology.graph import bolt_order
-from squall.transactional.attempt import TransactionAttempt
+from squall.transaction_kernel.attempt import TransactionAttempt
+from squall.transaction_kernel.progress_store import STORE, open_store
+from squall.transaction_kernel.reports import INBAND
+from squall.transaction_kernel.spouts import idle_after, partitions_exhausted
 from squall.transactional.builder import coordinator_id
 from squall.transactional.coordinator import Coordinator
-from squall.transactional.progress_store import STORE, open_store
-from squall.transactional.reports import INBAND
-from squall.transactional.wrappers import (
-    BATCH,
-    CoordinatedBolt,
-    idle_after,
-    partitions_exhausted,
-)
+from squall.transactional.wrappers import BATCH, CoordinatedBolt
 
 MAX_ATTEMPTS = "squall.transactional.max.attempts"  # unset: replay for ever, as Storm
 

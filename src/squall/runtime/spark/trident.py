@@ -69,7 +69,7 @@ from squall.runtime.spark.session import get_session
 from squall.runtime.spark.shipping import ship_by_value
 from squall.topology.config import Config
 from squall.topology.description import Topology
-from squall.transactional.progress_store import STORE
+from squall.transaction_kernel.progress_store import STORE
 from squall.trident.coordinator import (
     MAX_ATTEMPTS,
     BatchCoordinator,

@@ -37,7 +37,7 @@ import pickle
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from squall.transactional.values import OpaqueValue, TransactionalValue
+from squall.transaction_kernel.values import OpaqueValue, TransactionalValue
 
 PROTOCOL = 5
 _PLAIN, _TRANSACTIONAL, _OPAQUE = 0, 1, 2

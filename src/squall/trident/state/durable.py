@@ -69,7 +69,7 @@ from typing import Any
 
 from squall.atomic_files import read_or_none, write_atomic
 from squall.errors import ConfigError
-from squall.transactional.values import TransactionalValue
+from squall.transaction_kernel.values import TransactionalValue
 from squall.trident.state.codec import decode_entries, decode_key, encode_entries, encode_keys
 from squall.trident.state.lmdb_store import LmdbMapState
 from squall.trident.state.map_state import (

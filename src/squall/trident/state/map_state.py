@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from squall.errors import ConfigError, SquallError
-from squall.transactional.values import OpaqueValue, TransactionalValue, TransactionOrderError
+from squall.transaction_kernel.values import OpaqueValue, TransactionalValue, TransactionOrderError
 
 Updater = Callable[[Any], Any]
 """Computes a key's new value from its old one (None when the key is absent)."""

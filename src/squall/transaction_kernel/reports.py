@@ -10,7 +10,7 @@ the run's errors. `INBAND` is set only by the Spark driver, so other runners nev
 from __future__ import annotations
 
 from squall.errors import SquallError
-from squall.transactional.attempt import TransactionAttempt
+from squall.transaction_kernel.attempt import TransactionAttempt
 
 INBAND = "squall.transactional.inband"  # set by the Spark driver: commit gated by done markers
 
