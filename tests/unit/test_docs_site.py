@@ -1,0 +1,102 @@
+"""The documentation site: `mkdocs build --strict` succeeds (a broken link, a page missing from
+the navigation or an API reference that does not resolve fails it), the generated reference
+pages cover the code, and no file under docs/ tells history (a session or an issue number):
+the docs describe the product as it is, and history is in git and CHANGELOG.md.
+
+The built site is kept in a module fixture; tests/integration/test_docs_screenshots.py opens it
+in a headless Chromium."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.examples import ROOT
+
+from squall.cli.main import build_parser
+from squall.topology.config_keys import KEYS, STORM_KEYS_WITHOUT_EFFECT
+
+DOCS = ROOT / "docs"
+# "session 22", "Sessions 3-5", "issue 14", "issue #14": history, not documentation. A session
+# window ("session windows", "sessions merge") is not followed by a number.
+HISTORY = re.compile(r"\b(session|issue)s?\s*#?\d+", re.IGNORECASE)
+# Pages that other work is rewriting at the moment; they must lose their history too, and the
+# test says so (strict=False: it passes as soon as they do).
+BEING_REWRITTEN = {"design/trident.md"}
+
+
+def build_site(out: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file",
+         str(ROOT / "mkdocs.yml"), "--site-dir", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    proc = build_site(out)
+    if proc.returncode != 0:
+        pytest.fail("mkdocs build --strict failed:\n" + proc.stdout + proc.stderr, pytrace=False)
+    return out
+
+
+def test_the_site_builds_strictly(site):
+    for page in ("index.html", "getting-started/index.html", "choosing-an-api/index.html",
+                 "reference/api/squall/index.html", "reference/cli/index.html",
+                 "reference/configuration/index.html"):
+        assert (site / page).is_file(), page
+
+
+def test_the_cli_reference_has_every_verb_and_flag(site):
+    html = (site / "reference" / "cli" / "index.html").read_text()
+    parser = build_parser()
+    verbs = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    for name, sub in verbs.choices.items():
+        assert f"squall {name}" in html, name
+        for action in sub._actions:
+            for flag in action.option_strings:
+                if flag not in ("-h", "--help"):
+                    assert flag in html, f"squall {name} {flag}"
+
+
+def test_the_configuration_reference_has_every_key(site):
+    html = (site / "reference" / "configuration" / "index.html").read_text()
+    for key in (*KEYS, *STORM_KEYS_WITHOUT_EFFECT):
+        assert f"<code>{key}</code>" in html, key
+
+
+def test_the_api_reference_shows_the_docstrings_examples_as_code(site):
+    html = (site / "reference" / "api" / "connectors" / "index.html").read_text()
+    assert "KafkaSource" in html and "FileBatchSpout" not in html
+    assert '<span class="gp">&gt;&gt;&gt;' in html  # a console prompt, highlighted
+    trident = (site / "reference" / "api" / "trident" / "index.html").read_text()
+    assert "FileBatchSpout" in trident
+
+
+def _docs_files() -> list[str]:
+    return sorted(str(p.relative_to(DOCS)) for p in DOCS.rglob("*")
+                  if p.is_file() and p.suffix in (".md", ".mmd", ".svg", ".html", ".yml"))
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=pytest.mark.xfail(reason="being rewritten", strict=False))
+    if name in BEING_REWRITTEN else name for name in _docs_files()])
+def test_no_docs_page_tells_history(name):
+    text = (DOCS / name).read_text(errors="replace")
+    found = [f"line {text.count(chr(10), 0, m.start()) + 1}: {m.group(0)!r}"
+             for m in HISTORY.finditer(text)]
+    assert found == [], f"docs/{name} names sessions or issues: " + "; ".join(found)
+
+
+def test_the_history_pattern():
+    for text in ("as measured in session 22", "Issue 14 asked", "sessions 3-5", "issue #7"):
+        assert HISTORY.search(text), text
+    for text in ("session windows merge", "a Spark session per module", "the issue is that 3",
+                 "SessionWindows(gap=30)"):
+        assert not HISTORY.search(text), text
