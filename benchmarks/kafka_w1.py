@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the tests' broker
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))  # the broker
 
 import pyarrow.compute as pc
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -50,8 +50,13 @@ from kafka_broker import Broker
 from workloads import reference_counts, w1_sentences
 
 from squall import BasicBolt, Bolt, Config, Fields, TopologyBuilder, Values
-from squall.connectors import KafkaSink, KafkaSource, MemorySource
-from squall.connectors.kafka_state import KafkaStateFactory, KafkaStateUpdater
+from squall.connectors import (
+    KafkaSink,
+    KafkaSource,
+    KafkaStateFactory,
+    KafkaStateUpdater,
+    MemorySource,
+)
 from squall.runtime.spark.driver import SparkRunner
 from squall.runtime.spark.session import get_session
 from squall.runtime.spark.trident import TridentSparkRunner
