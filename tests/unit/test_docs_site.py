@@ -100,3 +100,19 @@ def test_the_history_pattern():
     for text in ("session windows merge", "a Spark session per module", "the issue is that 3",
                  "SessionWindows(gap=30)"):
         assert not HISTORY.search(text), text
+
+
+def test_the_readme_is_a_front_page_that_starts_with_the_two_commands():
+    readme = (ROOT / "README.md").read_text()
+    lines = readme.splitlines()
+    assert len(lines) < 200
+    assert lines[2:6] == [
+        "```bash",
+        "bash scripts/bootstrap.sh && .venv/bin/squall run examples/wordcount.py:topology",
+        "bash scripts/bootstrap.sh && .venv/bin/python -m pytest",
+        "```",
+    ]
+    assert HISTORY.search(readme) is None
+    # Its links into the site point at pages that exist.
+    for target in re.findall(r"\]\((docs/[^)#]+)", readme):
+        assert (ROOT / target).is_file(), target
