@@ -3,19 +3,27 @@ the navigation or an API reference that does not resolve fails it), the generate
 pages cover the code, and no file under docs/ tells history (a session or an issue number):
 the docs describe the product as it is, and history is in git and CHANGELOG.md.
 
-The built site is kept in a module fixture; tests/integration/test_docs_screenshots.py opens it
-in a headless Chromium."""
+The built site is kept in a module fixture, which the last tests serve on loopback and open in
+a real headless Chromium (tests/support/headless_chromium.py): the getting-started page, the API
+chooser and a generated reference page are checked as rendered and saved as screenshots under
+test-artifacts/docs/ (not committed)."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import http.server
 import os
 import re
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.examples import ROOT
+from support.headless_chromium import Chromium
 
 from squall.cli.main import build_parser
 from squall.topology.config_keys import KEYS, STORM_KEYS_WITHOUT_EFFECT
@@ -116,3 +124,53 @@ def test_the_readme_is_a_front_page_that_starts_with_the_two_commands():
     # Its links into the site point at pages that exist.
     for target in re.findall(r"\]\((docs/[^)#]+)", readme):
         assert (ROOT / target).is_file(), target
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def serving(directory: Path) -> Iterator[str]:
+    """The directory over HTTP on a free loopback port (a thread, shut down on leaving)."""
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(directory)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+ARTIFACTS = ROOT / "test-artifacts" / "docs"
+SHOTS = {
+    # page, text it must show, screenshot
+    "getting-started/": ("Is the result right?", "getting-started.png"),
+    "choosing-an-api/": ("At a glance", "choosing-an-api.png"),
+    "reference/api/connectors/": ("KafkaSource", "reference-connectors.png"),
+}
+
+
+@pytest.mark.browser
+def test_the_site_in_a_browser(site):
+    with serving(site) as base, Chromium() as browser:
+        for path, (text, shot) in SHOTS.items():
+            page = browser.open(base + path, width=1280, height=900)
+            # Material's script has run (it sets the palette) and the page's text is there.
+            page.wait_for("document.body && document.body.dataset.mdColorScheme !== undefined")
+            page.wait_for(f"document.body.innerText.includes({text!r})")
+            title = page.evaluate("document.title")
+            assert title.endswith("squall"), title
+            if path == "choosing-an-api/":
+                rows = page.evaluate("document.querySelectorAll('article table')[0]"
+                                     ".querySelectorAll('tbody tr').length")
+                assert rows >= 8
+            if path.startswith("reference/"):
+                assert page.evaluate("document.querySelectorAll('.doc-class').length") > 10
+            assert page.console_errors() == [], page.console_errors()
+            page.screenshot(ARTIFACTS / shot)
+            assert (ARTIFACTS / shot).stat().st_size > 10_000
