@@ -14,9 +14,9 @@ from squall.components.partitioned_source import (
     SourceError,
 )
 from squall.connectors.kafka import KafkaSink, KafkaSource
-from squall.connectors.kafka_state import KafkaStateFactory, KafkaStateUpdater
 from squall.connectors.sinks import JsonLinesSink, ParquetSink, RedisSink, read_jsonl, read_parquet
 from squall.connectors.sources import CsvSource, JsonLinesSource, MemorySource, RedisStreamSource
+from squall.trident.state.kafka import KafkaStateFactory, KafkaStateUpdater
 
 __all__ = [
     "BatchSink",

@@ -25,12 +25,13 @@ unchanged; squall sets only what it needs (offsets, idempotence, transactions).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
 import uuid
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import (
@@ -47,24 +48,26 @@ from squall.components.partitioned_source import (
     Range,
     SourceError,
 )
-from squall.topology.fields import Fields
-from squall.topology.tuple import Tuple
-from squall.transactional.kafka_spout import (
+from squall.kafka_clients import (
     DESERIALISERS,
     RECORD_FIELDS,
     Deserialiser,
     KafkaReadError,
+    KafkaWriterSettings,
     MalformedKafkaRecord,
+    Serialiser,
     consume_range,
+    delivery_errors,
     fetch_high_watermark,
+    kafka_reason,
+    produce,
     reader_config,
     record_values,
 )
+from squall.topology.fields import Fields
+from squall.topology.tuple import Tuple
 
 log = logging.getLogger("squall")
-
-Serialiser = str | Callable[[Any], bytes | None]
-
 
 def split_partition(name: str) -> tuple[str, int]:
     """`"topic:3"` -> `("topic", 3)` (topic names cannot contain `:`)."""
@@ -80,24 +83,6 @@ def _check_codec(what: str, codec: Any, names: Sequence[str], component: str) ->
 
 def _raw_text(raw: bytes | None) -> str:
     return "" if raw is None else raw.decode("utf-8", "backslashreplace")
-
-
-def _kafka_reason(exc: BaseException) -> str:
-    """What went wrong, and what to do, from a librdkafka error."""
-    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
-    code = err.code() if isinstance(err, KafkaError) else None
-    if code in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED,
-                KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
-                KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-                KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
-        return (f"the broker refused the credentials or the permission ({err}); check "
-                "security.protocol, sasl.* and ssl.* in config, and the ACLs")
-    if code in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
-                KafkaError._RESOLVE, KafkaError._MSG_TIMED_OUT):
-        return (f"cannot reach the brokers ({err}); start Kafka or fix bootstrap_servers (a "
-                "broker that closes connections over security settings looks the same: check "
-                "security.protocol and sasl.* in config)")
-    return f"{type(exc).__name__}: {exc}"
 
 
 # ---- the source -----------------------------------------------------------------------------
@@ -231,7 +216,7 @@ class KafkaSource(PartitionedSource):
         self._consumer = None  # a new client next time: this one may be stuck
         return SourceError(
             f"source {self.component!r}: could not {doing} ({self._where()}): "
-            f"{_kafka_reason(exc)}. "
+            f"{kafka_reason(exc)}. "
             "Nothing is lost: the offsets not yet read are read when it works again",
             component=self.component)
 
@@ -413,7 +398,7 @@ class KafkaSource(PartitionedSource):
         except KafkaException as exc:
             # Only lag reporting depends on it; reading goes on from squall's own offsets.
             log.warning("source %r: could not commit offsets to consumer group %r: %s",
-                        self.component, self.commit_group, _kafka_reason(exc))
+                        self.component, self.commit_group, kafka_reason(exc))
             return
         self._group_committed.update(todo)
 
@@ -431,32 +416,7 @@ def close_readers() -> None:
 
 # ---- the sink -------------------------------------------------------------------------------
 
-SERIALISERS = ("bytes", "utf-8", "json")
-
-
-def check_serialisers(owner: str, value_serialiser: Any, key_serialiser: Any) -> None:
-    for what, codec in (("value_serialiser", value_serialiser),
-                        ("key_serialiser", key_serialiser)):
-        if not callable(codec) and codec not in SERIALISERS:
-            raise SinkError(f"{owner}: {what} must be one of {list(SERIALISERS)} or a "
-                            f"function, got {codec!r}")
-
-
-def _serialise(codec: Serialiser, value: Any) -> bytes | None:
-    if value is None:
-        return None
-    if callable(codec):
-        return codec(value)
-    if codec == "json":
-        return json.dumps(value, default=str).encode("utf-8")
-    if isinstance(value, bytes):
-        return value
-    if codec == "utf-8" or isinstance(value, str):
-        return str(value).encode("utf-8")
-    raise TypeError(f"serialiser 'bytes' needs bytes, got {type(value).__name__}")
-
-
-class KafkaSink(BatchSink):
+class KafkaSink(KafkaWriterSettings, BatchSink):
     """Writes each tuple as a Kafka record to `topic`: the value from `value_field` (or the
     whole tuple as a JSON object when `value_field` is None), the key from `key_field`, the
     partition from `partition_field` (otherwise librdkafka's partitioner on the key).
@@ -484,7 +444,7 @@ class KafkaSink(BatchSink):
     readers.
     """
 
-    attempt_header: str | None = None  # class default: instances pickled before it existed
+    settings_error = SinkError
 
     def __init__(
         self, topic: str, *, bootstrap_servers: str, value_field: str | None = "value",
@@ -493,18 +453,12 @@ class KafkaSink(BatchSink):
         transactional: bool = False, config: Mapping[str, Any] | None = None,
         prefix: str | None = None, timeout: float = 30.0, attempt_header: str | None = None,
     ) -> None:
-        super().__init__(None)
-        check_serialisers(type(self).__name__, value_serialiser, key_serialiser)
-        self.topic = topic
-        self.bootstrap_servers = bootstrap_servers
-        self.value_field, self.key_field = value_field, key_field
-        self.partition_field = partition_field
-        self.value_serialiser, self.key_serialiser = value_serialiser, key_serialiser
-        self.transactional = transactional
-        self.config = dict(config or {})
-        self.prefix = prefix
-        self.timeout = float(timeout)
-        self.attempt_header = attempt_header
+        super().__init__(  # the settings, then BatchSink's own (all fields)
+            topic, bootstrap_servers=bootstrap_servers, value_field=value_field,
+            key_field=key_field, partition_field=partition_field,
+            value_serialiser=value_serialiser, key_serialiser=key_serialiser,
+            transactional=transactional, config=config, prefix=prefix, timeout=timeout,
+            attempt_header=attempt_header)
         self._producer: Any = None
         self._marker: Any = None
         self._pending: dict[int, list[tuple[Any, Any, Any]]] = {}  # staged batches (local)
@@ -533,49 +487,20 @@ class KafkaSink(BatchSink):
 
     # ---- records ----------------------------------------------------------------------------
     def _records(self, tuples: list[Tuple]) -> list[tuple[Any, Any, Any]]:
-        out = []
-        for tup in tuples:
-            value = (self.record(tup) if self.value_field is None else tup[self.value_field])
-            codec = "json" if self.value_field is None else self.value_serialiser
-            key = None if self.key_field is None else tup[self.key_field]
-            part = None if self.partition_field is None else tup[self.partition_field]
-            out.append((_serialise(self.key_serialiser, key), _serialise(codec, value), part))
-        return out
-
-    def _producer_config(self, transactional_id: str | None) -> dict[str, Any]:
-        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers,
-                                "enable.idempotence": True, "linger.ms": 5,
-                                "message.timeout.ms": int(self.timeout * 1000)}
-        if transactional_id is not None:
-            conf["transactional.id"] = transactional_id
-            conf["transaction.timeout.ms"] = max(60_000, int(self.timeout * 2000))
-        conf.update(self.config)
-        return conf
+        record_bytes, record = self.record_bytes, self.record
+        return [record_bytes(tup, functools.partial(record, tup)) for tup in tuples]
 
     def _produce_all(self, producer: Any, records: list[tuple[Any, Any, Any]],
                      batch_id: int, headers: list[tuple[str, bytes]] | None = None) -> None:
         errors: list[str] = []
-
-        def delivered(err: Any, msg: Any) -> None:
-            if err is not None and len(errors) < 5:
-                errors.append(f"partition {msg.partition()}: {err.str()}")
-
-        for key, value, part in records:
-            kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": delivered}
-            if headers:
-                kwargs["headers"] = headers
-            if part is not None:
-                kwargs["partition"] = int(part)
-            while True:
-                try:
-                    producer.produce(self.topic, **kwargs)
-                    break
-                except BufferError:  # the local queue is full: let deliveries drain it
-                    producer.poll(0.05)
-                except KafkaException as exc:  # refused at once (no such partition, ...)
-                    where = "" if part is None else f"partition {part}: "
-                    errors.append(f"{where}{_kafka_reason(exc)}")
-                    break
+        delivered = delivery_errors(errors)
+        for record in records:
+            try:
+                produce(producer, self.topic, record, headers, delivered)
+            except KafkaException as exc:  # refused at once (no such partition, ...)
+                part = record[2]
+                where = "" if part is None else f"partition {part}: "
+                errors.append(f"{where}{kafka_reason(exc)}")
             if errors:
                 break
         left = producer.flush(self.timeout)
@@ -595,18 +520,16 @@ class KafkaSink(BatchSink):
             self._write_transaction(batch_id, records)
             return
         if self._producer is None:
-            self._producer = Producer(self._producer_config(None))
+            self._producer = Producer(self.producer_config())
         self._produce_all(self._producer, records, batch_id)
 
     # ---- exactly-once -----------------------------------------------------------------------
     def _marker_consumer(self) -> Any:
         if self._marker is None:
-            conf = {"bootstrap.servers": self.bootstrap_servers,
-                    # The run is in the group's name rather than in the offset's metadata,
-                    # which not every Kafka-protocol broker keeps.
-                    "group.id": f"{self.prefix}-{self.run_token}-t{self.context.this_task_id}",
-                    "enable.auto.commit": False}
-            conf.update(self.config)
+            # The run is in the group's name rather than in the offset's metadata, which not
+            # every Kafka-protocol broker keeps.
+            conf = self.marker_config(
+                f"{self.prefix}-{self.run_token}-t{self.context.this_task_id}")
             self._marker = Consumer(conf)
         return self._marker
 
@@ -627,7 +550,7 @@ class KafkaSink(BatchSink):
         tid = f"{self.prefix}-{self.run_token}-t{self.context.this_task_id}-b{batch_id}"
         # A new producer per (batch, task): init_transactions fences an earlier attempt of the
         # same batch (a killed process, a replay) and aborts what it left open.
-        producer = Producer(self._producer_config(tid))
+        producer = Producer(self.producer_config(tid))
         producer.init_transactions(self.timeout)
         producer.begin_transaction()
         headers = None
@@ -679,7 +602,7 @@ class KafkaSink(BatchSink):
     def describe_failure(self, exc: Exception, batch_id: int, n: int) -> SinkError:
         if isinstance(exc, SinkWriteError):
             return exc
-        reason = _kafka_reason(exc)
+        reason = kafka_reason(exc)
         return SinkWriteError(
             f"KafkaSink could not write batch {batch_id} of task {self.context.this_task_id} to "
             f"topic {self.topic!r} on {self.bootstrap_servers}: {reason}; its {n} tuples are "

@@ -1,5 +1,5 @@
 """Kafka partitions as transactional spouts (Storm's `TransactionalKafkaSpout` and
-`OpaqueTridentKafkaSpout` shapes), and the Kafka reading that `squall.connectors.kafka` shares.
+`OpaqueTridentKafkaSpout` shapes), read with the clients of `squall.kafka_clients`.
 
 The spout's partitions are the Kafka partitions of `topics`, in (topic, partition) order, listed
 once when first needed (a transactional spout's partition count is fixed for a run, as in
@@ -25,13 +25,20 @@ transaction starts while no partition has new records.
 
 from __future__ import annotations
 
-import json
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from squall.kafka_clients import (
+    Deserialiser,
+    KafkaReadError,
+    MalformedKafkaRecord,
+    check_fields,
+    consume_range,
+    reader_config,
+    record_values,
+)
 from squall.topology.declarer import OutputFieldsDeclarer
 from squall.topology.fields import Fields
 from squall.transaction_kernel.spouts import (
@@ -39,233 +46,6 @@ from squall.transaction_kernel.spouts import (
     PartitionedTransactionalSpout,
     TransactionalSpout,
 )
-
-# The record's own parts, available as fields; any other field name is looked up in the
-# deserialised value (a JSON object).
-RECORD_FIELDS = ("topic", "partition", "offset", "timestamp", "key", "value", "headers")
-DESERIALISERS = ("bytes", "utf-8", "json")
-Deserialiser = str | Callable[[bytes], Any]
-
-
-class KafkaReadError(Exception):
-    """Offsets could not be read; the message says which and why (callers add who)."""
-
-
-class MalformedKafkaRecord(Exception):
-    """A record's field could not be read: `field` names it, the message says why."""
-
-    def __init__(self, message: str, field: str) -> None:
-        super().__init__(message)
-        self.field = field
-
-
-def deserialise(codec: Deserialiser, raw: bytes | None) -> Any:
-    if raw is None or codec == "bytes":
-        return raw
-    if codec == "utf-8":
-        return raw.decode("utf-8")
-    if codec == "json":
-        return json.loads(raw)
-    assert callable(codec)
-    return codec(raw)
-
-
-def record_values(m: Any, fields: Sequence[str], key_codec: Deserialiser,
-                  value_codec: Deserialiser, where: str) -> list[Any]:
-    """The values of `fields` of one consumed message; `MalformedKafkaRecord` if one cannot be
-    read (`where` names the partition, e.g. `"topic:3"`)."""
-    values: list[Any] = []
-    value: Any = None
-    decoded = False
-    for name in fields:
-        if name == "key":
-            try:
-                values.append(deserialise(key_codec, m.key()))
-            except Exception as exc:
-                raise MalformedKafkaRecord(f"{where} offset {m.offset()}: the key does not "
-                                           f"deserialise ({type(exc).__name__}: {exc})",
-                                           "key") from None
-        elif name == "value" or name not in RECORD_FIELDS:
-            if not decoded:
-                try:
-                    value = deserialise(value_codec, m.value())
-                except Exception as exc:
-                    raise MalformedKafkaRecord(
-                        f"{where} offset {m.offset()}: the value does not deserialise "
-                        f"({type(exc).__name__}: {exc})", "value") from None
-                decoded = True
-            if name == "value":
-                values.append(value)
-            elif not isinstance(value, dict) or name not in value:
-                raise MalformedKafkaRecord(f"{where} offset {m.offset()}: the value has no "
-                                           f"field {name!r}", name)
-            else:
-                values.append(value[name])
-        elif name == "offset":
-            values.append(m.offset())
-        elif name == "partition":
-            values.append(m.partition())
-        elif name == "topic":
-            values.append(m.topic())
-        elif name == "timestamp":
-            kind, ts = m.timestamp()
-            values.append(ts if kind != 0 else None)  # 0: TIMESTAMP_NOT_AVAILABLE
-        else:  # headers
-            values.append(list(m.headers() or ()))
-    return values
-
-
-def check_fields(owner: str, fields: Sequence[str], value_codec: Deserialiser) -> None:
-    from_value = [f for f in fields if f not in RECORD_FIELDS]
-    if from_value and value_codec != "json" and not callable(value_codec):
-        raise ValueError(
-            f"{owner}: fields {from_value} are not parts of a record ({list(RECORD_FIELDS)}), "
-            "so they come from the value, which needs value_deserialiser='json' (or a function "
-            "returning a dict)")
-    for what, codec in (("value_deserialiser", value_codec),):
-        if not callable(codec) and codec not in DESERIALISERS:
-            raise ValueError(f"{owner}: {what} must be one of {list(DESERIALISERS)} or a "
-                             f"function, got {codec!r}")
-
-
-def reader_config(bootstrap_servers: str, group: str, timeout: float,
-                  config: Mapping[str, Any]) -> dict[str, Any]:
-    """A consumer that reads explicit offsets: nothing committed behind squall's back, and an
-    offset deleted by retention is an error instead of a silent jump."""
-    conf: dict[str, Any] = {
-        "bootstrap.servers": bootstrap_servers, "group.id": group,
-        "enable.auto.commit": False, "enable.auto.offset.store": False,
-        "auto.offset.reset": "error", "enable.partition.eof": True,
-        "socket.timeout.ms": int(timeout * 1000),
-        # A fetch waiting at the end of the log holds up the next assign() for this long
-        # (librdkafka's default, 500 ms, per range read): answer soon instead.
-        "fetch.wait.max.ms": 10,
-    }
-    conf.update(config)
-    return conf
-
-
-_STUCK: list[Any] = []  # clients whose call never returned: kept, never destroyed
-
-
-def bounded(client: Any, call: Callable[[], Any], timeout: float, what: str) -> Any:
-    """`call()` on `client`, or `KafkaException` (timed out) when it has not returned within
-    `timeout` s.
-
-    librdkafka's `assign` and `unassign` have no timeout: they wait for the client's own
-    threads, and after a broker restart one of them can wait for ever (a fetch stopped on a
-    broker connection that never comes back). Seen with Tansu restarted mid-run: the planner
-    hung in `assign`, silently, and the run made no progress. The call runs in a daemon thread
-    instead; a client that timed out is not used again (the callers replace it) and is kept
-    here, never destroyed (destroying it would wait for the same threads), its thread left to
-    its fate.
-    """
-    done = threading.Event()
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = call()
-        except BaseException as exc:  # handed to the caller
-            box["error"] = exc
-        finally:
-            done.set()
-
-    threading.Thread(target=target, name=f"squall-kafka-{what}", daemon=True).start()
-    if not done.wait(timeout):
-        _STUCK.append(client)
-        raise KafkaException(KafkaError(
-            KafkaError._TIMED_OUT, f"the Kafka client's {what} did not return within {timeout} s "
-            "(broker down or restarted); a new client is used next time"))
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
-
-
-def consume_range(consumer: Any, topic: str, partition: int, start: int, end: int,
-                  timeout: float) -> Iterator[Any]:
-    """Every message of `topic`/`partition` with an offset in `[start, end)`, in order.
-
-    Offsets without a record (transaction markers, compaction) are skipped. Raises
-    `KafkaReadError` when the broker cannot be reached for `timeout` seconds, or the offsets
-    no longer exist (retention)."""
-    where = f"{topic}:{partition}"
-    tp = TopicPartition(topic, partition, int(start))
-    try:
-        bounded(consumer, lambda: consumer.assign([tp]), timeout, "assign")
-    except KafkaException as exc:
-        raise KafkaReadError(f"cannot read {where}: {exc}") from None
-    try:
-        yield from _consume(consumer, where, int(start), int(end), timeout)
-    finally:
-        # A consumer kept for the next range fetches nothing meanwhile.
-        try:
-            bounded(consumer, consumer.unassign, timeout, "unassign")
-        except KafkaException as exc:
-            raise KafkaReadError(f"cannot read {where}: {exc}") from None
-
-
-def _consume(consumer: Any, where: str, start: int, end: int, timeout: float) -> Iterator[Any]:
-    expected = start
-    idle, max_idle = 0, max(1, int(timeout / 0.2))
-    while expected < end:
-        try:
-            batch = consumer.consume(min(10_000, end - expected), 0.2)
-        except KafkaException as exc:
-            raise KafkaReadError(f"cannot read {where} [{expected}, {end}): {exc}") from None
-        if not batch:
-            idle += 1
-            if idle > max_idle:
-                raise KafkaReadError(
-                    f"offsets [{expected}, {end}) of {where} could not be read within "
-                    f"{timeout} s (broker down or the partition's leader unavailable)")
-            continue
-        idle = 0
-        for m in batch:
-            err = m.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    if m.offset() >= end:  # the offsets up to `end` hold no more records
-                        expected = end
-                    continue
-                if err.code() in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
-                    raise KafkaReadError(
-                        f"offset {expected} of {where} no longer exists ({err}): records were "
-                        "deleted (retention) before squall read them; restart with start "
-                        "offsets past the gap, or keep the log longer")
-                raise KafkaReadError(f"cannot read {where}: {err}")
-            off = m.offset()
-            if off >= end:
-                expected = end
-                break
-            expected = off + 1
-            yield m
-
-
-def fetch_high_watermark(consumer: Any, topic: str, partition: int, start: int,
-                         timeout: float) -> int:
-    """The partition's high watermark as a fetch from `start` reports it (one fetch, at most
-    one record taken), for brokers whose ListOffsets answer is not the log's end."""
-    tp = TopicPartition(topic, partition, int(start))
-    bounded(consumer, lambda: consumer.assign([tp]), timeout, "assign")
-    try:
-        events = consumer.consume(1, timeout)
-        for event in events:
-            err = event.error()
-            if err is not None and err.code() != KafkaError._PARTITION_EOF:
-                raise KafkaException(err)
-        # Without an answer the cached watermark is an earlier fetch's: not the end now.
-        high = consumer.get_watermark_offsets(tp, cached=True)[1] if events else -1
-    finally:
-        bounded(consumer, consumer.unassign, timeout, "unassign")
-    if high < 0:
-        raise KafkaException(KafkaError(KafkaError._TIMED_OUT,
-                                        f"no fetch answer from {topic}:{partition} within "
-                                        f"{timeout} s"))
-    return int(high)
-
-
-# ---- the transactional spouts ----------------------------------------------------------------
 
 
 class _KafkaPartitions(TransactionalSpout):
