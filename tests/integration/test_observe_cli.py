@@ -1,4 +1,4 @@
-"""Observing a run from the CLI (issue 17): `--metrics-json`, the Prometheus endpoint, the
+"""Observing a run from the CLI: `--metrics-json`, the Prometheus endpoint, the
 progress display on a terminal and off it, the summary, `--verbose` and the Spark UI's address.
 
 The end-to-end runs are `squall run` subprocesses of `tests/support/stop_topology.py` (a slow

@@ -1,4 +1,4 @@
-"""Configuration is checked before a run (issue 16, finding 4) on both runners and at `-c`.
+"""Configuration is checked before a run on both runners and at `-c`.
 
 Before: a misspelt key was accepted silently, `ten` seconds ended in a raw ValueError from deep
 in a runner, and `topology.max.spout.pending=-5` hung at `emitted=0`.

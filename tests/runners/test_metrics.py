@@ -1,4 +1,4 @@
-"""Metrics (issue 17): every figure of a `MetricsSnapshot` checked on a topology whose answer is
+"""Metrics: every figure of a `MetricsSnapshot` checked on a topology whose answer is
 known, on both runners: counters per component, task and stream, tuple-level acks for built-in
 sources, complete latency above zero at sub-millisecond resolution, sampled execute and process
 latencies, capacity, pending while trees are in flight, and the snapshot's JSON form.

@@ -1,5 +1,5 @@
-"""Restarting on one checkpoint with other parallelism or changed code (issue 16, findings 3
-and 5), on both runners.
+"""Restarting on one checkpoint with other parallelism or changed code, on both
+runners.
 
 - A stateful word count runs with `count` at parallelism 2, then 3, then 1 on the same
   checkpoint, each run reading new files: every word's running counts across the three runs are

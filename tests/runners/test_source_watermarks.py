@@ -1,4 +1,4 @@
-"""Source-aware watermarks (squall.partition_watermarks), the clickstream scenario of issue 18.
+"""Source-aware watermarks (squall.partition_watermarks), a clickstream of two files out of step.
 
 Two web servers each write a JSON-lines file covering the same five days, with at most two
 minutes of disorder, plus ten very late events each (an hour behind their file). A

