@@ -37,6 +37,7 @@ class TridentStats:
             n.cid: dict.fromkeys(("emitted", "executed", "acked", "failed", "errors"), 0)
             for n in plan.nodes}
         self.batch_executed: dict[int, int] = {}
+        self.batch_input: dict[int, int] = {}  # per Spark batch id, the tuples its spouts emitted
 
     def add_batch(self, sizes: Mapping[str, int], ok: bool, batch_id: int = 0) -> None:
         """Count an attempt of a batch: `sizes` are the tuples each node put out, `ok` whether
@@ -57,6 +58,8 @@ class TridentStats:
                 executed += n
         if ok:
             self.batch_executed[batch_id] = self.batch_executed.get(batch_id, 0) + executed
+            self.batch_input[batch_id] = self.batch_input.get(batch_id, 0) + sum(
+                sizes.get(n.cid, 0) for n in self.plan.spouts)
 
     def error(self, component: str) -> None:
         if component in self.counts:

@@ -19,6 +19,12 @@ from squall.runtime.lifecycle import Lifecycle
 
 TRIGGER_MS = "squall.spark.trigger.ms"
 
+# A micro-batch per trigger from Spark's own `rate-micro-batch` source (one row, one partition),
+# for a runner whose driver decides each batch's input itself (Trident): nothing is read from
+# it, and unlike a Python data source it starts no Python process (a Python source cost 5-10 s
+# before the first batch, twice a worker's start-up and imports, against 0.2-0.4 s).
+TICKS = ("rate-micro-batch", {"rowsPerBatch": "1", "numPartitions": "1"})
+
 
 class QueryOwner(Protocol):
     """What `drive_query` needs of a runner, and what it sets on it."""
@@ -52,7 +58,9 @@ def drive_query(
     max_wait_ms: int | None,
     on_progress: Callable[[MetricsSnapshot], None] | None,
     progress_every_ms: int,
-    finish_last_trigger: bool = False,
+    finish_last_trigger: Callable[[], int] | None = None,
+    options: dict[str, str] | None = None,
+    query_dir: str = "query",
 ) -> None:
     """Run the query `source` -> `foreachBatch(batch)` of a runner until `done()`, `duration_ms`
     or `max_wait_ms` (counted from `started`, a `time.monotonic()`), or until a stop the operator
@@ -60,15 +68,17 @@ def drive_query(
 
     `on_progress` receives the runner's `metrics()` every `progress_every_ms`. A failed query
     raises the runner's `failure` if it set one, else a `SquallError` with Spark's reason.
-    `finish_last_trigger`: once `done()`, the trigger that ran the last batch reports it before
-    the stop (for a runner whose last batch ends its input, so no batch follows it).
+    `finish_last_trigger`: once `done()`, the trigger that ran the batch id it returns (the
+    input's last) reports its progress before the stop. `options` are the source's (default: the
+    runner's `dir`), and Spark's checkpoint of the query goes under `query_dir` in `runner.dir`.
     """
     began = time.monotonic()
-    reader = runner.spark.readStream.format(source).option("dir", runner.dir).load()
+    reader = runner.spark.readStream.format(source) \
+        .options(**(options if options is not None else {"dir": runner.dir})).load()
     trigger_ms = int(runner.conf.get(TRIGGER_MS) or 0)
     query = (
         reader.writeStream.foreachBatch(batch)
-        .option("checkpointLocation", os.path.join(runner.dir, "query"))
+        .option("checkpointLocation", os.path.join(runner.dir, query_dir))
         .trigger(processingTime=f"{trigger_ms} milliseconds")
         .start()
     )
@@ -103,8 +113,8 @@ def drive_query(
             if max_wait_ms is not None and elapsed >= max_wait_ms:
                 break
     finally:
-        if finished and finish_last_trigger:
-            _let_trigger_finish(query)
+        if finished and finish_last_trigger is not None:
+            _let_trigger_finish(query, finish_last_trigger())
         runner.stopping = True  # a batch waiting to run again gives up (uncommitted)
         if query.isActive:
             query.stop()
@@ -114,17 +124,18 @@ def drive_query(
         raise runner.failure or SquallError(f"the Spark query failed: {error}") from None
 
 
-def _let_trigger_finish(query: Any, wait_s: float = 10.0) -> None:
+def _let_trigger_finish(query: Any, batch_id: int, wait_s: float = 10.0) -> None:
     """The batch that ended the input has run (`foreachBatch` returned): let its trigger end
     and report the batch's progress before the query stops, or the last batch is missing from
-    Spark's `recentProgress` (and from the run's batch figures). Waits for the trigger, at most
-    `wait_s`."""
+    Spark's `recentProgress` (and from the run's batch figures). Waits for the progress of
+    `batch_id`, at most `wait_s`."""
     deadline = time.monotonic() + wait_s
     while query.isActive and time.monotonic() < deadline:
         try:
-            if not query.status["isTriggerActive"]:
-                return
+            progress = query.lastProgress
         except Exception:  # the query is stopping or gone: nothing to wait for
+            return
+        if progress is not None and int(progress["batchId"]) >= batch_id:
             return
         time.sleep(0.02)
 
