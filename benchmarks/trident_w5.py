@@ -13,6 +13,8 @@ run in its own fresh process (a fresh JVM), interleaved round by round in one si
   keys live (the default);
 - B: the same with `squall.trident.spark.state.in.executors: False` (the aggregates collected
   to the driver, which applies them);
+- R: A with both states `RedisMapState.factory(StateType.TRANSACTIONAL)` (8 partitions, a hash
+  each) on a redis-server this script starts on loopback for the run (no persistence) and stops;
 - SS: Spark Structured Streaming on the same files, `maxFilesPerTrigger=1` ->
   `groupBy(key).agg(count, sum)` -> update mode -> `foreachBatch` writing each batch's updated
   rows under its batch id, RocksDB state store, `availableNow`;
@@ -35,20 +37,24 @@ and left out of the table. The load average is printed before each run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 MASTER = "local[2]"
 DATA = Path(__file__).resolve().parent / ".data"
 NAMES = {"A": "squall A, state in the executors", "B": "squall B, state on the driver",
+         "R": "squall R, Redis state in the executors",
          "SS": "Structured Streaming, RocksDB", "SS-hdfs": "Structured Streaming, HDFS store"}
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
@@ -159,12 +165,14 @@ def memory(spark) -> dict[str, float]:
             "jvm_mb": peak_kb(jvm) / 1024, "worker_mb": max(workers, default=0) / 1024}
 
 
-def run_squall(spark, root: Path, work: str, partitions: int, in_executors: bool) -> dict:
+def run_squall(spark, root: Path, work: str, partitions: int, in_executors: bool,
+               redis_port: int | None = None) -> dict:
     import squall
     from squall.trident import Count, FileBatchSpout, Sum, TridentTopology
-    from squall.trident.state import DurableMapState, StateType
+    from squall.trident.state import DurableMapState, RedisMapState, StateType
 
-    factory = DurableMapState.factory(StateType.TRANSACTIONAL)
+    factory = DurableMapState.factory(StateType.TRANSACTIONAL) if redis_port is None else \
+        RedisMapState.factory(StateType.TRANSACTIONAL, port=redis_port, timeout=60)
     t = TridentTopology()
     keyed = t.new_stream("events", FileBatchSpout(str(root), ["key", "value"])) \
         .group_by(["key"])
@@ -233,6 +241,38 @@ def run_ss(spark, root: Path, work: str) -> dict:
     return out
 
 
+@contextlib.contextmanager
+def redis_server(work: Path) -> Iterator[int]:
+    """A redis-server on a free loopback port, without persistence, stopped by its pid."""
+    import redis
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                             "--save", "", "--appendonly", "no", "--dir", str(work)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        client = redis.Redis(port=port)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.05)
+        yield port
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def child(args: argparse.Namespace) -> None:
     from squall.runtime.spark.session import get_session
 
@@ -245,6 +285,9 @@ def child(args: argparse.Namespace) -> None:
     try:
         if args.child in ("A", "B"):
             out = run_squall(spark, root, work, args.partitions, args.child == "A")
+        elif args.child == "R":
+            with redis_server(Path(work)) as port:
+                out = run_squall(spark, root, work, args.partitions, True, port)
         else:
             out = run_ss(spark, root, work)
         state = out.pop("state")
@@ -292,7 +335,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--partitions", type=int, default=8,
                     help="squall's state partitions = SS's shuffle partitions")
-    ap.add_argument("--contenders", default="A,B,SS", help="of A, B, SS, SS-hdfs")
+    ap.add_argument("--contenders", default="A,B,SS", help="of A, B, R, SS, SS-hdfs")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per run")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--data", help=argparse.SUPPRESS)
@@ -344,7 +387,8 @@ def main() -> None:
             print(f"| {k:,} | {NAMES[c]} | {args.events / med('seconds') / 1e3:.1f} | "
                   f"{med('seconds'):.2f} | {med('wall'):.2f} | {med('driver_mb'):.0f} | "
                   f"{med('jvm_mb'):.0f} | {med('worker_mb'):.0f} |")
-    pairs = [(a, b) for a, b in (("A", "SS"), ("B", "SS"), ("A", "B")) if a in contenders
+    pairs = [(a, b) for a, b in (("A", "SS"), ("B", "SS"), ("A", "B"), ("R", "A"))
+             if a in contenders
              and b in contenders]
     for field, what in (("seconds", "the micro-batches' time"), ("wall", "the run's wall time")):
         if not pairs:

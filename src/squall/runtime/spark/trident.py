@@ -32,6 +32,7 @@ measurements: docs/design/trident.md.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import shutil
@@ -49,9 +50,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.accumulators import AccumulatorParam
 from pyspark.sql import functions as F
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from squall.atomic_files import write_atomic
 from squall.errors import SquallError
 from squall.metrics.snapshot import BatchMetrics
 from squall.protocols import Progress
@@ -64,7 +63,7 @@ from squall.runtime.spark import trident_columns as cols
 from squall.runtime.spark import trident_state as ts
 from squall.runtime.spark import trident_windows as tw
 from squall.runtime.spark.fingerprint import check_fingerprint
-from squall.runtime.spark.query import batch_metrics, drive_query
+from squall.runtime.spark.query import TICKS, batch_metrics, drive_query
 from squall.runtime.spark.session import get_session
 from squall.runtime.spark.shipping import ship_by_value
 from squall.topology.config import Config
@@ -74,7 +73,6 @@ from squall.trident.coordinator import (
     MAX_ATTEMPTS,
     BatchCoordinator,
     retry_pause_ms,
-    spout_store,
 )
 from squall.trident.execution import (
     BatchExecutor,
@@ -88,10 +86,12 @@ from squall.trident.operations import (
     BatchFunction,
     BuiltinCombiner,
     CombinerAggregator,
+    Count,
     Function,
+    Sum,
 )
 from squall.trident.plan import Plan, PlanNode, trident_plan
-from squall.trident.spouts import FileBatch, FileBatchSpout, SpoutEmitter
+from squall.trident.spouts import FileBatch, FileBatchSpout
 from squall.trident.state.partitioned import PartitionedMap
 from squall.trident.stats import TridentStats
 from squall.trident.tuple import tuple_type
@@ -109,55 +109,6 @@ DRIVER_COMBINE = 16
 ROW_OPS = frozenset({"each", "filter", "map", "flat_map", "peek", "project"})
 REPARTITIONS = frozenset({"shuffle", "partition_by", "global", "batch_global"})
 TERMINALS = frozenset({"persistent_aggregate", "group_aggregate", "aggregate"})
-
-
-def _plan_path(run_dir: str) -> str:
-    return os.path.join(run_dir, "trident-plan.pkl")
-
-
-# ---- the micro-batch source: one offset per transaction -----------------------------------
-
-class _TridentReader(DataSourceStreamReader):
-    """Offsets are transaction counts: one more per trigger while a spout has input left."""
-
-    def __init__(self, options: Mapping[str, str]) -> None:
-        self.run_dir = options["dir"]
-        with open(_plan_path(self.run_dir), "rb") as f:
-            plan = cloudpickle.load(f)
-        self.emitters = [SpoutEmitter(cid, spout, spout_store(plan["conf"], "spark", cid))
-                         for cid, spout in plan["spouts"].items()]
-        for e in self.emitters:
-            e.open(plan["conf"])
-
-    def initialOffset(self) -> dict:
-        return {"tx": 0}
-
-    def latestOffset(self, start: dict, limit: Any = None) -> dict:
-        done = int(start["tx"])
-        if all(e.exhausted_after(done) for e in self.emitters):
-            return start  # bounded input ended: no more micro-batches
-        return {"tx": done + 1}
-
-    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        return [InputPartition(0)]
-
-    def read(self, partition: InputPartition) -> Iterator[tuple]:
-        return iter(())
-
-    def commit(self, end: dict) -> None:
-        pass
-
-
-class TridentSource(DataSource):
-    @classmethod
-    def name(cls) -> str:
-        return "squall_trident"
-
-    def schema(self) -> str:
-        return "tx bigint"
-
-    def streamReader(self, schema: Any) -> _TridentReader:
-        return _TridentReader(self.options)
 
 
 # ---- which operations run in Spark ----------------------------------------------------------
@@ -759,7 +710,6 @@ class TridentSparkRunner(Controls, Reporting):
                 ship_by_value(part[1])
         self.coordinator = BatchCoordinator(self.plan, self.user_conf, "spark")
         self.spark = session or get_session(master, self.user_conf)
-        self.spark.dataSource.register(TridentSource)
         # Driver batches staged as files Spark reads (`_dataframe`), in local mode only.
         self._staging: str | None = os.path.join(self.dir, "trident", "staged") \
             if str(self.spark.sparkContext.master).startswith("local") else None
@@ -778,6 +728,7 @@ class TridentSparkRunner(Controls, Reporting):
         self.capture = capture
         self.outputs: dict[str, list[tuple[Any, ...]]] = {n.cid: [] for n in self.plan.nodes}
         self.committed: list[int] = []
+        self._tx_batches: dict[int, int] = {}  # Spark batch id -> the transaction it ran
         self.failed_attempts = 0
         self.batch_seconds: list[float] = []
         self._counts: list[Any] = []  # this transaction's accumulators, one per Spark path
@@ -792,15 +743,16 @@ class TridentSparkRunner(Controls, Reporting):
         self.elapsed_ms = 0
         self.lifecycle = Lifecycle()  # stop requests; spouts cannot be deactivated
         self.exhausted = False
-        write_atomic(_plan_path(self.dir), cloudpickle.dumps({
-            "spouts": {n.cid: n.args["op"] for n in self.plan.spouts},
-            "conf": self.user_conf}))
 
     # ---- one micro-batch = one transaction ------------------------------------------------------
     def _batch(self, df: Any, batch_id: int) -> None:
-        txid = batch_id + 1
-        if txid < self.coordinator.next_txid:
-            return  # committed before a crash kept Spark from logging the batch
+        if self.exhausted or self.stopping:
+            return  # a tick after the bounded input ended, or during the stop: no transaction
+        # The coordinator, not Spark's batch id, numbers the transactions: a batch Spark runs
+        # again after a crash replays the transaction the coordinator has not committed, and a
+        # tick that ran no transaction leaves no gap.
+        txid = self.coordinator.next_txid
+        self._tx_batches[batch_id] = txid
         started = time.perf_counter()
         max_attempts = self.conf.get(MAX_ATTEMPTS)
         attempt = 0
@@ -969,7 +921,11 @@ class TridentSparkRunner(Controls, Reporting):
         if self._in_executors(terminal):
             terminals = [terminal, *together]
             state = StateChainArgs(chain, fields, types, counts)
-            return self._apply_in_executors(txid, terminals, state, df)
+            # CSV and JSON lines Spark drops as malformed depend on the columns a query reads
+            # (Spark prunes the others): the JVM path, reading the keys and values only, would
+            # count lines the driver's read of the same files leaves out.
+            pruned_ok = not isinstance(batch, FileBatch) or batch.spout.format == "parquet"
+            return self._apply_in_executors(txid, terminals, state, df, pruned_ok)
         if self.partial:
             op = terminal.args["op"]
             if isinstance(op, BuiltinCombiner) and _partial_kind(terminal, types) is not None \
@@ -1021,14 +977,29 @@ class TridentSparkRunner(Controls, Reporting):
         return self._jobs
 
     def _apply_in_executors(self, txid: int, terminals: Sequence[PlanNode],
-                            args: StateChainArgs, df: Any) -> dict[str, _Applied]:
+                            args: StateChainArgs, df: Any, jvm: bool = True
+                            ) -> dict[str, _Applied]:
         """The batch's partials of `terminals` applied to their states' partitions in Spark's
-        tasks, in one job; what each wrote."""
+        tasks, in one job; what each wrote. `jvm`: built-ins may be aggregated by Spark's JVM
+        (`_jvm_builtins`) when `df` reads its columns alike whichever the query needs."""
         assert self.executor is not None
         n = self.executor.states[terminals[0].args["state"]].partitions
         chain = _StateChain(args.chain, args.fields, self.user_conf, txid, terminals, n,
                             args.counts, args.types)
         collect = [self.capture or bool(self.plan.children(t.cid)) for t in terminals]
+        keys = tuple(terminals[0].args["keys"])
+        if jvm and not args.chain and _jvm_builtins(terminals, args.types):
+            # Built-ins over typed columns: partitioned, grouped and aggregated by Spark's JVM,
+            # then applied by the tasks holding the partitions; no Python pass over the input.
+            key_columns = [f"{k}#{args.types[k]}" for k in keys]
+            at = F.expr(ts.partition_sql([(c, args.types[k]) for c, k in zip(
+                key_columns, keys, strict=True)], n)).alias(ts.PARTITION)
+            grouped = df.select("*", at).repartition(n, ts.PARTITION) \
+                .groupBy(ts.PARTITION, *key_columns).agg(*_jvm_aggregates(terminals, args.types))
+            columns = ts.ApplyColumns(terminals, key_columns, self.dir, txid, collect, n)
+            result = grouped.mapInArrow(columns, ts.OUTPUT_SCHEMA).toArrow()
+            return {t.cid: _Applied(written, rows) for t, (written, rows) in zip(
+                terminals, ts.applied_rows(result, len(terminals)), strict=True)}
         apply = ts.ApplyState(terminals, chain.kinds, self.dir, txid, collect)
         partials = df.mapInArrow(chain, chain.output_schema())
         result = partials.repartition(n, ts.PARTITION).mapInArrow(
@@ -1154,11 +1125,11 @@ class TridentSparkRunner(Controls, Reporting):
         self.exhausted = self.coordinator.exhausted()
         try:
             if not (until_complete and self.exhausted):
-                drive_query(self, TridentSource.name(), self._batch,
+                drive_query(self, TICKS[0], self._batch, options=TICKS[1], query_dir="ticks",
                             done=lambda: until_complete and self.exhausted, started=started,
                             duration_ms=duration_ms, max_wait_ms=max_wait_ms,
                             on_progress=on_progress, progress_every_ms=progress_every_ms,
-                            finish_last_trigger=True)
+                            finish_last_trigger=lambda: max(self._tx_batches, default=0))
         finally:
             self.executor.close()
             self.coordinator.close()
@@ -1177,7 +1148,11 @@ class TridentSparkRunner(Controls, Reporting):
                 or isinstance(self.plan.node(cid).args["op"], FileBatchSpout)}
 
     def batch_metrics(self) -> list[BatchMetrics]:
-        return batch_metrics(self.query)
+        """Spark's reports of the batches that ran a transaction (not the ticks after the
+        input ended), each with the tuples its spouts emitted as its input rows."""
+        ran, rows = self._tx_batches, self.stats.batch_input
+        return [dataclasses.replace(b, input_rows=rows.get(b.batch_id, 0))
+                for b in batch_metrics(self.query) if b.batch_id in ran]
 
     def batch_executed(self) -> dict[int, int]:
         return self.stats.batch_executed
@@ -1253,6 +1228,36 @@ def _parquet_types(path: str, fields: tuple[str, ...]) -> dict[str, str] | None:
             return None
         types[f] = sql
     return types
+
+
+def _jvm_builtins(terminals: Sequence[PlanNode], types: cols.Types) -> bool:
+    """Whether Spark's JVM computes the aggregates of `terminals` exactly as the combiners
+    would: `Count`s and `Sum`s of an integer field (a float sum's rounding depends on the
+    order), keyed by string or integer fields."""
+    keys = terminals[0].args["keys"]
+    if any(types.get(k) not in ("s", "i") for k in keys):
+        return False
+    for t in terminals:
+        op = type(t.args["op"])
+        if not (op is Count or (op is Sum and types.get(t.args["input"][0]) == "i")):
+            return False
+    return True
+
+
+def _jvm_aggregates(terminals: Sequence[PlanNode], types: cols.Types) -> list[Any]:
+    """The Spark aggregations `ApplyColumns` reads: `$p<i>` per terminal, and for a `Sum` how
+    many of its values were not None (`$c<i>`) against the key's tuples (`$rows`)."""
+    out, sums = [], False
+    for i, t in enumerate(terminals):
+        if type(t.args["op"]) is Count:
+            out.append(F.count(F.lit(1)).alias(f"$p{i}"))
+            continue
+        value = F.col(f"`{t.args['input'][0]}#{types[t.args['input'][0]]}`")
+        out += [F.sum(value).alias(f"$p{i}"), F.count(value).alias(f"$c{i}")]
+        sums = True
+    if sums:
+        out.append(F.count(F.lit(1)).alias("$rows"))
+    return out
 
 
 def _read_files(spark: Any, batch: FileBatch, fields: tuple[str, ...]

@@ -24,6 +24,7 @@ import cloudpickle
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from squall.errors import SquallError
 from squall.runtime.gc_pause import gc_paused
 from squall.runtime.spark import trident_columns as cols
 from squall.trident.operations import Count, Sum
@@ -113,19 +114,12 @@ class ApplyState:
                 part = rb.filter(pc.equal(terminal, i))
                 if part.num_rows:
                     self._group(i, node, part, groups)
-        out: dict[str, list[Any]] = {"$t": [], "$sp": [], "$n": [], "$rows": []}
+        out = _Written()
         for (i, sp), group in sorted(groups.items()):
-            node = self.nodes[i]
-            new = self._write(node, sp, list(group), list(group.values()))
-            out["$t"].append(i)
-            out["$sp"].append(sp)
-            out["$n"].append(len(group))
-            out["$rows"].append(
-                cloudpickle.dumps([(*k, v) for k, v in zip(group, new, strict=True)])
-                if self.collect[i] else None)
-        yield pa.RecordBatch.from_pydict(
-            {"$t": pa.array(out["$t"], pa.int32()), "$sp": pa.array(out["$sp"], pa.int32()),
-             "$n": pa.array(out["$n"], pa.int64()), "$rows": pa.array(out["$rows"], pa.binary())})
+            keys = list(group)
+            out.add(i, sp, keys, self._write(self.nodes[i], sp, keys, list(group.values())),
+                    self.collect[i])
+        yield out.batch()
 
     def _group(self, i: int, node: PlanNode, rb: pa.RecordBatch,
                groups: dict[tuple[int, int], dict[tuple[Any, ...], Any]]) -> None:
@@ -159,6 +153,30 @@ class ApplyState:
             state.close()
 
 
+class _Written:
+    """A task's output (`OUTPUT_SCHEMA`): per terminal and state partition, the keys written
+    and, when collected, their new rows (pickled)."""
+
+    def __init__(self) -> None:
+        self.t: list[int] = []
+        self.sp: list[int] = []
+        self.n: list[int] = []
+        self.rows: list[bytes | None] = []
+
+    def add(self, i: int, sp: int, keys: Sequence[tuple[Any, ...]], new: Sequence[Any],
+            collect: bool) -> None:
+        self.t.append(i)
+        self.sp.append(sp)
+        self.n.append(len(keys))
+        self.rows.append(cloudpickle.dumps([(*k, v) for k, v in zip(keys, new, strict=True)])
+                         if collect else None)
+
+    def batch(self) -> pa.RecordBatch:
+        return pa.RecordBatch.from_pydict(
+            {"$t": pa.array(self.t, pa.int32()), "$sp": pa.array(self.sp, pa.int32()),
+             "$n": pa.array(self.n, pa.int64()), "$rows": pa.array(self.rows, pa.binary())})
+
+
 class _Combining:
     """An updater combining the stored value with a batch's (`value` for an absent key)."""
 
@@ -169,6 +187,130 @@ class _Combining:
 
     def __call__(self, old: Any) -> Any:
         return self.value if old is None else self.combine(old, self.value)
+
+
+# ---- built-in aggregates computed by Spark's JVM -----------------------------------------------
+
+# The pickle opcodes of `squall.trident.state.codec.encode_keys` (protocol 5, no memo).
+_TUPLE_OPS = {1: "X'85'", 2: "X'86'", 3: "X'87'"}
+_FRAME_MIN, _FRAME_TARGET = 4, 64 * 1024  # CPython's framing thresholds (`_pickle.c`)
+
+
+def _le_bytes(expr: str, n: int) -> str:
+    """SQL: the low `n` bytes of the integer `expr`, little-endian, as binary (as a bigint:
+    an int's shift by 32 would shift by nothing)."""
+    return "unhex(concat(" + ", ".join(
+        f"lpad(hex(shiftright(CAST({expr} AS BIGINT), {8 * i}) & 255), 2, '0')"
+        for i in range(n)) + "))"
+
+
+def _pickled_value(column: str, kind: str) -> str:
+    """SQL: the pickle opcodes of one key field of Spark type `kind` ("s" string, "i" bigint),
+    as `pickle.Pickler(protocol=5).dump` writes them for the Python value (None: `N`)."""
+    c = f"`{column}`"
+    if kind == "s":
+        data = f"encode({c}, 'UTF-8')"
+        size = f"octet_length({c})"
+        return (f"CASE WHEN {c} IS NULL THEN X'4E' "
+                f"WHEN {size} < 256 THEN concat(X'8C', {_le_bytes(size, 1)}, {data}) "
+                f"ELSE concat(X'58', {_le_bytes(size, 4)}, {data}) END")
+    if kind == "i":
+        longs = " ".join(
+            f"WHEN {c} BETWEEN {-(1 << (8 * n - 1))} AND {(1 << (8 * n - 1)) - 1} "
+            f"THEN concat(X'8A{n:02X}', {_le_bytes(c, n)})" for n in range(5, 8))
+        return (f"CASE WHEN {c} IS NULL THEN X'4E' "
+                f"WHEN {c} BETWEEN 0 AND 255 THEN concat(X'4B', {_le_bytes(c, 1)}) "
+                f"WHEN {c} BETWEEN 0 AND 65535 THEN concat(X'4D', {_le_bytes(c, 2)}) "
+                f"WHEN {c} BETWEEN {-(1 << 31)} AND {(1 << 31) - 1} "
+                f"THEN concat(X'4A', {_le_bytes(c, 4)}) {longs} "
+                f"ELSE concat(X'8A08', {_le_bytes(c, 8)}) END")
+    raise ValueError(f"no SQL pickling of a column of kind {kind!r}")
+
+
+def pickled_keys_sql(columns: Sequence[tuple[str, str]]) -> str:
+    """SQL computing, in Spark's JVM, the bytes `encode_keys` gives the key tuple of these
+    `(column, kind)` fields, so that Spark can place a key in its state partition (`crc32` of
+    these bytes) without a Python worker. Keys whose pickle would exceed one pickle frame (64
+    KiB) fail the job with `raise_error` rather than be misplaced.
+
+    >>> pickled_keys_sql([("w#s", "s")]).startswith("CASE WHEN octet_length(")
+    True
+    """
+    parts = [_pickled_value(c, k) for c, k in columns]
+    if len(columns) in _TUPLE_OPS:
+        body = f"concat({', '.join(parts)}, {_TUPLE_OPS[len(columns)]}, X'2E')"
+    else:
+        body = f"concat(X'28', {', '.join(parts)}, X'742E')"
+    size = f"octet_length({body})"
+    return (f"CASE WHEN {size} >= {_FRAME_TARGET} THEN raise_error(concat('a key of ', "
+            f"{size}, ' bytes: keys of 64 KiB or more cannot be partitioned by Spark; set "
+            f"squall.trident.spark.partial.aggregation to false')) "
+            f"WHEN {size} >= {_FRAME_MIN} THEN concat(X'800595', {_le_bytes(size, 8)}, {body}) "
+            f"ELSE concat(X'8005', {body}) END")
+
+
+def partition_sql(columns: Sequence[tuple[str, str]], n: int) -> str:
+    """SQL: a key's state partition of `n` (`partition_indexes`), computed by Spark."""
+    return f"CAST(pmod(crc32({pickled_keys_sql(columns)}), {n}) AS INT)"
+
+
+class ApplyColumns:
+    """The `mapInArrow` function applying built-in aggregates Spark's JVM computed (`Count`,
+    `Sum` of an integer field) to this task's state partitions: each row one key (its fields in
+    `key_columns`), its partition `$sp` and each terminal's aggregate `$p<i>` (`$c<i>`: how
+    many of a `Sum`'s values were not None, `$rows`: how many tuples the key had). Every key of
+    a state partition is in one task (the rows were repartitioned by `$sp`)."""
+
+    def __init__(self, nodes: Sequence[PlanNode], key_columns: Sequence[str],
+                 location: str | None, txid: int, collect: Sequence[bool], n: int) -> None:
+        self.nodes, self.key_columns, self.location = list(nodes), list(key_columns), location
+        self.txid, self.collect, self.n = txid, list(collect), n
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        with gc_paused():
+            yield from self._apply(batches)
+
+    def _apply(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        out = _Written()
+        parts = [rb for rb in batches if rb.num_rows]
+        table = pa.Table.from_batches(parts) if parts else None
+        if table is not None:
+            self._check_sums(table)
+            sp_column = table.column(PARTITION)
+            for sp in sorted(pc.unique(sp_column).to_pylist()):
+                rows = table.filter(pc.equal(sp_column, sp))
+                keys = list(zip(*(rows.column(c).to_pylist() for c in self.key_columns),
+                                strict=True))
+                if partition_indexes(keys[:1], self.n) != [sp]:  # the SQL and Python agree
+                    raise SquallError(
+                        f"key {keys[0]!r} was sent to state partition {sp} by Spark but "
+                        f"belongs to {partition_indexes(keys[:1], self.n)[0]}",
+                        component=self.nodes[0].cid)
+                for i, node in enumerate(self.nodes):
+                    values = rows.column(f"$p{i}").to_pylist()
+                    state = node.args["factory"].make_partition(node.args["state"],
+                                                                self.location, sp)
+                    try:
+                        new = list(state.multi_add(self.txid, keys, values))
+                    finally:
+                        state.close()
+                    out.add(i, sp, keys, new, self.collect[i])
+        yield out.batch()
+
+    def _check_sums(self, table: pa.Table) -> None:
+        """A `Sum` meeting a None fails the batch, as `Sum.combine` does on the local runner
+        (`a + None`); a key's lone None is its partial as it is (`Sum.init`)."""
+        for i, node in enumerate(self.nodes):
+            name = f"$c{i}"
+            if name not in table.column_names:
+                continue
+            valued, rows = table.column(name), table.column("$rows")
+            lone_none = pc.and_(pc.equal(valued, 0), pc.equal(rows, 1))
+            if not pc.all(pc.or_(pc.equal(valued, rows), lone_none)).as_py():
+                raise SquallError(
+                    f"Sum of field {node.args['input'][0]!r} met a None value: "
+                    "unsupported operand type(s) for +", component=node.cid,
+                    field=node.args["input"][0])
 
 
 def applied_rows(result: pa.Table, terminals: int

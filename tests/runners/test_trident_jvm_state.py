@@ -1,0 +1,134 @@
+"""Built-in aggregates into a partitioned state, computed by Spark's JVM: `Count` and integer
+`Sum`s keyed by typed columns are placed in their state partition by SQL (the exact bytes
+`encode_keys` gives, then `crc32`), grouped and aggregated in the JVM, and applied by the tasks
+holding the partitions (`trident_state.ApplyColumns`). Both runners give the same state, key by
+key, and each partition's store holds exactly its keys."""
+
+from __future__ import annotations
+
+import zlib
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import squall
+from squall.runtime.spark import trident_state as ts
+from squall.testing import simulated_time
+from squall.trident import Count, FileBatchSpout, Sum, TridentTopology
+from squall.trident.state import DurableMapState, StateType
+from squall.trident.state.codec import encode_keys
+from squall.trident.state.partitioned import PARTITIONS_KEY, partition_indexes
+
+STRINGS = ["", "a", "k1", "é", "日本語", "x" * 255, "x" * 256, "y" * 300, "z" * 4000, None]
+INTS = [0, 1, 255, 256, 65535, 65536, -1, -256, -(1 << 31), (1 << 31) - 1, 1 << 31,
+        -(1 << 31) - 1, (1 << 39) - 1, 1 << 39, -(1 << 39), -(1 << 39) - 1, 1 << 47,
+        -(1 << 47) - 1, 1 << 55, -(1 << 55) - 1, (1 << 63) - 1, -(1 << 63), None]
+
+
+@pytest.mark.spark
+def test_the_sql_key_bytes_are_the_pickled_keys(spark_session):
+    """Every width of string and integer `pickle` writes, alone and in tuples of 2 to 5."""
+    from pyspark.sql import functions as F
+
+    rows = [(s, i) for s in STRINGS for i in INTS]
+    df = spark_session.createDataFrame(rows, "`k#s` string, `n#i` bigint")
+    shapes = {
+        1: [("k#s", "s")], 2: [("k#s", "s"), ("n#i", "i")], 3: [("n#i", "i")] * 2 + [("k#s", "s")],
+        4: [("k#s", "s"), ("n#i", "i")] * 2, 5: [("n#i", "i")] * 5,
+    }
+    exprs = [F.expr(ts.pickled_keys_sql(cols_)).alias(f"b{size}")
+             for size, cols_ in shapes.items()]
+    got = df.select("`k#s`", "`n#i`", *exprs).toArrow().to_pylist()
+    for row in got:
+        value = {"k#s": row["k#s"], "n#i": row["n#i"]}
+        for size, cols_ in shapes.items():
+            key = tuple(value[c] for c, _ in cols_)
+            assert row[f"b{size}"] == encode_keys([key])[0], key
+    parts = df.select("`k#s`", "`n#i`", F.expr(ts.partition_sql(shapes[2], 7)).alias("p")) \
+        .toArrow().to_pylist()
+    assert [r["p"] for r in parts] == partition_indexes([(r["k#s"], r["n#i"]) for r in parts], 7)
+    assert all(r["p"] == zlib.crc32(encode_keys([(r["k#s"], r["n#i"])])[0]) % 7 for r in parts)
+
+
+@pytest.mark.spark
+def test_a_key_of_64_kib_fails_the_job_with_a_message(spark_session):
+    from pyspark.sql import functions as F
+
+    df = spark_session.createDataFrame([("w" * 70000,)], "`k#s` string")
+    with pytest.raises(Exception, match="keys of 64 KiB or more"):
+        df.select(F.expr(ts.partition_sql([("k#s", "s")], 4))).collect()
+
+
+def write_files(root: Path) -> list[tuple[str, int, int]]:
+    """Four parquet files of (user, region, amount); the rows, in order."""
+    root.mkdir()
+    rows = [(f"u{(i * 7) % 41}", (i * 13) % 5 - 2, i % 17) for i in range(800)]
+    for f in range(4):
+        part = rows[f * 200:(f + 1) * 200]
+        pq.write_table(pa.table({"user": [r[0] for r in part],
+                                 "region": pa.array([r[1] for r in part], pa.int64()),
+                                 "amount": pa.array([r[2] for r in part], pa.int64())}),
+                       str(root / f"part-{f:05d}.parquet"))
+    return rows
+
+
+def test_count_and_sum_of_typed_columns_match_on_both_runners(runner, tmp_path, monkeypatch):
+    rows = write_files(tmp_path / "in")
+    built: list[int] = []
+    original = ts.ApplyColumns.__init__
+
+    def recording(self, *args, **kwargs):  # on the driver: the JVM path was planned
+        built.append(1)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ts.ApplyColumns, "__init__", recording)
+    factories = {name: DurableMapState.factory(kind) for name, kind in (
+        ("counts", StateType.TRANSACTIONAL), ("sums", StateType.OPAQUE),
+        ("plain", StateType.NON_TRANSACTIONAL))}
+    t = TridentTopology()
+    keyed = t.new_stream("sales", FileBatchSpout(str(tmp_path / "in"),
+                                                 ["user", "region", "amount"])) \
+        .group_by(["user", "region"])
+    keyed.persistent_aggregate(factories["counts"], Count(), ["n"]).name("counts")
+    keyed.persistent_aggregate(factories["sums"], ["amount"], Sum(), ["total"]).name("sums")
+    keyed.persistent_aggregate(factories["plain"], ["amount"], Sum(), ["total"]).name("plain")
+    ckpt = tmp_path / "ckpt"
+    with simulated_time():
+        result = squall.run(t.build(), {PARTITIONS_KEY: 5}, runner=runner,
+                            checkpoint_location=str(ckpt))
+    assert result.extra["committed"] == [1, 2, 3, 4]
+    counts = Counter((u, r) for u, r, _ in rows)
+    sums: Counter = Counter()
+    for u, r, a in rows:
+        sums[(u, r)] += a
+    for name, want in (("counts", counts), ("sums", sums), ("plain", sums)):
+        state = factories[name].make_state(name, str(ckpt))
+        try:
+            assert len(state.parts) == 5
+            for index, part in enumerate(state.parts):
+                assert set(partition_indexes(list(dict(part.items())), 5)) <= {index}
+            assert dict(state.items()) == dict(want), name
+        finally:
+            state.close()
+    # On Spark the three aggregations ran as one JVM job per transaction.
+    assert built == ([1] * 4 if runner == "spark" else [])
+
+
+def test_a_sum_over_a_none_fails_its_batch_on_both_runners(runner, tmp_path):
+    """`1 + None` fails the batch (a key's only value None would be kept as its partial)."""
+    root = tmp_path / "in"
+    root.mkdir()
+    pq.write_table(pa.table({"user": ["a", "b", "a"],
+                             "amount": pa.array([1, 3, None], pa.int64())}),
+                   str(root / "part-00000.parquet"))
+    t = TridentTopology()
+    t.new_stream("sales", FileBatchSpout(str(root), ["user", "amount"])) \
+        .group_by(["user"]) \
+        .persistent_aggregate(DurableMapState.factory(StateType.TRANSACTIONAL), ["amount"],
+                              Sum(), ["total"]).name("sums")
+    with simulated_time(), pytest.raises(squall.SquallError, match="sums"):
+        squall.run(t.build(), {"squall.trident.max.attempts": 1}, runner=runner,
+                   checkpoint_location=str(tmp_path / "ckpt"))
