@@ -38,9 +38,9 @@ class TransactionOrderError(SquallError):
     """An opaque value was updated by a transaction older than the one that last wrote it."""
 
 
-# The name tracebacks show and pickles refer to, as before this module had its own package
-# (`squall.transactional.values` re-exports the classes of this module).
-TransactionOrderError.__module__ = "squall.transactional.values"
+# The name tracebacks show and pickles refer to, as before this module had its own package:
+# squall.transactional.values, which re-exports the classes of this module.
+TransactionOrderError.__module__ = __name__.replace(".transaction_kernel.", ".transactional.")
 
 
 @dataclass(frozen=True)
