@@ -3,14 +3,16 @@
 environment outside the repository, has its package data and runs `squall --version` and an
 example topology.
 
-It runs on every supported Python version (the classifiers in pyproject.toml) that the machine
-has as `python3.X` (under pyenv, any installed version), in parallel. pip installs the
+The default run tests this interpreter's version; `-m long` adds every other supported Python
+version (the classifiers in pyproject.toml) that the machine has as `python3.X` (under pyenv,
+any installed version). pip installs the
 dependencies from its cache when an earlier install left them there (the bootstrap's), so
 nothing is downloaded again on a machine that has run the suite once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -81,9 +83,8 @@ class Installed:
     returncode: int
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Built:
-    out = tmp_path_factory.mktemp("dist")
+def build(out: Path) -> Built:
+    out.mkdir()
     # Without PYTHONDONTWRITEBYTECODE, which makes setuptools warn that it does not byte-compile.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     proc = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
@@ -95,25 +96,24 @@ def built(tmp_path_factory) -> Built:
     return Built(wheel, sdist, log)
 
 
-@pytest.fixture(scope="module")
-def installed(built, tmp_path_factory) -> Iterator[dict[str, Installed]]:
-    """A fresh venv with the wheel in it per supported version the machine has, built in
+@contextlib.contextmanager
+def installed(built: Built, base: Path, versions: list[str]) -> Iterator[dict[str, Installed]]:
+    """A fresh venv with the wheel in it per version of `versions` the machine has, made in
     parallel (each under its own process group, stopped whatever happens)."""
     env = _clean_env()
-    base = tmp_path_factory.mktemp("venvs")
+    base.mkdir()
     started: list[tuple[str, Path, subprocess.Popen]] = []
     try:
-        for version in _supported_versions():
+        for version in versions:
             python = _interpreter(version, env)
             if python is None:
                 continue
             venv = base / f"py{version}"
             script = ('"$0" -m venv "$1" && "$1/bin/python" -m pip install --no-compile '
                       '--disable-pip-version-check -q "$2"')
-            with processes.owned_by_fixture():
-                proc = processes.spawn(["bash", "-c", script, python, str(venv), str(built.wheel)],
-                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                       text=True, env=env, cwd=base)
+            proc = processes.spawn(["bash", "-c", script, python, str(venv), str(built.wheel)],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True, env=env, cwd=base)
             started.append((version, venv, proc))
         done = {}
         for version, venv, proc in started:
@@ -125,7 +125,35 @@ def installed(built, tmp_path_factory) -> Iterator[dict[str, Installed]]:
             processes.stop_group(proc)
 
 
-def test_build_gives_a_wheel_and_an_sdist_twine_accepts_without_warnings(built):
+def test_the_package_builds_installs_and_runs(tmp_path):
+    """One build, its checks, then the wheel in a fresh venv of this interpreter's version."""
+    built = build(tmp_path / "dist")
+    _twine_accepts_it_without_warnings(built)
+    _it_holds_the_package_data_and_the_metadata(built)
+    this = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert this in _supported_versions(), f"Python {this} is not among the classifiers"
+    with installed(built, tmp_path / "venvs", [this]) as venvs:
+        _the_wheel_runs_an_example(venvs[this], tmp_path)
+
+
+@pytest.mark.long
+def test_the_wheel_on_every_other_supported_version(tmp_path):
+    """The same on every other supported version the machine has, the venvs made in parallel
+    (`-m long`: about a minute and a half more on 2 cores)."""
+    this = f"{sys.version_info.major}.{sys.version_info.minor}"
+    others = [v for v in _supported_versions() if v != this]
+    built = build(tmp_path / "dist")
+    with installed(built, tmp_path / "venvs", others) as venvs:
+        if not venvs:
+            pytest.skip(f"none of Python {', '.join(others)} is on this machine")
+        for version, inst in sorted(venvs.items()):
+            run_dir = tmp_path / f"run{version}"
+            run_dir.mkdir()
+            _the_wheel_runs_an_example(inst, run_dir)
+        print(f"tested on Python {', '.join(sorted(venvs))} (of {', '.join(others)})")
+
+
+def _twine_accepts_it_without_warnings(built: Built) -> None:
     warnings = [line for line in built.log.splitlines()
                 if re.search(r"deprecat|SetuptoolsWarning|^\s*WARNING", line, re.IGNORECASE)]
     assert warnings == [], "\n".join(warnings)
@@ -136,7 +164,7 @@ def test_build_gives_a_wheel_and_an_sdist_twine_accepts_without_warnings(built):
     assert built.wheel.name == f"squall-{squall.__version__}-py3-none-any.whl"
 
 
-def test_the_wheel_holds_the_package_data_and_the_metadata(built):
+def _it_holds_the_package_data_and_the_metadata(built: Built) -> None:
     with zipfile.ZipFile(built.wheel) as wheel:
         names = set(wheel.namelist())
         metadata = wheel.read(f"squall-{squall.__version__}.dist-info/METADATA").decode()
@@ -153,13 +181,8 @@ def test_the_wheel_holds_the_package_data_and_the_metadata(built):
         assert f"Classifier: Programming Language :: Python :: {version}" in metadata
 
 
-@pytest.mark.parametrize("version", _supported_versions())
-def test_the_wheel_runs_an_example_in_a_fresh_venv(version, installed, tmp_path):
-    if version not in installed:
-        if version == f"{sys.version_info.major}.{sys.version_info.minor}":
-            pytest.fail(f"no venv for this interpreter's version {version}")
-        pytest.skip(f"python{version} is not on this machine")
-    inst = installed[version]
+def _the_wheel_runs_an_example(inst: Installed, tmp_path: Path) -> None:
+    version = inst.version
     assert inst.returncode == 0, inst.log
     env = _clean_env()
     bin_ = inst.venv / "bin"

@@ -3,8 +3,8 @@ the navigation or an API reference that does not resolve fails it), the generate
 pages cover the code, and no file under docs/ tells history (a session or an issue number):
 the docs describe the product as it is, and history is in git and CHANGELOG.md.
 
-The built site is kept in a module fixture, which the last tests serve on loopback and open in
-a real headless Chromium (tests/support/headless_chromium.py): the getting-started page, the API
+One test builds the site, checks its pages, then serves it on loopback and opens it in a
+real headless Chromium (tests/support/headless_chromium.py): the getting-started page, the API
 chooser and a generated reference page are checked as rendered and saved as screenshots under
 test-artifacts/docs/ (not committed)."""
 
@@ -45,23 +45,28 @@ def build_site(out: Path) -> subprocess.CompletedProcess[str]:
         cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("site")
-    proc = build_site(out)
+@pytest.mark.browser
+def test_the_site_builds_strictly_and_renders(tmp_path):
+    """One build (it takes tens of seconds), checked as files and then in a browser."""
+    site = tmp_path / "site"
+    proc = build_site(site)
     if proc.returncode != 0:
         pytest.fail("mkdocs build --strict failed:\n" + proc.stdout + proc.stderr, pytrace=False)
-    return out
+    _has_the_pages(site)
+    _the_cli_reference_has_every_verb_and_flag(site)
+    _the_configuration_reference_has_every_key(site)
+    _the_api_reference_shows_the_docstrings_examples_as_code(site)
+    _in_a_browser(site)
 
 
-def test_the_site_builds_strictly(site):
+def _has_the_pages(site: Path) -> None:
     for page in ("index.html", "getting-started/index.html", "choosing-an-api/index.html",
                  "reference/api/squall/index.html", "reference/cli/index.html",
                  "reference/configuration/index.html"):
         assert (site / page).is_file(), page
 
 
-def test_the_cli_reference_has_every_verb_and_flag(site):
+def _the_cli_reference_has_every_verb_and_flag(site: Path) -> None:
     html = (site / "reference" / "cli" / "index.html").read_text()
     parser = build_parser()
     verbs = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
@@ -73,13 +78,13 @@ def test_the_cli_reference_has_every_verb_and_flag(site):
                     assert flag in html, f"squall {name} {flag}"
 
 
-def test_the_configuration_reference_has_every_key(site):
+def _the_configuration_reference_has_every_key(site: Path) -> None:
     html = (site / "reference" / "configuration" / "index.html").read_text()
     for key in (*KEYS, *STORM_KEYS_WITHOUT_EFFECT):
         assert f"<code>{key}</code>" in html, key
 
 
-def test_the_api_reference_shows_the_docstrings_examples_as_code(site):
+def _the_api_reference_shows_the_docstrings_examples_as_code(site: Path) -> None:
     html = (site / "reference" / "api" / "connectors" / "index.html").read_text()
     assert "KafkaSource" in html and "FileBatchSpout" not in html
     assert '<span class="gp">&gt;&gt;&gt;' in html  # a console prompt, highlighted
@@ -155,8 +160,7 @@ SHOTS = {
 }
 
 
-@pytest.mark.browser
-def test_the_site_in_a_browser(site):
+def _in_a_browser(site: Path) -> None:
     with serving(site) as base, Chromium() as browser:
         for path, (text, shot) in SHOTS.items():
             page = browser.open(base + path, width=1280, height=900)
