@@ -85,24 +85,29 @@ class Outcome:
 
 def ratio_lines(lines: list[str]) -> list[str]:
     """The lines of a script's output that give a ratio: those naming one, and the rows of a
-    Markdown table whose header names one.
+    Markdown table whose header, or the line above it, names one.
 
     >>> ratio_lines(["# start", "  squall 1.2 M words/s   ratio to plain loop 40.1%",
     ...              "| variant | ratio |", "|---|---|", "| A | 80% |", "", "done"])
     ['  squall 1.2 M words/s   ratio to plain loop 40.1%', '| variant | ratio |', '| A | 80% |']
+    >>> ratio_lines(["Throughput ratios:", "", "| K | A/SS |", "|---|---|", "| 100 | 51% |"])
+    ['Throughput ratios:', '| K | A/SS |', '| 100 | 51% |']
     """
     out: list[str] = []
+    named = False  # the latest line that is neither blank nor a table row names a ratio
     in_table = False
     for line in lines:
         if line.startswith("|"):
-            if RATIO.search(line):
+            if named or RATIO.search(line):
                 in_table = True
             if in_table and not set(line) <= set("|-: "):
                 out.append(line)
             continue
         in_table = False
-        if RATIO.search(line):
-            out.append(line)
+        if line.strip():
+            named = bool(RATIO.search(line))
+            if named:
+                out.append(line)
     return out
 
 

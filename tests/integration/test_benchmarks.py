@@ -7,6 +7,8 @@ half a minute); `-m long` runs every workload, Spark, Redis and the Kafka broker
 
 from __future__ import annotations
 
+import doctest
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +30,18 @@ def _names(*args: str) -> list[str]:
     proc = subprocess.run([sys.executable, str(RUN), "--list", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=60, check=True)
     return [line.split()[0] for line in proc.stdout.splitlines()]
+
+
+def test_the_summary_picks_the_ratio_lines():
+    spec = importlib.util.spec_from_file_location("benchmarks_run", RUN)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[spec.name]
+    assert doctest.testmod(module).failed == 0
 
 
 def test_the_workloads_without_spark_run_at_the_small_size_and_report_their_ratios():
