@@ -887,7 +887,8 @@ def test_routing_keys_land_where_sparks_own_hash_puts_them(spark_session):
     hash of a long, seed 42): it must agree with Spark's `hash` and `repartition` exactly."""
     from pyspark.sql import functions as F
 
-    from squall.runtime.spark.query import routing_keys, spark_hash_long
+    from squall.murmur3 import hash_long as spark_hash_long
+    from squall.runtime.spark.query import routing_keys
 
     values = [*range(-300, 300), 2**31, 2**31 - 1, -(2**31), 2**32, 2**62, -(2**63),
               2**63 - 1, 123456789012345]

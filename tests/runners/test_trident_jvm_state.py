@@ -1,12 +1,11 @@
 """Built-in aggregates into a partitioned state, computed by Spark's JVM: `Count` and integer
-`Sum`s keyed by typed columns are placed in their state partition by SQL (the exact bytes
-`encode_keys` gives, then `crc32`), grouped and aggregated in the JVM, and applied by the tasks
-holding the partitions (`trident_state.ApplyColumns`). Both runners give the same state, key by
-key, and each partition's store holds exactly its keys."""
+`Sum`s keyed by typed columns are routed to the task of their state partition by Spark's own
+`repartition` (a key's partition is Spark's hash of its fields), grouped and aggregated in the
+JVM, and applied by the tasks holding the partitions (`trident_state.ApplyColumns`). Both
+runners give the same state, key by key, and each partition's store holds exactly its keys."""
 
 from __future__ import annotations
 
-import zlib
 from collections import Counter
 from pathlib import Path
 
@@ -19,7 +18,6 @@ from squall.runtime.spark import trident_state as ts
 from squall.testing import simulated_time
 from squall.trident import Count, FileBatchSpout, Sum, TridentTopology
 from squall.trident.state import DurableMapState, StateType
-from squall.trident.state.codec import encode_keys
 from squall.trident.state.partitioned import PARTITIONS_KEY, partition_indexes
 
 STRINGS = ["", "a", "k1", "é", "日本語", "x" * 255, "x" * 256, "y" * 300, "z" * 4000, None]
@@ -29,37 +27,23 @@ INTS = [0, 1, 255, 256, 65535, 65536, -1, -256, -(1 << 31), (1 << 31) - 1, 1 << 
 
 
 @pytest.mark.spark
-def test_the_sql_key_bytes_are_the_pickled_keys(spark_session):
-    """Every width of string and integer `pickle` writes, alone and in tuples of 2 to 5."""
+def test_spark_places_every_key_in_the_partition_python_computes(spark_session):
+    """Spark's `hash` of the key columns (and `repartition` by them) against
+    `partition_indexes`, for every width of string and integer, nulls, alone and in tuples."""
     from pyspark.sql import functions as F
 
     rows = [(s, i) for s in STRINGS for i in INTS]
     df = spark_session.createDataFrame(rows, "`k#s` string, `n#i` bigint")
-    shapes = {
-        1: [("k#s", "s")], 2: [("k#s", "s"), ("n#i", "i")], 3: [("n#i", "i")] * 2 + [("k#s", "s")],
-        4: [("k#s", "s"), ("n#i", "i")] * 2, 5: [("n#i", "i")] * 5,
-    }
-    exprs = [F.expr(ts.pickled_keys_sql(cols_)).alias(f"b{size}")
-             for size, cols_ in shapes.items()]
-    got = df.select("`k#s`", "`n#i`", *exprs).toArrow().to_pylist()
-    for row in got:
-        value = {"k#s": row["k#s"], "n#i": row["n#i"]}
-        for size, cols_ in shapes.items():
-            key = tuple(value[c] for c, _ in cols_)
-            assert row[f"b{size}"] == encode_keys([key])[0], key
-    parts = df.select("`k#s`", "`n#i`", F.expr(ts.partition_sql(shapes[2], 7)).alias("p")) \
-        .toArrow().to_pylist()
-    assert [r["p"] for r in parts] == partition_indexes([(r["k#s"], r["n#i"]) for r in parts], 7)
-    assert all(r["p"] == zlib.crc32(encode_keys([(r["k#s"], r["n#i"])])[0]) % 7 for r in parts)
-
-
-@pytest.mark.spark
-def test_a_key_of_64_kib_fails_the_job_with_a_message(spark_session):
-    from pyspark.sql import functions as F
-
-    df = spark_session.createDataFrame([("w" * 70000,)], "`k#s` string")
-    with pytest.raises(Exception, match="keys of 64 KiB or more"):
-        df.select(F.expr(ts.partition_sql([("k#s", "s")], 4))).collect()
+    shapes = {1: ["k#s"], 2: ["k#s", "n#i"], 3: ["n#i", "n#i", "k#s"], 5: ["n#i"] * 5}
+    got = df.select("`k#s`", "`n#i`", *(F.expr(ts.partition_sql(c, 7)).alias(f"p{size}")
+                                         for size, c in shapes.items())).toArrow().to_pylist()
+    for size, columns in shapes.items():
+        keys = [tuple(r[c] for c in columns) for r in got]
+        assert [r[f"p{size}"] for r in got] == partition_indexes(keys, 7), columns
+    placed = df.repartition(7, "`k#s`", "`n#i`").select(
+        F.spark_partition_id().alias("task"), "`k#s`", "`n#i`").toArrow().to_pylist()
+    assert [r["task"] for r in placed] == partition_indexes(
+        [(r["k#s"], r["n#i"]) for r in placed], 7)
 
 
 def write_files(root: Path) -> list[tuple[str, int, int]]:

@@ -5,6 +5,7 @@ restarts, pickling and argument errors."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pickle
 import random
@@ -39,7 +40,7 @@ from squall.trident.state import (
 )
 from squall.trident.state.codec import encode_entries, encode_keys
 from squall.trident.state.durable import repartition
-from squall.trident.state.partitioned import PartitionedMap, partition_indexes
+from squall.trident.state.partitioned import PARTITIONING, PartitionedMap, partition_indexes
 
 TX, OPAQUE, NON_TX = StateType.TRANSACTIONAL, StateType.OPAQUE, StateType.NON_TRANSACTIONAL
 BACKINGS = ["memory", "durable", "sqlite", "redis"]  # durable: its default engine, LMDB
@@ -151,8 +152,8 @@ def test_multi_add_of_an_older_txid_raises_as_multi_update(make, backing):
     factory, location = make(backing, TX)
     factory.make_state("counts", location).multi_add(3, [("a",), ("b",)], [1, 1])
     restarted = factory.make_state("counts", location)
-    with pytest.raises(TransactionOrderError, match=r"state 'counts', key \('a',\): transaction "
-                                                    r"2 comes after transaction 3"):
+    with pytest.raises(TransactionOrderError, match=r"state 'counts', key \('[ab]',\): "
+                                                    r"transaction 2 comes after transaction 3"):
         restarted.multi_add(2, [("a",), ("b",)], [1, 1])
     assert counts(restarted) == {("a",): 1, ("b",): 1}
     opaque = DurableMapState.factory(OPAQUE).make_state("counts", location)
@@ -571,8 +572,10 @@ def test_redis_state_is_one_hash_per_partition(redis_server):
     state.multi_update(1, [("the",), ("cow",)], [add(1), add(1)])
     the, cow = partition_indexes([("the",), ("cow",)], 8)
     assert sorted(redis_server.client.keys(prefix + "*")) == sorted(
-        {prefix + "counts:partitions", f"{prefix}counts:p{the}", f"{prefix}counts:p{cow}"})
+        {prefix + "counts:partitions", prefix + "counts:partitioning", f"{prefix}counts:p{the}",
+         f"{prefix}counts:p{cow}"})
     assert redis_server.client.get(prefix + "counts:partitions") == "8"
+    assert redis_server.client.get(prefix + "counts:partitioning") == PARTITIONING
     assert redis_server.client.hlen(f"{prefix}counts:p{the}") == (2 if the == cow else 1)
     assert counts(factory.make_state("counts", None)) == {("the",): 1, ("cow",): 1}
     keys = [(f"w{i}",) for i in range(12_345)]  # more than one HMGET / HSET and HSCAN page
@@ -662,6 +665,35 @@ def test_repartition_keeps_every_entry_and_an_opaque_replays_rollback(tmp_path):
     moved.multi_update(2, [keys[0]], [add(2)])
     moved.commit(2)
     assert dict(moved.items()) == {**{k: 1 for k in keys}, keys[0]: 3}
+
+
+def test_a_state_partitioned_by_another_function_is_refused_until_rewritten(tmp_path):
+    """A store whose record names another partition function (or none: the crc32 of the pickle
+    of an earlier version) is refused, naming the command; `squall state repartition` to the
+    same number rewrites every key into the partition of today's function."""
+    location = str(tmp_path)
+    factory = DurableMapState.factory(TX, partitions=4)
+    state = factory.make_state("counts", location)
+    keys = [(f"k{i}",) for i in range(40)]
+    state.multi_update(1, keys, [add(1)] * 40)
+    state.close()
+    directory = factory.state_directory("counts", location)
+    meta = Path(directory) / "partitions.json"
+    record = json.loads(meta.read_text())
+    del record["partitioning"]
+    meta.write_text(json.dumps(record))
+    with pytest.raises(ConfigError, match="squall state repartition CHECKPOINT counts -n 4"):
+        factory.make_state("counts", location)
+    with pytest.raises(ConfigError, match="crc32-pickle"):
+        factory.make_partition("counts", location, 0)
+    assert repartition(directory, "counts", 4) == 4
+    again = factory.make_state("counts", location)
+    try:
+        assert dict(again.items()) == dict.fromkeys(keys, 1)
+        for index, part in enumerate(again.parts):
+            assert set(partition_indexes(list(dict(part.items())), 4)) <= {index}
+    finally:
+        again.close()
 
 
 @pytest.mark.parametrize("new_complete", [True, False])

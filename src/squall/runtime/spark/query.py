@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from squall.errors import SquallError
 from squall.metrics.snapshot import BatchMetrics, MetricsSnapshot
+from squall.murmur3 import hash_long
 from squall.runtime.lifecycle import Lifecycle
 
 TRIGGER_MS = "squall.spark.trigger.ms"
@@ -140,34 +141,6 @@ def _let_trigger_finish(query: Any, batch_id: int, wait_s: float = 10.0) -> None
         time.sleep(0.02)
 
 
-def spark_hash_long(value: int, seed: int = 42) -> int:
-    """Spark's `hash(col)` of a long (`Murmur3Hash`, seed 42: `Murmur3_x86_32.hashLong`), as a
-    signed 32-bit int; `repartition(n, col)` places a row in partition `pmod(hash, n)`.
-
-    >>> spark_hash_long(0), spark_hash_long(1), spark_hash_long(-1)
-    (-1670924195, -1712319331, -939490007)
-    """
-    mask = 0xFFFFFFFF
-
-    def mix(h1: int, k1: int) -> int:
-        k1 = (k1 * 0xCC9E2D51) & mask
-        k1 = ((k1 << 15) | (k1 >> 17)) & mask
-        k1 = (k1 * 0x1B873593) & mask
-        h1 ^= k1
-        h1 = ((h1 << 13) | (h1 >> 19)) & mask
-        return (h1 * 5 + 0xE6546B64) & mask
-
-    v = value & 0xFFFFFFFFFFFFFFFF
-    h = mix(mix(seed & mask, v & mask), v >> 32)
-    h ^= 8  # the length in bytes
-    h ^= h >> 16
-    h = (h * 0x85EBCA6B) & mask
-    h ^= h >> 13
-    h = (h * 0xC2B2AE35) & mask
-    h ^= h >> 16
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
 def routing_keys(n: int) -> list[int]:
     """For each partition index t < n, a long whose Spark hash lands in partition t: the
     smallest such non-negative long.
@@ -183,7 +156,7 @@ def routing_keys(n: int) -> list[int]:
     found: dict[int, int] = {}
     key = 0
     while len(found) < n:
-        found.setdefault(spark_hash_long(key) % n, key)  # Python's % is pmod for n > 0
+        found.setdefault(hash_long(key) % n, key)  # Python's % is pmod for n > 0
         key += 1
     return [found[t] for t in range(n)]
 

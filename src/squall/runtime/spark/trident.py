@@ -991,11 +991,13 @@ class TridentSparkRunner(Controls, Reporting):
         if jvm and not args.chain and _jvm_builtins(terminals, args.types):
             # Built-ins over typed columns: partitioned, grouped and aggregated by Spark's JVM,
             # then applied by the tasks holding the partitions; no Python pass over the input.
+            # `repartition` by the key columns is by Spark's hash of them, the state's own
+            # partitioning: task i holds the keys of partition i, and the aggregation needs no
+            # second shuffle.
             key_columns = [f"{k}#{args.types[k]}" for k in keys]
-            at = F.expr(ts.partition_sql([(c, args.types[k]) for c, k in zip(
-                key_columns, keys, strict=True)], n)).alias(ts.PARTITION)
-            grouped = df.select("*", at).repartition(n, ts.PARTITION) \
-                .groupBy(ts.PARTITION, *key_columns).agg(*_jvm_aggregates(terminals, args.types))
+            grouped = df.repartition(n, *(F.col(f"`{c}`") for c in key_columns)) \
+                .groupBy(*key_columns).agg(*_jvm_aggregates(terminals, args.types)) \
+                .withColumn(ts.PARTITION, F.expr(ts.partition_sql(key_columns, n)))
             columns = ts.ApplyColumns(terminals, key_columns, self.dir, txid, collect, n)
             result = grouped.mapInArrow(columns, ts.OUTPUT_SCHEMA).toArrow()
             return {t.cid: _Applied(written, rows) for t, (written, rows) in zip(

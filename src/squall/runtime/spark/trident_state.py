@@ -191,67 +191,15 @@ class _Combining:
 
 # ---- built-in aggregates computed by Spark's JVM -----------------------------------------------
 
-# The pickle opcodes of `squall.trident.state.codec.encode_keys` (protocol 5, no memo).
-_TUPLE_OPS = {1: "X'85'", 2: "X'86'", 3: "X'87'"}
-_FRAME_MIN, _FRAME_TARGET = 4, 64 * 1024  # CPython's framing thresholds (`_pickle.c`)
+def partition_sql(columns: Sequence[str], n: int) -> str:
+    """SQL: the state partition of `n` of the key held in `columns` (`partition_indexes`):
+    Spark's own `hash`, so `repartition(n, *columns)` puts each key in the task of its
+    partition.
 
-
-def _le_bytes(expr: str, n: int) -> str:
-    """SQL: the low `n` bytes of the integer `expr`, little-endian, as binary (as a bigint:
-    an int's shift by 32 would shift by nothing)."""
-    return "unhex(concat(" + ", ".join(
-        f"lpad(hex(shiftright(CAST({expr} AS BIGINT), {8 * i}) & 255), 2, '0')"
-        for i in range(n)) + "))"
-
-
-def _pickled_value(column: str, kind: str) -> str:
-    """SQL: the pickle opcodes of one key field of Spark type `kind` ("s" string, "i" bigint),
-    as `pickle.Pickler(protocol=5).dump` writes them for the Python value (None: `N`)."""
-    c = f"`{column}`"
-    if kind == "s":
-        data = f"encode({c}, 'UTF-8')"
-        size = f"octet_length({c})"
-        return (f"CASE WHEN {c} IS NULL THEN X'4E' "
-                f"WHEN {size} < 256 THEN concat(X'8C', {_le_bytes(size, 1)}, {data}) "
-                f"ELSE concat(X'58', {_le_bytes(size, 4)}, {data}) END")
-    if kind == "i":
-        longs = " ".join(
-            f"WHEN {c} BETWEEN {-(1 << (8 * n - 1))} AND {(1 << (8 * n - 1)) - 1} "
-            f"THEN concat(X'8A{n:02X}', {_le_bytes(c, n)})" for n in range(5, 8))
-        return (f"CASE WHEN {c} IS NULL THEN X'4E' "
-                f"WHEN {c} BETWEEN 0 AND 255 THEN concat(X'4B', {_le_bytes(c, 1)}) "
-                f"WHEN {c} BETWEEN 0 AND 65535 THEN concat(X'4D', {_le_bytes(c, 2)}) "
-                f"WHEN {c} BETWEEN {-(1 << 31)} AND {(1 << 31) - 1} "
-                f"THEN concat(X'4A', {_le_bytes(c, 4)}) {longs} "
-                f"ELSE concat(X'8A08', {_le_bytes(c, 8)}) END")
-    raise ValueError(f"no SQL pickling of a column of kind {kind!r}")
-
-
-def pickled_keys_sql(columns: Sequence[tuple[str, str]]) -> str:
-    """SQL computing, in Spark's JVM, the bytes `encode_keys` gives the key tuple of these
-    `(column, kind)` fields, so that Spark can place a key in its state partition (`crc32` of
-    these bytes) without a Python worker. Keys whose pickle would exceed one pickle frame (64
-    KiB) fail the job with `raise_error` rather than be misplaced.
-
-    >>> pickled_keys_sql([("w#s", "s")]).startswith("CASE WHEN octet_length(")
-    True
+    >>> partition_sql(["w#s"], 8)
+    'CAST(pmod(hash(`w#s`), 8) AS INT)'
     """
-    parts = [_pickled_value(c, k) for c, k in columns]
-    if len(columns) in _TUPLE_OPS:
-        body = f"concat({', '.join(parts)}, {_TUPLE_OPS[len(columns)]}, X'2E')"
-    else:
-        body = f"concat(X'28', {', '.join(parts)}, X'742E')"
-    size = f"octet_length({body})"
-    return (f"CASE WHEN {size} >= {_FRAME_TARGET} THEN raise_error(concat('a key of ', "
-            f"{size}, ' bytes: keys of 64 KiB or more cannot be partitioned by Spark; set "
-            f"squall.trident.spark.partial.aggregation to false')) "
-            f"WHEN {size} >= {_FRAME_MIN} THEN concat(X'800595', {_le_bytes(size, 8)}, {body}) "
-            f"ELSE concat(X'8005', {body}) END")
-
-
-def partition_sql(columns: Sequence[tuple[str, str]], n: int) -> str:
-    """SQL: a key's state partition of `n` (`partition_indexes`), computed by Spark."""
-    return f"CAST(pmod(crc32({pickled_keys_sql(columns)}), {n}) AS INT)"
+    return "CAST(pmod(hash(" + ", ".join(f"`{c}`" for c in columns) + f"), {n}) AS INT)"
 
 
 class ApplyColumns:
@@ -259,7 +207,8 @@ class ApplyColumns:
     `Sum` of an integer field) to this task's state partitions: each row one key (its fields in
     `key_columns`), its partition `$sp` and each terminal's aggregate `$p<i>` (`$c<i>`: how
     many of a `Sum`'s values were not None, `$rows`: how many tuples the key had). Every key of
-    a state partition is in one task (the rows were repartitioned by `$sp`)."""
+    a state partition is in one task (the rows were repartitioned by their key columns, and a
+    task holds the keys of the state partition of its index)."""
 
     def __init__(self, nodes: Sequence[PlanNode], key_columns: Sequence[str],
                  location: str | None, txid: int, collect: Sequence[bool], n: int) -> None:

@@ -81,6 +81,7 @@ from squall.trident.state.map_state import (
     wrap,
 )
 from squall.trident.state.partitioned import (
+    PARTITIONING,
     PartitionedMap,
     agreed_partitions,
     copy_entries,
@@ -455,6 +456,7 @@ class DurableMapStateFactory:
         meta = stored_meta(directory)
         if meta is None:
             raise ConfigError(f"durable map state {name!r}: no partitions at {directory}")
+        _check_partitioning(directory, name)
         return wrap(self.state_type, store(directory, meta[1], index, name), name)
 
 
@@ -480,6 +482,23 @@ def stored_meta(directory: str) -> tuple[int, str] | None:
     return int(meta["partitions"]), str(meta.get("engine", "sqlite"))
 
 
+def _partitioning(directory: str) -> str:
+    """How the stored state placed its keys in partitions (`PARTITIONING` since it is
+    recorded; before, the crc32 of the key's pickle)."""
+    data = read_or_none(os.path.join(directory, META))
+    return str(json.loads(data).get("partitioning", "crc32-pickle")) if data else PARTITIONING
+
+
+def _check_partitioning(directory: str, name: str) -> None:
+    found = _partitioning(directory)
+    if found != PARTITIONING:
+        raise ConfigError(
+            f"durable map state {name!r} at {directory} places its keys in partitions by "
+            f"{found!r}, and this version by {PARTITIONING!r}: rewrite it once, with the run "
+            f"stopped, with `squall state repartition CHECKPOINT {name} -n "
+            f"{stored_partitions(directory)}`")
+
+
 def stored_partitions(directory: str) -> int | None:
     """The number of partitions of the state in `directory`, or None if it has not been
     created."""
@@ -490,7 +509,8 @@ def stored_partitions(directory: str) -> int | None:
 def _write_meta(directory: str, partitions: int, engine: str) -> None:
     os.makedirs(directory, exist_ok=True)
     write_atomic(os.path.join(directory, META), json.dumps(
-        {"partitions": partitions, "engine": engine, "format": 1}).encode())
+        {"partitions": partitions, "engine": engine, "partitioning": PARTITIONING,
+         "format": 2}).encode())
 
 
 def open_partitions(directory: str, name: str, wanted: int | None,
@@ -514,6 +534,7 @@ def open_partitions(directory: str, name: str, wanted: int | None,
         _write_meta(directory, n, chosen)
     else:
         chosen = meta[1]
+        _check_partitioning(directory, name)
     if os.path.exists(legacy):  # moved, then killed before removing it
         os.remove(legacy)
     return n, chosen
@@ -550,7 +571,7 @@ def repartition(directory: str, name: str, partitions: int) -> int:
         raise ConfigError(f"repartition of state {name!r}: no partitioned durable state at "
                           f"{directory}")
     old_n, engine = meta
-    if old_n == partitions:
+    if old_n == partitions and _partitioning(directory) == PARTITIONING:
         return old_n
     new_dir = directory + ".new"
     shutil.rmtree(new_dir, ignore_errors=True)  # a killed earlier try

@@ -1,10 +1,15 @@
 """`PartitionedMap`: a map state split by key into a fixed number of partitions.
 
-A key belongs to partition `crc32(key bytes) % n`, the key bytes being those the stores keep
-(`squall.trident.state.codec.encode_keys`), so a key's partition is the same in every process,
-on every runner and after every restart. Each partition is a whole map state of its own (Storm's
-`MapState` over its own backing store), applying the state type's rule per key; the partitions
-share nothing, so they can be written at the same time by different processes. This is how
+A key belongs to partition `pmod(hash(key fields), n)`, with Spark's Murmur3 `hash` of the
+columns holding its fields (`squall.murmur3.key_hash`), so a key's partition is the same in
+every process, on every runner and after every restart, and is the partition Spark's own
+`repartition(n, key columns)` puts it in: Spark's JVM can route a batch's rows to their state
+partitions without a Python worker. (`PARTITIONING` names this function in the stores' records,
+so a store made with another one is refused rather than misread.)
+
+Each partition is a whole map state of its own (Storm's `MapState` over its own backing
+store), applying the state type's rule per key; the partitions share nothing, so they can be
+written at the same time by different processes. This is how
 Storm's Trident scales `persistentAggregate` (a `partitionPersist` after a group-by: each
 partition reads and writes its own keys), and how Spark keeps a stateful query's state (a store
 per shuffle partition).
@@ -25,10 +30,10 @@ replay idempotent (transactional and opaque states); an opaque partition also ro
 >>> add = lambda n: lambda old: (old or 0) + n
 >>> state.multi_update(1, [("the",), ("cow",), ("jumped",)], [add(2), add(1), add(1)])
 [2, 1, 1]
->>> [len(dict(p.items())) for p in state.parts]   # each key in the partition of its bytes
-[0, 1, 1, 1]
+>>> [len(dict(p.items())) for p in state.parts]   # each key in the partition of its hash
+[0, 0, 1, 2]
 >>> partition_indexes([("the",), ("cow",), ("jumped",)], 4)
-[3, 2, 1]
+[2, 3, 3]
 >>> sorted(state.items())
 [(('cow',), 1), (('jumped',), 1), (('the',), 2)]
 """
@@ -36,12 +41,11 @@ replay idempotent (transactional and opaque states); an opaque partition also ro
 from __future__ import annotations
 
 import itertools
-import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from squall.errors import ConfigError
-from squall.trident.state.codec import encode_keys
+from squall.murmur3 import key_hash
 from squall.trident.state.map_state import MapState, MapStateError, StateType, Updater
 
 PARTITIONS_KEY = "squall.trident.state.partitions"
@@ -49,6 +53,9 @@ PARTITIONS_KEY = "squall.trident.state.partitions"
 it was created with (see `PartitionedMap`)."""
 
 DEFAULT_PARTITIONS = 8
+
+PARTITIONING = "spark-murmur3"
+"""The partition function of the stores (see above), recorded with every partitioned state."""
 
 
 def open_state(factory: Any, name: str, location: str | None,
@@ -95,15 +102,9 @@ def copy_entries(entries: Iterable[tuple[tuple[Any, ...], Any]], parts: Sequence
         total += len(chunk)
 
 
-def partition_of(key_bytes: bytes, n: int) -> int:
-    """The partition, of `n`, of the key whose stored bytes are `key_bytes`."""
-    return zlib.crc32(key_bytes) % n
-
-
 def partition_indexes(keys: Sequence[tuple[Any, ...]], n: int) -> list[int]:
-    """The partition, of `n`, of each of `keys`."""
-    crc32 = zlib.crc32
-    return [crc32(b) % n for b in encode_keys(keys)]
+    """The partition, of `n`, of each of `keys` (Python's `%` is Spark's `pmod` for n > 0)."""
+    return [key_hash(k) % n for k in keys]
 
 
 class _Routed:

@@ -40,6 +40,7 @@ from squall.trident.state.map_state import (
     wrap,
 )
 from squall.trident.state.partitioned import (
+    PARTITIONING,
     PartitionedMap,
     agreed_partitions,
     copy_entries,
@@ -225,7 +226,17 @@ class RedisMapStateFactory:
             n = agreed_partitions(owner, f"{meta} at {legacy._where()}",
                                   None if stored is None else int(stored), wanted,
                                   "use another state name or key_prefix")
+            placed = self.key_prefix + name + ":partitioning"
+            found = client.get(placed)
+            if isinstance(found, bytes):
+                found = found.decode()
+            if stored is not None and found != PARTITIONING:
+                raise ConfigError(
+                    f"{owner} at {legacy._where()} places its keys in partitions by another "
+                    f"function than this version's ({PARTITIONING!r}): use another state name "
+                    "or key_prefix, or delete its hashes")
             if stored is None:
+                client.set(placed, PARTITIONING)
                 parts = [self._hash(name, self._part_key(name, i)) for i in range(n)]
                 try:
                     copy_entries(legacy.items(), parts)  # a state of one hash, if any

@@ -1,0 +1,97 @@
+"""Spark's `hash()` in Python: Murmur3 (x86, 32-bit, seed 42) as Spark's JVM computes it.
+
+Spark places a row in partition `pmod(hash(columns), n)` (`HashPartitioning`), with
+`hash(c1, c2, ...)` folding the columns in order, each column's hash seeded with the one before
+and a null column leaving it as it is. A string hashes its UTF-8 bytes with Spark's
+`Murmur3_x86_32.hashUnsafeBytes` (whose tail bytes, unlike the reference Murmur3, are mixed in
+one by one, each a signed byte), a long with `hashLong`. `key_hash` computes the same for a key
+tuple of Python values, so a key's partition is the same in Spark's JVM, in a Python worker and
+on the local runner: a `str` field hashes as a Spark string, an `int` in the 64-bit range as a
+Spark long, None as a null; any other value (a float, a bool, bytes, a tuple, a larger int)
+hashes the bytes of its pickle, which only Python computes.
+
+>>> hash_long(0), hash_long(1), hash_long(-1)
+(-1670924195, -1712319331, -939490007)
+>>> hash_bytes(b"k1"), key_hash(("k1",)), key_hash(("k1", None)), key_hash(("k1", 7))
+(2067321769, 2067321769, 2067321769, -2071457203)
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+SEED = 42
+_MASK = 0xFFFFFFFF
+_C1, _C2 = 0xCC9E2D51, 0x1B873593
+_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _mix_k1(k1: int) -> int:
+    k1 = (k1 * _C1) & _MASK
+    k1 = ((k1 << 15) | (k1 >> 17)) & _MASK
+    return (k1 * _C2) & _MASK
+
+
+def _mix_h1(h1: int, k1: int) -> int:
+    h1 ^= k1
+    h1 = ((h1 << 13) | (h1 >> 19)) & _MASK
+    return (h1 * 5 + 0xE6546B64) & _MASK
+
+
+def _fmix(h1: int, length: int) -> int:
+    h1 ^= length
+    h1 ^= h1 >> 16
+    h1 = (h1 * 0x85EBCA6B) & _MASK
+    h1 ^= h1 >> 13
+    h1 = (h1 * 0xC2B2AE35) & _MASK
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+
+
+def hash_bytes(data: bytes, seed: int = SEED) -> int:
+    """Spark's `Murmur3_x86_32.hashUnsafeBytes(data, seed)`, a signed 32-bit int (the hash of a
+    string column holding `data` as UTF-8, and of a binary column)."""
+    h1 = seed & _MASK
+    aligned = len(data) - len(data) % 4
+    for (word,) in struct.iter_unpack("<I", data[:aligned]):
+        h1 = _mix_h1(h1, _mix_k1(word))
+    for byte in data[aligned:]:  # Spark mixes each tail byte alone, sign-extended
+        h1 = _mix_h1(h1, _mix_k1((byte - 256 if byte > 127 else byte) & _MASK))
+    return _fmix(h1, len(data))
+
+
+def hash_long(value: int, seed: int = SEED) -> int:
+    """Spark's `Murmur3_x86_32.hashLong(value, seed)`, a signed 32-bit int (the hash of a
+    bigint column holding `value`)."""
+    value &= 0xFFFFFFFFFFFFFFFF
+    h1 = _mix_h1(seed & _MASK, _mix_k1(value & _MASK))
+    h1 = _mix_h1(h1, _mix_k1(value >> 32))
+    return _fmix(h1, 8)
+
+
+def _pickled(value: Any) -> bytes:
+    buf = io.BytesIO()
+    pickler = pickle.Pickler(buf, 5)
+    pickler.fast = True  # no memo: the bytes depend on the value alone
+    pickler.dump(value)
+    return buf.getvalue()
+
+
+def key_hash(key: Sequence[Any]) -> int:
+    """Spark's `hash(c1, c2, ...)` of the columns holding the fields of `key` (see above)."""
+    h = SEED
+    for value in key:
+        kind = type(value)
+        if value is None:
+            continue
+        if kind is str:
+            h = hash_bytes(value.encode("utf-8", "surrogatepass"), h)
+        elif kind is int and _LONG_MIN <= value <= _LONG_MAX:
+            h = hash_long(value, h)
+        else:
+            h = hash_bytes(_pickled(value), h)
+    return h
