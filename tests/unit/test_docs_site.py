@@ -33,10 +33,6 @@ DOCS = ROOT / "docs"
 # window ("session windows", "sessions merge") is not followed by a number, nor is a duration
 # ("a Spark session 4.9 s").
 HISTORY = re.compile(r"\b(session|issue)s?\s*#?\d+\b(?![.,]\d)", re.IGNORECASE)
-# Pages that other work is rewriting at the moment; they must lose their history too, and the
-# test says so (strict=False: it passes as soon as they do).
-BEING_REWRITTEN = {"design/trident.md"}
-
 
 def build_site(out: Path) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
@@ -98,9 +94,7 @@ def _docs_files() -> list[str]:
                   if p.is_file() and p.suffix in (".md", ".mmd", ".svg", ".html", ".yml"))
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(name, marks=pytest.mark.xfail(reason="being rewritten", strict=False))
-    if name in BEING_REWRITTEN else name for name in _docs_files()])
+@pytest.mark.parametrize("name", _docs_files())
 def test_no_docs_page_tells_history(name):
     text = (DOCS / name).read_text(errors="replace")
     found = [f"line {text.count(chr(10), 0, m.start()) + 1}: {m.group(0)!r}"

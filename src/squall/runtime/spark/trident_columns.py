@@ -337,8 +337,8 @@ def decode_arrow(batch: Any, field: str) -> pa.Array:
 # columns they cross Spark's JVM twice (the worker's Arrow batches become rows, `toArrow` makes
 # Arrow batches of them again): for W2's 1.26 M (window, word) partials that was more than half
 # of the job. As an Arrow IPC stream in one binary cell per partition, the JVM copies a buffer
-# and the driver reads the stream back without a copy (benchmarks/trident_design/
-# f_ipc_partials.py; docs/design/trident.md). Partials are never shuffled or aggregated by Spark
+# and the driver reads the stream back without a copy (docs/design/trident.md, "Partials as
+# IPC cells"). Partials are never shuffled or aggregated by Spark
 # on this path, so Spark does not need to see their columns.
 IPC = "$ipc"
 IPC_SCHEMA = f"`{IPC}` binary"

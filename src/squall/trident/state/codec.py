@@ -22,9 +22,9 @@ False
 `TransactionalValue`, `(2, txid, current, previous)` for an `OpaqueValue`, `(0, entry)` for
 anything else. A pickled dataclass names its class and carries its fields as a dict; the tuples
 take a fifth of the bytes and a third of the time (for 10,000 entries, 3 ms against 18 ms to
-write, 7 ms against 15 ms to read back, 2026-11-24).
+write, 7 ms against 15 ms to read back).
 
->>> from squall.transactional.values import OpaqueValue, TransactionalValue
+>>> from squall.transaction_kernel.values import OpaqueValue, TransactionalValue
 >>> entries = [TransactionalValue(3, 7), OpaqueValue(4, 9, 7), {"n": 1}, None]
 >>> decode_entries(encode_entries(entries[:3]) + [None]) == entries
 True

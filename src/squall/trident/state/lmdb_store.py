@@ -15,7 +15,7 @@ process forked after it was opened (a Spark Python worker opens its own). The ma
 write finds it full.
 
 >>> import os, tempfile
->>> from squall.transactional.values import TransactionalValue
+>>> from squall.transaction_kernel.values import TransactionalValue
 >>> m = LmdbMapState(os.path.join(tempfile.mkdtemp(), "part-00000.lmdb"), "counts")
 >>> m.multi_put([("the",), ("cow",)], [TransactionalValue(1, 2), TransactionalValue(1, 1)])
 >>> m.multi_get([("the",), ("moon",)])
