@@ -10,6 +10,9 @@ on the local runner: a `str` field hashes as a Spark string, an `int` in the 64-
 Spark long, None as a null; any other value (a float, a bool, bytes, a tuple, a larger int)
 hashes the bytes of its pickle, which only Python computes.
 
+`key_hashes` does the same for many keys, one vectorised pass per string length when every key
+is one string (a Trident state's usual key), about fifty times faster than a loop.
+
 >>> hash_long(0), hash_long(1), hash_long(-1)
 (-1670924195, -1712319331, -939490007)
 >>> hash_bytes(b"k1"), key_hash(("k1",)), key_hash(("k1", None)), key_hash(("k1", 7))
@@ -23,6 +26,8 @@ import pickle
 import struct
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 SEED = 42
 _MASK = 0xFFFFFFFF
@@ -95,3 +100,55 @@ def key_hash(key: Sequence[Any]) -> int:
         else:
             h = hash_bytes(_pickled(value), h)
     return h
+
+
+def key_hashes(keys: Sequence[Sequence[Any]]) -> list[int]:
+    """`key_hash` of each of `keys`.
+
+    >>> keys = [("k1",), ("abcde",), ("é日本",), ("",)]
+    >>> key_hashes(keys) == [key_hash(k) for k in keys]
+    True
+    """
+    if len(keys) < 64 or not all(len(k) == 1 and type(k[0]) is str for k in keys):
+        return [key_hash(k) for k in keys]
+    data = [k[0].encode("utf-8", "surrogatepass") for k in keys]
+    out = np.empty(len(data), np.int64)
+    lengths = np.fromiter(map(len, data), np.int64, len(data))
+    for length in np.unique(lengths).tolist():
+        at = np.flatnonzero(lengths == length)
+        out[at] = _hash_same_length([data[i] for i in at.tolist()], length)
+    return out.tolist()
+
+
+def _hash_same_length(data: list[bytes], length: int) -> np.ndarray:
+    """`hash_bytes` (seed 42) of byte strings all of `length` bytes, with numpy's wrapping
+    uint32 arithmetic."""
+    rows = np.frombuffer(b"".join(data), np.uint8).reshape(len(data), length)
+    h1 = np.full(len(data), SEED, np.uint32)
+    aligned = length - length % 4
+    words = np.ascontiguousarray(rows[:, :aligned]).view("<u4")
+    with np.errstate(over="ignore"):
+        for j in range(aligned // 4):
+            h1 = _np_mix_h1(h1, _np_mix_k1(words[:, j].astype(np.uint32)))
+        for j in range(aligned, length):  # tail bytes alone, sign-extended
+            h1 = _np_mix_h1(h1, _np_mix_k1(rows[:, j].view(np.int8).astype(np.int32)
+                                           .view(np.uint32)))
+        h1 ^= np.uint32(length)
+        h1 ^= h1 >> np.uint32(16)
+        h1 *= np.uint32(0x85EBCA6B)
+        h1 ^= h1 >> np.uint32(13)
+        h1 *= np.uint32(0xC2B2AE35)
+        h1 ^= h1 >> np.uint32(16)
+    return h1.view(np.int32).astype(np.int64)
+
+
+def _np_mix_k1(k1: np.ndarray) -> np.ndarray:
+    k1 = k1 * np.uint32(_C1)
+    k1 = (k1 << np.uint32(15)) | (k1 >> np.uint32(17))
+    return k1 * np.uint32(_C2)
+
+
+def _np_mix_h1(h1: np.ndarray, k1: np.ndarray) -> np.ndarray:
+    h1 = h1 ^ k1
+    h1 = (h1 << np.uint32(13)) | (h1 >> np.uint32(19))
+    return h1 * np.uint32(5) + np.uint32(0xE6546B64)

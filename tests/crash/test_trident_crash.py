@@ -45,6 +45,10 @@ hold, for every committed transaction, exactly the words its batch changed with 
 Spout `memory+redis`: the memory spout, with both states `RedisMapState`s (a hash per partition
 on a real Redis server, started only for these cases) instead of files.
 
+Spout `files`: the sentences' words as `(id, word)` rows in a parquet file per batch, read by a
+`FileBatchSpout`, and counted with no `Split` before the count (no "split" kill): on Spark the
+counts are routed, counted and applied by Spark's JVM path (`trident_state.ApplyColumns`).
+
 Kill plans and the opaque batch sizes come from a seed printed in every assertion message;
 `SQUALL_TRIDENT_CRASH_SEED=<seed>` reruns a case with it. A longer sweep over every runner, state
 type and spout is marked `long` (`-m long`).
@@ -183,7 +187,20 @@ DRIVER = textwrap.dedent(
 
     rows = [tuple(r) for r in cfg["rows"]]
     parts = [rows[0::2], rows[1::2]]
-    if cfg["spout"].startswith("fixed"):
+    if cfg["spout"] == "files":  # (id, word) rows, a parquet file per batch of sentences
+        import pyarrow as pa, pyarrow.parquet as pq
+        from squall.trident import FileBatchSpout
+        files = os.path.join(BASE, "in")
+        os.makedirs(files, exist_ok=True)
+        for f, i in enumerate(range(0, len(rows), cfg["batch"])):
+            path = os.path.join(files, f"part-{f:05d}.parquet")
+            if not os.path.exists(path):  # the same files on every start
+                pairs = [(n, w) for n, s in rows[i:i + cfg["batch"]] for w in s.split()]
+                pq.write_table(pa.table({"id": [n for n, _ in pairs],
+                                         "word": [w for _, w in pairs]}), path + ".tmp")
+                os.replace(path + ".tmp", path)
+        spout = FileBatchSpout(files, ["id", "word"])
+    elif cfg["spout"].startswith("fixed"):
         spout = FixedBatchSpout(["id", "sentence"], cfg["batch"], *rows)
     elif cfg["spout"].startswith("memory"):
         spout = MemoryTransactionalSpout(dict(enumerate(parts)), Fields("id", "sentence"),
@@ -197,9 +214,12 @@ DRIVER = textwrap.dedent(
         RedisMapState.factory(cfg["state_type"], port=cfg["redis"]["port"],
                               key_prefix=cfg["redis"]["prefix"])
     t = TridentTopology()
-    words = t.new_stream("sentences", spout).each(
-        ["id", "sentence"], Split(KILL["from"] if point == "split" else None, cfg["pause"]),
-        ["word"])
+    if cfg["spout"] == "files":  # the words as they are: counted by Spark's JVM on Spark
+        words = t.new_stream("sentences", spout)
+    else:
+        words = t.new_stream("sentences", spout).each(
+            ["id", "sentence"], Split(KILL["from"] if point == "split" else None, cfg["pause"]),
+            ["word"])
     counts = (words.group_by(["word"]).persistent_aggregate(factory, Count(), ["count"])
               .name("counts"))
     if cfg.get("kafka"):
@@ -253,7 +273,7 @@ def sentences(seed: int, n: int) -> list[tuple[int, str]]:
 
 
 def kill_plan(rnd: random.Random, start: int, kills: int, runner: str, rows: int,
-              second: str | None = None) -> dict | None:
+              second: str | None = None, split: bool = True) -> dict | None:
     """How start `start` dies (None: it runs to the end). The first start always dies with a
     state written and the commit not recorded, within its first four transactions (every case
     has more), so every run replays a half-applied transaction at least once; the second dies
@@ -265,7 +285,7 @@ def kill_plan(rnd: random.Random, start: int, kills: int, runner: str, rows: int
     elif start == 1 and second is not None:
         points = (second,)
     else:
-        points = ("split", *POST_STATE, "timer")
+        points = ("split", *POST_STATE, "timer") if split else (*POST_STATE, "timer")
     point = rnd.choice(points)
     plan = {"point": point, "at": rnd.randint(1, 4), "from": rnd.randrange(rows)}
     # Local: the run takes about rows * pause seconds; Spark: after the start's first
@@ -287,7 +307,7 @@ def crash_until_done(tmp: Path, runner: str, state_type: str, spout: str, seed: 
     argv = lambda n: [sys.executable, str(script), str(tmp / f"cfg-{n}.json")]  # noqa: E731
     with Restarts(tmp, argv, env=dict(os.environ, PYSPARK_PYTHON=sys.executable)) as crash:
         for start in range(kills + 3):
-            plan = kill_plan(rnd, start, kills, runner, n_rows, second)
+            plan = kill_plan(rnd, start, kills, runner, n_rows, second, spout != "files")
             plans.append(plan)
             cfg = {"runner": runner, "dir": str(tmp), "state_type": state_type, "spout": spout,
                    "rows": rows, "batch": batch, "seed": seed, "start": start, "kill": plan,
@@ -486,10 +506,11 @@ CASES = [
     ("spark", "transactional", "fixed+kafka"),
     ("spark", "opaque", "opaque"),
     ("spark", "transactional", "memory+redis"),
+    ("spark", "opaque", "files"),
 ]
 SPARK_SECOND_KILL = {"transactional": "timer", "opaque": "timer", "non_transactional": "split"}
-SPOUTS_OF = {"transactional": ("fixed", "memory", "fixed+kafka", "memory+redis"),
-             "opaque": ("fixed", "memory", "opaque", "opaque+redis"),
+SPOUTS_OF = {"transactional": ("fixed", "memory", "fixed+kafka", "memory+redis", "files"),
+             "opaque": ("fixed", "memory", "opaque", "opaque+redis", "files"),
              "non_transactional": ("fixed", "memory", "opaque")}
 
 def _param(runner: str, state_type: str, spout: str) -> object:

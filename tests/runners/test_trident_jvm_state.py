@@ -6,12 +6,14 @@ runners give the same state, key by key, and each partition's store holds exactl
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from support.state_kills import KillsAWorker
 
 import squall
 from squall.runtime.spark import trident_state as ts
@@ -116,3 +118,37 @@ def test_a_sum_over_a_none_fails_its_batch_on_both_runners(runner, tmp_path):
     with simulated_time(), pytest.raises(squall.SquallError, match="sums"):
         squall.run(t.build(), {"squall.trident.max.attempts": 1}, runner=runner,
                    checkpoint_location=str(tmp_path / "ckpt"))
+
+
+@pytest.mark.runners("spark")
+@pytest.mark.parametrize("state_type", [StateType.TRANSACTIONAL, StateType.OPAQUE])
+def test_a_worker_killed_after_its_partition_write_counts_once(runner, tmp_path, state_type):
+    """SIGKILL of the Python worker applying a partition in the JVM path, after its write and
+    before its task ends: the transaction is applied again (a task retry or a new attempt of
+    the txid), and every key counts once."""
+    rows = write_files(tmp_path / "in")
+    (index,) = partition_indexes([("u0", rows[0][1])], 5)
+    killers = {"counts": KillsAWorker(state_type, marker=str(tmp_path / "killed"), index=index,
+                                      txid=2),
+               "sums": KillsAWorker(state_type, marker=str(tmp_path / "killed-sums"),
+                                    index=index, txid=3)}
+    t = TridentTopology()
+    keyed = t.new_stream("sales", FileBatchSpout(str(tmp_path / "in"),
+                                                 ["user", "region", "amount"])) \
+        .group_by(["user", "region"])
+    keyed.persistent_aggregate(killers["counts"], Count(), ["n"]).name("counts")
+    keyed.persistent_aggregate(killers["sums"], ["amount"], Sum(), ["total"]).name("sums")
+    ckpt = tmp_path / "ckpt"
+    with simulated_time():
+        result = squall.run(t.build(), {PARTITIONS_KEY: 5}, runner=runner,
+                            checkpoint_location=str(ckpt))
+    assert int((tmp_path / "killed").read_text()) != os.getpid()  # a worker died, not the driver
+    assert (tmp_path / "killed-sums").exists()
+    assert result.extra["committed"] == [1, 2, 3, 4]
+    sums: Counter = Counter()
+    for u, r, a in rows:
+        sums[(u, r)] += a
+    plain = DurableMapState.factory(state_type)
+    assert dict(plain.make_state("counts", str(ckpt)).items()) == dict(
+        Counter((u, r) for u, r, _ in rows))
+    assert dict(plain.make_state("sums", str(ckpt)).items()) == dict(sums)

@@ -7,7 +7,6 @@ the checkpoint."""
 from __future__ import annotations
 
 import os
-import signal
 import uuid
 from collections import Counter
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 from support.cli import squall as squall_cli
 from support.redis_server import start_redis
+from support.state_kills import KillsAWorker
 
 import squall
 from squall.errors import ConfigError
@@ -162,43 +162,6 @@ def test_the_number_of_partitions_is_fixed_by_the_checkpoint(runner, tmp_path):
         assert dict(state.items()) == {(w,): n for w, n in Counter(WORDS).items()}
     finally:
         state.close()
-
-
-@dataclass(frozen=True)
-class KillsAWorker(DurableMapStateFactory):
-    """A durable factory whose partition `index` kills its Python worker (SIGKILL of its own
-    process) once, right after its write for transaction `txid` is durable, before the task
-    can report it."""
-
-    marker: str = ""
-    index: int = 0
-    txid: int = 3
-
-    def make_partition(self, name, location, index):
-        state = super().make_partition(name, location, index)
-        if index != self.index or os.path.exists(self.marker):
-            return state
-        return _KillAfterWrite(state, self.marker, self.txid)
-
-
-class _KillAfterWrite:
-    def __init__(self, state, marker, txid):
-        self.state, self.marker, self.txid = state, marker, txid
-
-    def _then_kill(self, txid, done):
-        if txid == self.txid:
-            Path(self.marker).write_text(str(os.getpid()))
-            os.kill(os.getpid(), signal.SIGKILL)
-        return done
-
-    def multi_add(self, txid, keys, values):
-        return self._then_kill(txid, self.state.multi_add(txid, keys, values))
-
-    def multi_update(self, txid, keys, updaters):
-        return self._then_kill(txid, self.state.multi_update(txid, keys, updaters))
-
-    def close(self):
-        self.state.close()
 
 
 @pytest.mark.runners("spark")

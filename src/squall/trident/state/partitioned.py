@@ -45,7 +45,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from squall.errors import ConfigError
-from squall.murmur3 import key_hash
+from squall.murmur3 import key_hashes
 from squall.trident.state.map_state import MapState, MapStateError, StateType, Updater
 
 PARTITIONS_KEY = "squall.trident.state.partitions"
@@ -104,7 +104,7 @@ def copy_entries(entries: Iterable[tuple[tuple[Any, ...], Any]], parts: Sequence
 
 def partition_indexes(keys: Sequence[tuple[Any, ...]], n: int) -> list[int]:
     """The partition, of `n`, of each of `keys` (Python's `%` is Spark's `pmod` for n > 0)."""
-    return [key_hash(k) % n for k in keys]
+    return [h % n for h in key_hashes(keys)]
 
 
 class _Routed:
