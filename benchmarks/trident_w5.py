@@ -37,18 +37,15 @@ and left out of the table. The load average is printed before each run.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 MASTER = "local[2]"
@@ -241,38 +238,6 @@ def run_ss(spark, root: Path, work: str) -> dict:
     return out
 
 
-@contextlib.contextmanager
-def redis_server(work: Path) -> Iterator[int]:
-    """A redis-server on a free loopback port, without persistence, stopped by its pid."""
-    import redis
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                             "--save", "", "--appendonly", "no", "--dir", str(work)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    try:
-        client = redis.Redis(port=port)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise
-                time.sleep(0.05)
-        yield port
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def child(args: argparse.Namespace) -> None:
     from squall.runtime.spark.session import get_session
 
@@ -286,8 +251,11 @@ def child(args: argparse.Namespace) -> None:
         if args.child in ("A", "B"):
             out = run_squall(spark, root, work, args.partitions, args.child == "A")
         elif args.child == "R":
-            with redis_server(Path(work)) as port:
-                out = run_squall(spark, root, work, args.partitions, True, port)
+            sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+            from support.redis_server import start_redis  # the test suite's, stopped by pid
+
+            with start_redis(Path(work)) as server:
+                out = run_squall(spark, root, work, args.partitions, True, server.port)
         else:
             out = run_ss(spark, root, work)
         state = out.pop("state")
