@@ -728,7 +728,6 @@ class TridentSparkRunner(Controls, Reporting):
         self.capture = capture
         self.outputs: dict[str, list[tuple[Any, ...]]] = {n.cid: [] for n in self.plan.nodes}
         self.committed: list[int] = []
-        self._tx_batches: dict[int, int] = {}  # Spark batch id -> the transaction it ran
         self.failed_attempts = 0
         self.batch_seconds: list[float] = []
         self._counts: list[Any] = []  # this transaction's accumulators, one per Spark path
@@ -752,7 +751,6 @@ class TridentSparkRunner(Controls, Reporting):
         # again after a crash replays the transaction the coordinator has not committed, and a
         # tick that ran no transaction leaves no gap.
         txid = self.coordinator.next_txid
-        self._tx_batches[batch_id] = txid
         started = time.perf_counter()
         max_attempts = self.conf.get(MAX_ATTEMPTS)
         attempt = 0
@@ -1131,7 +1129,7 @@ class TridentSparkRunner(Controls, Reporting):
                             done=lambda: until_complete and self.exhausted, started=started,
                             duration_ms=duration_ms, max_wait_ms=max_wait_ms,
                             on_progress=on_progress, progress_every_ms=progress_every_ms,
-                            finish_last_trigger=lambda: max(self._tx_batches, default=0))
+                            finish_last_trigger=lambda: max(self.stats.batch_input, default=0))
         finally:
             self.executor.close()
             self.coordinator.close()
@@ -1152,9 +1150,9 @@ class TridentSparkRunner(Controls, Reporting):
     def batch_metrics(self) -> list[BatchMetrics]:
         """Spark's reports of the batches that ran a transaction (not the ticks after the
         input ended), each with the tuples its spouts emitted as its input rows."""
-        ran, rows = self._tx_batches, self.stats.batch_input
-        return [dataclasses.replace(b, input_rows=rows.get(b.batch_id, 0))
-                for b in batch_metrics(self.query) if b.batch_id in ran]
+        rows = self.stats.batch_input  # per Spark batch id that committed a transaction
+        return [dataclasses.replace(b, input_rows=rows[b.batch_id])
+                for b in batch_metrics(self.query) if b.batch_id in rows]
 
     def batch_executed(self) -> dict[int, int]:
         return self.stats.batch_executed
