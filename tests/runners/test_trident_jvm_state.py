@@ -2,7 +2,9 @@
 `Sum`s keyed by typed columns are routed to the task of their state partition by Spark's own
 `repartition` (a key's partition is Spark's hash of its fields), grouped and aggregated in the
 JVM, and applied by the tasks holding the partitions (`trident_state.ApplyColumns`). Both
-runners give the same state, key by key, and each partition's store holds exactly its keys."""
+runners give the same state, key by key, and each partition's store holds exactly its keys.
+A `state_query` of such a state reads it in the tasks too (`trident_query`), before the
+batch's update."""
 
 from __future__ import annotations
 
@@ -17,8 +19,8 @@ from support.state_kills import KillsAWorker
 
 import squall
 from squall.runtime.spark import trident_state as ts
-from squall.testing import simulated_time
-from squall.trident import Count, FileBatchSpout, Sum, TridentTopology
+from squall.testing import complete_topology, simulated_time
+from squall.trident import Count, FileBatchSpout, MapGet, QueryFunction, Sum, TridentTopology
 from squall.trident.state import DurableMapState, StateType
 from squall.trident.state.partitioned import PARTITIONS_KEY, partition_indexes
 
@@ -152,3 +154,92 @@ def test_a_worker_killed_after_its_partition_write_counts_once(runner, tmp_path,
     assert dict(plain.make_state("counts", str(ckpt)).items()) == dict(
         Counter((u, r) for u, r, _ in rows))
     assert dict(plain.make_state("sums", str(ckpt)).items()) == dict(sums)
+
+
+class WhereRead(MapGet):
+    """MapGet, with the process that read the state."""
+
+    def execute(self, tup, result, collector):
+        collector.emit([result, os.getpid()])
+
+
+class ReadsOneKey(QueryFunction):
+    """The count of one key (of one state partition) for every tuple, whichever task reads."""
+
+    def batch_retrieve(self, state, tuples):
+        return state.multi_get([("u0", -2)] * len(tuples))
+
+    def execute(self, tup, result, collector):
+        collector.emit([result])
+
+
+def query_topology(root: Path, factory, query=None, out=("n", "pid")):
+    """Counts per (user, region) of the files under `root`, queried by the same stream; the
+    topology and its state."""
+    t = TridentTopology()
+    sales = t.new_stream("sales", FileBatchSpout(str(root), ["user", "region", "amount"]))
+    counts = sales.group_by(["user", "region"]).persistent_aggregate(
+        factory, Count(), ["n"]).name("counts")
+    sales.state_query(counts, ["user", "region"], query or WhereRead(), list(out)).name("lookup")
+    return t, counts
+
+
+@pytest.mark.parametrize("state_type", [StateType.TRANSACTIONAL, StateType.OPAQUE])
+def test_a_state_query_reads_in_the_tasks_before_the_update(runner, tmp_path, monkeypatch,
+                                                            state_type):
+    """A query of the stream that updates the state sees each key as of the batch before, on
+    both runners; on Spark it reads in the Python workers (not the driver) and the update
+    still runs in the tasks (the JVM path), after the query."""
+    rows = write_files(tmp_path / "in")
+    built: list[int] = []
+    original = ts.ApplyColumns.__init__
+
+    def recording(self, *args, **kwargs):
+        built.append(1)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ts.ApplyColumns, "__init__", recording)
+    factory = DurableMapState.factory(state_type, directory=str(tmp_path / "states"))
+    t, counts = query_topology(tmp_path / "in", factory)
+    t.new_stream("again", FileBatchSpout(str(tmp_path / "in"), ["user", "region", "amount"])) \
+        .state_query(counts, ["user", "region"], ReadsOneKey(), ["u0"]).name("one-key")
+    with simulated_time():
+        result = complete_topology(t.build(), {PARTITIONS_KEY: 5}, runner=runner)
+    assert result.extra["committed"] == [1, 2, 3, 4]
+    before: Counter = Counter()
+    want, one_key = [], []
+    for b in range(4):
+        batch = rows[b * 200:(b + 1) * 200]
+        want += [(u, r, a, before[(u, r)] or None) for u, r, a in batch]
+        one_key += [(u, r, a, before[("u0", -2)] or None) for u, r, a in batch]
+        before.update((u, r) for u, r, _ in batch)
+    got = [tuple(r) for r in result.tuples("lookup")]
+    assert sorted(r[:4] for r in got) == sorted(want)
+    pids = {r[4] for r in got}
+    assert (pids == {os.getpid()}) == (runner == "local"), pids
+    assert sorted(tuple(r) for r in result.tuples("one-key")) == sorted(one_key)
+    assert built == ([1] * 4 if runner == "spark" else [])
+    state = factory.make_state("counts", None)
+    try:
+        assert dict(state.items()) == dict(before)
+    finally:
+        state.close()
+
+
+class Writes(QueryFunction):
+    def batch_retrieve(self, state, tuples):
+        state.multi_put([("x", 0)], [1])
+        return [None] * len(tuples)
+
+    def execute(self, tup, result, collector):
+        collector.emit([result])
+
+
+def test_a_query_that_writes_its_state_fails_on_both_runners(runner, tmp_path):
+    """A query reads (`multi_get`); a write from one fails its batch, naming the query."""
+    write_files(tmp_path / "in")
+    t, _ = query_topology(tmp_path / "in", DurableMapState.factory(StateType.TRANSACTIONAL),
+                          Writes(), ["w"])
+    with simulated_time(), pytest.raises(squall.SquallError, match=r"lookup.*multi_put"):
+        squall.run(t.build(), {"squall.trident.max.attempts": 1}, runner=runner,
+                   checkpoint_location=str(tmp_path / "ckpt"))

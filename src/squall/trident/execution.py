@@ -103,6 +103,62 @@ class StateView:
         return self.multi_update(keys, [Adder(v) for v in values])
 
 
+class QueryView:
+    """A map state as a `state_query` sees it: read only (`multi_get`), as Storm's
+    `QueryFunction`s read a `MapState`; state is written by `persistent_aggregate` and
+    `partition_persist`. The same view on every runner, so a query that writes fails alike
+    wherever its state lives."""
+
+    def __init__(self, state: Any, component: str) -> None:
+        self.state, self.component = state, component
+
+    def multi_get(self, keys: Sequence[tuple[Any, ...]]) -> list[Any]:
+        return list(self.state.multi_get(keys))
+
+    def __getattr__(self, name: str) -> Any:
+        raise TridentOperationError(
+            f"state query {self.component!r} called {name!r} on its state: a query reads its "
+            "state with multi_get only; write state with persistent_aggregate or "
+            "partition_persist", component=self.component)
+
+
+def query_rows(node: PlanNode, fields: tuple[str, ...], part: Rows, op: Any, state: Any) -> Rows:
+    """A `state_query`'s output for one partition's rows `part` (of `fields`): each row with
+    the values `op` (a `QueryFunction`) emits for it, reading `state` (a map state) through a
+    `QueryView`. The Spark runner calls it in the task holding the state partition of the
+    rows' keys, the local runner here.
+
+    >>> from squall.trident.operations import MapGet
+    >>> from squall.trident.state.memory import MemoryMapState
+    >>> state = MemoryMapState(); state.multi_put([("a",)], [3])
+    >>> node = PlanNode("q", "state_query", ("s",), ("w", "n"), 1,
+    ...                 {"input": ("w",), "output": ("n",)})
+    >>> query_rows(node, ("w",), [("a",), ("b",)], MapGet(), state)
+    [('a', 3), ('b', None)]
+    """
+    idx = _indexes(fields, node.args["input"])
+    make = tuple_type(tuple(node.args["input"]))
+    width = len(node.args.get("output", ()))
+    tuples = [make(tuple(r[i] for i in idx)) for r in part]
+    results = op.batch_retrieve(QueryView(state, node.cid), tuples) if tuples else []
+    out: Rows = []
+    coll = _Emitted()
+    for r, t, res in zip(part, tuples, results, strict=True):
+        op.execute(t, res, coll)
+        for values in coll.out:
+            out.append(r + _checked(values, width, node))
+        coll.out.clear()
+    BatchExecutor._raise_reported(node, coll)
+    return out
+
+
+def partition_rows(rows: Rows, n: int, fields: tuple[str, ...], keys: Sequence[str]) -> Parts:
+    """`rows` (of `fields`) in `n` partitions by the hash of their `keys`, as `partition_by`
+    places them."""
+    idx = _indexes(fields, keys)
+    return _by_key(rows, n, lambda r: tuple(r[i] for i in idx))
+
+
 class _Emitted(TridentCollector):
     """Collects the value lists an operation emits for one input."""
 
@@ -365,17 +421,7 @@ class BatchExecutor:
                 out.extend(_checked(v, width, node) for v in op.execute(view(r)))
             return out
         assert kind == "state_query"
-        state = StateView(self.states[node.args["state"]], txid)
-        tuples = [view(r) for r in part]
-        results = op.batch_retrieve(state, tuples) if tuples else []
-        coll = _Emitted()
-        for r, t, res in zip(part, tuples, results, strict=True):
-            op.execute(t, res, coll)
-            for values in coll.out:
-                out.append(r + _checked(values, width, node))
-            coll.out.clear()
-        self._raise_reported(node, coll)
-        return out
+        return query_rows(node, fields, part, op, self.states[node.args["state"]])
 
     def each_columns(self, node: PlanNode, fields: tuple[str, ...], part: Rows, op: Function
                      ) -> tuple[list[list[Any]], int]:

@@ -40,7 +40,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -60,6 +60,7 @@ from squall.runtime.gc_pause import gc_paused
 from squall.runtime.lifecycle import Controls, Lifecycle
 from squall.runtime.reporting import Reporting
 from squall.runtime.spark import trident_columns as cols
+from squall.runtime.spark import trident_query as tq
 from squall.runtime.spark import trident_state as ts
 from squall.runtime.spark import trident_windows as tw
 from squall.runtime.spark.fingerprint import check_fingerprint
@@ -79,6 +80,7 @@ from squall.trident.execution import (
     Parts,
     TridentOperationContext,
     TridentOperationError,
+    partition_rows,
     split_by_key,
 )
 from squall.trident.operations import (
@@ -113,9 +115,11 @@ TERMINALS = frozenset({"persistent_aggregate", "group_aggregate", "aggregate"})
 
 # ---- which operations run in Spark ----------------------------------------------------------
 
-def spark_segments(plan: Plan) -> tuple[dict[str, list[PlanNode]], frozenset[str]]:
-    """Each aggregation computed in Spark -> its path from its spout (spout first, the
-    aggregation last), and the operations inside those paths (the driver skips them).
+def spark_segments(plan: Plan, queries: Callable[[PlanNode], bool] = lambda node: False
+                   ) -> tuple[dict[str, list[PlanNode]], frozenset[str]]:
+    """Each aggregation computed in Spark, and each `state_query` for which `queries` is
+    true (read in the tasks, `trident_query`) -> its path from its spout (spout first, the
+    aggregation or query last), and the operations inside those paths (the driver skips them).
 
     An operation runs in Spark only if every operation reading its output does too (its rows
     never reach the driver), so the paths are pruned until that holds."""
@@ -129,7 +133,7 @@ def spark_segments(plan: Plan) -> tuple[dict[str, list[PlanNode]], frozenset[str
             continue
         if node.kind in ROW_OPS or node.kind in REPARTITIONS:
             inside.add(node.cid)
-        elif _spark_terminal(node):
+        elif _spark_terminal(node) or (node.kind == "state_query" and queries(node)):
             terminals.add(node.cid)
     changed = True
     while changed:
@@ -717,10 +721,13 @@ class TridentSparkRunner(Controls, Reporting):
         self._stage_seq = 0
         if self._staging is not None:  # a killed run's leftovers
             shutil.rmtree(self._staging, ignore_errors=True)
-        self.paths, self.inside = spark_segments(self.plan)
         self.partial = str(self.conf.get(PARTIAL, True)).lower() not in ("false", "0")
         self._jobs: dict[str, list[str]] | None = None
         self.in_executors = str(self.conf.get(IN_EXECUTORS, True)).lower() not in ("false", "0")
+        # State queries read in the tasks first: a query sees its state before the batch's
+        # updates (`squall.trident.plan`), and those run in later jobs.
+        paths, self.inside = spark_segments(self.plan, self._query_in_tasks)
+        self.paths = dict(sorted(paths.items(), key=lambda p: p[1][-1].kind != "state_query"))
         self.executor: BatchExecutor | None = None
         self.stats = TridentStats(self.plan)
         self._stats_lock = threading.Lock()
@@ -835,6 +842,16 @@ class TridentSparkRunner(Controls, Reporting):
                     given[c] = [[]] if result.rows is None else \
                         split_by_key(result.rows, node.parallelism, node)
                 continue
+            if path[-1].kind == "state_query":
+                node = path[-1]
+                rows = [] if empty else self._spark_path(txid, path, batch)
+                self.timing["spark"] += time.perf_counter() - t_spark
+                parent = self.plan.node(node.parents[0])
+                given[cid] = partition_rows(rows, node.parallelism, parent.fields,
+                                            parent.args["keys"]) \
+                    if parent.kind == "partition_by" else [rows[i::node.parallelism]
+                                                           for i in range(node.parallelism)]
+                continue
             if path[-1].kind == "window":
                 windows[cid] = ({}, {}, None) if empty else self._spark_path(txid, path, batch)
                 self.timing["spark"] += time.perf_counter() - t_spark
@@ -876,7 +893,7 @@ class TridentSparkRunner(Controls, Reporting):
         terminals `together` (the same path before them) wrote."""
         assert self.executor is not None
         spout, terminal = path[0], path[-1]
-        keys, inputs = terminal.args["keys"], terminal.args["input"]
+        keys, inputs = terminal.args.get("keys", ()), terminal.args["input"]
         fields = spout.fields
         df, types = self._input(batch, fields)
         counts = self.spark.sparkContext.accumulator({}, _CountsParam())
@@ -913,6 +930,11 @@ class TridentSparkRunner(Controls, Reporting):
                 types = {f: k for f, k in types.items() if f in needed}
             if node.kind in REPARTITIONS:
                 df = _repartition(df, node)
+        if terminal.kind == "state_query":  # the query's rows are whole rows of its input
+            parent = path[-2].fields
+            if chain or fields != parent:
+                df = chain_df(df, parent)
+            return self._query_in_tasks_rows(terminal, parent, df)
         needed = tuple(dict.fromkeys(_partial_reads(terminal)))
         if terminal.kind == "window":  # partials per (window, key) in the workers, then here
             return tw.finish(partials_here(df, needed), terminal)
@@ -944,16 +966,43 @@ class TridentSparkRunner(Controls, Reporting):
     def _in_executors(self, node: PlanNode) -> bool:
         """Whether `node` is a `persistent_aggregate` whose partials Spark applies to its
         state's partitions in the tasks (`trident_state`): a keyed combiner's, into a
-        partitioned state no other operation of the plan uses (a state query of it runs before
-        the update, on the driver)."""
+        partitioned state no other operation of the plan writes, and which every query of it
+        reads before the update (in the tasks, in an earlier job) or after it (reading the
+        update's own stream, on the driver)."""
         if node.kind != "persistent_aggregate" or not self.partial or not self.in_executors \
                 or not node.args["keys"]:
             return False
         name = node.args["state"]
         state = self.executor.states.get(name) if self.executor is not None else None
+        others = [n for n in self.plan.nodes if n.args.get("state") == name and n is not node]
+
+        def read_in_turn(query: PlanNode) -> bool:
+            if query.kind != "state_query":
+                return False
+            return query.cid in self.paths or _descends(self.plan, query, node)
+
         return isinstance(state, PartitionedMap) \
             and hasattr(node.args["factory"], "make_partition") \
-            and sum(n.args.get("state") == name for n in self.plan.nodes) == 1
+            and all(map(read_in_turn, others))
+
+    def _query_in_tasks(self, node: PlanNode) -> bool:
+        """Whether the `state_query` `node` reads its state in the Spark tasks
+        (`trident_query`): a state partitioned by a factory whose partitions a task opens."""
+        return self.in_executors and hasattr(node.args["factory"], "make_partition") \
+            and hasattr(node.args["factory"], "make_partitioned")
+
+    def _query_in_tasks_rows(self, node: PlanNode, fields: tuple[str, ...], df: Any
+                             ) -> list[tuple[Any, ...]]:
+        """The output rows of the `state_query` `node` over `df` (rows of `fields`), read in
+        the tasks holding the state partitions of their keys."""
+        assert self.executor is not None
+        n = self.executor.states[node.args["state"]].partitions
+        ddl = ", ".join([*(f"`{f.name}` {f.dataType.simpleString()}" for f in df.schema),
+                         f"`{tq.PARTITION}` int"])
+        keyed = df.mapInArrow(tq.KeyPartitions(node.args["input"], n), ddl)
+        query = tq.QueryPartitions(node, fields, self.dir, self.user_conf, n)
+        return tq.output_rows(keyed.repartition(n, tq.PARTITION).mapInArrow(
+            query, tq.OUTPUT_SCHEMA).toArrow())
 
     def _state_jobs(self) -> dict[str, list[str]]:
         """For each `persistent_aggregate` applied in the executors, the ones applied in the
@@ -1311,7 +1360,9 @@ def _needed(path: list[PlanNode], at: PlanNode) -> tuple[str, ...]:
                 if f not in need:
                     need.append(f)
     parent_fields = path[i - 1].fields if at.kind not in ROW_OPS else at.fields
-    later_rows = any(n.kind in ROW_OPS for n in path[i:])
+    # Row operations after this one, and a state query (its rows are whole rows), may read
+    # any field.
+    later_rows = any(n.kind in ROW_OPS or n.kind == "state_query" for n in path[i:])
     if later_rows:
         return parent_fields  # row operations after this one may read any field
     return tuple(f for f in parent_fields if f in need)
@@ -1378,3 +1429,14 @@ def _builtin_values(result: pa.Table, op: Any, sql: str, node: PlanNode) -> list
         else:
             values.append(min(present) if sql == "min" else max(present))
     return values
+
+
+def _descends(plan: Plan, node: PlanNode, ancestor: PlanNode) -> bool:
+    """Whether `node` reads, through its parents, the output of `ancestor`."""
+    stack = list(node.parents)
+    while stack:
+        cid = stack.pop()
+        if cid == ancestor.cid:
+            return True
+        stack.extend(plan.node(cid).parents)
+    return False
