@@ -40,7 +40,7 @@ from typing import Any
 from squall.transaction_kernel.values import OpaqueValue, TransactionalValue
 
 PROTOCOL = 5
-_PLAIN, _TRANSACTIONAL, _OPAQUE = 0, 1, 2
+_PLAIN, TRANSACTIONAL, OPAQUE = 0, 1, 2  # the tags of the stored entries
 
 
 def encode_keys(keys: Iterable[tuple[Any, ...]]) -> list[bytes]:
@@ -59,6 +59,31 @@ def encode_keys(keys: Iterable[tuple[Any, ...]]) -> list[bytes]:
     return out
 
 
+def encode_keys_reusing(keys: Sequence[tuple[Any, ...]],
+                        last: tuple[list[tuple[Any, ...]], list[bytes]] | None) -> list[bytes]:
+    """`encode_keys(keys)`, reusing the bytes in `last` (keys and their bytes, as a store's
+    last read kept them) for the same key objects: a `MapState` writes the keys it has just
+    read. Keys are immutable, and `last` holds its keys, so an `id` seen there is that key.
+
+    >>> a, b = ("a",), ("b",)
+    >>> encode_keys_reusing([b, a], ([a, b], [b"A", b"B"]))
+    [b'B', b'A']
+    >>> encode_keys_reusing([a, ("c",)], ([a, b], [b"A", b"B"])) == encode_keys([a, ("c",)])
+    True
+    """
+    if last is None:
+        return encode_keys(keys)
+    read_keys, read_bytes = last
+    if len(keys) == len(read_keys) and all(
+            a is b for a, b in zip(keys, read_keys, strict=True)):
+        return read_bytes
+    by_id = {id(k): b for k, b in zip(read_keys, read_bytes, strict=True)}
+    found = [by_id.get(id(k)) for k in keys]
+    if None in found:
+        return encode_keys(keys)
+    return found  # type: ignore[return-value]
+
+
 def decode_key(data: bytes) -> tuple[Any, ...]:
     key: tuple[Any, ...] = pickle.loads(data)
     return key
@@ -71,9 +96,9 @@ def encode_entries(entries: Iterable[Any]) -> list[bytes]:
     for e in entries:
         kind = type(e)
         if kind is TransactionalValue:
-            append(dumps((_TRANSACTIONAL, e.txid, e.value), PROTOCOL))
+            append(dumps((TRANSACTIONAL, e.txid, e.value), PROTOCOL))
         elif kind is OpaqueValue:
-            append(dumps((_OPAQUE, e.txid, e.current, e.previous), PROTOCOL))
+            append(dumps((OPAQUE, e.txid, e.current, e.previous), PROTOCOL))
         else:
             append(dumps((_PLAIN, e), PROTOCOL))
     return out
@@ -90,9 +115,9 @@ def decode_entries(blobs: Sequence[bytes | None]) -> list[Any]:
             continue
         t = loads(blob)
         tag = t[0]
-        if tag == _TRANSACTIONAL:
+        if tag == TRANSACTIONAL:
             append(TransactionalValue(t[1], t[2]))
-        elif tag == _OPAQUE:
+        elif tag == OPAQUE:
             append(OpaqueValue(t[1], t[2], t[3]))
         else:
             append(t[1])

@@ -70,7 +70,13 @@ from typing import Any
 from squall.atomic_files import read_or_none, write_atomic
 from squall.errors import ConfigError
 from squall.transaction_kernel.values import TransactionalValue
-from squall.trident.state.codec import decode_entries, decode_key, encode_entries, encode_keys
+from squall.trident.state.codec import (
+    decode_entries,
+    decode_key,
+    encode_entries,
+    encode_keys,
+    encode_keys_reusing,
+)
 from squall.trident.state.lmdb_store import LmdbMapState
 from squall.trident.state.map_state import (
     BATCH_KEYS,
@@ -195,17 +201,7 @@ class DurableMapState(PathStore):
         (a `MapState` writes the keys it has just read). Keys are immutable, and the last read's
         keys are held, so an `id` seen there is that same key."""
         last, self._last_read = self._last_read, None
-        if last is None:
-            return encode_keys(keys)
-        read_keys, read_bytes = last
-        if len(keys) == len(read_keys) and all(
-                a is b for a, b in zip(keys, read_keys, strict=True)):
-            return read_bytes
-        by_id = {id(k): b for k, b in zip(read_keys, read_bytes, strict=True)}
-        found = [by_id.get(id(k)) for k in keys]
-        if None in found:
-            return encode_keys(keys)
-        return found  # type: ignore[return-value]
+        return encode_keys_reusing(keys, last)
 
     def add_transactional(self, txid: int, keys: Sequence[tuple[Any, ...]],
                           values: Sequence[Any]) -> list[Any] | None:

@@ -6,7 +6,9 @@ touches, not what the partition holds; readers never block the writer. Keys are 
 keys and values the pickled entries (`squall.trident.state.codec`). A batch is read in one read
 transaction and written with `putmulti` in one write transaction, committed with `fsync` (the
 environment is opened with `sync=True`): once `multi_put` returns the batch survives a crash of
-the machine, and a crash before leaves none of it.
+the machine, and a crash before leaves none of it. `add_transactional` (the update of `Count`
+and `Sum` on a transactional state) reads and writes in one write transaction, committed the
+same way.
 
 LMDB allows one open handle per environment and process, so environments are opened once per
 process and shared (counted) by the objects that use them; an environment must not be used in a
@@ -27,19 +29,31 @@ write finds it full.
 
 from __future__ import annotations
 
+import operator
 import os
+import pickle
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import lmdb
 
-from squall.trident.state.codec import decode_entries, decode_key, encode_entries, encode_keys
-from squall.trident.state.map_state import MapStateError
+from squall.trident.state.codec import (
+    OPAQUE,
+    PROTOCOL,
+    TRANSACTIONAL,
+    decode_entries,
+    decode_key,
+    encode_entries,
+    encode_keys,
+    encode_keys_reusing,
+)
+from squall.trident.state.map_state import BATCH_KEYS, MapStateError
 from squall.trident.state.path_store import PathStore
 
 INITIAL_MAP = 1 << 30
 _PAGE = 1000  # entries per read transaction of items()
+_first = operator.itemgetter(0)
 
 # path -> (pid, environment, users): one handle per environment and process.
 _OPEN: dict[str, tuple[int, lmdb.Environment, int]] = {}
@@ -79,6 +93,10 @@ def _release(path: str) -> None:
     env.close()
 
 
+class _General(Exception):
+    """`add_transactional` met a key it leaves to the general way (the write is aborted)."""
+
+
 class LmdbMapState(PathStore):
     """A `BackingMap` over the LMDB environment (a directory) at `path`; pickles as its path and
     opens the environment lazily."""
@@ -86,6 +104,7 @@ class LmdbMapState(PathStore):
     def __init__(self, path: str, name: str | None = None) -> None:
         super().__init__(path, name)
         self._env: lmdb.Environment | None = None
+        self._last_read: tuple[list[tuple[Any, ...]], list[bytes]] | None = None
 
     def _environment(self) -> lmdb.Environment:
         if self._env is None:
@@ -100,6 +119,7 @@ class LmdbMapState(PathStore):
             return []
         encoded = encode_keys(keys)
         with self._lock:
+            self._last_read = (list(keys), encoded)  # for the write that usually follows
             env = self._environment()
             try:
                 with env.begin(buffers=False) as txn:
@@ -113,8 +133,12 @@ class LmdbMapState(PathStore):
         self._check_put(keys, values)
         if not keys:
             return
-        pairs = list(zip(encode_keys(keys), encode_entries(values), strict=True))
         with self._lock:
+            last, self._last_read = self._last_read, None
+            pairs = list(zip(encode_keys_reusing(keys, last), encode_entries(values),
+                             strict=True))
+            # In key order: the B+tree's pages in turn (stable: of equal keys the last wins).
+            pairs.sort(key=_first)
             env = self._environment()
             while True:
                 try:
@@ -126,6 +150,155 @@ class LmdbMapState(PathStore):
                     env.set_mapsize(env.info()["map_size"] * 2)
                 except lmdb.Error as exc:
                     raise self._failed(exc) from exc
+
+    def add_transactional(self, txid: int, keys: Sequence[tuple[Any, ...]],
+                          values: Sequence[Any]) -> list[Any] | None:
+        """Storm's transactional rule for adding `values[i]` to the value of `keys[i]` (the
+        combine of `Count` and `Sum`; the caller checked the txid and that the keys are
+        distinct tuples), read and written in one write transaction, in key-bytes order (the
+        B+tree's pages in turn), each key encoded once: an absent key gets
+        `TransactionalValue(txid, value)`, a key written by `txid` already is left as it is (a
+        replay), any other gets its value plus the new one and `txid`. Returns the keys' values
+        after the update, in key order.
+
+        A key whose stored entry is not a `TransactionalValue`, or was written by a newer txid,
+        or whose addition raises, makes it write nothing and answer None: the caller then
+        applies the batch the general way, which reports the error.
+
+        >>> import os, tempfile
+        >>> from squall.transaction_kernel.values import OpaqueValue
+        >>> m = LmdbMapState(os.path.join(tempfile.mkdtemp(), "part-00000.lmdb"), "counts")
+        >>> m.add_transactional(1, [("the",), ("cow",)], [2, 1])
+        [2, 1]
+        >>> m.add_transactional(2, [("the",)], [5]), m.add_transactional(2, [("the",)], [5])
+        ([7], [7])
+        >>> m.multi_get([("the",), ("cow",)])
+        [TransactionalValue(txid=2, value=7), TransactionalValue(txid=1, value=1)]
+        >>> m.add_transactional(1, [("cow",), ("the",)], [1, 1]) is None  # "the" is newer
+        True
+        >>> m.add_transactional(3, [("cow",), ("the",)], [1, "x"]) is None  # 7 + "x" raises
+        True
+        >>> m.multi_get([("cow",)])  # nothing written
+        [TransactionalValue(txid=1, value=1)]
+        >>> m.multi_put([("pig",)], [OpaqueValue(1, 3, None)])
+        >>> m.add_transactional(3, [("cow",), ("pig",)], [1, 1]) is None
+        True
+        >>> m.close()
+        """
+        if not keys:
+            return []
+        encoded = encode_keys(keys)
+        order = sorted(range(len(encoded)), key=encoded.__getitem__)
+        loads, dumps = pickle.loads, pickle.dumps
+        with self._lock:
+            env = self._environment()
+            while True:
+                out: list[Any] = [None] * len(encoded)
+                try:
+                    with env.begin(write=True) as txn:
+                        get = txn.get
+                        pairs: list[tuple[bytes, bytes]] = []
+                        append = pairs.append
+                        for i in order:
+                            k = encoded[i]
+                            blob = get(k)
+                            new = values[i]
+                            if blob is not None:
+                                tag, stored_txid, old = loads(blob)
+                                if tag != TRANSACTIONAL or stored_txid > txid:
+                                    raise _General
+                                if stored_txid == txid:  # a replay: its update is in already
+                                    out[i] = old
+                                    continue
+                                if old is not None:
+                                    new = old + new
+                            out[i] = new
+                            append((k, dumps((TRANSACTIONAL, txid, new), PROTOCOL)))
+                        if pairs:
+                            txn.cursor().putmulti(pairs)
+                    return out
+                except lmdb.MapFullError:
+                    env.set_mapsize(env.info()["map_size"] * 2)
+                except lmdb.Error as exc:
+                    raise self._failed(exc) from exc
+                except Exception:  # _General, an entry of another shape, an addition that raises
+                    return None
+
+    def add_opaque(self, txid: int, keys: Sequence[tuple[Any, ...]],
+                   values: Sequence[Any]) -> list[Any] | None:
+        """`OpaqueMap.multi_update` with the updaters `old + value` (the combine of `Count` and
+        `Sum`; the caller checked the txid and that the keys are distinct tuples), read and
+        written in one write transaction, in key-bytes order, each key encoded once: an absent
+        key gets `OpaqueValue(txid, value, None)`, a key last written by an older txid
+        `OpaqueValue(txid, current + value, current)`, one written by `txid` (a replay)
+        `OpaqueValue(txid, previous + value, previous)`; the record of the keys `txid` wrote
+        (`BATCH_KEYS`) gets these keys, in the same write. Returns the keys' current values
+        after the update, in key order.
+
+        A key whose stored entry is not an `OpaqueValue`, or was written by a newer txid, or
+        whose addition raises, makes it write nothing and answer None: the caller then applies
+        the batch the general way, which reports the error.
+
+        >>> import os, tempfile
+        >>> m = LmdbMapState(os.path.join(tempfile.mkdtemp(), "part-00000.lmdb"), "counts")
+        >>> m.add_opaque(1, [("the",), ("cow",)], [2, 1])
+        [2, 1]
+        >>> m.add_opaque(2, [("the",)], [5]), m.add_opaque(2, [("the",)], [4])
+        ([7], [6])
+        >>> m.multi_get([("the",), ("cow",), BATCH_KEYS])
+        [OpaqueValue(txid=2, current=6, previous=2), OpaqueValue(txid=1, current=1, \
+previous=None), (2, (('the',),))]
+        >>> m.add_opaque(1, [("the",)], [1]) is None  # "the" is newer
+        True
+        >>> m.close()
+        """
+        if not keys:
+            return []
+        encoded = encode_keys(keys)
+        order = sorted(range(len(encoded)), key=encoded.__getitem__)
+        (record_key,) = encode_keys([BATCH_KEYS])
+        loads, dumps = pickle.loads, pickle.dumps
+        with self._lock:
+            env = self._environment()
+            while True:
+                out: list[Any] = [None] * len(encoded)
+                try:
+                    with env.begin(write=True) as txn:
+                        get = txn.get
+                        (record,) = decode_entries([get(record_key)])
+                        written = tuple(record[1]) if record is not None and \
+                            record[0] == txid else ()
+                        pairs: list[tuple[bytes, bytes]] = []
+                        append = pairs.append
+                        for i in order:
+                            k = encoded[i]
+                            blob = get(k)
+                            new = values[i]
+                            if blob is None:
+                                base = None
+                            else:
+                                tag, stored_txid, current, previous = loads(blob)
+                                if tag != OPAQUE or stored_txid > txid:
+                                    raise _General
+                                # Storm's rule: a newer txid builds on current, the same on
+                                # previous.
+                                base = current if txid > stored_txid else previous
+                                if base is not None:
+                                    new = base + new
+                            out[i] = new
+                            append((k, dumps((OPAQUE, txid, new, base), PROTOCOL)))
+                        seen = set(written)
+                        record_keys = written + tuple(k for k in keys if k not in seen)
+                        cursor = txn.cursor()
+                        cursor.putmulti(pairs)
+                        cursor.put(record_key, encode_entries([(txid, record_keys)])[0])
+                    return out
+                except lmdb.MapFullError:
+                    env.set_mapsize(env.info()["map_size"] * 2)
+                except lmdb.Error as exc:
+                    raise self._failed(exc) from exc
+                except Exception:  # _General, an entry of another shape, an addition that raises
+                    return None
 
     def items(self) -> Iterator[tuple[tuple[Any, ...], Any]]:
         """Every (key, entry) in key-bytes order, a page of entries per read transaction (so
@@ -155,6 +328,7 @@ class LmdbMapState(PathStore):
 
     def close(self) -> None:
         with self._lock:
+            self._last_read = None
             if self._env is not None:
                 self._env = None
                 _release(self.path)

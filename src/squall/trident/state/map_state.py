@@ -193,8 +193,9 @@ class MapState(abc.ABC):
     def multi_add(self, txid: int, keys: Sequence[tuple[Any, ...]],
                   values: Sequence[Any]) -> list[Any]:
         """`multi_update` with the updaters `old + value` (`value` for an absent key): the
-        combine of `Count` and `Sum`, which a backing map may apply without reading the
-        entries into Python (`DurableMapState.add_transactional`)."""
+        combine of `Count` and `Sum`, which a backing map may apply in bulk, in one
+        transaction (`add_transactional`: `DurableMapState`'s in SQL, `LmdbMapState`'s with
+        each key encoded once and no value objects)."""
         return self.multi_update(txid, keys, [Adder(v) for v in values])
 
     def items(self) -> Iterator[tuple[tuple[Any, ...], Any]]:
@@ -317,8 +318,9 @@ class TransactionalMap(MapState):
             done = add(checked, key_list, values)
             if done is not None:
                 return list(done)
-            # Not for SQL (big ints, pickled entries, an out-of-order txid): the general way,
-            # which reports the errors. The txid was checked and recorded above already.
+            # Not for the store's bulk add (SQL's big ints, an entry of another type, an
+            # out-of-order txid): the general way, which reports the errors. The txid was
+            # checked and recorded above already.
         return super().multi_add(txid, keys, values)
 
     def _user_value(self, key: tuple[Any, ...], entry: Any) -> Any:
@@ -401,6 +403,19 @@ class OpaqueMap(MapState):
             record_keys = written + tuple(k for k in keys if k not in seen)
             self.backing.multi_put([*keys, BATCH_KEYS], [*new_values, (txid, record_keys)])
         return out
+
+    def multi_add(self, txid: int, keys: Sequence[tuple[Any, ...]],
+                  values: Sequence[Any]) -> list[Any]:
+        add = getattr(self.backing, "add_opaque", None)
+        # (A subclass that overrides `multi_update` keeps seeing every update.)
+        if add is not None and type(self).multi_update is OpaqueMap.multi_update:
+            checked, key_list = self._check_update(txid, keys, values)
+            done = add(checked, key_list, values)
+            if done is not None:
+                return list(done)
+            # Not for the store's bulk add (an entry of another type, an out-of-order txid):
+            # the general way, which reports the errors.
+        return super().multi_add(txid, keys, values)
 
     def _user_value(self, key: tuple[Any, ...], entry: Any) -> Any:
         if entry is None:
