@@ -66,6 +66,8 @@ WORKLOADS = (
     Workload("trident-steps", "trident_steps.py", (*SENTENCES, "--rounds", "2")),
     Workload("trident-w5", "trident_w5.py",
              ("--events", "4000", "--keys", "100", "--files", "2", "--rounds", "1")),
+    Workload("state-apply", "state_apply.py",
+             ("--keys", "2000", "--held", "20000", "--rounds", "1"), spark=False),
     Workload("kafka-w1", "kafka_w1.py", (*SENTENCES, "--runs", "1"), needs="kafka broker"),
 )
 BY_NAME = {w.name: w for w in WORKLOADS}
