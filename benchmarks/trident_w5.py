@@ -26,12 +26,19 @@ of the micro-batches (squall: `RunResult.extra["batch_seconds"]`, each transacti
 batch, Spark jobs, state update and commit; SS: the data batches' `triggerExecution`), so
 session and query start are excluded; the run's wall time (session start excluded) is shown
 too. Memory is the peak RSS (`VmHWM`, taken when the run ends, before the check) of the driver's
-Python process, of the JVM and of the largest Python worker. Every run's final state is checked
+Python process, of the JVM and of the largest Python worker; "machine CPU busy" is how many of
+the machine's cores were busy during the run (from /proc/stat): a run that keeps every core busy
+is bound by the machine, not by its executors. Every run's final state is checked
 key by key against a plain Python count and sum of the files; a wrong run is reported as WRONG
 and left out of the table. The load average is printed before each run.
 
     .venv/bin/python benchmarks/trident_w5.py [--events 200000] [--keys 1000] [--files 4]
-        [--rounds 1] [--contenders A,B,SS]
+        [--rounds 1] [--contenders A,B,SS] [--cluster]
+
+`--cluster` runs every contender on a Spark standalone cluster on loopback instead (a master and
+two one-core workers this script starts and stops), a contender `X@n` with `spark.cores.max=n`
+(one or two one-core executors), e.g. `--cluster --contenders A@1,A@2,SS@1,SS@2`: how each
+engine's time scales with its executors.
 """
 
 from __future__ import annotations
@@ -110,7 +117,10 @@ def compare(got: dict, want: dict) -> str:
 
 # ---- one run, in a child process ------------------------------------------------------------
 
-def session_conf(partitions: int, provider: str) -> dict[str, str]:
+def session_conf(partitions: int, provider: str, cores: int | None = None) -> dict[str, str]:
+    cluster = {} if cores is None else {
+        "spark.cores.max": str(cores), "spark.executor.cores": "1",
+        "spark.executor.memory": "1g", "spark.default.parallelism": str(cores)}
     return {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -119,7 +129,22 @@ def session_conf(partitions: int, provider: str) -> dict[str, str]:
         "spark.sql.adaptive.enabled": "false",
         "spark.driver.memory": "2g",
         "spark.sql.streaming.stateStore.providerClass": provider,
+        **cluster,
     }
+
+
+def cpu_ticks() -> tuple[int, int]:
+    """The machine's (busy, total) CPU time from /proc/stat, in clock ticks."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def busy_since(start: tuple[int, int]) -> float:
+    """The share of the machine's CPU time busy since `start` (`cpu_ticks()`), in cores."""
+    busy, total = cpu_ticks()
+    return (busy - start[0]) / max(1, total - start[1]) * (os.cpu_count() or 1)
 
 
 def peak_kb(pid: int) -> int:
@@ -163,7 +188,7 @@ def memory(spark) -> dict[str, float]:
 
 
 def run_squall(spark, root: Path, work: str, partitions: int, in_executors: bool,
-               redis_port: int | None = None) -> dict:
+               redis_port: int | None = None, master: str = MASTER) -> dict:
     import squall
     from squall.trident import Count, FileBatchSpout, Sum, TridentTopology
     from squall.trident.state import DurableMapState, RedisMapState, StateType
@@ -177,11 +202,11 @@ def run_squall(spark, root: Path, work: str, partitions: int, in_executors: bool
     keyed.persistent_aggregate(factory, ["value"], Sum(), ["sum"]).name("sums")
     conf = {"squall.trident.state.partitions": partitions,
             "squall.trident.spark.state.in.executors": in_executors}
-    t0 = time.perf_counter()
-    result = squall.run(t.build(), conf, runner="spark", master=MASTER, checkpoint_location=work)
-    wall = time.perf_counter() - t0
+    t0, ticks = time.perf_counter(), cpu_ticks()
+    result = squall.run(t.build(), conf, runner="spark", master=master, checkpoint_location=work)
+    wall, cores = time.perf_counter() - t0, busy_since(ticks)
     mem = memory(spark)
-    out = {"seconds": sum(result.extra["batch_seconds"]), "wall": wall,
+    out = {"seconds": sum(result.extra["batch_seconds"]), "wall": wall, "cores": cores,
            "batches": len(result.extra["batch_seconds"]),
            "detail": {k: round(v, 2) for k, v in result.extra["timing"].items()}, **mem}
 
@@ -208,7 +233,7 @@ def run_ss(spark, root: Path, work: str) -> dict:
     def write(df, batch_id):  # each batch's updated rows under its batch id
         df.write.mode("overwrite").parquet(os.path.join(outputs, f"batch={batch_id:06d}"))
 
-    t0 = time.perf_counter()
+    t0, ticks = time.perf_counter(), cpu_ticks()
     events = (spark.readStream.schema("key string, value long")
               .option("maxFilesPerTrigger", 1).parquet(str(root)))
     query = (events.groupBy("key").agg(F.count("*").alias("count"), F.sum("value").alias("sum"))
@@ -216,7 +241,7 @@ def run_ss(spark, root: Path, work: str) -> dict:
              .option("checkpointLocation", os.path.join(work, "checkpoint"))
              .trigger(availableNow=True).start())
     query.awaitTermination()
-    wall = time.perf_counter() - t0
+    wall, cores = time.perf_counter() - t0, busy_since(ticks)
     mem = memory(spark)
     data = [p for p in query.recentProgress if p["numInputRows"] > 0]
     parts: dict[str, float] = {}
@@ -225,7 +250,8 @@ def run_ss(spark, root: Path, work: str) -> dict:
             if k != "triggerExecution":
                 parts[k] = parts.get(k, 0) + v / 1000
     out = {"seconds": sum(p["durationMs"]["triggerExecution"] for p in data) / 1000,
-           "wall": wall, "batches": len(data), "events_read": sum(p["numInputRows"] for p in data),
+           "wall": wall, "cores": cores, "batches": len(data),
+           "events_read": sum(p["numInputRows"] for p in data),
            "detail": {k: round(v, 2) for k, v in sorted(parts.items(), key=lambda kv: -kv[1])
                       if v >= 0.05}, **mem}
     state: dict = {}
@@ -242,20 +268,23 @@ def child(args: argparse.Namespace) -> None:
     from squall.runtime.spark.session import get_session
 
     root = Path(args.data)
-    provider = HDFS if args.child == "SS-hdfs" else ROCKSDB
+    name, _, cores = args.child.partition("@")
+    master = args.master or MASTER
+    provider = HDFS if name == "SS-hdfs" else ROCKSDB
     work = tempfile.mkdtemp(prefix="w5-")
     t0 = time.perf_counter()
-    spark = get_session(MASTER, session_conf(args.partitions, provider))
+    spark = get_session(master, session_conf(args.partitions, provider,
+                                             int(cores) if cores else None))
     started = time.perf_counter() - t0
     try:
-        if args.child in ("A", "B"):
-            out = run_squall(spark, root, work, args.partitions, args.child == "A")
-        elif args.child == "R":
+        if name in ("A", "B"):
+            out = run_squall(spark, root, work, args.partitions, name == "A", master=master)
+        elif name == "R":
             sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
             from support.redis_server import start_redis  # the test suite's, stopped by pid
 
             with start_redis(Path(work)) as server:
-                out = run_squall(spark, root, work, args.partitions, True, server.port)
+                out = run_squall(spark, root, work, args.partitions, True, server.port, master)
         else:
             out = run_ss(spark, root, work)
         state = out.pop("state")
@@ -270,9 +299,10 @@ def child(args: argparse.Namespace) -> None:
 
 # ---- the sitting ----------------------------------------------------------------------------
 
-def run_child(contender: str, root: Path, partitions: int, timeout: float) -> dict:
+def run_child(contender: str, root: Path, partitions: int, timeout: float,
+              master: str | None = None) -> dict:
     cmd = [sys.executable, __file__, "--child", contender, "--data", str(root),
-           "--partitions", str(partitions)]
+           "--partitions", str(partitions), *(["--master", master] if master else [])]
     t0 = time.perf_counter()
     # A session of its own: on a timeout the child, its JVM and its workers all go.
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -303,7 +333,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--partitions", type=int, default=8,
                     help="squall's state partitions = SS's shuffle partitions")
-    ap.add_argument("--contenders", default="A,B,SS", help="of A, B, R, SS, SS-hdfs")
+    ap.add_argument("--contenders", default="A,B,SS",
+                    help="of A, B, R, SS, SS-hdfs (with --cluster: each as X@1 or X@2)")
+    ap.add_argument("--cluster", action="store_true",
+                    help="on a standalone cluster of two one-core workers on loopback")
+    ap.add_argument("--master", help=argparse.SUPPRESS)
     ap.add_argument("--timeout", type=float, default=900, help="seconds per run")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--data", help=argparse.SUPPRESS)
@@ -311,9 +345,30 @@ def main() -> None:
     if args.child:
         child(args)
         return
+    if not args.cluster:
+        sitting(args, None)
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from support.spark_cluster import standalone_cluster  # the test suite's, stopped by pid
+
+    base = Path(tempfile.mkdtemp(prefix="w5-cluster-"))
+    try:
+        with standalone_cluster(base, workers=2, memory="2g") as cluster:
+            sitting(args, cluster.url)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def sitting(args: argparse.Namespace, master: str | None) -> None:
     contenders = args.contenders.split(",")
+    for c in contenders:
+        if ("@" in c) != (master is not None) or c.partition("@")[0] not in NAMES:
+            raise SystemExit(f"contender {c!r}: one of {', '.join(NAMES)}"
+                             + (", as X@1 or X@2 with --cluster" if master else ""))
+    where = f"a standalone cluster on loopback ({master}, two one-core workers)" if master \
+        else MASTER
     print(f"# W5: {args.events:,} events in {args.files} files (one per micro-batch), "
-          f"{MASTER}, {args.partitions} state/shuffle partitions, {os.cpu_count()} cores, "
+          f"{where}, {args.partitions} state/shuffle partitions, {os.cpu_count()} cores, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", flush=True)
     table = []
     for k in (int(x) for x in args.keys.split(",")):
@@ -323,7 +378,7 @@ def main() -> None:
             order = contenders[rnd % len(contenders):] + contenders[:rnd % len(contenders)]
             for c in order:
                 load = os.getloadavg()
-                out = run_child(c, root, args.partitions, args.timeout)
+                out = run_child(c, root, args.partitions, args.timeout, master)
                 head = (f"K={k:,} round {rnd + 1} {c:7s} load {load[0]:.2f} {load[1]:.2f} "
                         f"{load[2]:.2f}: ")
                 if "error" in out:
@@ -336,7 +391,8 @@ def main() -> None:
                 runs[c].append(out)
                 print(head + f"{args.events / out['seconds'] / 1e3:7.1f} k events/s, batches "
                       f"{out['seconds']:.2f} s ({out['batches']}), run {out['wall']:.2f} s, "
-                      f"session {out['session']:.1f} s, process {out['process']:.1f} s; peak "
+                      f"session {out['session']:.1f} s, process {out['process']:.1f} s; "
+                      f"machine CPU busy {out['cores']:.2f} of {os.cpu_count()} cores; peak "
                       f"RSS driver {out['driver_mb']:.0f} MB, JVM {out['jvm_mb']:.0f} MB, "
                       f"worker {out['worker_mb']:.0f} MB; {out['keys']:,} keys verified; "
                       f"{out['detail']}", flush=True)
@@ -347,17 +403,20 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     for k, runs in table:
         for c, rs in runs.items():
+            name, _, cores = c.partition("@")
+            label = NAMES[name] + (f", {cores} executor(s)" if cores else "")
             if not rs:
-                print(f"| {k:,} | {NAMES[c]} | failed or wrong | | | | | |")
+                print(f"| {k:,} | {label} | failed or wrong | | | | | |")
                 continue
             def med(field: str, rs: list[dict] = rs) -> float:
                 return statistics.median(r[field] for r in rs)
-            print(f"| {k:,} | {NAMES[c]} | {args.events / med('seconds') / 1e3:.1f} | "
+            print(f"| {k:,} | {label} | {args.events / med('seconds') / 1e3:.1f} | "
                   f"{med('seconds'):.2f} | {med('wall'):.2f} | {med('driver_mb'):.0f} | "
                   f"{med('jvm_mb'):.0f} | {med('worker_mb'):.0f} |")
-    pairs = [(a, b) for a, b in (("A", "SS"), ("B", "SS"), ("A", "B"), ("R", "A"))
-             if a in contenders
-             and b in contenders]
+    pairs = [(a, b) for a, b in (("A", "SS"), ("B", "SS"), ("A", "B"), ("R", "A"),
+                                 ("A@2", "A@1"), ("SS@2", "SS@1"), ("A@1", "SS@1"),
+                                 ("A@2", "SS@2"))
+             if a in contenders and b in contenders]
     for field, what in (("seconds", "the micro-batches' time"), ("wall", "the run's wall time")):
         if not pairs:
             break

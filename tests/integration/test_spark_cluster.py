@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import shlex
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 import zipfile
 from pathlib import Path
 
 import pytest
+from support.spark_cluster import master_state, spark_home, standalone_cluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark]
 
@@ -34,83 +31,11 @@ def squall(*args: str, timeout: float = 240, **kwargs) -> subprocess.CompletedPr
                           text=True, timeout=timeout, **kwargs)
 
 
-def spark_home() -> Path:
-    spec = importlib.util.find_spec("pyspark")
-    assert spec and spec.submodule_search_locations
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def master_state(webui: int) -> dict:
-    with urllib.request.urlopen(f"http://127.0.0.1:{webui}/json/", timeout=5) as resp:
-        return json.load(resp)
-
-
-def stop(proc: subprocess.Popen) -> None:
-    """SIGTERM (a worker then stops its executors), SIGKILL if it lingers; always reaped."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """A standalone master and two 1-core workers; yields (master URL, web UI port, work dirs)."""
-    base = tmp_path_factory.mktemp("spark-cluster")
-    home = spark_home()
-    env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1",
-               PYSPARK_PYTHON=sys.executable)
-    spark_class = str(home / "bin" / "spark-class")
-    port, webui = free_port(), free_port()
-    url = f"spark://127.0.0.1:{port}"
-    procs: list[tuple[str, subprocess.Popen, Path]] = []
-
-    def start(name: str, *args: str) -> None:
-        log = base / f"{name}.log"
-        with open(log, "wb") as out:  # spark-class execs java: the pid is the JVM's
-            proc = subprocess.Popen([spark_class, *args], env=env, stdout=out,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        procs.append((name, proc, log))
-
-    def logs() -> str:
-        return "\n".join(f"--- {n} (exit {p.poll()}):\n" + log.read_text()[-2000:]
-                         for n, p, log in procs)
-
-    work_dirs = [base / "work-1", base / "work-2"]
-    try:
-        start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-              "--port", str(port), "--webui-port", str(webui))
-        for i, work in enumerate(work_dirs, 1):
-            work.mkdir()
-            start(f"worker-{i}", "org.apache.spark.deploy.worker.Worker", url,
-                  "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
-                  "--work-dir", str(work), "--webui-port", str(free_port()))
-        deadline = time.monotonic() + 120
-        while True:
-            dead = [n for n, p, _ in procs if p.poll() is not None]
-            assert not dead, f"{dead} exited during startup\n{logs()}"
-            try:
-                if master_state(webui).get("aliveworkers") == 2:
-                    break
-            except (OSError, ValueError):
-                # The master's web UI is not up yet, or answers its HTML page where the JSON
-                # will be (seen on a loaded machine).
-                pass
-            assert time.monotonic() < deadline, f"workers not registered in 120 s\n{logs()}"
-            time.sleep(1)
-        yield url, webui, work_dirs
-    finally:
-        for _, proc, _ in reversed(procs):  # workers (and their executors) first
-            stop(proc)
+    with standalone_cluster(tmp_path_factory.mktemp("spark-cluster"), workers=2) as c:
+        yield c.url, c.webui, c.work_dirs
 
 
 def word_count(stdout: str) -> str:
