@@ -1,8 +1,10 @@
 """Trident on Spark: a transaction is a micro-batch, its heavy part planned as DataFrame work.
 
-The transaction id is the micro-batch id + 1, as for transactional topologies. Per micro-batch
-the driver asks every spout for the transaction's batch (`BatchCoordinator.emit`; a replayed
-txid gives the same batch, or for an opaque spout one starting where the previous ended), then:
+A streaming query over Spark's `rate-micro-batch` source drives the transactions: each of its
+micro-batches runs the coordinator's next transaction (`BatchCoordinator.next_txid`; a tick after
+a bounded input ended, or during a stop, runs none). Per transaction the driver asks every spout
+for the transaction's batch (`BatchCoordinator.emit`; a replayed txid gives the same batch, or
+for an opaque spout one starting where the previous ended), then:
 
 1. **In Spark**, for each spout whose operations are all Spark-able, the path from the spout to
    each aggregation that ends it (`persistent_aggregate`, `group_by().aggregate`, `aggregate`
@@ -16,11 +18,13 @@ txid gives the same batch, or for an opaque spout one starting where the previou
    aggregation brings the batch's per-key aggregates to the driver, except for a
    `persistent_aggregate` into a partitioned state: its partials are shuffled by state
    partition and applied in the tasks that hold them (`trident_state`), and only how many keys
-   each partition wrote comes back.
+   each partition wrote comes back. A `state_query` of a partitioned state fed this way is read
+   in the tasks holding the state partitions of its keys (`trident_query`), before the
+   transaction's updates, and only its output rows come back.
 2. **On the driver**, everything else runs through the same executor as the local runner
    (`squall.trident.execution.BatchExecutor`), given the aggregates of step 1: map state
    updates (in plan order, so in txid order: Spark runs one micro-batch at a time), state
-   queries, joins, merges and whatever follows a state.
+   other state queries, joins, merges and whatever follows a state.
 3. The next txid is recorded (the commit). A batch that failed is run again at once as a new
    attempt of the same txid (`squall.trident.max.attempts`; unset: for ever, with a growing
    pause), its states applying it once if transactional or opaque.
@@ -160,7 +164,8 @@ def spark_segments(plan: Plan, queries: Callable[[PlanNode], bool] = lambda node
 
 def _spark_terminal(node: PlanNode) -> bool:
     """An aggregation Spark can end a path with: a combiner (built-in: finished in the JVM;
-    a user's: on the driver), or a window with a built-in combiner (windows computed in SQL)."""
+    a user's: on the driver), or an event-time window with a built-in combiner (partials per
+    window and key in the workers, by Arrow, finished on the driver)."""
     op = node.args.get("op")
     if node.kind == "window":  # event time; count and processing-time windows: the driver's
         return isinstance(op, BuiltinCombiner) and node.args.get("by", "event") == "event"
