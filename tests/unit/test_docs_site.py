@@ -163,6 +163,9 @@ def _in_a_browser(site: Path) -> None:
             # Material's script has run (it sets the palette) and the page's text is there.
             page.wait_for("document.body && document.body.dataset.mdColorScheme !== undefined")
             page.wait_for(f"document.body.innerText.includes({text!r})")
+            # The text can be there while the rest of a long page is still being parsed (seen
+            # on a loaded machine): the checks below count elements of the whole page.
+            page.wait_for("document.readyState === 'complete'", timeout_s=60)
             title = page.evaluate("document.title")
             assert title.endswith("squall"), title
             if path == "choosing-an-api/":
