@@ -33,8 +33,8 @@ import operator
 import os
 import pickle
 import threading
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import lmdb
 
@@ -93,8 +93,11 @@ def _release(path: str) -> None:
     env.close()
 
 
+T = TypeVar("T")
+
+
 class _General(Exception):
-    """`add_transactional` met a key it leaves to the general way (the write is aborted)."""
+    """A bulk add met a key it leaves to the general way (the write is aborted)."""
 
 
 class LmdbMapState(PathStore):
@@ -139,17 +142,40 @@ class LmdbMapState(PathStore):
                              strict=True))
             # In key order: the B+tree's pages in turn (stable: of equal keys the last wins).
             pairs.sort(key=_first)
-            env = self._environment()
-            while True:
-                try:
-                    with env.begin(write=True) as txn:
-                        txn.cursor().putmulti(pairs)
-                    return
-                except lmdb.MapFullError:
-                    # No transaction of this process is open on it now: the map may grow.
-                    env.set_mapsize(env.info()["map_size"] * 2)
-                except lmdb.Error as exc:
-                    raise self._failed(exc) from exc
+            self._in_write(lambda txn: txn.cursor().putmulti(pairs))
+
+    def _in_write(self, body: Callable[[Any], T]) -> T:
+        """`body(txn)` in one write transaction, run again in a map twice as large when the map
+        is full; what it returns. The caller holds `self._lock`."""
+        env = self._environment()
+        while True:
+            try:
+                with env.begin(write=True) as txn:
+                    return body(txn)
+            except lmdb.MapFullError:
+                # No transaction of this process is open on it now: the map may grow.
+                env.set_mapsize(env.info()["map_size"] * 2)
+            except lmdb.Error as exc:
+                raise self._failed(exc) from exc
+
+    def _bulk(self, body: Callable[[Any], list[Any]]) -> list[Any] | None:
+        """`body(txn)` (a bulk add) in one write transaction; None, with nothing written, when
+        it raises anything but an LMDB error (`_General`, an entry of another shape, an addition
+        that raises): the caller then applies the batch the general way, which reports it."""
+
+        def guarded(txn: Any) -> list[Any]:
+            try:
+                return body(txn)
+            except lmdb.Error:
+                raise
+            except Exception as exc:
+                raise _General from exc
+
+        with self._lock:
+            try:
+                return self._in_write(guarded)
+            except _General:
+                return None
 
     def add_transactional(self, txid: int, keys: Sequence[tuple[Any, ...]],
                           values: Sequence[Any]) -> list[Any] | None:
@@ -190,39 +216,32 @@ class LmdbMapState(PathStore):
         encoded = encode_keys(keys)
         order = sorted(range(len(encoded)), key=encoded.__getitem__)
         loads, dumps = pickle.loads, pickle.dumps
-        with self._lock:
-            env = self._environment()
-            while True:
-                out: list[Any] = [None] * len(encoded)
-                try:
-                    with env.begin(write=True) as txn:
-                        get = txn.get
-                        pairs: list[tuple[bytes, bytes]] = []
-                        append = pairs.append
-                        for i in order:
-                            k = encoded[i]
-                            blob = get(k)
-                            new = values[i]
-                            if blob is not None:
-                                tag, stored_txid, old = loads(blob)
-                                if tag != TRANSACTIONAL or stored_txid > txid:
-                                    raise _General
-                                if stored_txid == txid:  # a replay: its update is in already
-                                    out[i] = old
-                                    continue
-                                if old is not None:
-                                    new = old + new
-                            out[i] = new
-                            append((k, dumps((TRANSACTIONAL, txid, new), PROTOCOL)))
-                        if pairs:
-                            txn.cursor().putmulti(pairs)
-                    return out
-                except lmdb.MapFullError:
-                    env.set_mapsize(env.info()["map_size"] * 2)
-                except lmdb.Error as exc:
-                    raise self._failed(exc) from exc
-                except Exception:  # _General, an entry of another shape, an addition that raises
-                    return None
+
+        def add(txn: Any) -> list[Any]:
+            out: list[Any] = [None] * len(encoded)
+            get = txn.get
+            pairs: list[tuple[bytes, bytes]] = []
+            append = pairs.append
+            for i in order:
+                k = encoded[i]
+                blob = get(k)
+                new = values[i]
+                if blob is not None:
+                    tag, stored_txid, old = loads(blob)
+                    if tag != TRANSACTIONAL or stored_txid > txid:
+                        raise _General
+                    if stored_txid == txid:  # a replay: its update is in already
+                        out[i] = old
+                        continue
+                    if old is not None:
+                        new = old + new
+                out[i] = new
+                append((k, dumps((TRANSACTIONAL, txid, new), PROTOCOL)))
+            if pairs:
+                txn.cursor().putmulti(pairs)
+            return out
+
+        return self._bulk(add)
 
     def add_opaque(self, txid: int, keys: Sequence[tuple[Any, ...]],
                    values: Sequence[Any]) -> list[Any] | None:
@@ -258,47 +277,38 @@ previous=None), (2, (('the',),))]
         order = sorted(range(len(encoded)), key=encoded.__getitem__)
         (record_key,) = encode_keys([BATCH_KEYS])
         loads, dumps = pickle.loads, pickle.dumps
-        with self._lock:
-            env = self._environment()
-            while True:
-                out: list[Any] = [None] * len(encoded)
-                try:
-                    with env.begin(write=True) as txn:
-                        get = txn.get
-                        (record,) = decode_entries([get(record_key)])
-                        written = tuple(record[1]) if record is not None and \
-                            record[0] == txid else ()
-                        pairs: list[tuple[bytes, bytes]] = []
-                        append = pairs.append
-                        for i in order:
-                            k = encoded[i]
-                            blob = get(k)
-                            new = values[i]
-                            if blob is None:
-                                base = None
-                            else:
-                                tag, stored_txid, current, previous = loads(blob)
-                                if tag != OPAQUE or stored_txid > txid:
-                                    raise _General
-                                # Storm's rule: a newer txid builds on current, the same on
-                                # previous.
-                                base = current if txid > stored_txid else previous
-                                if base is not None:
-                                    new = base + new
-                            out[i] = new
-                            append((k, dumps((OPAQUE, txid, new, base), PROTOCOL)))
-                        seen = set(written)
-                        record_keys = written + tuple(k for k in keys if k not in seen)
-                        cursor = txn.cursor()
-                        cursor.putmulti(pairs)
-                        cursor.put(record_key, encode_entries([(txid, record_keys)])[0])
-                    return out
-                except lmdb.MapFullError:
-                    env.set_mapsize(env.info()["map_size"] * 2)
-                except lmdb.Error as exc:
-                    raise self._failed(exc) from exc
-                except Exception:  # _General, an entry of another shape, an addition that raises
-                    return None
+
+        def add(txn: Any) -> list[Any]:
+            out: list[Any] = [None] * len(encoded)
+            get = txn.get
+            (record,) = decode_entries([get(record_key)])
+            written = tuple(record[1]) if record is not None and record[0] == txid else ()
+            pairs: list[tuple[bytes, bytes]] = []
+            append = pairs.append
+            for i in order:
+                k = encoded[i]
+                blob = get(k)
+                new = values[i]
+                if blob is None:
+                    base = None
+                else:
+                    tag, stored_txid, current, previous = loads(blob)
+                    if tag != OPAQUE or stored_txid > txid:
+                        raise _General
+                    # Storm's rule: a newer txid builds on current, the same on previous.
+                    base = current if txid > stored_txid else previous
+                    if base is not None:
+                        new = base + new
+                out[i] = new
+                append((k, dumps((OPAQUE, txid, new, base), PROTOCOL)))
+            seen = set(written)
+            record_keys = written + tuple(k for k in keys if k not in seen)
+            cursor = txn.cursor()
+            cursor.putmulti(pairs)
+            cursor.put(record_key, encode_entries([(txid, record_keys)])[0])
+            return out
+
+        return self._bulk(add)
 
     def items(self) -> Iterator[tuple[tuple[Any, ...], Any]]:
         """Every (key, entry) in key-bytes order, a page of entries per read transaction (so
