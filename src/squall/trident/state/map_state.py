@@ -198,6 +198,21 @@ class MapState(abc.ABC):
         each key encoded once and no value objects)."""
         return self.multi_update(txid, keys, [Adder(v) for v in values])
 
+    def _store_add(self, rule: type[MapState], method: str, txid: int,
+                   keys: Sequence[tuple[Any, ...]], values: Sequence[Any]) -> list[Any] | None:
+        """`multi_add` by the backing map's bulk add `method` (`rule`'s `multi_update` done in
+        the store, e.g. `add_transactional`), when the map has one and this class keeps
+        `rule`'s `multi_update` (a subclass that overrides it keeps seeing every update). None
+        when it does not apply or the store declines the batch (SQL's big ints, an entry of
+        another type, an out-of-order txid): the caller then takes the general way, which
+        reports the errors."""
+        add = getattr(self.backing, method, None)
+        if add is None or type(self).multi_update is not rule.multi_update:
+            return None
+        checked, key_list = self._check_update(txid, keys, values)
+        done = add(checked, key_list, values)
+        return None if done is None else list(done)
+
     def items(self) -> Iterator[tuple[tuple[Any, ...], Any]]:
         """Every (key, user value), for inspection and tests."""
         for key, entry in self.backing.items():
@@ -311,17 +326,8 @@ class TransactionalMap(MapState):
 
     def multi_add(self, txid: int, keys: Sequence[tuple[Any, ...]],
                   values: Sequence[Any]) -> list[Any]:
-        add = getattr(self.backing, "add_transactional", None)
-        # (A subclass that overrides `multi_update` keeps seeing every update.)
-        if add is not None and type(self).multi_update is TransactionalMap.multi_update:
-            checked, key_list = self._check_update(txid, keys, values)
-            done = add(checked, key_list, values)
-            if done is not None:
-                return list(done)
-            # Not for the store's bulk add (SQL's big ints, an entry of another type, an
-            # out-of-order txid): the general way, which reports the errors. The txid was
-            # checked and recorded above already.
-        return super().multi_add(txid, keys, values)
+        done = self._store_add(TransactionalMap, "add_transactional", txid, keys, values)
+        return super().multi_add(txid, keys, values) if done is None else done
 
     def _user_value(self, key: tuple[Any, ...], entry: Any) -> Any:
         if entry is None:
@@ -406,16 +412,8 @@ class OpaqueMap(MapState):
 
     def multi_add(self, txid: int, keys: Sequence[tuple[Any, ...]],
                   values: Sequence[Any]) -> list[Any]:
-        add = getattr(self.backing, "add_opaque", None)
-        # (A subclass that overrides `multi_update` keeps seeing every update.)
-        if add is not None and type(self).multi_update is OpaqueMap.multi_update:
-            checked, key_list = self._check_update(txid, keys, values)
-            done = add(checked, key_list, values)
-            if done is not None:
-                return list(done)
-            # Not for the store's bulk add (an entry of another type, an out-of-order txid):
-            # the general way, which reports the errors.
-        return super().multi_add(txid, keys, values)
+        done = self._store_add(OpaqueMap, "add_opaque", txid, keys, values)
+        return super().multi_add(txid, keys, values) if done is None else done
 
     def _user_value(self, key: tuple[Any, ...], entry: Any) -> Any:
         if entry is None:
