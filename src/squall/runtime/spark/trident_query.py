@@ -29,7 +29,7 @@ from squall.runtime.spark import trident_columns as cols
 from squall.trident.execution import TridentOperationContext, query_rows
 from squall.trident.plan import PlanNode
 from squall.trident.state.map_state import MapState
-from squall.trident.state.partitioned import partition_indexes
+from squall.trident.state.partitioned import by_partition, partition_indexes
 
 PARTITION = "$sp"
 OUTPUT_SCHEMA = "`$sp` int, `$rows` binary"
@@ -114,10 +114,7 @@ class TaskPartitions:
 
     def multi_get(self, keys: Sequence[tuple[Any, ...]]) -> list[Any]:
         out: list[Any] = [None] * len(keys)
-        positions: dict[int, list[int]] = {}
-        for i, sp in enumerate(partition_indexes(keys, self.n)):
-            positions.setdefault(sp, []).append(i)
-        for sp, where in sorted(positions.items()):
+        for sp, where in by_partition(keys, self.n).items():
             part = self.open.get(sp)
             if part is None:
                 part = self.open[sp] = self.factory.make_partition(self.name, self.location, sp)

@@ -96,7 +96,7 @@ def copy_entries(entries: Iterable[tuple[tuple[Any, ...], Any]], parts: Sequence
         if not chunk:
             return total
         keys = [k for k, _ in chunk]
-        for index, positions in _by_partition(keys, n).items():
+        for index, positions in by_partition(keys, n).items():
             parts[index].multi_put([keys[i] for i in positions],
                                    [chunk[i][1] for i in positions])
         total += len(chunk)
@@ -115,14 +115,14 @@ class _Routed:
 
     def multi_get(self, keys: Sequence[tuple[Any, ...]]) -> list[Any | None]:
         out: list[Any | None] = [None] * len(keys)
-        for index, positions in _by_partition(keys, len(self.parts)).items():
+        for index, positions in by_partition(keys, len(self.parts)).items():
             found = self.parts[index].backing.multi_get([keys[i] for i in positions])
             for i, entry in zip(positions, found, strict=True):
                 out[i] = entry
         return out
 
     def multi_put(self, keys: Sequence[tuple[Any, ...]], values: Sequence[Any]) -> None:
-        for index, positions in _by_partition(keys, len(self.parts)).items():
+        for index, positions in by_partition(keys, len(self.parts)).items():
             self.parts[index].backing.multi_put([keys[i] for i in positions],
                                                 [values[i] for i in positions])
 
@@ -187,7 +187,7 @@ class PartitionedMap(MapState):
         """`apply(partition, its keys, their positions)` per partition with keys; the results
         back in key order."""
         out: list[Any] = [None] * len(keys)
-        for index, positions in _by_partition(keys, len(self.parts)).items():
+        for index, positions in by_partition(keys, len(self.parts)).items():
             done = apply(self.parts[index], [keys[i] for i in positions], positions)
             for i, value in zip(positions, done, strict=True):
                 out[i] = value
@@ -205,7 +205,7 @@ class PartitionedMap(MapState):
         return self.parts[0]._user_value(key, entry)
 
 
-def _by_partition(keys: Sequence[tuple[Any, ...]], n: int) -> dict[int, list[int]]:
+def by_partition(keys: Sequence[tuple[Any, ...]], n: int) -> dict[int, list[int]]:
     """The positions of `keys` per partition, partitions in ascending order."""
     if n == 1:
         return {0: list(range(len(keys)))} if keys else {}
