@@ -152,10 +152,12 @@ def query_rows(node: PlanNode, fields: tuple[str, ...], part: Rows, op: Any, sta
     return out
 
 
-def partition_rows(rows: Rows, n: int, fields: tuple[str, ...], keys: Sequence[str]) -> Parts:
-    """`rows` (of `fields`) in `n` partitions by the hash of their `keys`, as `partition_by`
-    places them."""
-    idx = _indexes(fields, keys)
+def partition_rows(rows: Rows, n: int, parent: PlanNode) -> Parts:
+    """`rows` (whose first fields are those of `parent`) in `n` partitions as `parent` placed
+    them: by the hash of its keys after a `partition_by`, else in turn."""
+    if parent.kind != "partition_by":
+        return _round_robin(rows, n)
+    idx = _indexes(parent.fields, parent.args["keys"])
     return _by_key(rows, n, lambda r: tuple(r[i] for i in idx))
 
 

@@ -51,6 +51,10 @@ class Plan:
     def spouts(self) -> list[PlanNode]:
         return [n for n in self.nodes if n.kind == "spout"]
 
+    def descends(self, cid: str, ancestor: str) -> bool:
+        """Whether operation `cid` reads, through its parents, the output of `ancestor`."""
+        return _descends({n.cid: n for n in self.nodes}, cid, ancestor)
+
     def children(self, cid: str) -> list[PlanNode]:
         return [n for n in self.nodes if cid in n.parents]
 

@@ -851,11 +851,8 @@ class TridentSparkRunner(Controls, Reporting):
                 node = path[-1]
                 rows = [] if empty else self._spark_path(txid, path, batch)
                 self.timing["spark"] += time.perf_counter() - t_spark
-                parent = self.plan.node(node.parents[0])
-                given[cid] = partition_rows(rows, node.parallelism, parent.fields,
-                                            parent.args["keys"]) \
-                    if parent.kind == "partition_by" else [rows[i::node.parallelism]
-                                                           for i in range(node.parallelism)]
+                given[cid] = partition_rows(rows, node.parallelism,
+                                            self.plan.node(node.parents[0]))
                 continue
             if path[-1].kind == "window":
                 windows[cid] = ({}, {}, None) if empty else self._spark_path(txid, path, batch)
@@ -984,7 +981,7 @@ class TridentSparkRunner(Controls, Reporting):
         def read_in_turn(query: PlanNode) -> bool:
             if query.kind != "state_query":
                 return False
-            return query.cid in self.paths or _descends(self.plan, query, node)
+            return query.cid in self.paths or self.plan.descends(query.cid, node.cid)
 
         return isinstance(state, PartitionedMap) \
             and hasattr(node.args["factory"], "make_partition") \
@@ -1434,14 +1431,3 @@ def _builtin_values(result: pa.Table, op: Any, sql: str, node: PlanNode) -> list
         else:
             values.append(min(present) if sql == "min" else max(present))
     return values
-
-
-def _descends(plan: Plan, node: PlanNode, ancestor: PlanNode) -> bool:
-    """Whether `node` reads, through its parents, the output of `ancestor`."""
-    stack = list(node.parents)
-    while stack:
-        cid = stack.pop()
-        if cid == ancestor.cid:
-            return True
-        stack.extend(plan.node(cid).parents)
-    return False
