@@ -9,6 +9,7 @@ report.
 
 from __future__ import annotations
 
+import configparser
 import subprocess
 import sys
 import textwrap
@@ -80,3 +81,29 @@ def test_the_layer_contract_catches_an_upward_import(tmp_path):
                           text=True, timeout=300, env={"PYTHONPATH": str(tmp_path)})
     assert proc.returncode != 0
     assert "squall.reliability is not allowed to import squall.task" in proc.stdout
+
+
+def _modules_of(package: Path, prefix: str) -> set[str]:
+    names = set()
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        names.add(".".join((prefix, *parts)))
+    return names
+
+
+def test_the_pyspark_contract_names_every_module_outside_runtime_spark():
+    """pyspark stays in `squall.runtime.spark`: the forbidden contract covers every other module
+    of the package, so a new package cannot import pyspark unnoticed because nobody listed it."""
+    config = configparser.ConfigParser()
+    config.read(ROOT / ".importlinter")
+    packages = config["importlinter:contract:spark"]["source_modules"].split()
+    modules = config["importlinter:contract:spark-root"]["source_modules"].split()
+    assert config["importlinter:contract:spark-root"]["as_packages"] == "False"
+    uncovered = sorted(
+        name for name in _modules_of(ROOT / "src" / "squall", "squall")
+        if not (name == "squall.runtime.spark" or name.startswith("squall.runtime.spark."))
+        and name not in modules
+        and not any(name == p or name.startswith(p + ".") for p in packages))
+    assert uncovered == [], f"add to [importlinter:contract:spark] in .importlinter: {uncovered}"
