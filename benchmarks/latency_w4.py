@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/latency_w4.py --runner spark --rates 1000,10000 --seconds 20
 
 For each rate (tuples/s; 0 = as fast as the runner goes) prints the rate reached and two
-latencies as p50, p99 and max (../shared/docs/benchmarks.md, W4):
+latencies as p50, p99 and max (docs/benchmarks.md, W4):
 
 - complete: from the spout's emit of a sentence to its `ack` (the tree's completion as the
   spout is told of it, Storm's complete latency);

@@ -1,4 +1,4 @@
-"""Every benchmark workload (../shared/docs/benchmarks.md), one after another, each in a process
+"""Every benchmark workload (docs/benchmarks.md), one after another, each in a process
 of its own, and the ratio each reports to its baseline.
 
     .venv/bin/python benchmarks/run.py                       # every workload at full size

@@ -1,5 +1,5 @@
 """The Spark pieces the Trident benchmarks share: their session, the hand-written PySpark W1 job
-they are measured against (../shared/docs/benchmarks.md), and a Trident-shaped per-tuple `each`
+they are measured against (docs/benchmarks.md), and a Trident-shaped per-tuple `each`
 with nothing of squall's in it (the floor of a per-tuple split in `mapInArrow`).
 
 - `session(app)`: `local[2]`, two shuffle partitions, AQE off (as squall's Spark runner), UI off.
@@ -92,7 +92,7 @@ def b_count(batches: Batches) -> Iterator[pa.RecordBatch]:
 
 
 def baseline_plan(df: Any) -> Any:
-    """benchmarks.md: Python split in mapInArrow, repartition by word, dict count per partition."""
+    """The hand-written job: Python split in mapInArrow, repartition by word, dict per partition."""
     return (df.mapInArrow(b_split, "word string").repartition(SHUFFLE_PARTITIONS, "word")
             .mapInArrow(b_count, "word string, count long"))
 

@@ -18,7 +18,7 @@ Count)`, run by squall's Trident Spark runner (`squall.runtime.spark.trident`), 
   of benchmarks/spark_jobs.py (Storm's `Split` called per sentence with a tuple and a collector
   appending to a list, one typed word column) in `mapInArrow`, Spark's count: At's Spark job alone.
 
-The hand-written job (../shared/docs/benchmarks.md: Python split in mapInArrow, repartition by
+The hand-written job (docs/benchmarks.md: Python split in mapInArrow, repartition by
 word, dict count per partition in mapInArrow, toArrow) reads the same input in the same session,
 batch by batch as Trident does (one job per batch, its counts merged in a driver dict): with
 `--input parquet` (the default) W1's sentences in parquet files of `--per-batch` sentences (row

@@ -1,7 +1,7 @@
 """Trident W2 on Spark: per-word counts in tumbling 10 s event-time windows, the whole input as
 one batch, interleaved in one session with a hand-written PySpark job.
 
-W2 (../shared/docs/benchmarks.md): W1's sentences, sentence i at event time i * 10 ms, output
+W2 (docs/benchmarks.md): W1's sentences, sentence i at event time i * 10 ms, output
 (window_start, word, count), 1,263,836 rows. Trident plan: `each(Split) -> group_by(word) ->
 tumbling_window(10 s, Count)` over a `FileBatchSpout` of one parquet file (the windows' state is
 the default durable opaque map; with the whole input as one batch every window opens and fires in

@@ -1,6 +1,6 @@
 """W5, state at scale: squall Trident's durable map state on Spark against Structured Streaming.
 
-Events `(key, value)` over K distinct keys (../shared/docs/benchmarks.md, W5: key ids drawn
+Events `(key, value)` over K distinct keys (docs/benchmarks.md, W5: key ids drawn
 uniformly with numpy's `default_rng(42)`, then the values, int64 uniform in [1, 1000]; key
 strings `"k<id>"`), written in event order as `--files` parquet files, one file per micro-batch
 (transaction); the job keeps a running count and sum per key, exactly once. Contenders, each

@@ -81,7 +81,7 @@ def plain_loop(sentences: list[str]) -> tuple[float, dict[str, int]]:
 
 
 def function_chain(sentences: list[str]) -> tuple[float, dict[str, int]]:
-    """benchmarks.md's "per-word function calls spout -> split -> count (no framework)"."""
+    """Per-word function calls spout -> split -> count, with no framework."""
     counts: dict[str, int] = {}
 
     def count(word: str) -> None:

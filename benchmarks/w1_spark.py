@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/w1_spark.py [--sentences 200000] [--runs 2]
 
-Baseline (benchmarks.md): sentences split in Python inside `mapInArrow`, `repartition` by word,
+Baseline (docs/benchmarks.md): sentences split in Python inside `mapInArrow`, `repartition` by word,
 counted in a Python dict per partition inside `mapInArrow`. squall: the same topology as
 benchmarks/w1_local.py (list spout, split x2, count x2 with fields grouping), the whole input as
 one micro-batch, acking off and on; then the same with the built-in `MemorySource` (two partitions,

@@ -2,8 +2,8 @@
 
     .venv/bin/python benchmarks/w1_spark_floor.py [--sentences 200000] [--runs 3]
 
-What the W1 target of the Spark runner issue is measured against: the hand-written job of
-benchmarks.md (split in `mapInArrow`, `repartition` by word, dict count in `mapInArrow`). This
+What the W1 target of the Spark runner is measured against: the hand-written job of
+docs/benchmarks.md (split in `mapInArrow`, `repartition` by word, dict count in `mapInArrow`). This
 script runs, in the same session and on the same cached input, that job and a job shaped the way
 any engine of Storm's API must run W1 on Spark, with nothing else: a `Tuple` object per delivered
 tuple, an `execute(tuple, collector)` call per sentence and per word, an `emit(Values(w))` call

@@ -1,10 +1,10 @@
-"""W2 and W3 (benchmarks.md) with squall.windows operators, on the local and the Spark runner.
+"""W2 and W3 (docs/benchmarks.md) with squall.windows operators, on the local and the Spark runner.
 
     .venv/bin/python benchmarks/w2_w3_operators.py [--sentences 200000] [--runs 3] [--spark]
         [--spark-batches all,100000] [--no-local] [--workloads W2,W3,W3t] [--stateful]
 
 W2: per-word count in 10 s tumbling event-time windows (`KeyedWindowedOperator`, `Count`, on-time
-trigger, discarding, allowed lateness 0, watermark = largest timestamp). W3 (benchmarks.md): windows
+trigger, discarding, allowed lateness 0, watermark = largest timestamp). W3: windows
 of 60 s sliding by 10 s with an early firing every 100,000 input words, as squall.windows' count
 trigger: `with_early_firings_at_every(100_000)`, which counts per (key, window). A (word, window)
 never gets near 100,000 tuples (a 60 s window holds 60,000 words in all), so W3 fires no early pane

@@ -1,4 +1,4 @@
-"""W2 (benchmarks.md) with Storm's windowed bolt, on the local and the Spark runner.
+"""W2 (docs/benchmarks.md) with Storm's windowed bolt, on the local and the Spark runner.
 
     .venv/bin/python benchmarks/w2_windowed_bolts.py [--sentences 200000] [--runs 3] [--spark]
         [--parts]

@@ -1,4 +1,4 @@
-"""The benchmark workloads' data, generated as ../shared/docs/benchmarks.md specifies.
+"""The benchmark workloads' data, generated as docs/benchmarks.md specifies.
 
 >>> sentences = w1_sentences(3)
 >>> len(sentences), len(sentences[0].split())
