@@ -42,7 +42,8 @@ from squall.panes.beam_triggers import (
     Repeatedly,
     Trigger,
 )
-from squall.panes.engine import InputWatermarks, PaneState, WindowedEngine
+from squall.panes.engine import PaneState, WindowedEngine
+from squall.panes.input_watermarks import InputWatermarks
 from squall.panes.pane_info import (
     PANE_INFO_FIELDS,
     ClosingBehavior,

@@ -31,9 +31,9 @@ from squall.panes.engine import (
     ACCEPTED,
     WATERMARK_DUE,
     WATERMARK_MOVED,
-    InputWatermarks,
     WindowedEngine,
 )
+from squall.panes.input_watermarks import InputWatermarks
 from squall.panes.state_mapping import META_KEY, StateSessions, StateWindowStore
 from squall.panes.windows import Window
 from squall.partition_watermarks import PARTITIONS_STREAM, PartitionWatermarks
