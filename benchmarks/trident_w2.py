@@ -34,7 +34,7 @@ from trident_w1 import Split, SplitColumns  # the same two splits as W1
 from workloads import w1_sentences
 
 from squall.runtime.spark.trident import TridentSparkRunner
-from squall.runtime.spark.trident_windows import count_by_codes
+from squall.runtime.spark.trident.windows import count_by_codes
 from squall.trident import (
     Count,
     FileBatchSpout,

@@ -18,7 +18,7 @@ import pytest
 from support.state_kills import KillsAWorker
 
 import squall
-from squall.runtime.spark import trident_state as ts
+from squall.runtime.spark.trident import state as ts
 from squall.testing import complete_topology, simulated_time
 from squall.trident import Count, FileBatchSpout, MapGet, QueryFunction, Sum, TridentTopology
 from squall.trident.state import DurableMapState, StateType

@@ -277,7 +277,7 @@ def test_counts_by_codes_equal_arrows_group_by(space):
 
     import pyarrow as pa
 
-    from squall.runtime.spark.trident_windows import count_by_codes
+    from squall.runtime.spark.trident.windows import count_by_codes
 
     rnd = random.Random(7)
     n = 5_000

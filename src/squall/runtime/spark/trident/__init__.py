@@ -17,9 +17,9 @@ for an opaque spout one starting where the previous ended), then:
    aggregation), or on the driver for a user's combiner. One Spark action (`toArrow`) per
    aggregation brings the batch's per-key aggregates to the driver, except for a
    `persistent_aggregate` into a partitioned state: its partials are shuffled by state
-   partition and applied in the tasks that hold them (`trident_state`), and only how many keys
+   partition and applied in the tasks that hold them (`trident.state`), and only how many keys
    each partition wrote comes back. A `state_query` of a partitioned state fed this way is read
-   in the tasks holding the state partitions of its keys (`trident_query`), before the
+   in the tasks holding the state partitions of its keys (`trident.state_query`), before the
    transaction's updates, and only its output rows come back.
 2. **On the driver**, everything else runs through the same executor as the local runner
    (`squall.trident.execution.BatchExecutor`), given the aggregates of step 1: map state
@@ -29,7 +29,7 @@ for an opaque spout one starting where the previous ended), then:
    attempt of the same txid (`squall.trident.max.attempts`; unset: for ever, with a growing
    pause), its states applying it once if transactional or opaque.
 
-Column encoding of the untyped fields: `squall.runtime.spark.trident_columns`. Decisions and
+Column encoding of the untyped fields: `squall.runtime.spark.trident.columns`. Decisions and
 measurements: docs/design/trident.md.
 """
 
@@ -63,14 +63,14 @@ from squall.runtime.checkpoint_location import prepare_location
 from squall.runtime.gc_pause import gc_paused
 from squall.runtime.lifecycle import Controls, Lifecycle
 from squall.runtime.reporting import Reporting
-from squall.runtime.spark import trident_columns as cols
-from squall.runtime.spark import trident_query as tq
-from squall.runtime.spark import trident_state as ts
-from squall.runtime.spark import trident_windows as tw
 from squall.runtime.spark.fingerprint import check_fingerprint
 from squall.runtime.spark.query import TICKS, batch_metrics, drive_query
 from squall.runtime.spark.session import get_session
 from squall.runtime.spark.shipping import ship_by_value
+from squall.runtime.spark.trident import columns as cols
+from squall.runtime.spark.trident import state as ts
+from squall.runtime.spark.trident import state_query as tq
+from squall.runtime.spark.trident import windows as tw
 from squall.topology.config import Config
 from squall.topology.description import Topology
 from squall.transaction_kernel.progress_store import STORE
@@ -122,7 +122,7 @@ TERMINALS = frozenset({"persistent_aggregate", "group_aggregate", "aggregate"})
 def spark_segments(plan: Plan, queries: Callable[[PlanNode], bool] = lambda node: False
                    ) -> tuple[dict[str, list[PlanNode]], frozenset[str]]:
     """Each aggregation computed in Spark, and each `state_query` for which `queries` is
-    true (read in the tasks, `trident_query`) -> its path from its spout (spout first, the
+    true (read in the tasks, `trident.state_query`) -> its path from its spout (spout first, the
     aggregation or query last), and the operations inside those paths (the driver skips them).
 
     An operation runs in Spark only if every operation reading its output does too (its rows
@@ -204,7 +204,7 @@ class _Chain:
 
     def partial_schema(self) -> pa.Schema:
         """The Arrow schema of the partial rows, which travel as IPC cells
-        (`trident_columns.to_cells`) when they go to the driver as they are."""
+        (`trident.columns.to_cells`) when they go to the driver as they are."""
         assert self.partial is not None
         if self.partial.kind == "window":
             return cols.schema(tw.partial_fields(self.partial), self.types)
@@ -344,7 +344,7 @@ class _StateChain(_Chain):
     """A chain ending with the partial aggregations of `terminals`, `persistent_aggregate`s of
     the same keys into partitioned states of `partitions` partitions, computed in one pass over
     the input: their partials leave stacked, each row with its terminal (`$t`) and its key's
-    state partition (`$sp`), for `trident_state.ApplyState`."""
+    state partition (`$sp`), for `trident.state.ApplyState`."""
 
     def __init__(self, nodes: list[PlanNode], in_fields: tuple[str, ...],
                  conf: Mapping[str, Any], txid: int, terminals: Sequence[PlanNode],
@@ -967,7 +967,7 @@ class TridentSparkRunner(Controls, Reporting):
 
     def _in_executors(self, node: PlanNode) -> bool:
         """Whether `node` is a `persistent_aggregate` whose partials Spark applies to its
-        state's partitions in the tasks (`trident_state`): a keyed combiner's, into a
+        state's partitions in the tasks (`trident.state`): a keyed combiner's, into a
         partitioned state no other operation of the plan writes, and which every query of it
         reads before the update (in the tasks, in an earlier job) or after it (reading the
         update's own stream, on the driver)."""
@@ -989,7 +989,7 @@ class TridentSparkRunner(Controls, Reporting):
 
     def _query_in_tasks(self, node: PlanNode) -> bool:
         """Whether the `state_query` `node` reads its state in the Spark tasks
-        (`trident_query`): a state partitioned by a factory whose partitions a task opens."""
+        (`trident.state_query`): a state partitioned by a factory whose partitions a task opens."""
         return self.in_executors and hasattr(node.args["factory"], "make_partition") \
             and hasattr(node.args["factory"], "make_partitioned")
 

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from squall.errors import SquallError
 from squall.runtime.gc_pause import gc_paused
-from squall.runtime.spark import trident_columns as cols
+from squall.runtime.spark.trident import columns as cols
 from squall.trident.operations import Count, Sum
 from squall.trident.plan import PlanNode
 from squall.trident.state.partitioned import partition_indexes

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from squall.runtime.gc_pause import gc_paused
-from squall.runtime.spark import trident_columns as cols
+from squall.runtime.spark.trident import columns as cols
 from squall.trident.execution import TridentOperationContext, query_rows
 from squall.trident.plan import PlanNode
 from squall.trident.state.map_state import MapState

@@ -12,7 +12,7 @@ about 2 s to aggregate and sort here, Arrow a tenth of that (docs/design/trident
 driver receives each (window, key) once per partition that saw it; time-ordered input puts a
 window in one or two partitions.
 
-Columns of a partial row (`trident_columns` layouts): `$ws` (the window's start), the keys,
+Columns of a partial row (`trident.columns` layouts): `$ws` (the window's start), the keys,
 `$partial` (the combined value), `$n` (tuples assigned), `$max` (their largest timestamp),
 `$part` (the partition that computed it: only windows several partitions hold need combining).
 
@@ -40,7 +40,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from squall.runtime.spark import trident_columns as cols
+from squall.runtime.spark.trident import columns as cols
 from squall.trident.execution import timestamp_of
 from squall.trident.plan import PlanNode
 from squall.trident.tuple import tuple_type
