@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from squall.components.base import Bolt
 from squall.components.side_records import side_fields
@@ -84,6 +84,7 @@ from squall.panes.pane_info import (
     TimestampCombiner,
 )
 from squall.panes.triggers import AccumulationMode, TriggerOption
+from squall.panes.windowing import Windowing
 from squall.panes.windows import WindowOption
 from squall.partition_watermarks import PARTITIONS_STREAM
 from squall.protocols import Accumulation
@@ -106,6 +107,33 @@ UNKEYED_INFO_FIELDS = Fields(*PANE_FIELDS, *PANE_INFO_FIELDS)
 
 Extractor = Callable[[Tuple], Any]
 DurationLike = Duration | datetime.timedelta | int
+T = TypeVar("T")
+
+
+class _Setting(Generic[T]):
+    """An operator attribute that reads one setting of the operator's windowing strategy
+    (`operator.windowing`), read-only: the strategy is one immutable value."""
+
+    def __init__(self, field: str) -> None:
+        self._field = field
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    @overload
+    def __get__(self, op: None, owner: type) -> _Setting[T]: ...
+
+    @overload
+    def __get__(self, op: WindowedOperatorBase, owner: type) -> T: ...
+
+    def __get__(self, op: WindowedOperatorBase | None, owner: type) -> T | _Setting[T]:
+        if op is None:
+            return self
+        return getattr(op.windowing, self._field)
+
+    def __set__(self, op: WindowedOperatorBase, value: T) -> None:
+        raise AttributeError(f"{self._name} is a setting of the operator's windowing strategy "
+                             "(operator.windowing), which does not change once built")
 
 
 class WindowedOperatorBase(Bolt):
@@ -152,14 +180,15 @@ class WindowedOperatorBase(Bolt):
                 f"{type(self).__name__}: {type(window).__name__} merge with the accumulation's "
                 f"merge(), and this {type(accumulation).__name__} has none: give it one (as "
                 f"Fold(initial, add, merge=fn)) or use TimeWindows or GlobalWindow")
-        self.window = window
         self.accumulation = accumulation
-        self.trigger = trigger if trigger is not None else TriggerOption.at_watermark()
-        self.accumulation_mode = accumulation_mode
-        self.on_time_behavior = on_time_behavior
-        self.closing_behavior = closing_behavior
-        self.timestamp_combiner = timestamp_combiner
-        self.lateness_rule = lateness_rule  # None: the trigger model's own (the engine's)
+        # The windowing strategy, one value: what each task's pane engine is built from.
+        self.windowing = Windowing(
+            window, trigger if trigger is not None else TriggerOption.at_watermark(),
+            None if allowed_lateness is None else to_millis(allowed_lateness),
+            accumulation_mode, on_time_behavior, closing_behavior, timestamp_combiner,
+            lateness_rule)  # lateness_rule None: the trigger model's own (the engine's)
+        # The engine checks the strategy against the accumulation (one thrown away here).
+        WindowedEngine.of(self.windowing, accumulation)
         self.pane_info = bool(pane_info)
         # With `watermark_delay`, inputs read from partitioned sources take the watermark per
         # source partition (squall.partition_watermarks); False: from the input's largest
@@ -173,10 +202,6 @@ class WindowedOperatorBase(Bolt):
                 self.processing_time_watermark_ms < 0):
             raise ValueError(f"processing_time_watermark must be >= 0, got "
                              f"{processing_time_watermark!r}")
-        # The engine checks the trigger, the mode and the behaviours (one thrown away here).
-        WindowedEngine(window, accumulation, self.trigger, **self.engine_options())
-        self.allowed_lateness_ms = None if allowed_lateness is None else to_millis(
-            allowed_lateness)
         self.watermark_delay_ms = None if watermark_delay is None else to_millis(
             watermark_delay)
         if late_stream is not None and (not isinstance(late_stream, str) or not late_stream):
@@ -202,16 +227,34 @@ class WindowedOperatorBase(Bolt):
         self.stateful = bool(stateful)
         self.role = roles.STATEFUL_OPERATOR if stateful else roles.OPERATOR
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if "windowing" not in state:
+            # Pickled before the windowing strategy was one value: its settings were attributes
+            # (those before a setting existed get the default).
+            state = dict(state)
+            state["windowing"] = Windowing(
+                state.pop("window"), state.pop("trigger"), state.pop("allowed_lateness_ms"),
+                state.pop("accumulation_mode", None),
+                state.pop("on_time_behavior", OnTimeBehavior.FIRE_ALWAYS),
+                state.pop("closing_behavior", ClosingBehavior.FIRE_IF_NON_EMPTY),
+                state.pop("timestamp_combiner", TimestampCombiner.OUTPUT_AT_EOW),
+                state.pop("lateness_rule", None))
+        self.__dict__.update(state)
+
+    # The windowing strategy's settings, read-only, under the names operators had for them.
+    window = _Setting[WindowOption | None]("window")
+    trigger = _Setting[TriggerOption | Trigger]("trigger")
+    allowed_lateness_ms = _Setting[int | None]("allowed_lateness_ms")
+    accumulation_mode = _Setting[AccumulationMode | None]("mode")
+    on_time_behavior = _Setting[OnTimeBehavior]("on_time_behavior")
+    closing_behavior = _Setting[ClosingBehavior]("closing_behavior")
+    timestamp_combiner = _Setting[TimestampCombiner]("timestamp_combiner")
+    lateness_rule = _Setting[LatenessRule | None]("lateness_rule")  # None: the model's own
+
     def engine_options(self) -> dict[str, Any]:
         """The pane engine's keyword arguments besides window, accumulation, trigger, lateness
-        (operators pickled before these settings get the defaults)."""
-        return {"mode": getattr(self, "accumulation_mode", None),
-                "on_time_behavior": getattr(self, "on_time_behavior", OnTimeBehavior.FIRE_ALWAYS),
-                "closing_behavior": getattr(self, "closing_behavior",
-                                            ClosingBehavior.FIRE_IF_NON_EMPTY),
-                "timestamp_combiner": getattr(self, "timestamp_combiner",
-                                              TimestampCombiner.OUTPUT_AT_EOW),
-                "lateness_rule": getattr(self, "lateness_rule", None)}
+        (`WindowedEngine.of(op.windowing, accumulation)` takes them all as one value)."""
+        return self.windowing.engine_options()
 
     @property
     def output_width(self) -> int:

@@ -86,7 +86,8 @@ from squall.panes.pane_info import (
     OnTimeBehavior,
     TimestampCombiner,
 )
-from squall.panes.triggers import AccumulationMode, ApexTrigger, TriggerOption, validate_mode
+from squall.panes.triggers import AccumulationMode, TriggerOption
+from squall.panes.windowing import Windowing
 from squall.panes.windows import (
     MAX_TIMESTAMP,
     MIN_TIMESTAMP,
@@ -165,6 +166,8 @@ class WindowedEngine:
     model (`squall.panes.beam_triggers`; `mode` is the accumulation mode, discarding by default).
     `on_time_behavior`, `closing_behavior`: whether the on-time pane and the final pane fire when
     nothing arrived since the previous pane. `timestamp_combiner`: the panes' output timestamp.
+    These settings are an operator's windowing strategy; `WindowedEngine.of(windowing,
+    accumulation)` takes them as one `squall.panes.windowing.Windowing`.
     """
 
     def __init__(self, window: WindowOption | None, accumulation: Accumulation,
@@ -176,47 +179,45 @@ class WindowedEngine:
                  closing_behavior: ClosingBehavior = ClosingBehavior.FIRE_IF_NON_EMPTY,
                  timestamp_combiner: TimestampCombiner = TimestampCombiner.OUTPUT_AT_EOW,
                  lateness_rule: LatenessRule | None = None) -> None:
-        retractable = getattr(accumulation, "retractable", False)
-        what = type(accumulation).__name__
-        self._root: Node | None = None
-        if isinstance(trigger, TriggerOption):
-            if mode is not None and mode is not trigger.mode:
-                raise ValueError("a TriggerOption carries its accumulation mode: set it with "
-                                 "its discarding/accumulating methods, not mode=")
-            trigger.validate(retractable, what)
-            mode = trigger.mode
-        elif isinstance(trigger, ApexTrigger):  # TriggerOption.as_trigger(): its own mode
-            if mode is not None and mode is not trigger.option.mode:
-                raise ValueError("an ApexTrigger carries its TriggerOption's accumulation mode")
-            trigger.option.validate(retractable, what)
-            mode = trigger.option.mode
-            self._root = compile_trigger(trigger)
-        elif isinstance(trigger, Trigger):
-            mode = AccumulationMode.DISCARDING if mode is None else mode
-            validate_mode(mode, retractable, what)
-            self._root = compile_trigger(trigger)
-        else:
-            raise TypeError(f"trigger must be a TriggerOption or a trigger (AfterWatermark, "
-                            f"AfterCount, ...), got {trigger!r}")
-        if lateness_rule is None:  # each trigger model's own rule
-            beam_model = isinstance(trigger, Trigger) and not isinstance(trigger, ApexTrigger)
-            lateness_rule = (LatenessRule.WINDOW_EXPIRED if beam_model
-                             else LatenessRule.BEHIND_WATERMARK)
-        for name, value, kind in (("on_time_behavior", on_time_behavior, OnTimeBehavior),
-                                  ("closing_behavior", closing_behavior, ClosingBehavior),
-                                  ("timestamp_combiner", timestamp_combiner, TimestampCombiner),
-                                  ("lateness_rule", lateness_rule, LatenessRule)):
-            if not isinstance(value, kind):
-                raise TypeError(f"{name} must be a {kind.__name__}, got {value!r}")
-        self.window = window
+        self._configure(Windowing(window, trigger, allowed_lateness_ms, mode, on_time_behavior,
+                                  closing_behavior, timestamp_combiner, lateness_rule),
+                        accumulation, store, sessions)
+
+    @classmethod
+    def of(cls, windowing: Windowing, accumulation: Accumulation,
+           store: WindowStore | None = None,
+           sessions: MutableMapping[Any, list[Window]] | None = None) -> WindowedEngine:
+        """The engine of an operator's windowing strategy (`squall.panes.windowing`): what the
+        operators build their tasks' engines from.
+
+        >>> from squall.panes.accumulations import Sum
+        >>> e = WindowedEngine.of(Windowing(TimeWindows(1000), allowed_lateness_ms=0), Sum())
+        >>> e.lateness, e.mode.value, e.lateness_rule.value
+        (0, 'discarding', 'behind_watermark')
+        """
+        engine = cls.__new__(cls)
+        engine._configure(windowing, accumulation, store, sessions)
+        return engine
+
+    def _configure(self, windowing: Windowing, accumulation: Accumulation,
+                   store: WindowStore | None,
+                   sessions: MutableMapping[Any, list[Window]] | None) -> None:
+        windowing.check(accumulation)
+        trigger = windowing.trigger
+        # Beam's triggers (and TriggerOption.as_trigger()) run compiled, as a tree of nodes.
+        self._root: Node | None = (None if isinstance(trigger, TriggerOption)
+                                   else compile_trigger(trigger))
+        # The engine keeps the strategy's settings as attributes of its own: they are what its
+        # snapshots hold, and what its hot paths read.
+        self.window = windowing.window
         self.accumulation = accumulation
         self.trigger = trigger
-        self.mode = mode
-        self.on_time_behavior = on_time_behavior
-        self.closing_behavior = closing_behavior
-        self.timestamp_combiner = timestamp_combiner
-        self.lateness_rule = lateness_rule
-        self.lateness = allowed_lateness_ms
+        self.mode = windowing.accumulation_mode
+        self.on_time_behavior = windowing.on_time_behavior
+        self.closing_behavior = windowing.closing_behavior
+        self.timestamp_combiner = windowing.timestamp_combiner
+        self.lateness_rule = windowing.rule
+        self.lateness = windowing.allowed_lateness_ms
         self.windows: WindowStore = {} if store is None else store
         # key -> its sessions, by start (any dict-like store, as `windows`)
         self.sessions: MutableMapping[Any, list[Window]] = {} if sessions is None else sessions

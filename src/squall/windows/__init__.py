@@ -4,11 +4,12 @@ Windows (`GlobalWindow`, `TimeWindows`, `SessionWindows`), triggers and accumula
 (Apex's `TriggerOption`, or Beam's trigger model: `AfterWatermark`, `AfterCount`,
 `AfterProcessingTime`, `Repeatedly`, `AfterAny`, `AfterAll`, `AfterEach`, `OrFinally`, `Never`,
 `Always` with `AccumulationMode`), pane info (`PaneInfo`, `OnTimeBehavior`, `ClosingBehavior`,
-`TimestampCombiner`), accumulations (`accumulations.Sum`, ...; the composite and the outer joins
-also here: `Composite`, `Reduce`, `Fold`, `Sorted`, `TopNByKey`, `LeftOuterJoin`,
-`RightOuterJoin`, `FullOuterJoin`), and the operators that host them
-in a topology (`KeyedWindowedOperator`, `WindowedOperator`, `WindowedMergeOperator`). The engine
-(`squall.panes.engine`) is pure Python and runner-independent.
+`TimestampCombiner`), the windowing strategy as one value (`Windowing`), accumulations
+(`accumulations.Sum`, ...; the composite and the outer joins also here: `Composite`, `Reduce`,
+`Fold`, `Sorted`, `TopNByKey`, `LeftOuterJoin`, `RightOuterJoin`, `FullOuterJoin`), and the
+operators that host them in a topology (`KeyedWindowedOperator`, `WindowedOperator`,
+`WindowedMergeOperator`). The engine (`squall.panes.engine`) is pure Python and
+runner-independent.
 """
 
 from squall.components.operators import (
@@ -53,6 +54,7 @@ from squall.panes.pane_info import (
     TimestampCombiner,
 )
 from squall.panes.triggers import EARLY, LATE, ON_TIME, AccumulationMode, TriggerOption
+from squall.panes.windowing import Windowing
 from squall.panes.windows import (
     GLOBAL_WINDOW,
     MAX_TIMESTAMP,
@@ -114,5 +116,6 @@ __all__ = [
     "WindowedMergeOperator",
     "WindowedOperator",
     "WindowedOperatorBase",
+    "Windowing",
     "accumulations",
 ]

@@ -127,9 +127,7 @@ class OperatorRole(WindowRole):
                sessions: StateSessions | None = None) -> None:
         """The state of a task that has seen nothing (with `store` and `sessions`: in them)."""
         op = self.instance
-        self.engine = WindowedEngine(op.window, op.accumulation, op.trigger,
-                                     op.allowed_lateness_ms, store=store, sessions=sessions,
-                                     **op.engine_options())
+        self.engine = WindowedEngine.of(op.windowing, op.accumulation, store, sessions)
         delay = op.watermark_delay_ms
         self.watermarks = InputWatermarks(list(self._sources), delay, [
             None if tasks is None or delay is None
@@ -293,7 +291,7 @@ class OperatorRole(WindowRole):
         """A tuple of an input read from partitioned sources: late against its own partition's
         watermark (squall.partition_watermarks), so which tuples are late does not depend on
         how partitions are spread over tasks or interleaved."""
-        lateness = self.instance.allowed_lateness_ms
+        lateness = self.engine.lateness
         before = parts.before(tup._origin.task)
         if before is not None and lateness is not None and ts < before - lateness:
             self._late(tup, ts, now_ms, before)
@@ -424,7 +422,7 @@ class OperatorRole(WindowRole):
             record = self._late_records.values(tup, ts, watermark_ms(w), LATE)
             self._out.emit(record, anchors=tup, stream=self._late_records.stream)
         else:
-            lateness = self.instance.allowed_lateness_ms or 0
+            lateness = self.engine.lateness or 0
             self._late_log.record(tup.values, ts, None if w is None else w - lateness, now_ms)
 
     def _invalid(self, tup: Tuple, exc: Exception) -> None:
