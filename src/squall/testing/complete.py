@@ -153,7 +153,7 @@ def with_mocked_trident_sources(topology: Topology, mocked: MockedSources) -> To
         node = spec.new_instance()
         rows = streams.get("default", [])
         fixed = FixedBatchSpout(node.fields, len(rows) or 1, *rows)
-        node = dataclasses.replace(node, args=dict(node.args, op=fixed))
+        node = dataclasses.replace(node, spout=fixed)
         specs[spout_id] = dataclasses.replace(
             spec, payload=cloudpickle.dumps(node), class_name="FixedBatchSpout")
     return Topology(specs)

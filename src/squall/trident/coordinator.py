@@ -24,7 +24,7 @@ from typing import Any
 
 from squall.errors import InvalidTopologyError, SquallError
 from squall.transaction_kernel.progress_store import CURR, open_store
-from squall.trident.plan import Plan
+from squall.trident.plan import PersistNode, Plan, SpoutNode, WindowNode
 from squall.trident.spouts import (
     NON_TRANSACTIONAL,
     OPAQUE,
@@ -66,15 +66,15 @@ def spout_store(conf: Mapping[str, Any], topology_id: str, spout: str) -> Any:
 def check_guarantees(plan: Plan) -> None:
     """Refuses a state type its spouts cannot give exactly-once (Storm's table)."""
     for node in plan.nodes:
-        if node.kind not in ("persistent_aggregate", "partition_persist", "window"):
+        if not isinstance(node, (PersistNode, WindowNode)):
             continue
-        state_type = getattr(node.args["factory"], "state_type", None)
+        state_type = getattr(node.factory, "state_type", None)
         kind = getattr(state_type, "name", str(state_type))
         allowed = _ALLOWED.get(kind)
         if allowed is None:
             continue
         for spout in _upstream_spouts(plan, node.cid):
-            guarantee = SpoutEmitter(spout.cid, spout.args["op"], None).guarantee
+            guarantee = SpoutEmitter(spout.cid, spout.spout, None).guarantee
             if guarantee not in allowed:
                 hint = ("use StateType.OPAQUE (an opaque spout may replay a batch with other "
                         "tuples)" if guarantee == OPAQUE else
@@ -82,20 +82,21 @@ def check_guarantees(plan: Plan) -> None:
                         "failure), or a spout that replays the same batch for a txid "
                         "(transactional = True)")
                 raise InvalidTopologyError(
-                    f"state {node.args['state']!r} of {node.cid!r} is {kind} but spout "
+                    f"state {node.state!r} of {node.cid!r} is {kind} but spout "
                     f"{spout.cid!r} is {guarantee}: it cannot be updated exactly once; {hint}",
                     component=node.cid)
 
 
-def _upstream_spouts(plan: Plan, cid: str) -> list[Any]:
-    out, stack, seen = [], [cid], set()
+def _upstream_spouts(plan: Plan, cid: str) -> list[SpoutNode]:
+    out: list[SpoutNode] = []
+    stack, seen = [cid], set()
     while stack:
         c = stack.pop()
         if c in seen:
             continue
         seen.add(c)
         node = plan.node(c)
-        if node.kind == "spout":
+        if isinstance(node, SpoutNode):
             out.append(node)
         stack.extend(node.parents)
     return out
@@ -109,7 +110,7 @@ class BatchCoordinator:
         self.conf = dict(conf)
         self.store = open_store(self.conf, f"trident-{topology_id}")
         # Each spout keeps its batch metadata per txid in its own namespace.
-        self.emitters = {n.cid: SpoutEmitter(n.cid, n.args["op"],
+        self.emitters = {n.cid: SpoutEmitter(n.cid, n.spout,
                                              spout_store(self.conf, topology_id, n.cid))
                          for n in plan.spouts}
         self.next_txid = int(self.store.get(CURR, 1))

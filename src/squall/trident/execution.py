@@ -34,7 +34,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
-from typing import Any
+from typing import Any, assert_never
 
 import cloudpickle
 import pyarrow as pa
@@ -54,7 +54,31 @@ from squall.trident.operations import (
     TridentCollector,
     check_type,
 )
-from squall.trident.plan import ROW_KINDS, Plan, PlanNode
+from squall.trident.plan import (
+    AggregateNode,
+    Broadcast,
+    CustomPartition,
+    Global,
+    JoinNode,
+    JoinType,
+    MergeNode,
+    Operation,
+    PartitionBy,
+    Persist,
+    PersistNode,
+    Plan,
+    PlanNode,
+    RepartitionNode,
+    RowNode,
+    RowOp,
+    Scope,
+    Shuffle,
+    SpoutNode,
+    StateQueryNode,
+    WindowBy,
+    WindowNode,
+    user_op,
+)
 from squall.trident.state.map_state import Adder, MapState
 from squall.trident.state.partitioned import open_state
 from squall.trident.tuple import tuple_type
@@ -131,14 +155,15 @@ def query_rows(node: PlanNode, fields: tuple[str, ...], part: Rows, op: Any, sta
     >>> from squall.trident.operations import MapGet
     >>> from squall.trident.state.memory import MemoryMapState
     >>> state = MemoryMapState(); state.multi_put([("a",)], [3])
-    >>> node = PlanNode("q", "state_query", ("s",), ("w", "n"), 1,
-    ...                 {"input": ("w",), "output": ("n",)})
+    >>> node = StateQueryNode(cid="q", parents=("s",), fields=("w", "n"), state="counts",
+    ...                       factory=None, input=("w",), op=MapGet(), output=("n",))
     >>> query_rows(node, ("w",), [("a",), ("b",)], MapGet(), state)
     [('a', 3), ('b', None)]
     """
-    idx = _indexes(fields, node.args["input"])
-    make = tuple_type(tuple(node.args["input"]))
-    width = len(node.args.get("output", ()))
+    assert isinstance(node, StateQueryNode), node
+    idx = _indexes(fields, node.input)
+    make = tuple_type(node.input)
+    width = len(node.output)
     tuples = [make(tuple(r[i] for i in idx)) for r in part]
     results = op.batch_retrieve(QueryView(state, node.cid), tuples) if tuples else []
     out: Rows = []
@@ -155,9 +180,10 @@ def query_rows(node: PlanNode, fields: tuple[str, ...], part: Rows, op: Any, sta
 def partition_rows(rows: Rows, n: int, parent: PlanNode) -> Parts:
     """`rows` (whose first fields are those of `parent`) in `n` partitions as `parent` placed
     them: by the hash of its keys after a `partition_by`, else in turn."""
-    if parent.kind != "partition_by":
+    scheme = parent.scheme if isinstance(parent, RepartitionNode) else None
+    if not isinstance(scheme, PartitionBy):
         return _round_robin(rows, n)
-    idx = _indexes(parent.fields, parent.args["keys"])
+    idx = _indexes(parent.fields, scheme.keys)
     return _by_key(rows, n, lambda r: tuple(r[i] for i in idx))
 
 
@@ -225,11 +251,12 @@ class BatchExecutor:
         # One copy of each operation per partition, prepared once (Storm: one per task).
         self.ops: dict[str, list[Any]] = {}
         for node in plan.nodes:
-            if node.kind == "spout" or "op" not in node.args:
+            user = None if isinstance(node, SpoutNode) else user_op(node)
+            if user is None:
                 continue
-            blob = cloudpickle.dumps(node.args["op"])
+            blob = cloudpickle.dumps(user)
             copies = []
-            for i in range(node.parallelism if node.kind != "aggregate" else 1):
+            for i in range(1 if node.single_partition else node.parallelism):
                 op = cloudpickle.loads(blob)
                 op.prepare(self.conf, TridentOperationContext(node.cid, i, node.parallelism))
                 copies.append(op)
@@ -238,10 +265,10 @@ class BatchExecutor:
         self.final = False
         self.parts_ops: dict[str, list[list[Any]]] = {}
         for node in plan.nodes:
-            if node.kind == "chained_agg":
-                self.parts_ops[node.cid] = [[cloudpickle.loads(cloudpickle.dumps(agg))
+            if isinstance(node, AggregateNode) and node.chained:
+                self.parts_ops[node.cid] = [[cloudpickle.loads(cloudpickle.dumps(a.op))
                                              for _ in range(node.parallelism)]
-                                            for _, agg, _ in node.args["parts"]]
+                                            for a in node.aggregations]
 
     def close(self) -> None:
         for copies in self.ops.values():
@@ -280,6 +307,7 @@ class BatchExecutor:
             self.begin(txid)
         for node in self.plan.nodes:
             if windows is not None and node.cid in windows:
+                assert isinstance(node, WindowNode), node.cid
                 rows = self.window_step(node, txid, *windows[node.cid])
                 out[node.cid] = split_by_key(rows, node.parallelism, node)
                 continue
@@ -287,8 +315,9 @@ class BatchExecutor:
                 out[node.cid] = given[node.cid]
                 continue
             if partials is not None and node.cid in partials:
+                assert isinstance(node, PersistNode), node.cid
                 groups = dict(partials[node.cid])
-                if not node.args["keys"] and not groups:
+                if not node.keys and not groups:
                     groups[()] = self.ops[node.cid][0].zero()
                 rows = self.apply_partials(node, self.ops[node.cid][0], groups, txid,
                                            partials=True)
@@ -296,7 +325,7 @@ class BatchExecutor:
                 continue
             if node.cid in skip:
                 continue
-            if node.kind == "spout":
+            if isinstance(node, SpoutNode):
                 out[node.cid] = [list(p) for p in spout_batches.get(node.cid, [[]])]
                 continue
             parents = [out[p] for p in node.parents]
@@ -308,7 +337,7 @@ class BatchExecutor:
                 raise
             except Exception as exc:
                 raise TridentOperationError(
-                    f"Trident operation {node.kind} failed on batch {txid}: "
+                    f"Trident operation {node.label} failed on batch {txid}: "
                     f"{type(exc).__name__}: {exc}", component=node.cid) from exc
         for state in self.states.values():
             state.commit(txid)
@@ -317,113 +346,154 @@ class BatchExecutor:
     def _fields_of(self, cid: str) -> tuple[str, ...]:
         return self.plan.node(cid).fields
 
-    def _eval(self, node: PlanNode, parents: list[Parts], txid: int) -> Parts:
-        kind = node.kind
-        if kind in ROW_KINDS:
-            fields = self._fields_of(node.parents[0])
-            ops = self.ops.get(node.cid)
-            return [self.row_op(node, fields, part, ops[i % len(ops)] if ops else None, txid)
-                    for i, part in enumerate(parents[0])]
-        rows = [r for part in parents[0] for r in part] if len(parents) == 1 else []
+    def _eval(self, node: Operation, parents: list[Parts], txid: int) -> Parts:
         n = node.parallelism
-        if kind == "shuffle":
-            return _round_robin(rows, n)
-        if kind == "partition_by":
-            idx = _indexes(self._fields_of(node.parents[0]), node.args["keys"])
-            return _by_key(rows, n, lambda r: tuple(r[i] for i in idx))
-        if kind == "broadcast":
-            return [list(rows) for _ in range(n)]
-        if kind in ("global", "batch_global"):
-            return [rows]
-        if kind == "partition":
-            return self._custom(node, rows)
-        if kind == "merge":
-            merged: Parts = [[] for _ in range(n)]
-            for parts in parents:
-                for j, part in enumerate(parts):
-                    merged[j % n].extend(part)
-            return merged
-        if kind == "join":
-            return self._join(node, parents)
+        match node:
+            case RowNode() | StateQueryNode():
+                fields = self._fields_of(node.parents[0])
+                ops = self.ops.get(node.cid)
+                return [self.row_op(node, fields, part, ops[i % len(ops)] if ops else None,
+                                    txid)
+                        for i, part in enumerate(parents[0])]
+            case RepartitionNode():
+                return self._repartition(node, _rows(parents[0]))
+            case MergeNode():
+                merged: Parts = [[] for _ in range(n)]
+                for parts in parents:
+                    for j, part in enumerate(parts):
+                        merged[j % n].extend(part)
+                return merged
+            case JoinNode():
+                return self._join(node, parents)
+            case AggregateNode():
+                return self._aggregate(node, parents[0], txid)
+            case PersistNode():
+                fields = self._fields_of(node.parents[0])
+                persist = node.persist
+                match persist:
+                    case Persist.AGGREGATE:
+                        return split_by_key(self._persist(node, fields, _rows(parents[0]), txid),
+                                            n, node)
+                    case Persist.PARTITION:
+                        return [self._partition_persist(node, fields, part, txid,
+                                                        self.ops[node.cid][i % n])
+                                for i, part in enumerate(parents[0])]
+                    case _:
+                        assert_never(persist)
+            case WindowNode():
+                fields = self._fields_of(node.parents[0])
+                return split_by_key(self._window(node, fields, _rows(parents[0]), txid), n, node)
+            case _:
+                assert_never(node)
+
+    def _repartition(self, node: RepartitionNode, rows: Rows) -> Parts:
+        n = node.parallelism
+        scheme = node.scheme
+        match scheme:
+            case Shuffle():
+                return _round_robin(rows, n)
+            case PartitionBy(keys=keys):
+                idx = _indexes(self._fields_of(node.parents[0]), keys)
+                return _by_key(rows, n, lambda r: tuple(r[i] for i in idx))
+            case Broadcast():
+                return [list(rows) for _ in range(n)]
+            case Global():
+                return [rows]
+            case CustomPartition(grouping=grouping):
+                return self._custom(node, grouping, rows)
+            case _:
+                assert_never(scheme)
+
+    def _aggregate(self, node: AggregateNode, parts: Parts, txid: int) -> Parts:
+        n = node.parallelism
         fields = self._fields_of(node.parents[0])
-        if kind == "partition_aggregate":
-            return [self._grouped(node, fields, part, txid, self.ops[node.cid][i % n])
-                    for i, part in enumerate(parents[0])]
-        if kind == "aggregate":
-            return [self._grouped(node, fields, rows, txid, self.ops[node.cid][0])]
-        if kind == "group_aggregate":
-            return split_by_key(self._grouped(node, fields, rows, txid,
-                                               self.ops[node.cid][0]), n, node)
-        if kind == "chained_agg":
-            return split_by_key(self._chained(node, fields, rows, txid), n, node)
-        if kind == "persistent_aggregate":
-            return split_by_key(self._persist(node, fields, rows, txid), n, node)
-        if kind == "window":
-            return split_by_key(self._window(node, fields, rows, txid), n, node)
-        if kind == "partition_persist":
-            return [self._partition_persist(node, fields, part, txid, self.ops[node.cid][i % n])
-                    for i, part in enumerate(parents[0])]
-        raise SquallError(f"unknown Trident operation kind {kind!r} ({node.cid})")
+        if node.chained:
+            return split_by_key(self._chained(node, fields, _rows(parts), txid), n, node)
+        ops = self.ops[node.cid]
+        scope = node.scope
+        match scope:
+            case Scope.PARTITION:
+                return [self._grouped(node, fields, part, txid, ops[i % n])
+                        for i, part in enumerate(parts)]
+            case Scope.BATCH:
+                return [self._grouped(node, fields, _rows(parts), txid, ops[0])]
+            case Scope.GROUP:
+                return split_by_key(self._grouped(node, fields, _rows(parts), txid, ops[0]), n,
+                                    node)
+            case _:
+                assert_never(scope)
 
     # ---- operations ----------------------------------------------------------------------------
     def row_op(self, node: PlanNode, fields: tuple[str, ...], part: Rows, op: Any,
-                txid: int, keep_inputs: bool = True) -> Rows:
-        """One row operation over a partition's rows. `keep_inputs=False` (an `each` whose
-        input tuple's fields nothing reads later, on Spark) leaves them out of its output rows:
-        the rows are the emitted values alone."""
-        kind, inputs = node.kind, node.args["input"]
+               txid: int, keep_inputs: bool = True) -> Rows:
+        """One row operation (or state query) over a partition's rows. `keep_inputs=False` (an
+        `each` whose input tuple's fields nothing reads later, on Spark) leaves them out of its
+        output rows: the rows are the emitted values alone."""
+        if isinstance(node, StateQueryNode):
+            return query_rows(node, fields, part, op, self.states[node.state])
+        assert isinstance(node, RowNode), node
+        inputs = node.input
         idx = _indexes(fields, inputs)
-        if kind == "project":
-            return [tuple(r[i] for i in idx) for r in part]
-        make = tuple_type(tuple(inputs))
+        make = tuple_type(inputs)
         whole = idx == list(range(len(fields)))
 
         def view(r: tuple[Any, ...]) -> Any:
             return make(r if whole else tuple(r[i] for i in idx))
 
-        if kind == "filter":
-            keep = op.is_keep
-            return [r for r in part if keep(view(r))]
-        if kind == "peek":
-            for r in part:
-                op.accept(view(r))
-            return part
+        width = len(node.output)
+        row_op = node.row_op
+        match row_op:
+            case RowOp.PROJECT:
+                return [tuple(r[i] for i in idx) for r in part]
+            case RowOp.FILTER:
+                keep = op.is_keep
+                return [r for r in part if keep(view(r))]
+            case RowOp.PEEK:
+                for r in part:
+                    op.accept(view(r))
+                return part
+            case RowOp.EACH:
+                if isinstance(op, BatchFunction):
+                    return self._batch_each(node, op, part, idx, inputs)
+                if not keep_inputs:
+                    # No input row to pair the values with: the emitted values of the whole
+                    # part, in order, are the output.
+                    columns, n = self.each_columns(node, fields, part, op)
+                    return list(zip(*columns, strict=True)) if columns else [()] * n
+                return self._each(node, fields, part, op, view)
+            case RowOp.MAP:
+                return [_checked(op.execute(view(r)), width, node) for r in part]
+            case RowOp.FLAT_MAP:
+                out: Rows = []
+                for r in part:
+                    out.extend(_checked(v, width, node) for v in op.execute(view(r)))
+                return out
+            case _:
+                assert_never(row_op)
+
+    def _each(self, node: RowNode, fields: tuple[str, ...], part: Rows, op: Function,
+              view: Callable[[tuple[Any, ...]], Any]) -> Rows:
+        """A per-tuple `each`: each input row followed by each of its emitted value lists."""
         out: Rows = []
-        width = len(node.args.get("output", ()))
-        if kind == "each" and isinstance(op, BatchFunction):
-            return self._batch_each(node, op, part, idx, inputs)
-        if kind == "each" and not keep_inputs:
-            # No input row to pair the values with: the emitted values of the whole part, in
-            # order, are the output.
-            columns, n = self.each_columns(node, fields, part, op)
-            return list(zip(*columns, strict=True)) if columns else [()] * n
-        if kind == "each":
-            coll = _Emitted()
-            execute, emitted, append = op.execute, coll.out, out.append
-            for r in part:
-                execute(view(r), coll)
-                if emitted:
-                    for values in emitted:
-                        append(r + tuple(values))
-                    emitted.clear()
-            self._raise_reported(node, coll)
-            # Every output row is an input row and the emitted values: a row of another length
-            # means a function emitted the wrong number of values (checked once, in C).
-            wide = len(fields) + width
-            if out and set(map(len, out)) != {wide}:
-                bad = next(r for r in out if len(r) != wide)
-                _checked(bad[len(fields):], width, node)  # raises, naming the operation
-            if op.output_types and out:
-                _check_emitted(node, op, out, len(fields))
-            return out
-        if kind == "map":
-            return [_checked(op.execute(view(r)), width, node) for r in part]
-        if kind == "flat_map":
-            for r in part:
-                out.extend(_checked(v, width, node) for v in op.execute(view(r)))
-            return out
-        assert kind == "state_query"
-        return query_rows(node, fields, part, op, self.states[node.args["state"]])
+        coll = _Emitted()
+        execute, emitted, append = op.execute, coll.out, out.append
+        for r in part:
+            execute(view(r), coll)
+            if emitted:
+                for values in emitted:
+                    append(r + tuple(values))
+                emitted.clear()
+        self._raise_reported(node, coll)
+        # Every output row is an input row and the emitted values: a row of another length
+        # means a function emitted the wrong number of values (checked once, in C).
+        width = len(node.output)
+        wide = len(fields) + width
+        if out and set(map(len, out)) != {wide}:
+            bad = next(r for r in out if len(r) != wide)
+            _checked(bad[len(fields):], width, node)  # raises, naming the operation
+        if op.output_types and out:
+            _check_emitted(node, op, out, len(fields))
+        return out
 
     def each_columns(self, node: PlanNode, fields: tuple[str, ...], part: Rows, op: Function
                      ) -> tuple[list[list[Any]], int]:
@@ -432,21 +502,22 @@ class BatchExecutor:
         `keep_inputs=False` returns as rows), and how many times it emitted. A Spark worker
         turns the lists into Arrow columns without building a row per emit.
 
-        >>> from squall.trident.plan import PlanNode
+        >>> from squall.trident.plan import RowNode, RowOp
         >>> class Pairs(Function):
         ...     def execute(self, tup, collector):
         ...         for w in tup[0].split():
         ...             collector.emit([w, len(w)])
-        >>> node = PlanNode("each-1", "each", ("s", "w", "n"), ("src",), 1,
-        ...                 {"input": ["s"], "output": ["w", "n"]})
+        >>> node = RowNode(cid="each-1", parents=("src",), fields=("s", "w", "n"),
+        ...                row_op=RowOp.EACH, input=("s",), output=("w", "n"), op=Pairs())
         >>> ex = BatchExecutor(Plan(()), {}, location=None)
         >>> ex.each_columns(node, ("s",), [("a bb",), ("ccc",)], Pairs())
         ([['a', 'bb', 'ccc'], [1, 2, 3]], 3)
         """
-        inputs = node.args["input"]
+        assert isinstance(node, RowNode), node
+        inputs = node.input
         idx = _indexes(fields, inputs)
-        make = tuple_type(tuple(inputs))
-        output = node.args["output"]
+        make = tuple_type(inputs)
+        output = node.output
         width = len(output)
         coll = _Emitted()
         execute = op.execute
@@ -481,7 +552,7 @@ class BatchExecutor:
                                             component=node.cid, field=f) from None
         return columns, len(out)
 
-    def _batch_each(self, node: PlanNode, op: BatchFunction, part: Rows, idx: list[int],
+    def _batch_each(self, node: RowNode, op: BatchFunction, part: Rows, idx: list[int],
                     inputs: Sequence[str]) -> Rows:
         if not part:
             # No rows, no call (as a Function is called per tuple): an empty table would also
@@ -490,7 +561,7 @@ class BatchExecutor:
         import_table = _arrow_table(inputs, [[r[i] for r in part] for i in idx])
         table = import_table.to_pandas() if op.format == "pandas" else import_table
         result = _as_columns(op.execute_batch(table))
-        outputs = node.args["output"]
+        outputs = node.output
         missing = [f for f in outputs if f not in result]
         if missing:
             raise TridentOperationError(
@@ -513,14 +584,14 @@ class BatchExecutor:
             rows_of = list(range(len(part)))
         return [part[j] + tuple(c[k] for c in cols) for k, j in enumerate(rows_of)]
 
-    def _grouped(self, node: PlanNode, fields: tuple[str, ...], rows: Rows, txid: int,
+    def _grouped(self, node: AggregateNode, fields: tuple[str, ...], rows: Rows, txid: int,
                  op: Any) -> Rows:
-        keys = node.args.get("keys", ())
-        idx = _indexes(fields, node.args["input"])
-        make = tuple_type(tuple(node.args["input"]))
+        keys, inputs = node.keys, node.aggregation.input
+        idx = _indexes(fields, inputs)
+        make = tuple_type(inputs)
         if not keys:
             return aggregate(op, [make(tuple(r[i] for i in idx)) for r in rows], txid,
-                             empty_emits=node.kind == "aggregate")
+                             empty_emits=node.scope is Scope.BATCH)
         kidx = _indexes(fields, keys)
         groups: dict[tuple[Any, ...], list[Any]] = {}
         for r in rows:
@@ -530,8 +601,9 @@ class BatchExecutor:
             out.extend(k + v for v in aggregate(op, ts, txid))
         return out
 
-    def _chained(self, node: PlanNode, fields: tuple[str, ...], rows: Rows, txid: int) -> Rows:
-        keys = node.args["keys"]
+    def _chained(self, node: AggregateNode, fields: tuple[str, ...], rows: Rows, txid: int
+                 ) -> Rows:
+        keys = node.keys
         kidx = _indexes(fields, keys)
         groups: dict[tuple[Any, ...], Rows] = {}
         for r in rows:
@@ -541,10 +613,10 @@ class BatchExecutor:
         out: Rows = []
         for k, members in groups.items():
             results: list[list[tuple]] = []
-            for j, (inputs, _, _) in enumerate(node.args["parts"]):
+            for j, aggregation in enumerate(node.aggregations):
                 op = self.parts_ops[node.cid][j][0]
-                idx = _indexes(fields, inputs)
-                make = tuple_type(tuple(inputs))
+                idx = _indexes(fields, aggregation.input)
+                make = tuple_type(aggregation.input)
                 results.append(aggregate(op, [make(tuple(r[i] for i in idx)) for r in members],
                                          txid))
             combos: list[tuple[Any, ...]] = [()]
@@ -553,10 +625,11 @@ class BatchExecutor:
             out.extend(k + c for c in combos)
         return out
 
-    def _persist(self, node: PlanNode, fields: tuple[str, ...], rows: Rows, txid: int) -> Rows:
-        keys, op = node.args["keys"], self.ops[node.cid][0]
-        kidx, idx = _indexes(fields, keys), _indexes(fields, node.args["input"])
-        make = tuple_type(tuple(node.args["input"]))
+    def _persist(self, node: PersistNode, fields: tuple[str, ...], rows: Rows, txid: int
+                 ) -> Rows:
+        keys, op = node.keys, self.ops[node.cid][0]
+        kidx, idx = _indexes(fields, keys), _indexes(fields, node.input)
+        make = tuple_type(node.input)
         groups: dict[tuple[Any, ...], list[Any]] = {}
         for r in rows:
             groups.setdefault(tuple(r[i] for i in kidx), []).append(make(tuple(r[i] for i in idx)))
@@ -564,12 +637,12 @@ class BatchExecutor:
             groups[()] = []  # a global aggregate updates its one key on every batch
         return self.apply_partials(node, op, groups, txid)
 
-    def apply_partials(self, node: PlanNode, op: Any, groups: Mapping[tuple[Any, ...], Any],
+    def apply_partials(self, node: PersistNode, op: Any, groups: Mapping[tuple[Any, ...], Any],
                        txid: int, partials: bool = False) -> Rows:
         """Folds each group into the node's map state for `txid`; the new `key + (value,)`
         rows. `groups` maps a key to its tuples, or (`partials=True`, combiners only) to the
         combined value of its tuples (what the Spark runner collects)."""
-        state = StateView(self.states[node.args["state"]], txid)
+        state = StateView(self.states[node.state], txid)
         keys = list(groups)
         if isinstance(op, CombinerAggregator):
             combine = op.combine
@@ -596,28 +669,33 @@ class BatchExecutor:
         new = state.multi_update(keys, updaters) if keys else []
         return [(*k, v) for k, v in zip(keys, new, strict=True)]
 
-    def _window(self, node: PlanNode, fields: tuple[str, ...], rows: Rows, txid: int) -> Rows:
-        a = node.args
+    def _window(self, node: WindowNode, fields: tuple[str, ...], rows: Rows, txid: int
+                ) -> Rows:
         op = self.ops[node.cid][0]
-        kidx, idx = _indexes(fields, a["keys"]), _indexes(fields, a["input"])
-        make = tuple_type(tuple(a["input"]))
-        by = a.get("by", "event")
-        if by == "count":
-            groups: dict[tuple[Any, ...], list[Any]] = {}
-            for r in rows:
-                groups.setdefault(tuple([r[i] for i in kidx]), []).append(
-                    op.init(make(tuple([r[i] for i in idx]))))
-            step = CountWindowStep(self.states[a["state"]], op.combine, a["size"], a["slide"])
-            return step.apply(txid, groups)
-        if by == "processing":
-            if self.time_ms is None:
-                raise SquallError(f"{node.cid!r}: a processing-time window needs the "
-                                  "transaction's time from the runner")
-            # Every tuple of the transaction has its time: an extra last field of each row.
-            tsi, rows = len(fields), [(*r, self.time_ms) for r in rows]
-        else:
-            tsi = fields.index(a["timestamp_field"])
-        size, slide = a["size"], a["slide"]
+        kidx, idx = _indexes(fields, node.keys), _indexes(fields, node.input)
+        make = tuple_type(node.input)
+        by = node.by
+        match by:
+            case WindowBy.COUNT:
+                groups: dict[tuple[Any, ...], list[Any]] = {}
+                for r in rows:
+                    groups.setdefault(tuple([r[i] for i in kidx]), []).append(
+                        op.init(make(tuple([r[i] for i in idx]))))
+                step = CountWindowStep(self.states[node.state], op.combine, node.size,
+                                       node.slide)
+                return step.apply(txid, groups)
+            case WindowBy.PROCESSING:
+                if self.time_ms is None:
+                    raise SquallError(f"{node.cid!r}: a processing-time window needs the "
+                                      "transaction's time from the runner")
+                # Every tuple of the transaction has its time: an extra last field of each row.
+                tsi, rows = len(fields), [(*r, self.time_ms) for r in rows]
+            case WindowBy.EVENT:
+                assert node.timestamp_field is not None
+                tsi = fields.index(node.timestamp_field)
+            case _:
+                assert_never(by)
+        size, slide = node.size, node.slide
         init, combine = op.init, op.combine
         partials: dict[Window, dict[tuple[Any, ...], Any]] = {}
         assigned: dict[Window, int] = {}
@@ -640,11 +718,11 @@ class BatchExecutor:
                     for w in sorted(partials)]
         return self.window_step(node, txid, segments, assigned, max_ts)
 
-    def window_step(self, node: PlanNode, txid: int, segments: Sequence[Segment],
+    def window_step(self, node: WindowNode, txid: int, segments: Sequence[Segment],
                     assigned: Mapping[Window, int], max_ts: int | None) -> Rows:
         """Applies a window operation's partials for `txid` to its state; the fired rows."""
         op = self.ops[node.cid][0]
-        step = WindowStep(self.states[node.args["state"]], op.combine, node.args["lag"])
+        step = WindowStep(self.states[node.state], op.combine, node.lag)
         rows, late = step.apply(txid, segments, assigned, max_ts, self.final)
         if late:
             self.late[node.cid] = self.late.get(node.cid, 0) + late
@@ -652,12 +730,12 @@ class BatchExecutor:
                         "ended: watermark past them)", node.cid, late, txid)
         return rows
 
-    def _partition_persist(self, node: PlanNode, fields: tuple[str, ...], part: Rows, txid: int,
+    def _partition_persist(self, node: PersistNode, fields: tuple[str, ...], part: Rows, txid: int,
                            op: Any) -> Rows:
-        idx = _indexes(fields, node.args["input"])
-        make = tuple_type(tuple(node.args["input"]))
+        idx = _indexes(fields, node.input)
+        make = tuple_type(node.input)
         coll = _Emitted()
-        state = self.states[node.args["state"]]
+        state = self.states[node.state]
         # A map state is seen through the batch's txid; any other state (a Kafka topic, a
         # user's) had the txid from `begin_commit` and is handed over as it is.
         view = StateView(state, txid) if isinstance(state, MapState) else state
@@ -666,10 +744,10 @@ class BatchExecutor:
         width = len(node.fields)
         return [_checked(v, width, node) for v in coll.out]
 
-    def _custom(self, node: PlanNode, rows: Rows) -> Parts:
+    def _custom(self, node: RepartitionNode, grouping: Any, rows: Rows) -> Parts:
         n = node.parallelism
         out: Parts = [[] for _ in range(n)]
-        choose = node.args["grouping"].choose_tasks
+        choose = grouping.choose_tasks
         for r in rows:
             for i in choose(0, list(r)):
                 if not 0 <= i < n:
@@ -678,8 +756,8 @@ class BatchExecutor:
                 out[i].append(r)
         return out
 
-    def _join(self, node: PlanNode, parents: list[Parts]) -> Parts:
-        lk, rk = node.args["keys"]
+    def _join(self, node: JoinNode, parents: list[Parts]) -> Parts:
+        lk, rk = node.left_keys, node.right_keys
         lf, rf = self._fields_of(node.parents[0]), self._fields_of(node.parents[1])
         li, ri = _indexes(lf, lk), _indexes(rf, rk)
         lrest = [i for i in range(len(lf)) if i not in li]
@@ -688,7 +766,7 @@ class BatchExecutor:
         for part in parents[1]:
             for r in part:
                 right.setdefault(tuple(r[i] for i in ri), []).append(r)
-        how = node.args["join_type"]
+        how = node.join_type
         out: Rows = []
         matched: set[tuple[Any, ...]] = set()
         for part in parents[0]:
@@ -699,9 +777,9 @@ class BatchExecutor:
                 if rows:
                     matched.add(k)
                     out.extend(k + left_vals + tuple(s[i] for i in rrest) for s in rows)
-                elif how in ("left", "outer"):
+                elif how is not JoinType.INNER:
                     out.append(k + left_vals + (None,) * len(rrest))
-        if how == "outer":
+        if how is JoinType.OUTER:
             for k, rows in right.items():
                 if k not in matched:
                     out.extend(k + (None,) * len(lrest) + tuple(s[i] for i in rrest)
@@ -716,10 +794,10 @@ class BatchExecutor:
                 from err
 
 
-def _check_emitted(node: PlanNode, op: Function, out: Rows, offset: int) -> None:
+def _check_emitted(node: RowNode, op: Function, out: Rows, offset: int) -> None:
     """A per-tuple function's emitted values of the fields it declared (`output_types`) are
     of those types (row `r`'s emitted values start at `r[offset]`)."""
-    output = node.args["output"]
+    output = node.output
     for f, want in op.output_types.items():
         j = offset + output.index(f)
         try:
@@ -734,10 +812,11 @@ def timestamp_of(ts: Any, node: PlanNode) -> int:
     error naming the operation and the field."""
     if isinstance(ts, float) and ts == ts:
         return int(ts)
+    field = node.timestamp_field if isinstance(node, WindowNode) else None
     raise TridentOperationError(
-        f"timestamp field {node.args['timestamp_field']!r} holds {ts!r} "
+        f"timestamp field {field!r} holds {ts!r} "
         f"({type(ts).__name__}); window operations need milliseconds as an int",
-        component=node.cid, field=node.args["timestamp_field"])
+        component=node.cid, field=field)
 
 
 def _indexes(fields: Sequence[str], names: Sequence[str]) -> list[int]:
@@ -745,13 +824,19 @@ def _indexes(fields: Sequence[str], names: Sequence[str]) -> list[int]:
     return [pos[n] for n in names]
 
 
-def _checked(values: Any, width: int, node: PlanNode) -> tuple[Any, ...]:
+def _checked(values: Any, width: int, node: RowNode | StateQueryNode | PersistNode
+             ) -> tuple[Any, ...]:
     t = tuple(values)
     if len(t) != width:
         raise TridentOperationError(
             f"{node.cid!r} emitted {len(t)} values {list(t)!r} but declares {width} output "
-            f"fields {list(node.args.get('output', node.fields))}")
+            f"fields {list(node.output)}")
     return t
+
+
+def _rows(parts: Parts) -> Rows:
+    """Every partition's rows in one list."""
+    return [r for part in parts for r in part]
 
 
 def _round_robin(rows: Rows, n: int) -> Parts:
@@ -768,7 +853,9 @@ def _by_key(rows: Rows, n: int, key: Callable[[tuple[Any, ...]], Any]) -> Parts:
 
 
 def split_by_key(rows: Rows, n: int, node: PlanNode) -> Parts:
-    width = len(node.args.get("keys", ()))
+    """An aggregation's, state update's or window's output `rows` (its keys first) in `n`
+    partitions by the hash of their keys."""
+    width = len(node.keys) if isinstance(node, (AggregateNode, PersistNode, WindowNode)) else 0
     return _by_key(rows, n, lambda r: r[:width])
 
 

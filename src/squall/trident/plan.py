@@ -1,69 +1,546 @@
-"""The Trident plan: one `PlanNode` per stream operation, stored in the topology description.
+"""The Trident plan: one typed node per stream operation, stored in the topology description.
 
 `TridentTopology.build` turns the stream graph into an ordinary `Topology` whose components are
 the plan's nodes (spouts: `roles.TRIDENT_SPOUT`, operations: `roles.TRIDENT`); each component's
-payload is its `PlanNode`. `trident_plan(topology)` reads the plan back, so a Trident topology
+payload is its node. `trident_plan(topology)` reads the plan back, so a Trident topology
 travels and is fingerprinted like any other, and `squall visualize` draws its operations.
 
->>> n = PlanNode("split", "each", ("spout",), ("sentence", "word"), 2, {"input": ("sentence",)})
->>> n.kind in ROW_KINDS, n.parents
-(True, ('spout',))
+A node is one frozen dataclass per family, after Storm's planner (`SpoutNode`, `PartitionNode`,
+`ProcessorNode` and its processors), with the fields every node has (`PlanNode`: component id,
+parent ids, output fields, partitions, creation order):
+
+- `SpoutNode` (`new_stream`): the spout;
+- `RepartitionNode` (`shuffle`, `partition_by`, `broadcast`, `global_`, `batch_global`,
+  `partition`): its `Scheme`;
+- `RowNode` (`each`, `filter`, `map`, `flat_map`, `peek`, `project`): its `RowOp`, input and
+  output fields, the function;
+- `AggregateNode` (`partition_aggregate`, `aggregate` and its sugar `min_by`/`max_by`,
+  `group_by().aggregate`, `chained_agg`): its `Scope`, keys, one `Aggregation` or a chain;
+- `PersistNode` (`persistent_aggregate`, `partition_persist`): its `Persist` mode, the state's
+  name and factory, keys, input fields, the aggregator or updater;
+- `StateQueryNode` (`state_query`): the state's name and factory, the query function, the
+  operation of this topology that writes the state;
+- `WindowNode` (the window operations): `WindowBy`, size, slide, lag, timestamp field, keys,
+  the combiner, the state;
+- `MergeNode` (`merge`); `JoinNode` (`join`): both sides' keys, the `JoinType`.
+
+Runners dispatch on the family with `match ... case _: assert_never(node)` over `Node`, so mypy
+names an executor that forgot one. How a node keeps or sets partitions is its own:
+`keeps_partitioning` (a row operation or state query runs per partition of its parent),
+`single_partition` (a batch aggregate or a global repartition has one).
+
+>>> n = RowNode(cid="split", parents=("spout",), fields=("sentence", "word"), parallelism=2,
+...             row_op=RowOp.EACH, input=("sentence",), output=("word",), op=None)
+>>> n.keeps_partitioning, n.single_partition, n.label
+(True, False, 'each')
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, ClassVar, assert_never
 
 from squall.topology import roles
 from squall.topology.description import Topology
 
-# Operations that keep their input's partitioning (run per partition, row by row or per batch).
-ROW_KINDS = frozenset({"each", "map", "flat_map", "filter", "peek", "project", "state_query"})
+
+class _Untyped(type):
+    """Transitional: `PlanNode(cid, kind, parents, fields, parallelism, args)`, the untyped
+    node's constructor, still makes the typed node of that kind (`from_kind`) for the Spark
+    runner's examples, which migrate to the typed nodes next. A node family's own constructor
+    is untouched."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls is PlanNode:
+            return from_kind(*args, **kwargs)
+        return super().__call__(*args, **kwargs)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanNode(metaclass=_Untyped):
+    """What every node has: its component id, its parents' component ids, its output fields,
+    its number of partitions, and its creation order (ties in plan order). Plan nodes travel
+    pickled (the topology's payloads, Spark's workers): module-level frozen dataclasses."""
+
+    cid: str = ""
+    parents: tuple[str, ...] = ()
+    fields: tuple[str, ...] = ()
+    parallelism: int = 1
+    order: int = 0
+
+    # Runs on each partition of its (one) parent: keeps its partitioning and partition count.
+    keeps_partitioning: ClassVar[bool] = False
+
+    @property
+    def single_partition(self) -> bool:
+        """Its output is one partition whatever the hint (a batch aggregate, `global_`)."""
+        return False
+
+    @property
+    def label(self) -> str:
+        """The Trident operation that made it ('each', 'partition_by', ...): the middle of its
+        default component id `b-<order>-<label>`."""
+        raise NotImplementedError
+
+    # ---- transitional: the untyped view the Spark runner still reads -------------------------
+    # The Spark runner (squall.runtime.spark.trident) dispatches on `kind` and reads `args`;
+    # it migrates to the typed fields next. Nothing else may read these two.
+    @property
+    def kind(self) -> str:
+        """Transitional: the untyped node's kind string (the `label`)."""
+        return self.label
+
+    @property
+    def args(self) -> Mapping[str, Any]:
+        """Transitional: the untyped node's arguments, built from the typed fields."""
+        return {**self._args(), "order": self.order}
+
+    def _args(self) -> dict[str, Any]:
+        return {}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpoutNode(PlanNode):
+    """A stream's source (`new_stream`): its component id is the stream's txid."""
+
+    spout: Any
+
+    @property
+    def label(self) -> str:
+        return "spout"
+
+    def _args(self) -> dict[str, Any]:
+        return {"op": self.spout}
+
+
+# ---- repartitioning --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Shuffle:
+    """Round robin over the partitions."""
+
+    label: ClassVar[str] = "shuffle"
 
 
 @dataclass(frozen=True)
-class PlanNode:
-    """One operation: its component id, kind, parent component ids, output fields, number of
-    partitions, and kind-specific arguments (operations, input fields, state factories)."""
+class PartitionBy:
+    """Equal `keys` to the same partition, by their hash."""
 
-    cid: str
-    kind: str
-    parents: tuple[str, ...]
-    fields: tuple[str, ...]
-    parallelism: int
-    args: dict[str, Any] = field(default_factory=dict)
+    keys: tuple[str, ...]
+    label: ClassVar[str] = "partition_by"
+
+
+@dataclass(frozen=True)
+class Broadcast:
+    """Every tuple to every partition."""
+
+    label: ClassVar[str] = "broadcast"
+
+
+@dataclass(frozen=True)
+class Global:
+    """Every tuple to one partition (`batch_global`: each batch's; one batch is one micro-batch
+    here, so the two are the same)."""
+
+    per_batch: bool = False
+
+    @property
+    def label(self) -> str:
+        return "batch_global" if self.per_batch else "global"
+
+
+@dataclass(frozen=True)
+class CustomPartition:
+    """A user's `CustomStreamGrouping` chooses (`partition`)."""
+
+    grouping: Any
+    label: ClassVar[str] = "partition"
+
+
+Scheme = Shuffle | PartitionBy | Broadcast | Global | CustomPartition
+
+
+@dataclass(frozen=True, kw_only=True)
+class RepartitionNode(PlanNode):
+    """Its parent's tuples placed in its partitions by `scheme` (Storm's `PartitionNode`)."""
+
+    scheme: Scheme
+
+    @property
+    def single_partition(self) -> bool:
+        return isinstance(self.scheme, Global)
+
+    @property
+    def label(self) -> str:
+        return self.scheme.label
+
+    def _args(self) -> dict[str, Any]:
+        match self.scheme:
+            case PartitionBy(keys=keys):
+                return {"keys": keys}
+            case CustomPartition(grouping=grouping):
+                return {"grouping": grouping}
+            case Shuffle() | Broadcast() | Global():
+                return {}
+            case _:
+                assert_never(self.scheme)
+
+
+# ---- row operations --------------------------------------------------------------------------
+
+class RowOp(StrEnum):
+    """A row operation (the value is the Trident operation's name)."""
+
+    EACH = "each"  # a Function's or BatchFunction's emitted values appended to the input tuple
+    FILTER = "filter"
+    MAP = "map"
+    FLAT_MAP = "flat_map"
+    PEEK = "peek"
+    PROJECT = "project"
+
+
+# Row operations whose output fields are the function's (the others pass the tuple on).
+_EMITTING = frozenset({RowOp.EACH, RowOp.MAP, RowOp.FLAT_MAP})
+
+
+@dataclass(frozen=True, kw_only=True)
+class RowNode(PlanNode):
+    """A row operation: `op` (None for `project`) reads each tuple's `input` fields; `each`,
+    `map` and `flat_map` emit `output` fields."""
+
+    row_op: RowOp
+    input: tuple[str, ...]
+    output: tuple[str, ...] = ()
+    op: Any = None
+
+    keeps_partitioning: ClassVar[bool] = True
+
+    @property
+    def label(self) -> str:
+        return self.row_op.value
+
+    def _args(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"input": self.input}
+        if self.op is not None:
+            out["op"] = self.op
+        if self.row_op in _EMITTING:
+            out["output"] = self.output
+        return out
+
+
+# ---- aggregations ----------------------------------------------------------------------------
+
+class Scope(StrEnum):
+    """What an aggregation aggregates."""
+
+    PARTITION = "partition"  # each partition of each batch (`partition_aggregate`)
+    BATCH = "batch"  # each whole batch (`aggregate`); emits on an empty batch too
+    GROUP = "group"  # each group of equal keys of each batch (`group_by().aggregate`)
+
+
+@dataclass(frozen=True)
+class Aggregation:
+    """One aggregator: the fields it reads, the aggregator, the fields it emits."""
+
+    input: tuple[str, ...]
+    op: Any
+    output: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AggregateNode(PlanNode):
+    """An aggregation over its `scope`, emitting `keys` (if any) and the aggregators' values.
+    `chained` (`chained_agg`): several aggregations of the same groups, every combination of
+    their emitted tuples per group; otherwise exactly one."""
+
+    scope: Scope
+    keys: tuple[str, ...] = ()
+    aggregations: tuple[Aggregation, ...]
+    chained: bool = False
+
+    @property
+    def single_partition(self) -> bool:
+        return self.scope is Scope.BATCH and not self.chained
+
+    @property
+    def aggregation(self) -> Aggregation:
+        """The aggregation of a node that is not chained."""
+        (one,) = self.aggregations
+        return one
+
+    @property
+    def label(self) -> str:
+        if self.chained:
+            return "chained_agg"
+        match self.scope:
+            case Scope.PARTITION:
+                return "partition_aggregate"
+            case Scope.BATCH:
+                return "aggregate"
+            case Scope.GROUP:
+                return "group_aggregate"
+            case _:
+                assert_never(self.scope)
+
+    def _args(self) -> dict[str, Any]:
+        output = tuple(f for a in self.aggregations for f in a.output)
+        if self.chained:
+            return {"keys": self.keys, "output": output,
+                    "parts": tuple((a.input, a.op, a.output) for a in self.aggregations)}
+        a = self.aggregation
+        return {"input": a.input, "op": a.op, "output": a.output, "keys": self.keys}
+
+
+# ---- state -----------------------------------------------------------------------------------
+
+class Persist(StrEnum):
+    """How a node writes its state (the value is the Trident operation's name)."""
+
+    AGGREGATE = "persistent_aggregate"  # per group, an aggregator folded into a map state
+    PARTITION = "partition_persist"  # each partition's tuples handed to a StateUpdater
+
+
+@dataclass(frozen=True, kw_only=True)
+class PersistNode(PlanNode):
+    """Writes state `state` (made by `factory`) with `op`, an aggregator per group of `keys`
+    (`Persist.AGGREGATE`) or a `StateUpdater` per partition (`Persist.PARTITION`); its output
+    is the updated `(keys..., value)` rows, or what the updater emits."""
+
+    persist: Persist
+    state: str
+    factory: Any
+    input: tuple[str, ...]
+    op: Any
+    output: tuple[str, ...] = ()
+    keys: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return self.persist.value
+
+    def _args(self) -> dict[str, Any]:
+        out = {"input": self.input, "op": self.op, "output": self.output,
+               "factory": self.factory, "state": self.state}
+        if self.persist is Persist.AGGREGATE:
+            out["keys"] = self.keys
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class StateQueryNode(PlanNode):
+    """Reads state `state` for each tuple's `input` fields with the query function `op`,
+    appending its `output`. `writer`: the operation of this topology that updates the state
+    (the query runs before it in a batch unless it reads its stream), if any."""
+
+    state: str
+    factory: Any
+    input: tuple[str, ...]
+    op: Any
+    output: tuple[str, ...]
+    writer: str | None = None
+
+    keeps_partitioning: ClassVar[bool] = True
+
+    @property
+    def label(self) -> str:
+        return "state_query"
+
+    def _args(self) -> dict[str, Any]:
+        out = {"input": self.input, "op": self.op, "output": self.output,
+               "state": self.state, "factory": self.factory}
+        if self.writer is not None:
+            out["writer"] = self.writer
+        return out
+
+
+class WindowBy(StrEnum):
+    """What places a tuple in its windows."""
+
+    EVENT = "event"  # its timestamp field (milliseconds)
+    PROCESSING = "processing"  # its transaction's time
+    COUNT = "count"  # its position among its group's tuples
+
+
+@dataclass(frozen=True, kw_only=True)
+class WindowNode(PlanNode):
+    """Windows of `size` starting every `slide` (milliseconds, or tuples when counting), per
+    group of `keys`, combined by `op` (a `CombinerAggregator`) in state `state`; emits
+    `(keys..., window_start, window_end, output...)` as windows fire."""
+
+    by: WindowBy
+    size: int
+    slide: int
+    lag: int = 0
+    timestamp_field: str | None = None
+    keys: tuple[str, ...] = ()
+    input: tuple[str, ...]
+    op: Any
+    output: tuple[str, ...]
+    state: str
+    factory: Any
+
+    @property
+    def label(self) -> str:
+        return "window"
+
+    def _args(self) -> dict[str, Any]:
+        return {"input": self.input, "op": self.op, "output": self.output, "keys": self.keys,
+                "size": self.size, "slide": self.slide, "lag": self.lag,
+                "timestamp_field": self.timestamp_field, "by": self.by.value,
+                "factory": self.factory, "state": self.state}
+
+
+# ---- several streams -------------------------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class MergeNode(PlanNode):
+    """Every tuple of its parents' batches."""
+
+    @property
+    def label(self) -> str:
+        return "merge"
+
+
+class JoinType(StrEnum):
+    INNER = "inner"
+    LEFT = "left"  # a left tuple without a match: None for the right's fields
+    OUTER = "outer"  # either side without a match: None for the other's fields
+
+
+@dataclass(frozen=True, kw_only=True)
+class JoinNode(PlanNode):
+    """Joins the same batch of its two parents on `left_keys` = `right_keys`."""
+
+    left_keys: tuple[str, ...]
+    right_keys: tuple[str, ...]
+    join_type: JoinType = JoinType.INNER
+
+    @property
+    def label(self) -> str:
+        return "join"
+
+    def _args(self) -> dict[str, Any]:
+        return {"keys": (self.left_keys, self.right_keys), "join_type": self.join_type.value}
+
+
+# Every operation that is not a spout, and every node: what `match` dispatches over.
+Operation = (RepartitionNode | RowNode | AggregateNode | PersistNode | StateQueryNode
+             | WindowNode | MergeNode | JoinNode)
+Node = SpoutNode | Operation
+
+
+def user_op(node: Node) -> Any:
+    """The user's object that runs `node` (a spout, function, filter, aggregator, updater, query
+    function or combiner), or None (repartitions but a custom one's grouping, `project`,
+    `chained_agg`'s several, `merge`, `join`)."""
+    match node:
+        case SpoutNode():
+            return node.spout
+        case RowNode() | PersistNode() | StateQueryNode() | WindowNode():
+            return node.op
+        case AggregateNode():
+            return None if node.chained else node.aggregation.op
+        case RepartitionNode() | MergeNode() | JoinNode():
+            return None
+        case _:
+            assert_never(node)
+
+
+def from_kind(cid: str, kind: str, parents: tuple[str, ...], fields: tuple[str, ...],
+              parallelism: int, args: Mapping[str, Any] | None = None) -> Node:
+    """Transitional: the typed node of an untyped node (`kind` and `args` as its `kind` and
+    `args` views give them), for the Spark runner's examples until they use the typed nodes.
+
+    >>> n = from_kind("w", "partition_by", ("s",), ("word",), 2, {"keys": ["word"]})
+    >>> n.scheme, n.kind, dict(n.args)
+    (PartitionBy(keys=('word',)), 'partition_by', {'keys': ('word',), 'order': 0})
+    """
+    a = dict(args or {})
+    base: dict[str, Any] = {"cid": cid, "parents": tuple(parents), "fields": tuple(fields),
+                            "parallelism": parallelism, "order": a.get("order", 0)}
+
+    def names(key: str) -> tuple[str, ...]:
+        return tuple(a.get(key, ()))
+
+    match kind:
+        case "spout":
+            return SpoutNode(**base, spout=a.get("op"))
+        case "shuffle" | "partition_by" | "broadcast" | "global" | "batch_global" | "partition":
+            schemes: dict[str, Scheme] = {"shuffle": Shuffle(), "broadcast": Broadcast(),
+                                          "global": Global(), "batch_global": Global(True)}
+            scheme = PartitionBy(names("keys")) if kind == "partition_by" else \
+                CustomPartition(a.get("grouping")) if kind == "partition" else schemes[kind]
+            return RepartitionNode(**base, scheme=scheme)
+        case "each" | "filter" | "map" | "flat_map" | "peek" | "project":
+            return RowNode(**base, row_op=RowOp(kind), input=names("input"),
+                           output=names("output"), op=a.get("op"))
+        case "chained_agg":
+            return AggregateNode(**base, scope=Scope.GROUP if a["keys"] else Scope.BATCH,
+                                 keys=names("keys"), chained=True,
+                                 aggregations=tuple(Aggregation(tuple(i), op, tuple(o))
+                                                    for i, op, o in a["parts"]))
+        case "partition_aggregate" | "aggregate" | "group_aggregate":
+            scope = {"partition_aggregate": Scope.PARTITION, "aggregate": Scope.BATCH,
+                     "group_aggregate": Scope.GROUP}[kind]
+            return AggregateNode(**base, scope=scope, keys=names("keys"), aggregations=(
+                Aggregation(names("input"), a.get("op"), names("output")),))
+        case "persistent_aggregate" | "partition_persist":
+            return PersistNode(**base, persist=Persist(kind), state=a.get("state", ""),
+                               factory=a.get("factory"), input=names("input"), op=a.get("op"),
+                               output=names("output"), keys=names("keys"))
+        case "state_query":
+            return StateQueryNode(**base, state=a.get("state", ""), factory=a.get("factory"),
+                                  input=names("input"), op=a.get("op"),
+                                  output=names("output"), writer=a.get("writer"))
+        case "window":
+            return WindowNode(**base, by=WindowBy(a.get("by", "event")), size=a["size"],
+                              slide=a["slide"], lag=a.get("lag", 0),
+                              timestamp_field=a.get("timestamp_field"), keys=names("keys"),
+                              input=names("input"), op=a.get("op"), output=names("output"),
+                              state=a.get("state", ""), factory=a.get("factory"))
+        case "merge":
+            return MergeNode(**base)
+        case "join":
+            left, right = a["keys"]
+            return JoinNode(**base, left_keys=tuple(left), right_keys=tuple(right),
+                            join_type=JoinType(a.get("join_type", "inner")))
+    raise ValueError(f"unknown Trident operation kind {kind!r} ({cid})")
 
 
 @dataclass(frozen=True)
 class Plan:
     """The nodes in topological order (parents first), spouts first."""
 
-    nodes: tuple[PlanNode, ...]
+    nodes: tuple[Node, ...]
 
     def node(self, cid: str) -> PlanNode:
+        # The base type, which the Spark runner's lists of nodes hold until it reads the
+        # families; `match` or `isinstance` narrows it.
         for n in self.nodes:
             if n.cid == cid:
                 return n
         raise KeyError(cid)
 
     @property
-    def spouts(self) -> list[PlanNode]:
-        return [n for n in self.nodes if n.kind == "spout"]
+    def spouts(self) -> list[SpoutNode]:
+        return [n for n in self.nodes if isinstance(n, SpoutNode)]
 
     def descends(self, cid: str, ancestor: str) -> bool:
         """Whether operation `cid` reads, through its parents, the output of `ancestor`."""
         return _descends({n.cid: n for n in self.nodes}, cid, ancestor)
 
-    def children(self, cid: str) -> list[PlanNode]:
+    def children(self, cid: str) -> list[Node]:
         return [n for n in self.nodes if cid in n.parents]
 
     def states(self) -> dict[str, Any]:
         """State name -> factory, for every state the plan writes or reads."""
         out: dict[str, Any] = {}
         for n in self.nodes:
-            if "state" in n.args:
-                out[n.args["state"]] = n.args["factory"]
+            match n:
+                case PersistNode() | StateQueryNode() | WindowNode():
+                    out[n.state] = n.factory
         return out
 
 
@@ -73,18 +550,20 @@ def is_trident(topology: Topology) -> bool:
 
 def trident_plan(topology: Topology) -> Plan:
     """The plan stored in `topology` (built by `TridentTopology.build`)."""
-    nodes = {cid: spec.new_instance() for cid, spec in topology.components.items()
-             if spec.role in (roles.TRIDENT, roles.TRIDENT_SPOUT)}
+    nodes: dict[str, Node] = {}
+    for cid, spec in topology.components.items():
+        if spec.role in (roles.TRIDENT, roles.TRIDENT_SPOUT):
+            nodes[cid] = spec.new_instance()
     # Kahn's algorithm in creation order, with one extra rule: a state_query of a state this
     # topology updates runs before the update, unless it reads the update's own stream
     # (execution.py: a query sees the state as of the previous batch).
     after: dict[str, set[str]] = {cid: set(n.parents) for cid, n in nodes.items()}
     for cid, n in nodes.items():
-        writer = n.args.get("writer")
-        if n.kind == "state_query" and writer in nodes and not _descends(nodes, cid, writer):
-            after[writer].add(cid)
-    order: list[PlanNode] = []
-    ready = sorted((c for c in nodes if not after[c]), key=lambda c: nodes[c].args.get("order", 0))
+        if isinstance(n, StateQueryNode) and n.writer in nodes \
+                and not _descends(nodes, cid, n.writer):
+            after[n.writer].add(cid)
+    order: list[Node] = []
+    ready = sorted((c for c in nodes if not after[c]), key=lambda c: nodes[c].order)
     while ready:
         cid = ready.pop(0)
         order.append(nodes[cid])
@@ -93,11 +572,11 @@ def trident_plan(topology: Topology) -> Plan:
                 deps.discard(cid)
                 if not deps:
                     ready.append(other)
-        ready.sort(key=lambda c: nodes[c].args.get("order", 0))
+        ready.sort(key=lambda c: nodes[c].order)
     return Plan(tuple(order))
 
 
-def _descends(nodes: dict[str, PlanNode], cid: str, ancestor: str) -> bool:
+def _descends(nodes: Mapping[str, PlanNode], cid: str, ancestor: str) -> bool:
     stack = list(nodes[cid].parents)
     while stack:
         p = stack.pop()

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from squall.results import ComponentStats, ErrorRecord
-from squall.trident.plan import Plan
+from squall.trident.plan import Plan, SpoutNode
 from squall.trident.spouts import MalformedLine
 
 log = logging.getLogger("squall")
@@ -49,7 +49,7 @@ class TridentStats:
             c = self.counts[node.cid]
             out = sizes.get(node.cid, 0)
             c["emitted"] += out
-            if node.kind == "spout":
+            if isinstance(node, SpoutNode):
                 c[outcome] += out
             else:
                 n = sum(sizes.get(p, 0) for p in node.parents)
@@ -80,7 +80,7 @@ class TridentStats:
                         len(bad), "" if len(bad) == 1 else "s", bad[0])
 
     def component_stats(self) -> dict[str, ComponentStats]:
-        return {n.cid: ComponentStats(n.cid, "spout" if n.kind == "spout" else "bolt",
+        return {n.cid: ComponentStats(n.cid, "spout" if isinstance(n, SpoutNode) else "bolt",
                                       n.parallelism, transferred=self.counts[n.cid]["emitted"],
                                       **self.counts[n.cid])
                 for n in self.plan.nodes}

@@ -18,7 +18,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from dataclasses import replace
+from typing import Any, assert_never
 
 import cloudpickle
 
@@ -53,7 +54,31 @@ from squall.trident.operations import (
     max_by,
     min_by,
 )
-from squall.trident.plan import ROW_KINDS, PlanNode
+from squall.trident.plan import (
+    AggregateNode,
+    Aggregation,
+    Broadcast,
+    CustomPartition,
+    Global,
+    JoinNode,
+    JoinType,
+    MergeNode,
+    Node,
+    PartitionBy,
+    Persist,
+    PersistNode,
+    RepartitionNode,
+    RowNode,
+    RowOp,
+    Scheme,
+    Scope,
+    Shuffle,
+    SpoutNode,
+    StateQueryNode,
+    WindowBy,
+    WindowNode,
+    user_op,
+)
 from squall.trident.spouts import check_spout, spout_fields
 from squall.trident.state import DurableMapState, StateType
 
@@ -82,19 +107,24 @@ def _unreserved(names: Sequence[str], where: str) -> None:
 
 
 class _Node:
-    """A node while the topology is being built (parents are nodes; made a `PlanNode` later)."""
+    """A node while the topology is being built: its parents are nodes, and `plan` its plan
+    node but for what `build` fills in (component id, parents' ids, partitions, order).
+    `reads`: a state query's state's node (`build` names it the query's writer)."""
 
-    def __init__(self, topology: TridentTopology, kind: str, parents: Sequence[_Node],
-                 fields: tuple[str, ...], args: dict[str, Any]) -> None:
-        self.topology = topology
-        self.kind, self.parents, self.fields, self.args = kind, tuple(parents), fields, args
-        self.order = len(topology._nodes)
+    def __init__(self, topology: TridentTopology, parents: Sequence[_Node], plan: Node, *,
+                 reads: _Node | None = None) -> None:
+        self.topology, self.parents, self.plan, self.reads = topology, tuple(parents), plan, reads
+        self.order = topology._take_order()
         self.name: str | None = None
         self.parallelism: int | None = None
         topology._nodes.append(self)
 
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return self.plan.fields
+
     def describe(self) -> str:
-        return f"{self.name or self.kind} (fields {list(self.fields)})"
+        return f"{self.name or self.plan.label} (fields {list(self.fields)})"
 
 
 class Stream:
@@ -130,9 +160,24 @@ class Stream:
                     f"{list(keep)}; choose another name or project it away first", field=f)
         return names
 
-    def _add(self, kind: str, fields: tuple[str, ...], parents: Sequence[_Node] | None = None,
-             **args: Any) -> Stream:
-        return Stream(_Node(self._node.topology, kind, parents or [self._node], fields, args))
+    def _add(self, plan: Node, parents: Sequence[_Node] | None = None) -> Stream:
+        return Stream(self._new(plan, parents))
+
+    def _new(self, plan: Node, parents: Sequence[_Node] | None = None) -> _Node:
+        return _Node(self._node.topology, parents or [self._node], plan)
+
+    def _row(self, row_op: RowOp, fields: tuple[str, ...], inputs: tuple[str, ...], op: Any,
+             output: tuple[str, ...] = ()) -> Stream:
+        return self._add(RowNode(fields=fields, row_op=row_op, input=inputs, op=op,
+                                 output=output))
+
+    def _repartition(self, scheme: Scheme) -> Stream:
+        return self._add(RepartitionNode(fields=self.fields, scheme=scheme))
+
+    def _aggregate(self, scope: Scope, fields: tuple[str, ...], inputs: tuple[str, ...], op: Any,
+                   output: tuple[str, ...], keys: tuple[str, ...] = ()) -> Stream:
+        return self._add(AggregateNode(fields=fields, scope=scope, keys=keys,
+                                       aggregations=(Aggregation(inputs, op, output),)))
 
     @staticmethod
     def _check_op(op: Any, types: tuple[type, ...], where: str, what: str) -> None:
@@ -144,9 +189,7 @@ class Stream:
     # ---- naming and parallelism ------------------------------------------------------------
     def name(self, name: str) -> Stream:
         """Names this operation (its component id in the topology, the UI and the stats)."""
-        if not isinstance(name, str) or not name or name.startswith("$"):
-            raise InvalidTopologyError(f"{self._where('name')}: a name must be a non-empty "
-                                       f"string not starting with '$', got {name!r}")
+        _check_name(name, self._where("name"))
         self._node.name = name
         return self
 
@@ -159,7 +202,7 @@ class Stream:
         node: _Node | None = self._node
         while node is not None:
             node.parallelism = n
-            if node.kind not in ROW_KINDS or len(node.parents) != 1:
+            if not node.plan.keeps_partitioning or len(node.parents) != 1:
                 break
             node = node.parents[0]
         return self
@@ -178,65 +221,65 @@ class Stream:
             if function_fields is not None:
                 raise InvalidTopologyError(f"{where}: a Filter emits no fields; leave out "
                                            f"the function fields {function_fields!r}")
-            return self._add("filter", self.fields, input=inputs, op=op)
+            return self._row(RowOp.FILTER, self.fields, inputs, op)
         if function_fields is None:
             raise InvalidTopologyError(f"{where}: {type(op).__name__} needs its output fields: "
                                        "each(input_fields, function, function_fields)")
         out = self._new_fields(function_fields, "each", self.fields)
         if isinstance(op, (Function, BatchFunction)):
             _check_declared(op, out, where)
-        return self._add("each", self.fields + out, input=inputs, op=op, output=out)
+        return self._row(RowOp.EACH, self.fields + out, inputs, op, out)
 
     def filter(self, input_fields: Any, op: Any = None) -> Stream:
         """Keeps the tuples for which the filter's `is_keep` is true."""
         if isinstance(input_fields, Operation):
             input_fields, op = self.fields, input_fields
         self._check_op(op, (Filter,), self._where("filter"), "the filter")
-        return self._add("filter", self.fields, input=self._inputs(input_fields, "filter"), op=op)
+        return self._row(RowOp.FILTER, self.fields, self._inputs(input_fields, "filter"), op)
 
     def map(self, function: MapFunction, output_fields: Any = None) -> Stream:
         """One new tuple per tuple (same fields unless `output_fields` are given)."""
         self._check_op(function, (MapFunction,), self._where("map"), "the function")
         out = self.fields if output_fields is None else _names(output_fields, "output fields",
                                                                self._where("map"))
-        return self._add("map", out, input=self.fields, op=function, output=out)
+        return self._row(RowOp.MAP, out, self.fields, function, out)
 
     def flat_map(self, function: FlatMapFunction, output_fields: Any = None) -> Stream:
         """Any number of new tuples per tuple (same fields unless `output_fields` are given)."""
         self._check_op(function, (FlatMapFunction,), self._where("flat_map"), "the function")
         out = self.fields if output_fields is None else _names(output_fields, "output fields",
                                                                self._where("flat_map"))
-        return self._add("flat_map", out, input=self.fields, op=function, output=out)
+        return self._row(RowOp.FLAT_MAP, out, self.fields, function, out)
 
     def peek(self, consumer: Consumer) -> Stream:
         """Calls `consumer.accept(tuple)` for every tuple; the stream is unchanged."""
         self._check_op(consumer, (Consumer,), self._where("peek"), "the consumer")
-        return self._add("peek", self.fields, input=self.fields, op=consumer)
+        return self._row(RowOp.PEEK, self.fields, self.fields, consumer)
 
     def project(self, fields: Any) -> Stream:
         """Keeps only `fields`, in that order."""
         names = self._inputs(fields, "project")
-        return self._add("project", names, input=names)
+        return self._row(RowOp.PROJECT, names, names, None)
 
     # ---- repartitioning --------------------------------------------------------------------
     def shuffle(self) -> Stream:
-        return self._add("shuffle", self.fields)
+        return self._repartition(Shuffle())
 
     def partition_by(self, fields: Any) -> Stream:
         """Tuples with equal `fields` go to the same partition."""
-        return self._add("partition_by", self.fields, keys=self._inputs(fields, "partition_by"))
+        return self._repartition(PartitionBy(self._inputs(fields, "partition_by")))
 
     def broadcast(self) -> Stream:
         """Every partition gets every tuple."""
-        return self._add("broadcast", self.fields)
+        return self._repartition(Broadcast())
 
     def global_(self) -> Stream:
         """Every tuple of every batch to one partition."""
-        return self._add("global", self.fields)
+        return self._repartition(Global())
 
     def batch_global(self) -> Stream:
         """Every tuple of a batch to one partition (one batch is one micro-batch here)."""
-        return self._add("batch_global", self.fields)
+        return self._repartition(Global(per_batch=True))
 
     def partition(self, grouping: Any) -> Stream:
         """A custom partitioning: a `CustomStreamGrouping` (`choose_tasks(task, values)`
@@ -244,7 +287,7 @@ class Stream:
         if not callable(getattr(grouping, "choose_tasks", None)):
             raise InvalidTopologyError(f"{self._where('partition')}: needs a "
                                        "CustomStreamGrouping with choose_tasks(task, values)")
-        return self._add("partition", self.fields, grouping=grouping)
+        return self._repartition(CustomPartition(grouping))
 
     # ---- aggregation -----------------------------------------------------------------------
     def _agg_args(self, args: tuple[Any, ...], op: str) -> tuple[tuple[str, ...], Any, Any]:
@@ -260,26 +303,24 @@ class Stream:
         inputs, agg, fn_fields = self._agg_args(args, "partition_aggregate")
         self._check_op(agg, AGGREGATORS, self._where("partition_aggregate"), "the aggregator")
         out = _names(fn_fields, "function fields", self._where("partition_aggregate"))
-        return self._add("partition_aggregate", out, input=inputs, op=agg, output=out)
+        return self._aggregate(Scope.PARTITION, out, inputs, agg, out)
 
     def aggregate(self, *args: Any) -> Stream:
         """Aggregates each whole batch; emits only the function fields."""
         inputs, agg, fn_fields = self._agg_args(args, "aggregate")
         self._check_op(agg, AGGREGATORS, self._where("aggregate"), "the aggregator")
         out = _names(fn_fields, "function fields", self._where("aggregate"))
-        return self._add("aggregate", out, input=inputs, op=agg, output=out, keys=())
+        return self._aggregate(Scope.BATCH, out, inputs, agg, out)
 
     def min_by(self, field: str) -> Stream:
         """The tuple of the batch with the smallest `field`."""
         self._inputs([field], "min_by")
-        return self._add("aggregate", self.fields, input=self.fields, op=min_by(field),
-                         output=self.fields, keys=())
+        return self._aggregate(Scope.BATCH, self.fields, self.fields, min_by(field), self.fields)
 
     def max_by(self, field: str) -> Stream:
         """The tuple of the batch with the largest `field`."""
         self._inputs([field], "max_by")
-        return self._add("aggregate", self.fields, input=self.fields, op=max_by(field),
-                         output=self.fields, keys=())
+        return self._aggregate(Scope.BATCH, self.fields, self.fields, max_by(field), self.fields)
 
     def tumbling_window(self, size: Any, input_fields: Any, aggregator: CombinerAggregator,
                         function_fields: Any, *, timestamp_field: str | None = None,
@@ -344,9 +385,9 @@ class Stream:
         self._check_op(function, (QueryFunction,), where, "the query function")
         inputs = self._inputs(input_fields, "state_query")
         out = self._new_fields(function_fields, "state_query", self.fields)
-        return self._add("state_query", self.fields + out, input=inputs, op=function,
-                         output=out, state=state.state_name, factory=state.factory,
-                         after=state.node)
+        plan = StateQueryNode(fields=self.fields + out, state=state.state_name,
+                              factory=state.factory, input=inputs, op=function, output=out)
+        return Stream(_Node(self._node.topology, [self._node], plan, reads=state.node))
 
     def partition_persist(self, factory: Any, input_fields: Any, updater: StateUpdater,
                           function_fields: Any = ()) -> TridentState:
@@ -356,9 +397,9 @@ class Stream:
         _check_factory(factory, where)
         inputs = self._inputs(input_fields, "partition_persist")
         out = _names(function_fields, "function fields", where)
-        node = _Node(self._node.topology, "partition_persist", [self._node], out,
-                     {"input": inputs, "op": updater, "output": out, "factory": factory})
-        return TridentState(node, factory)
+        return TridentState(self._new(PersistNode(
+            fields=out, persist=Persist.PARTITION, state=self._node.topology._state_name(),
+            factory=factory, input=inputs, op=updater, output=out)), factory)
 
     def to_stream(self) -> Stream:
         return self
@@ -385,13 +426,12 @@ class GroupedStream:
     def aggregate(self, *args: Any) -> Stream:
         """Per group of each batch: emits the group's key fields and the function fields."""
         inputs, agg, out = self._agg("aggregate", args)
-        return self.stream._add("group_aggregate", self.keys + out, input=inputs, op=agg,
-                                output=out, keys=self.keys)
+        return self.stream._aggregate(Scope.GROUP, self.keys + out, inputs, agg, out, self.keys)
 
     def partition_aggregate(self, *args: Any) -> Stream:
         inputs, agg, out = self._agg("partition_aggregate", args)
-        return self.stream._add("partition_aggregate", self.keys + out, input=inputs, op=agg,
-                                output=out, keys=self.keys)
+        return self.stream._aggregate(Scope.PARTITION, self.keys + out, inputs, agg, out,
+                                      self.keys)
 
     def persistent_aggregate(self, factory: Any, *args: Any) -> TridentState:
         """Aggregates each batch per group and folds the result into the map state made by
@@ -406,10 +446,10 @@ class GroupedStream:
         if len(out) != 1:
             raise InvalidTopologyError(f"{where}: a map state keeps one value per key; give one "
                                        f"function field, got {list(out)}")
-        node = _Node(self.stream._node.topology, "persistent_aggregate", [self.stream._node],
-                     self.keys + out, {"input": inputs, "op": agg, "output": out,
-                                       "keys": self.keys, "factory": factory})
-        return TridentState(node, factory)
+        s = self.stream
+        return TridentState(s._new(PersistNode(
+            fields=self.keys + out, persist=Persist.AGGREGATE, state=s._node.topology._state_name(),
+            factory=factory, input=inputs, op=agg, output=out, keys=self.keys)), factory)
 
     def chained_agg(self) -> ChainedAggregatorDeclarer:
         return ChainedAggregatorDeclarer(self.stream, self.keys)
@@ -448,7 +488,8 @@ class GroupedStream:
                                        f"has no lag, got {lag_ms} ms")
         if timestamp_field is not None:
             self.stream._inputs([timestamp_field], "window")
-        return self._window("event" if timestamp_field else "processing", size_ms, slide_ms,
+        return self._window(WindowBy.EVENT if timestamp_field else WindowBy.PROCESSING,
+                            size_ms, slide_ms,
                             input_fields, aggregator, function_fields, state,
                             lag=lag_ms, timestamp_field=timestamp_field)
 
@@ -469,10 +510,11 @@ class GroupedStream:
                 or not 0 < slide <= count:
             raise InvalidTopologyError(f"{where}: need whole numbers 0 < slide <= count, got "
                                        f"count {count!r}, slide {slide!r}")
-        return self._window("count", count, slide, input_fields, aggregator, function_fields,
+        return self._window(WindowBy.COUNT, count, slide, input_fields, aggregator,
+                            function_fields,
                             state, lag=0, timestamp_field=None)
 
-    def _window(self, by: str, size: int, slide: int, input_fields: Any,
+    def _window(self, by: WindowBy, size: int, slide: int, input_fields: Any,
                 aggregator: CombinerAggregator, function_fields: Any, state: Any, *,
                 lag: int, timestamp_field: str | None) -> Stream:
         s = self.stream
@@ -491,10 +533,10 @@ class GroupedStream:
                 f"{where}: a window state must be OPAQUE (or NON_TRANSACTIONAL): firing a "
                 "window on a replayed batch needs the state as it was before the batch, which a "
                 "transactional map does not keep")
-        return s._add("window", (*self.keys, "window_start", "window_end", *out),
-                      input=inputs, op=aggregator, output=out, keys=self.keys, size=size,
-                      slide=slide, lag=lag, timestamp_field=timestamp_field, by=by,
-                      factory=factory)
+        return s._add(WindowNode(
+            fields=(*self.keys, "window_start", "window_end", *out), by=by, size=size,
+            slide=slide, lag=lag, timestamp_field=timestamp_field, keys=self.keys, input=inputs,
+            op=aggregator, output=out, state=s._node.topology._state_name(), factory=factory))
 
     def to_stream(self) -> Stream:
         return self.stream
@@ -506,51 +548,78 @@ class ChainedAggregatorDeclarer:
 
     def __init__(self, stream: Stream, keys: tuple[str, ...]) -> None:
         self.stream, self.keys = stream, keys
-        self.parts: list[tuple[tuple[str, ...], Any, tuple[str, ...]]] = []
+        self.parts: list[Aggregation] = []
 
     def aggregate(self, *args: Any) -> ChainedAggregatorDeclarer:
         s = self.stream
         inputs, agg, fn_fields = s._agg_args(args, "chained_agg")
         s._check_op(agg, AGGREGATORS, s._where("chained_agg"), "the aggregator")
-        used = self.keys + tuple(f for _, _, o in self.parts for f in o)
-        self.parts.append((inputs, agg, s._new_fields(fn_fields, "chained_agg", used)))
+        used = self.keys + tuple(f for a in self.parts for f in a.output)
+        self.parts.append(Aggregation(inputs, agg, s._new_fields(fn_fields, "chained_agg", used)))
         return self
 
     def chain_end(self) -> Stream:
         if not self.parts:
             raise InvalidTopologyError(f"{self.stream._where('chained_agg')}: chain at least "
                                        "one aggregate before chain_end()")
-        out = tuple(f for _, _, o in self.parts for f in o)
-        return self.stream._add("chained_agg", self.keys + out, keys=self.keys,
-                                parts=tuple(self.parts), output=out)
+        out = tuple(f for a in self.parts for f in a.output)
+        return self.stream._add(AggregateNode(
+            fields=self.keys + out, scope=Scope.GROUP if self.keys else Scope.BATCH,
+            keys=self.keys, aggregations=tuple(self.parts), chained=True))
 
 
 class TridentState:
     """A state a topology writes (`persistent_aggregate`, `partition_persist`) or reads
     (`new_static_state`); `state_query` reads it, `new_values_stream` streams its updates."""
 
-    def __init__(self, node: _Node, factory: Any) -> None:
-        self.node, self.factory = node, factory
+    def __init__(self, node: _Node | None, factory: Any, name: str = "") -> None:
+        # `node`: the operation writing the state (its plan node names the state); None for a
+        # static state, named `name`.
+        self.node, self.factory, self._static_name = node, factory, name
+
+    def _writer(self) -> tuple[_Node, PersistNode] | None:
+        if self.node is None:
+            return None
+        plan = self.node.plan
+        assert isinstance(plan, PersistNode)
+        return self.node, plan
 
     @property
     def state_name(self) -> str:
-        return self.node.args.setdefault("state", f"state-{self.node.order}")
+        writer = self._writer()
+        return self._static_name if writer is None else writer[1].state
 
     def new_values_stream(self) -> Stream:
         """The stream of each batch's updated `(key fields..., new value)` tuples."""
+        if self.node is None:
+            raise InvalidTopologyError(f"static state {self._static_name!r}: this topology does "
+                                       "not update it, so it has no stream of updates")
         return Stream(self.node)
 
     to_stream = new_values_stream
 
     def parallelism_hint(self, n: int) -> TridentState:
-        Stream(self.node).parallelism_hint(n)
+        if self.node is not None:  # a static state is not an operation here
+            Stream(self.node).parallelism_hint(n)
         return self
 
     def name(self, name: str) -> TridentState:
         """Names the state (its table, file or Redis key) and its update operation."""
-        Stream(self.node).name(name)
-        self.node.args["state"] = name
+        writer = self._writer()
+        if writer is None:
+            _check_name(name, f"new_static_state({self._static_name!r})")
+            self._static_name = name
+        else:
+            node, plan = writer
+            Stream(node).name(name)
+            node.plan = replace(plan, state=name)
         return self
+
+
+def _check_name(name: Any, where: str) -> None:
+    if not isinstance(name, str) or not name or name.startswith("$"):
+        raise InvalidTopologyError(f"{where}: a name must be a non-empty string not starting "
+                                   f"with '$', got {name!r}")
 
 
 def _check_factory(factory: Any, where: str) -> None:
@@ -565,7 +634,16 @@ class TridentTopology:
 
     def __init__(self) -> None:
         self._nodes: list[_Node] = []
+        self._created = 0  # operations and static states so far: the next one's order
         self._txids: set[str] = set()
+
+    def _take_order(self) -> int:
+        self._created += 1
+        return self._created - 1
+
+    def _state_name(self) -> str:
+        """The default name of the state the next operation keeps: `state-<its order>`."""
+        return f"state-{self._created}"
 
     def new_stream(self, txid: str, spout: Any) -> Stream:
         """A stream from `spout` (a `BatchSpout` or a partitioned transactional or opaque
@@ -580,7 +658,7 @@ class TridentTopology:
         fields = spout_fields(txid, spout)
         _unreserved(fields, f"new_stream({txid!r}): the spout's fields")
         self._txids.add(txid)
-        node = _Node(self, "spout", [], fields, {"op": spout})
+        node = _Node(self, [], SpoutNode(fields=fields, spout=spout))
         node.name = txid
         node.parallelism = 1
         return Stream(node)
@@ -588,8 +666,8 @@ class TridentTopology:
     def new_static_state(self, factory: Any, name: str) -> TridentState:
         """A state this topology only reads (filled by something else), for `state_query`."""
         _check_factory(factory, f"new_static_state({name!r})")
-        node = _Node(self, "static_state", [], (), {"factory": factory, "state": name})
-        return TridentState(node, factory)
+        self._take_order()  # numbered as an operation is (the ids of those after it)
+        return TridentState(None, factory, name)
 
     def merge(self, *streams: Stream, output_fields: Any = None) -> Stream:
         """All tuples of the streams' batches in one stream (the fields of the first, or
@@ -603,7 +681,7 @@ class TridentTopology:
                                            f"{streams[0]!r} has {width}")
         out = streams[0].fields if output_fields is None else _names(
             output_fields, "output fields", "merge")
-        return streams[0]._add("merge", out, parents=[s._node for s in streams])
+        return streams[0]._add(MergeNode(fields=out), parents=[s._node for s in streams])
 
     def join(self, left: Stream, left_fields: Any, right: Stream, right_fields: Any,
              output_fields: Any, join_type: str = "inner") -> Stream:
@@ -621,19 +699,19 @@ class TridentTopology:
         if len(out) != width:
             raise InvalidTopologyError(f"join: the output has {width} fields (keys, the left's "
                                        f"others, the right's others); got {list(out)}")
-        return left._add("join", out, parents=[left._node, right._node], keys=(lk, rk),
-                         join_type=join_type)
+        return left._add(JoinNode(fields=out, left_keys=lk, right_keys=rk,
+                                  join_type=JoinType(join_type)),
+                         parents=[left._node, right._node])
 
     def build(self) -> Topology:
-        """The topology: one component per operation (named by `.name()` or `b-<n>-<kind>`)."""
-        if not any(n.kind == "spout" for n in self._nodes):
+        """The topology: one component per operation (named by `.name()` or
+        `b-<n>-<operation>`)."""
+        if not any(isinstance(n.plan, SpoutNode) for n in self._nodes):
             raise InvalidTopologyError("a Trident topology needs at least one new_stream")
         ids: dict[_Node, str] = {}
         used: set[str] = set()
         for n in self._nodes:
-            if n.kind == "static_state":
-                continue
-            base = n.name or f"b-{n.order}-{n.kind}"
+            base = n.name or f"b-{n.order}-{n.plan.label}"
             if n.name and n.name in used:
                 raise InvalidTopologyError(
                     f"two operations (or an operation and a spout's txid) are named {n.name!r}; "
@@ -647,63 +725,74 @@ class TridentTopology:
         parallelism = _partitions(self._nodes)
         specs: dict[str, ComponentSpec] = {}
         for n in self._nodes:
-            if n.kind == "static_state":
-                continue
             cid = ids[n]
-            args = dict(n.args, order=n.order)
-            if "factory" in args and "state" not in args:
-                args["state"] = f"state-{n.order}"
-            if "after" in args:  # a state_query of a state this topology writes
-                after = args.pop("after")
-                if after in ids:
-                    args["writer"] = ids[after]
-            node = PlanNode(cid, n.kind, tuple(ids[p] for p in n.parents), n.fields,
-                            parallelism[n], args)
-            inputs = tuple(Subscription(ids[p], DEFAULT_STREAM, _grouping(n, p))
-                           for p in n.parents)
+            node = replace(n.plan, cid=cid, parents=tuple(ids[p] for p in n.parents),
+                           parallelism=parallelism[n], order=n.order)
+            if isinstance(node, StateQueryNode) and n.reads in ids:
+                node = replace(node, writer=ids[n.reads])  # a state this topology writes
+            op = user_op(node)
+            spout = isinstance(node, SpoutNode)
+            grouping = _grouping(node)
             specs[cid] = ComponentSpec(
-                id=cid, kind="spout" if n.kind == "spout" else "bolt",
-                role=roles.TRIDENT_SPOUT if n.kind == "spout" else roles.TRIDENT,
-                class_name=type(n.args["op"]).__qualname__ if "op" in n.args else n.kind,
+                id=cid, kind="spout" if spout else "bolt",
+                role=roles.TRIDENT_SPOUT if spout else roles.TRIDENT,
+                class_name=node.label if op is None else type(op).__qualname__,
                 payload=_pickle(cid, node), parallelism=parallelism[n],
-                num_tasks=parallelism[n], conf={}, inputs=inputs,
+                num_tasks=parallelism[n], conf={},
+                inputs=tuple(Subscription(ids[p], DEFAULT_STREAM, grouping) for p in n.parents),
                 streams={DEFAULT_STREAM: StreamSpec(Fields(list(n.fields)))})
         return Topology(specs)
 
 
 def _partitions(nodes: list[_Node]) -> dict[_Node, int]:
-    """Each node's partition count: a hint where given; a row operation keeps its parent's;
-    global aggregations have one; everything else defaults to 1 (Storm's default)."""
+    """Each node's partition count: one where the node has a single partition (a batch
+    aggregate, a global repartition); a hint where given; a node that keeps its parent's
+    partitioning (row operations, state queries) its parent's; else 1 (Storm's default)."""
     out: dict[_Node, int] = {}
     for n in nodes:
-        if n.kind in ("aggregate", "global", "batch_global"):
+        if n.plan.single_partition:
             out[n] = 1
         elif n.parallelism is not None:
             out[n] = n.parallelism
-        elif n.kind in ROW_KINDS and n.parents:
+        elif n.plan.keeps_partitioning and n.parents:
             out[n] = out[n.parents[0]]
         else:
             out[n] = 1
     return out
 
 
-def _grouping(node: _Node, parent: _Node) -> Grouping:
+def _grouping(node: Node) -> Grouping:
     """How the operation's input is shared, for pictures of the topology."""
-    if node.kind in ("partition_by",):
-        return FieldsGrouping(tuple(node.args["keys"]))
-    if node.kind in ("group_aggregate", "persistent_aggregate", "window") and \
-            node.args.get("keys"):
-        return FieldsGrouping(tuple(node.args["keys"]))
-    if node.kind in ("aggregate", "global", "batch_global"):
-        return GlobalGrouping()
-    if node.kind == "broadcast":
-        return AllGrouping()
-    if node.kind == "partition":
-        return CustomGrouping(node.args["grouping"])
-    return ShuffleGrouping()
+    match node:
+        case RepartitionNode(scheme=scheme):
+            match scheme:
+                case PartitionBy(keys=keys):
+                    return FieldsGrouping(keys)
+                case Global():
+                    return GlobalGrouping()
+                case Broadcast():
+                    return AllGrouping()
+                case CustomPartition(grouping=grouping):
+                    return CustomGrouping(grouping)
+                case Shuffle():
+                    return ShuffleGrouping()
+                case _:
+                    assert_never(scheme)
+        case AggregateNode():
+            if node.single_partition:
+                return GlobalGrouping()
+            if node.scope is Scope.GROUP and node.keys and not node.chained:
+                return FieldsGrouping(node.keys)
+            return ShuffleGrouping()
+        case PersistNode() | WindowNode():
+            return FieldsGrouping(node.keys) if node.keys else ShuffleGrouping()
+        case SpoutNode() | RowNode() | StateQueryNode() | MergeNode() | JoinNode():
+            return ShuffleGrouping()
+        case _:
+            assert_never(node)
 
 
-def _pickle(cid: str, node: PlanNode) -> bytes:
+def _pickle(cid: str, node: Node) -> bytes:
     try:
         return cloudpickle.dumps(node)
     except Exception as exc:

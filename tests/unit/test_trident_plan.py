@@ -1,0 +1,206 @@
+"""The Trident plan (`squall.trident.plan`): one typed node per family of operations, their
+partition attributes, the untyped view the Spark runner still reads, and pickling."""
+
+from __future__ import annotations
+
+import cloudpickle
+
+from squall.topology.description import Topology
+from squall.trident import (
+    Consumer,
+    Count,
+    Filter,
+    FixedBatchSpout,
+    FlatMapFunction,
+    Function,
+    MapFunction,
+    MapGet,
+    StateUpdater,
+    Sum,
+    TridentTopology,
+)
+from squall.trident.plan import (
+    AggregateNode,
+    Aggregation,
+    Global,
+    JoinNode,
+    MergeNode,
+    PartitionBy,
+    Persist,
+    PersistNode,
+    PlanNode,
+    RepartitionNode,
+    RowNode,
+    RowOp,
+    Scope,
+    SpoutNode,
+    StateQueryNode,
+    WindowBy,
+    WindowNode,
+    trident_plan,
+)
+from squall.trident.state import MemoryMapState
+
+
+class Split(Function):
+    def execute(self, tup, collector):
+        for w in tup[0].split():
+            collector.emit([w])
+
+
+class Keep(Filter):
+    def is_keep(self, tup):
+        return True
+
+
+class Upper(MapFunction):
+    def execute(self, tup):
+        return [tup[0].upper()]
+
+
+class Twice(FlatMapFunction):
+    def execute(self, tup):
+        return [[tup[0]], [tup[0]]]
+
+
+class Look(Consumer):
+    def accept(self, tup):
+        pass
+
+
+class Put(StateUpdater):
+    def update_state(self, state, tuples, collector):
+        pass
+
+
+class First:
+    def choose_tasks(self, task, values):
+        return [0]
+
+
+# Each Trident operation's node family (the 23 operations a plan holds).
+FAMILIES = {
+    "spout": SpoutNode,
+    "shuffle": RepartitionNode, "partition_by": RepartitionNode, "broadcast": RepartitionNode,
+    "global": RepartitionNode, "batch_global": RepartitionNode, "partition": RepartitionNode,
+    "each": RowNode, "filter": RowNode, "map": RowNode, "flat_map": RowNode, "peek": RowNode,
+    "project": RowNode,
+    "partition_aggregate": AggregateNode, "aggregate": AggregateNode,
+    "group_aggregate": AggregateNode, "chained_agg": AggregateNode,
+    "persistent_aggregate": PersistNode, "partition_persist": PersistNode,
+    "state_query": StateQueryNode,
+    "window": WindowNode,
+    "merge": MergeNode,
+    "join": JoinNode,
+}
+
+
+def every_operation() -> Topology:
+    t = TridentTopology()
+    s = t.new_stream("s", FixedBatchSpout(["sentence", "ts"], 2, ["a b", 1], ["b c", 2]))
+    static = t.new_static_state(MemoryMapState.factory(), "static")
+    words = s.each(["sentence"], Split(), ["word"]).parallelism_hint(2)
+    counts = words.group_by(["word"]).persistent_aggregate(
+        MemoryMapState.factory(), Count(), ["n"]).name("counts")
+    words.state_query(counts, ["word"], MapGet(), ["c"]).name("query")
+    words.state_query(static, ["word"], MapGet(), ["c"])
+    upper = (words.filter(Keep()).map(Upper(), ["up"]).flat_map(Twice()).peek(Look())
+             .project(["up"]))
+    (upper.shuffle().partition_by(["up"]).broadcast().global_().batch_global()
+     .partition(First()))
+    words.partition_aggregate(["word"], Count(), ["pc"])
+    words.aggregate(Count(), ["total"]).name("total")
+    words.min_by("word")
+    words.group_by(["word"]).aggregate(Count(), ["gc"])
+    (words.group_by(["word"]).chained_agg().aggregate(Count(), ["c1"])
+     .aggregate(["ts"], Sum(), ["s1"]).chain_end().name("chained"))
+    words.partition_persist(MemoryMapState.factory(), ["word"], Put(), ["x"])
+    (words.group_by(["word"]).tumbling_window(10, ["word"], Count(), ["wn"],
+                                              timestamp_field="ts", lag=3).name("windows"))
+    words.group_by(["word"]).sliding_count_window(4, 2, ["word"], Count(), ["wc"])
+    t.merge(words.project(["word"]), upper)
+    t.join(words.project(["word"]), ["word"], upper, ["up"], ["k"], join_type="left")
+    return t.build()
+
+
+def test_every_operation_is_a_node_of_its_family():
+    plan = trident_plan(every_operation())
+    assert {n.label: type(n) for n in plan.nodes} == FAMILIES
+    assert plan.spouts == [plan.node("s")]
+    assert plan.states() == {"counts": plan.node("counts").factory,
+                             "static": plan.node("b-5-state_query").factory,
+                             **{n.state: n.factory for n in plan.nodes
+                                if isinstance(n, (PersistNode, WindowNode))}}
+
+
+def test_node_attributes_carry_the_partition_rules():
+    plan = trident_plan(every_operation())
+    keeps = {n.label for n in plan.nodes if n.keeps_partitioning}
+    single = {n.label for n in plan.nodes if n.single_partition}
+    assert keeps == {"each", "filter", "map", "flat_map", "peek", "project", "state_query"}
+    assert single == {"aggregate", "global", "batch_global"}
+    # The hint reaches back through row operations; a state query keeps its parent's count.
+    assert plan.node("b-2-each").parallelism == plan.node("query").parallelism == 2
+    assert plan.node("total").parallelism == plan.node("b-15-batch_global").parallelism == 1
+    assert plan.node("windows").parallelism == 1  # Storm's default, no hint
+
+
+def test_the_fields_of_each_family():
+    plan = trident_plan(every_operation())
+    each, total, chained = plan.node("b-2-each"), plan.node("total"), plan.node("chained")
+    assert isinstance(each, RowNode) and each.row_op is RowOp.EACH
+    assert (each.input, each.output, type(each.op)) == (("sentence",), ("word",), Split)
+    assert isinstance(total, AggregateNode) and total.scope is Scope.BATCH
+    assert isinstance(chained, AggregateNode) and chained.chained
+    assert chained.scope is Scope.GROUP and chained.keys == ("word",)
+    assert [(a.input, a.output) for a in chained.aggregations] == [
+        (("sentence", "ts", "word"), ("c1",)), (("ts",), ("s1",))]
+    query = plan.node("query")
+    assert isinstance(query, StateQueryNode) and query.writer == "counts"
+    windows = plan.node("windows")
+    assert isinstance(windows, WindowNode)
+    assert (windows.by, windows.size, windows.lag, windows.timestamp_field) == (
+        WindowBy.EVENT, 10, 3, "ts")
+    by = next(n for n in plan.nodes if n.label == "partition_by")
+    assert isinstance(by, RepartitionNode) and by.scheme == PartitionBy(("up",))
+    persisted = plan.node("counts")
+    assert isinstance(persisted, PersistNode) and persisted.persist is Persist.AGGREGATE
+
+
+def test_the_untyped_view_is_what_the_spark_runner_reads():
+    """`kind` and `args` give the Spark runner, which still reads them, what the untyped nodes
+    held, and the untyped constructor makes the same typed node back."""
+    plan = trident_plan(every_operation())
+    each = plan.node("b-2-each")
+    assert each.kind == "each"
+    assert each.args == {"input": ("sentence",), "op": each.op, "output": ("word",),
+                         "order": 2}
+    counts = plan.node("counts")
+    assert set(counts.args) == {"input", "op", "output", "keys", "factory", "state", "order"}
+    assert counts.args["keys"] == ("word",) and counts.args["state"] == "counts"
+    windows = plan.node("windows")
+    assert windows.args["by"] == "event" and windows.args["timestamp_field"] == "ts"
+    chained = plan.node("chained")
+    assert [(i, type(op), o) for i, op, o in chained.args["parts"]] == [
+        (("sentence", "ts", "word"), Count, ("c1",)), (("ts",), Sum, ("s1",))]
+    assert plan.node("query").args["writer"] == "counts"
+    for node in plan.nodes:
+        assert PlanNode(node.cid, node.kind, node.parents, node.fields, node.parallelism,
+                        dict(node.args)) == node, node.cid
+
+
+def test_nodes_travel_pickled():
+    plan = trident_plan(every_operation())
+    again = cloudpickle.loads(cloudpickle.dumps(plan))
+    for before, after in zip(plan.nodes, again.nodes, strict=True):
+        assert type(after) is type(before) and after.label == before.label
+        assert (after.cid, after.parents, after.fields) == (before.cid, before.parents,
+                                                           before.fields)
+        assert set(after.args) == set(before.args)
+
+
+def test_a_new_node_is_made_by_its_family():
+    node = AggregateNode(cid="n", parents=("s",), fields=("n",), scope=Scope.BATCH,
+                         aggregations=(Aggregation(("x",), Count(), ("n",)),))
+    assert node.single_partition and node.label == "aggregate" and node.order == 0
+    assert RepartitionNode(fields=("x",), scheme=Global(per_batch=True)).label == "batch_global"
