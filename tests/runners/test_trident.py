@@ -355,7 +355,7 @@ def test_builtin_combiners_agree_whatever_the_spark_plan(runner, plan, monkeypat
     default), by Spark's JVM (more partitions), or every row aggregated by the JVM (partial
     aggregation off): the same per-key values, of the same types, as the local runner; typed
     and mixed-type keys and values."""
-    from squall.runtime.spark import trident as spark_trident
+    from squall.runtime.spark.trident import runner as spark_trident
 
     if plan == "spark-combine":
         monkeypatch.setattr(spark_trident, "DRIVER_COMBINE", 0)

@@ -89,6 +89,16 @@ def native(arr: Any) -> bool:
         pa.string(), pa.large_string(), pa.int64(), pa.float64())
 
 
+def pylist(values: Any) -> list[Any]:
+    """A column's values as a Python list (an Arrow array's, or any other sequence's)."""
+    return values.to_pylist() if hasattr(values, "to_pylist") else list(values)
+
+
+def num_rows(columns: Mapping[str, Any] | None) -> int:
+    """How many rows a batch held as a dict of columns has."""
+    return len(next(iter(columns.values()))) if columns else 0
+
+
 def infer(values: Sequence[Any]) -> str | None:
     """The one typed column all of `values` fit (None allowed), or None for four columns."""
     kinds = set(map(type, values))
