@@ -1,11 +1,16 @@
 """The Trident plan (`squall.trident.plan`): one typed node per family of operations, their
-partition attributes, the untyped view the Spark runner still reads, and pickling."""
+partition attributes, the untyped view the Spark runner still reads, pickling, and the refusal of
+a checkpoint whose progress was recorded under another plan format."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import cloudpickle
+import pytest
 
 from squall.topology.description import Topology
+from squall.transaction_kernel.progress_store import CURR, STORE, open_store
 from squall.trident import (
     Consumer,
     Count,
@@ -19,7 +24,9 @@ from squall.trident import (
     Sum,
     TridentTopology,
 )
+from squall.trident.coordinator import FORMAT, BatchCoordinator
 from squall.trident.plan import (
+    PLAN_FORMAT,
     AggregateNode,
     Aggregation,
     Global,
@@ -28,6 +35,7 @@ from squall.trident.plan import (
     PartitionBy,
     Persist,
     PersistNode,
+    PlanFormatError,
     PlanNode,
     RepartitionNode,
     RowNode,
@@ -204,3 +212,78 @@ def test_a_new_node_is_made_by_its_family():
                          aggregations=(Aggregation(("x",), Count(), ("n",)),))
     assert node.single_partition and node.label == "aggregate" and node.order == 0
     assert RepartitionNode(fields=("x",), scheme=Global(per_batch=True)).label == "batch_global"
+
+
+# ---- the plan format ----------------------------------------------------------------------------
+
+def counting() -> Topology:
+    t = TridentTopology()
+    (t.new_stream("s", FixedBatchSpout(["word"], 2, ["a"], ["b"], ["a"]))
+     .group_by(["word"]).persistent_aggregate(MemoryMapState.factory(), Count(), ["n"]))
+    return t.build()
+
+
+def written_by_an_older_squall(ckpt: str, runner: str) -> None:
+    """The Trident progress an older squall left in checkpoint location `ckpt`: its next txid,
+    and no plan format (recorded since format 2)."""
+    open_store({STORE: {"dir": f"{ckpt}/trident"}}, f"trident-{runner}").put(CURR, 3)
+
+
+def test_the_coordinator_records_the_plan_format_with_the_progress(tmp_path):
+    conf = {STORE: {"dir": str(tmp_path)}}
+    coordinator = BatchCoordinator(trident_plan(counting()), conf, "doc")
+    coordinator.commit(1)
+    assert open_store(conf, "trident-doc").get(FORMAT) == PLAN_FORMAT
+    assert BatchCoordinator(trident_plan(counting()), conf, "doc").next_txid == 2  # resumes
+
+
+def test_a_checkpoint_of_an_older_plan_format_is_refused_by_the_local_runner(tmp_path):
+    from squall.runtime.local.trident import LocalTridentRunner
+
+    ckpt = str(tmp_path / "ckpt")
+    written_by_an_older_squall(ckpt, "local")
+    with pytest.raises(PlanFormatError) as refused:
+        LocalTridentRunner(counting(), checkpoint_location=ckpt)
+    message = str(refused.value)
+    assert f"Trident checkpoint {ckpt}/trident/trident-local was written by an older squall " \
+           f"(plan format 1, this squall's is {PLAN_FORMAT})" in message
+    assert "use a new checkpoint location" in message
+
+
+def test_a_checkpoint_of_an_older_plan_format_is_refused_by_the_spark_runner(tmp_path):
+    """Refused when the runner is made, before its Spark session: the topology's shape is the
+    same (the plan format is not part of it), the progress's format is not."""
+    from squall.runtime.spark.fingerprint import check_fingerprint
+    from squall.runtime.spark.trident import TridentSparkRunner
+
+    ckpt = str(tmp_path / "ckpt")
+    check_fingerprint(ckpt, counting())  # the older run recorded this topology
+    written_by_an_older_squall(ckpt, "spark")
+    with pytest.raises(PlanFormatError, match=f"Trident checkpoint {ckpt}/trident/trident-spark "
+                                              "was written by an older squall"):
+        TridentSparkRunner(counting(), checkpoint_location=ckpt,
+                           session=object())  # never reached
+
+
+def test_a_checkpoint_of_a_newer_plan_format_is_refused(tmp_path):
+    conf = {STORE: {"dir": str(tmp_path)}}
+    store = open_store(conf, "trident-doc")
+    store.put(CURR, 2)
+    store.put(FORMAT, PLAN_FORMAT + 1)
+    with pytest.raises(PlanFormatError, match="written by a newer squall"):
+        BatchCoordinator(trident_plan(counting()), conf, "doc")
+
+
+def test_a_payload_of_an_untyped_node_is_refused():
+    """A node pickled under plan format 1 (`PlanNode` with a kind and arguments) loads as the
+    base class, not a family: the plan refuses it, naming the component."""
+    topology = counting()
+    spec = topology.components["s"]
+    untyped = object.__new__(PlanNode)
+    untyped.__dict__.update(cid="s", kind="spout", parents=(), fields=("word",), parallelism=1,
+                            args={"op": FixedBatchSpout(["word"], 1, ["a"]), "order": 0})
+    old = Topology({**topology.components,
+                    "s": dataclasses.replace(spec, payload=cloudpickle.dumps(untyped))})
+    with pytest.raises(PlanFormatError, match=r"component 's' holds a Trident plan node of "
+                                              r"another plan format \(PlanNode\)"):
+        trident_plan(old)

@@ -24,7 +24,14 @@ from typing import Any
 
 from squall.errors import InvalidTopologyError, SquallError
 from squall.transaction_kernel.progress_store import CURR, open_store
-from squall.trident.plan import PersistNode, Plan, SpoutNode, WindowNode
+from squall.trident.plan import (
+    PLAN_FORMAT,
+    PersistNode,
+    Plan,
+    SpoutNode,
+    WindowNode,
+    check_plan_format,
+)
 from squall.trident.spouts import (
     NON_TRANSACTIONAL,
     OPAQUE,
@@ -36,6 +43,7 @@ from squall.trident.spouts import (
 # How many attempts a failing transaction gets (unset: replayed for ever, as Storm does).
 MAX_ATTEMPTS = "squall.trident.max.attempts"
 TIME = "batch-time"  # the store's key of the last transaction's processing time
+FORMAT = "plan-format"  # the store's key of the plan format its progress was recorded under
 
 
 
@@ -109,11 +117,22 @@ class BatchCoordinator:
         check_guarantees(plan)
         self.conf = dict(conf)
         self.store = open_store(self.conf, f"trident-{topology_id}")
+        self._check_format(f"trident-{topology_id}")
         # Each spout keeps its batch metadata per txid in its own namespace.
         self.emitters = {n.cid: SpoutEmitter(n.cid, n.spout,
                                              spout_store(self.conf, topology_id, n.cid))
                          for n in plan.spouts}
         self.next_txid = int(self.store.get(CURR, 1))
+
+    def _check_format(self, name: str) -> None:
+        """Refuse progress recorded under another plan format (`plan.PLAN_FORMAT`); record
+        this one's with a run that has no progress yet."""
+        if self.store.get(CURR) is None:
+            self.store.put(FORMAT, PLAN_FORMAT)
+            return
+        # Where the store keeps its keys (a directory, a Redis hash), to name the checkpoint.
+        where = getattr(self.store, "root", None) or getattr(self.store, "hash", None) or name
+        check_plan_format(self.store.get(FORMAT), str(where))
 
     def open(self) -> None:
         for e in self.emitters.values():

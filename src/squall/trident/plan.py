@@ -42,8 +42,43 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar, assert_never
 
+from squall.errors import SquallError
 from squall.topology import roles
 from squall.topology.description import Topology
+
+# The plan's format version, kept with a Trident checkpoint's progress (`squall.trident.
+# coordinator`): a checkpoint written under another format is refused, not read by a plan that
+# may mean something else by it. 1: untyped nodes (a kind string and a dict of arguments);
+# 2: one typed node per family.
+PLAN_FORMAT = 2
+
+
+class PlanFormatError(SquallError):
+    """A Trident checkpoint was written under another plan format (`PLAN_FORMAT`)."""
+
+
+def check_plan_format(recorded: int | None, where: str) -> None:
+    """Refuse the checkpoint `where` whose progress was recorded under plan format `recorded`
+    (None: before formats were recorded, format 1) unless it is this squall's.
+
+    >>> import textwrap
+    >>> check_plan_format(PLAN_FORMAT, "/ckpt/trident/trident-local")
+    >>> try:
+    ...     check_plan_format(None, "/ckpt/trident/trident-local")
+    ... except PlanFormatError as exc:
+    ...     print(textwrap.fill(str(exc), 90))
+    Trident checkpoint /ckpt/trident/trident-local was written by an older squall (plan format
+    1, this squall's is 2) and cannot be resumed by this one; use a new checkpoint location,
+    or finish that run with the squall that wrote it
+    """
+    found = 1 if recorded is None else recorded
+    if found == PLAN_FORMAT:
+        return
+    age = "an older" if found < PLAN_FORMAT else "a newer"
+    raise PlanFormatError(
+        f"Trident checkpoint {where} was written by {age} squall (plan format {found}, this "
+        f"squall's is {PLAN_FORMAT}) and cannot be resumed by this one; use a new checkpoint "
+        "location, or finish that run with the squall that wrote it")
 
 
 class _Untyped(type):
@@ -553,7 +588,13 @@ def trident_plan(topology: Topology) -> Plan:
     nodes: dict[str, Node] = {}
     for cid, spec in topology.components.items():
         if spec.role in (roles.TRIDENT, roles.TRIDENT_SPOUT):
-            nodes[cid] = spec.new_instance()
+            node = spec.new_instance()
+            if not isinstance(node, Node):  # e.g. an untyped node pickled under plan format 1
+                raise PlanFormatError(
+                    f"component {cid!r} holds a Trident plan node of another plan format "
+                    f"({type(node).__name__}); build the topology again with this squall",
+                    component=cid)
+            nodes[cid] = node
     # Kahn's algorithm in creation order, with one extra rule: a state_query of a state this
     # topology updates runs before the update, unless it reads the update's own stream
     # (execution.py: a query sees the state as of the previous batch).
