@@ -27,14 +27,14 @@ from workloads import w1_sentences
 
 from squall.runtime.spark.trident import _Chain
 from squall.runtime.spark.trident import columns as cols
-from squall.trident.plan import PlanNode
+from squall.trident.plan import RowNode, RowOp
 
 
 def chain(function: Split, tagged: bool) -> _Chain:
     """The worker chain Trident ships for `each(["sentence"], function, ["word"])` followed by
     `group_by(["word"])` and a JVM `Count` (partial aggregation off)."""
-    node = PlanNode("each-1", "each", ("spout",), ("sentence", "word"), 1,
-                    {"input": ["sentence"], "output": ["word"], "op": function})
+    node = RowNode(cid="each-1", parents=("spout",), fields=("sentence", "word"),
+                   row_op=RowOp.EACH, input=("sentence",), output=("word",), op=function)
     types = {"word": cols.TAGGED} if tagged else {"word": "s"}
     return _Chain([node], ("sentence",), ("word",), {}, 1, types=types)
 
