@@ -1,12 +1,12 @@
 """Which operations of a Trident plan run in Spark, and what their workers read and produce.
 
-Pure decisions over a `Plan` (no Spark session, no pyspark): the paths from a spout to each
-aggregation or state query computed in Spark (`spark_segments`), the fields each step passes on
-(`_needed`, `_live`), the typed fields after an operation (`_types_after`), what a combiner's
-partial aggregation reads and the column type of its partials (`_partial_reads`,
-`_partial_kind`), and whether Spark's JVM aggregates a batch's built-ins exactly as the
-combiners would (`_jvm_builtins`). `runner` builds the Spark jobs from them; `chain` runs the
-row operations in the workers.
+Pure decisions over a `Plan` (no Spark session, no pyspark, which a contract in `.importlinter`
+holds it to): the paths from a spout to each aggregation or state query computed in Spark
+(`spark_segments`), the fields each step passes on (`_needed`, `_live`), the typed fields after
+an operation (`_types_after`), what a combiner's partial aggregation reads and the column type
+of its partials (`_partial_reads`, `_partial_kind`), and whether Spark's JVM aggregates a
+batch's built-ins exactly as the combiners would (`_jvm_builtins`). `runner` builds the Spark
+jobs from them; `chain` runs the row operations in the workers.
 """
 
 from __future__ import annotations
