@@ -25,7 +25,7 @@ from squall.trident import (
     Sum,
     TridentTopology,
 )
-from squall.trident.plan import Plan, PlanNode, trident_plan
+from squall.trident.plan import Node, Plan, SpoutNode, trident_plan
 from squall.trident.state import MemoryMapState
 
 
@@ -74,13 +74,13 @@ def plan_of(t: TridentTopology) -> Plan:
     return trident_plan(t.build())
 
 
-def one(plan: Plan, kind: str) -> PlanNode:
-    (node,) = [n for n in plan.nodes if n.kind == kind]
+def one(plan: Plan, kind: str) -> Node:
+    (node,) = [n for n in plan.nodes if n.label == kind]
     return node
 
 
-def kinds(path: list[PlanNode]) -> list[str]:
-    return [n.kind for n in path]
+def kinds(path: list[Node]) -> list[str]:
+    return [n.label for n in path]
 
 
 # ---- spark_segments ------------------------------------------------------------------------
@@ -105,7 +105,7 @@ def test_every_aggregation_of_a_spout_gets_its_own_path_sharing_the_operations_b
     plan = plan_of(t)
     paths, inside = planner.spark_segments(plan)
     assert sorted(map(kinds, paths.values())) == [["spout", "each", "group_aggregate"]] * 2
-    assert {plan.node(c).kind for c in inside} == {"spout", "each"}
+    assert {plan.node(c).label for c in inside} == {"spout", "each"}
 
 
 def test_rows_a_driver_operation_reads_keep_their_whole_spout_on_the_driver():
@@ -161,7 +161,8 @@ def test_which_aggregations_spark_can_end_a_path_with():
     stream.tumbling_window(100, ["n"], Sum(), ["sum"]).name("processing")
     stream.tumbling_count_window(3, ["n"], Sum(), ["sum"]).name("count")
     plan = plan_of(t)
-    terminal = {n.cid: planner._spark_terminal(n) for n in plan.nodes if n.kind != "spout"}
+    terminal = {n.cid: planner._spark_terminal(n) for n in plan.nodes
+                if not isinstance(n, SpoutNode)}
     assert terminal == {"builtin": True, "combiner": True, "aggregator": False, "event": True,
                         "event-combiner": False, "processing": False, "count": False}
 
@@ -211,7 +212,8 @@ def test_typed_fields_after_each_kind_of_operation():
      .map(Upper(), ["upper"]).shuffle().peek(Show()))
     plan = plan_of(t)
     before = {"sentence": "s", "n": "i"}
-    after = {n.kind: planner._types_after(n, before) for n in plan.nodes if n.kind != "spout"}
+    after = {n.label: planner._types_after(n, before) for n in plan.nodes
+             if not isinstance(n, SpoutNode)}
     assert after["each"] == {**before, "word": "s"}  # the batch function's declared type
     assert planner._types_after(one(plan, "project"), after["each"]) == {"word": "s"}
     assert after["project"] == {}  # `word` was not typed before it
@@ -224,7 +226,7 @@ def test_typed_fields_after_each_kind_of_operation():
 
 # ---- partials ------------------------------------------------------------------------------
 
-def aggregations() -> dict[str, PlanNode]:
+def aggregations() -> dict[str, Node]:
     t = TridentTopology()
     grouped = sentences(t).group_by(["sentence"])
     grouped.aggregate(Count(), ["count"]).name("count")
@@ -233,7 +235,7 @@ def aggregations() -> dict[str, PlanNode]:
     grouped.aggregate(["n"], SumOfSquares(), ["sq"]).name("combiner")
     sentences(t, "t").tumbling_window(100, ["n"], Sum(), ["sum"], timestamp_field="ts") \
         .name("window")
-    return {n.cid: n for n in plan_of(t).nodes if n.kind != "spout"}
+    return {n.cid: n for n in plan_of(t).nodes if not isinstance(n, SpoutNode)}
 
 
 def test_what_a_partial_aggregation_reads():

@@ -23,34 +23,40 @@ from squall.runtime.spark.trident import columns as cols
 from squall.runtime.spark.trident import state as ts
 from squall.runtime.spark.trident import windows as tw
 from squall.runtime.spark.trident.combine import _Partials
-from squall.runtime.spark.trident.planner import _live, _partial_kind, _partial_reads
+from squall.runtime.spark.trident.planner import (
+    Terminal,
+    _live,
+    _partial_kind,
+    _partial_reads,
+    terminal_op,
+)
 from squall.trident.execution import (
     BatchExecutor,
     TridentOperationContext,
     TridentOperationError,
 )
 from squall.trident.operations import ROW, BatchFunction, BuiltinCombiner, Function
-from squall.trident.plan import Plan, PlanNode
+from squall.trident.plan import PersistNode, Plan, RowNode, RowOp, WindowNode, user_op
 
 
 class _Chain:
     """Row operations fused into one `mapInArrow` (shipped to the workers), optionally ending
     with the partial aggregation of a combiner."""
 
-    def __init__(self, nodes: list[PlanNode], in_fields: tuple[str, ...],
+    def __init__(self, nodes: list[RowNode], in_fields: tuple[str, ...],
                  out_fields: tuple[str, ...], conf: Mapping[str, Any], txid: int,
-                 partial: PlanNode | None = None, counts: Any = None,
+                 partial: Terminal | None = None, counts: Any = None,
                  types: cols.Types | None = None, cells: bool = False) -> None:
         self.nodes, self.in_fields, self.out_fields = nodes, in_fields, out_fields
         # The partials go to the driver as they are (no Spark aggregation after): as IPC cells.
         self.cells = cells
         self.conf, self.txid, self.partial = dict(conf), txid, partial
-        self.terminals: tuple[PlanNode, ...] = (partial,) if partial is not None else ()
+        self.terminals: tuple[Terminal, ...] = (partial,) if partial is not None else ()
         self.counts = counts  # an accumulator of each operation's tuples in and out
         # The output's typed fields (the rest travel as four columns).
         self.types = dict(types or {})
         kind = _partial_kind(partial, self.types) if partial is not None else None
-        if partial is not None and partial.kind == "window":
+        if isinstance(partial, WindowNode):
             self.types = tw.partial_types(partial, self.types, kind)
         elif kind is not None:
             self.types["$partial"] = kind
@@ -65,19 +71,19 @@ class _Chain:
         """The Arrow schema of the partial rows, which travel as IPC cells
         (`trident.columns.to_cells`) when they go to the driver as they are."""
         assert self.partial is not None
-        if self.partial.kind == "window":
+        if isinstance(self.partial, WindowNode):
             return cols.schema(tw.partial_fields(self.partial), self.types)
-        return cols.schema((*self.partial.args["keys"], "$partial"), self.types)
+        return cols.schema((*self.partial.keys, "$partial"), self.types)
 
     def output_schema(self) -> str:
         if self.cells:
             return cols.IPC_SCHEMA
         if self.partial is None:
             return cols.spark_schema(self.out_fields, self.types)
-        if self.partial.kind == "window":
+        if isinstance(self.partial, WindowNode):
             return cols.spark_schema(tw.partial_fields(self.partial), self.types)
-        keys = tuple(self.partial.args["keys"])
-        if isinstance(self.partial.args["op"], BuiltinCombiner):
+        keys = self.partial.keys
+        if isinstance(terminal_op(self.partial), BuiltinCombiner):
             # partials Spark aggregates further
             return cols.spark_schema((*keys, "$partial"), self.types)
         return ", ".join(filter(None, [cols.spark_schema(keys, self.types),
@@ -118,7 +124,7 @@ class _Chain:
         """The partial aggregation of each terminal over this partition."""
         if self.partial is None:
             return []
-        if self.partial.kind == "window":
+        if isinstance(self.partial, WindowNode):
             return [tw.WindowPartials(self.partial, ops[self.partial.cid], self.types, index)]
         return [_Partials(self.partial, ops, self.types)]
 
@@ -155,33 +161,34 @@ class _Chain:
                     rows = None
                 # Fields no later operation reads are dropped here (not repeated per output row).
                 columns = _batch_each(node, ops[node.cid], columns, fields, self.live[i])
-                fields = tuple(f for f in (*fields, *node.args["output"]) if f in columns)
+                fields = tuple(f for f in (*fields, *node.output) if f in columns)
             else:
                 if rows is None:
                     assert columns is not None
                     lists = [cols.pylist(columns[f]) for f in fields]
                     rows = list(zip(*lists, strict=True)) if lists else []
                     columns = None
-                if node.kind == "each" and isinstance(op, Function) \
+                each = node.row_op is RowOp.EACH
+                if each and isinstance(op, Function) \
                         and not self.live[i] & set(fields) \
-                        and i == len(self.nodes) - 1 and node.args["output"]:
+                        and i == len(self.nodes) - 1 and node.output:
                     # The chain's last operation, whose input tuple nothing reads: its emitted
                     # values go on as Arrow columns when each field holds one native type
                     # (no row per emit; the encoder and the partial aggregation take Arrow).
                     lists, _ = _ROW_EXECUTOR.each_columns(node, fields, rows, op)
-                    fields = tuple(node.args["output"])
+                    fields = node.output
                     columns = _native_columns(fields, lists, op.output_types)
                     rows = None if columns is not None else \
                         list(zip(*lists, strict=True))
-                elif node.kind == "each" and not self.live[i] & set(fields):
+                elif each and not self.live[i] & set(fields):
                     # Nothing later reads the input tuple: the rows are the emitted values.
                     rows = _ROW_EXECUTOR.row_op(node, fields, rows, op, self.txid,
                                                 keep_inputs=False)
-                    fields = tuple(node.args["output"])
+                    fields = node.output
                 else:
                     rows = _ROW_EXECUTOR.row_op(node, fields, rows, op, self.txid)
-                    fields = (*fields, *node.args["output"]) if node.kind == "each" else \
-                        fields if node.kind in ("filter", "peek") else node.fields
+                    fields = (*fields, *node.output) if each else \
+                        fields if node.row_op in (RowOp.FILTER, RowOp.PEEK) else node.fields
             c[1] += len(rows) if rows is not None else cols.num_rows(columns)
         return columns, rows, fields
 
@@ -205,16 +212,16 @@ class _StateChain(_Chain):
     the input: their partials leave stacked, each row with its terminal (`$t`) and its key's
     state partition (`$sp`), for `trident.state.ApplyState`."""
 
-    def __init__(self, nodes: list[PlanNode], in_fields: tuple[str, ...],
-                 conf: Mapping[str, Any], txid: int, terminals: Sequence[PlanNode],
+    def __init__(self, nodes: list[RowNode], in_fields: tuple[str, ...],
+                 conf: Mapping[str, Any], txid: int, terminals: Sequence[PersistNode],
                  partitions: int, counts: Any, types: cols.Types) -> None:
         super().__init__(nodes, in_fields, (), conf, txid, counts=counts, types=types)
         self.terminals, self.partitions = tuple(terminals), partitions
-        self.keys = tuple(self.terminals[0].args["keys"])
+        self.keys = self.terminals[0].keys
         # Each terminal's partials: one typed column, the four variants, or pickled.
         self.kinds: list[str] = [
             _partial_kind(t, self.types)
-            or (ts.ANY if isinstance(t.args["op"], BuiltinCombiner) else ts.PICKLED)
+            or (ts.ANY if isinstance(terminal_op(t), BuiltinCombiner) else ts.PICKLED)
             for t in self.terminals]
         self._identify()
 
@@ -260,16 +267,16 @@ def _prepared(chain: _Chain, index: int) -> dict[str, Any]:
         ops = {}
         nodes = [*chain.nodes, *chain.terminals]
         for node in nodes:
-            if "op" in node.args:
-                op = cloudpickle.loads(cloudpickle.dumps(node.args["op"]))
+            if user_op(node) is not None:
+                op = cloudpickle.loads(cloudpickle.dumps(user_op(node)))
                 op.prepare(chain.conf, TridentOperationContext(node.cid, index, node.parallelism))
                 ops[node.cid] = op
         _PREPARED[key] = ops
     return ops
 
 
-def _columnar(node: PlanNode, ops: dict[str, Any]) -> bool:
-    return node.kind == "each" and isinstance(ops.get(node.cid), BatchFunction)
+def _columnar(node: RowNode, ops: dict[str, Any]) -> bool:
+    return node.row_op is RowOp.EACH and isinstance(ops.get(node.cid), BatchFunction)
 
 
 def _native_columns(fields: tuple[str, ...], lists: list[list[Any]],
@@ -294,11 +301,11 @@ def _native_columns(fields: tuple[str, ...], lists: list[list[Any]],
     return out
 
 
-def _batch_each(node: PlanNode, op: BatchFunction, columns: dict[str, Any],
+def _batch_each(node: RowNode, op: BatchFunction, columns: dict[str, Any],
                 fields: tuple[str, ...], keep: frozenset[str]) -> dict[str, Any]:
     """One `BatchFunction` over Arrow columns: the fields in `keep` after it (those later
     operations read), its declared output types checked as on the local runner."""
-    inputs, outputs = node.args["input"], node.args["output"]
+    inputs, outputs = node.input, node.output
     table = pa.table({f: columns[f] for f in inputs})
     result = op.execute_batch(table.to_pandas() if op.format == "pandas" else table)
     if hasattr(result, "to_pydict") and not isinstance(result, (pa.Table, pa.RecordBatch)):

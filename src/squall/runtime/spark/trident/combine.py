@@ -22,9 +22,10 @@ from pyspark.sql import functions as F
 
 from squall.runtime.spark.trident import columns as cols
 from squall.runtime.spark.trident import windows as tw
+from squall.runtime.spark.trident.planner import Terminal, terminal_input, terminal_op
 from squall.trident.execution import Parts, TridentOperationError
 from squall.trident.operations import BuiltinCombiner, Count
-from squall.trident.plan import PlanNode
+from squall.trident.plan import PersistNode
 from squall.trident.tuple import tuple_type
 
 _MISSING = object()
@@ -35,9 +36,9 @@ class _Partials:
     aggregation before the transfer). Arrow columns of native types are grouped by Arrow
     (no Python loop) for the built-ins; anything else by a dict in Python."""
 
-    def __init__(self, node: PlanNode, ops: dict[str, Any], types: cols.Types) -> None:
+    def __init__(self, node: Terminal, ops: dict[str, Any], types: cols.Types) -> None:
         self.node, self.op, self.types = node, ops[node.cid], types
-        self.keys, self.inputs = tuple(node.args["keys"]), tuple(node.args["input"])
+        self.keys, self.inputs = node.keys, terminal_input(node)
         self.builtin = isinstance(self.op, BuiltinCombiner)
         self.sql = self.op.sql if self.builtin else ""
         self.names = [f"k{i}" for i in range(len(self.keys))]
@@ -157,11 +158,11 @@ class _Partials:
         return pa.RecordBatch.from_pydict(data, schema=schema)
 
 
-def _finish(terminal: PlanNode, df: Any, keys: tuple[str, ...],
+def _finish(terminal: Terminal, df: Any, keys: tuple[str, ...],
             value_fields: tuple[str, ...]) -> dict[tuple[Any, ...], Any]:
     """The per-key aggregates of `terminal` over `df`: a built-in combiner's by a Spark SQL
     aggregation (`_aggregate`), a user's combiner's pickled partials combined here."""
-    op = terminal.args["op"]
+    op = terminal_op(terminal)
     if isinstance(op, BuiltinCombiner):
         result = _aggregate(terminal, df, keys, value_fields)
         sql = "sum" if value_fields == ("$partial",) and op.sql == "count" else op.sql
@@ -177,14 +178,14 @@ def _finish(terminal: PlanNode, df: Any, keys: tuple[str, ...],
     return groups
 
 
-def _aggregate(terminal: PlanNode, df: Any, keys: tuple[str, ...],
+def _aggregate(terminal: Terminal, df: Any, keys: tuple[str, ...],
                value_fields: tuple[str, ...], extra: Sequence[Any] = (),
                order: bool = False) -> pa.Table:
     """A built-in combiner as a Spark SQL aggregation by `keys` (encoded fields), one
     column per value type (`$v#s`, `$v#i`, `$v#d`, and `$v#xn` counting other values: no
     field can be named so), plus
     `extra` aggregate columns; the result as Arrow on the driver."""
-    op = terminal.args["op"]
+    op = terminal_op(terminal)
     sql = op.sql
     if value_fields == ("$partial",):
         sql = "sum" if sql == "count" else sql  # partial counts add up
@@ -208,10 +209,10 @@ def _aggregate(terminal: PlanNode, df: Any, keys: tuple[str, ...],
     return result.toArrow()
 
 
-def _output_rows(terminal: PlanNode, groups: dict[tuple[Any, ...], Any]) -> Parts:
+def _output_rows(terminal: Terminal, groups: dict[tuple[Any, ...], Any]) -> Parts:
     """An aggregation's output rows from its per-key aggregates."""
-    if not terminal.args["keys"] and not groups:
-        groups[()] = terminal.args["op"].zero()
+    if not terminal.keys and not groups:
+        groups[()] = terminal_op(terminal).zero()
     return [[(*k, v) for k, v in groups.items()]]
 
 
@@ -233,7 +234,7 @@ def _combine_here(result: pa.Table, keys: tuple[str, ...], sql: str
 
 
 def _builtin_groups(result: pa.Table, keys: tuple[str, ...], op: Any, sql: str,
-                    node: PlanNode) -> dict[tuple[Any, ...], Any]:
+                    node: Terminal) -> dict[tuple[Any, ...], Any]:
     kvals = [cols.decode(result, k) for k in keys]
     values = _builtin_values(result, op, sql, node)
     # zip builds the key tuples in C (a generator per row took 6-8 ms of W1's 10,000 keys)
@@ -241,7 +242,7 @@ def _builtin_groups(result: pa.Table, keys: tuple[str, ...], op: Any, sql: str,
         ({(): values[0]} if values else {})
 
 
-def _builtin_values(result: pa.Table, op: Any, sql: str, node: PlanNode) -> list[Any]:
+def _builtin_values(result: pa.Table, op: Any, sql: str, node: Terminal) -> list[Any]:
     """A built-in combiner's value per result row, from its per-type columns."""
     if sql == "count":
         return list(result.column("$v#i").to_pylist())
@@ -251,7 +252,7 @@ def _builtin_values(result: pa.Table, op: Any, sql: str, node: PlanNode) -> list
         bad = [(b or 0) + (s or 0) for b, s in zip(bad, strings, strict=True)]
     if any(bad):
         raise TridentOperationError(
-            f"{type(op).__name__} over field {node.args['input'][0]!r}: the Spark runner "
+            f"{type(op).__name__} over field {terminal_input(node)[0]!r}: the Spark runner "
             f"aggregates int, float{'' if sql == 'sum' else ' and str'} values in Spark; "
             "this batch has others (use a CombinerAggregator of your own for them)",
             component=node.cid)
@@ -269,15 +270,15 @@ def _builtin_values(result: pa.Table, op: Any, sql: str, node: PlanNode) -> list
     return values
 
 
-def _jvm_aggregates(terminals: Sequence[PlanNode], types: cols.Types) -> list[Any]:
+def _jvm_aggregates(terminals: Sequence[PersistNode], types: cols.Types) -> list[Any]:
     """The Spark aggregations `ApplyColumns` reads: `$p<i>` per terminal, and for a `Sum` how
     many of its values were not None (`$c<i>`) against the key's tuples (`$rows`)."""
     out, sums = [], False
     for i, t in enumerate(terminals):
-        if type(t.args["op"]) is Count:
+        if type(t.op) is Count:
             out.append(F.count(F.lit(1)).alias(f"$p{i}"))
             continue
-        value = F.col(f"`{t.args['input'][0]}#{types[t.args['input'][0]]}`")
+        value = F.col(f"`{t.input[0]}#{types[t.input[0]]}`")
         out += [F.sum(value).alias(f"$p{i}"), F.count(value).alias(f"$c{i}")]
         sums = True
     if sums:

@@ -12,18 +12,62 @@ jobs from them; `chain` runs the row operations in the workers.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any, assert_never
 
 from squall.runtime.spark.trident import columns as cols
 from squall.trident.operations import BuiltinCombiner, CombinerAggregator, Count, Sum
-from squall.trident.plan import Plan, PlanNode
+from squall.trident.plan import (
+    AggregateNode,
+    Global,
+    JoinNode,
+    MergeNode,
+    Node,
+    PartitionBy,
+    Persist,
+    PersistNode,
+    Plan,
+    RepartitionNode,
+    RowNode,
+    RowOp,
+    Scope,
+    Shuffle,
+    SpoutNode,
+    StateQueryNode,
+    WindowBy,
+    WindowNode,
+)
 
-ROW_OPS = frozenset({"each", "filter", "map", "flat_map", "peek", "project"})
-REPARTITIONS = frozenset({"shuffle", "partition_by", "global", "batch_global"})
-TERMINALS = frozenset({"persistent_aggregate", "group_aggregate", "aggregate"})
+# An aggregation a Spark path may end with (`_spark_terminal`): a whole batch's or its groups'
+# (`aggregate`, `group_by().aggregate`), a `persistent_aggregate`, an event-time window.
+Terminal = AggregateNode | PersistNode | WindowNode
 
 
-def spark_segments(plan: Plan, queries: Callable[[PlanNode], bool] = lambda node: False
-                   ) -> tuple[dict[str, list[PlanNode]], frozenset[str]]:
+def spark_repartition(node: Node) -> bool:
+    """A repartition Spark runs (`shuffle`, `partition_by`, `global`, `batch_global`; not
+    `broadcast` or a custom grouping)."""
+    return isinstance(node, RepartitionNode) \
+        and isinstance(node.scheme, Shuffle | PartitionBy | Global)
+
+
+def ending(path: Sequence[Node]) -> Terminal | StateQueryNode:
+    """The aggregation or state query that ends a path of `spark_segments`."""
+    last = path[-1]
+    assert isinstance(last, AggregateNode | PersistNode | WindowNode | StateQueryNode), last
+    return last
+
+
+def terminal_op(terminal: Terminal) -> Any:
+    """The combiner (or aggregator, updater) of an aggregation ending a Spark path."""
+    return terminal.aggregation.op if isinstance(terminal, AggregateNode) else terminal.op
+
+
+def terminal_input(terminal: Terminal) -> tuple[str, ...]:
+    """The fields the combiner of an aggregation ending a Spark path reads."""
+    return terminal.aggregation.input if isinstance(terminal, AggregateNode) else terminal.input
+
+
+def spark_segments(plan: Plan, queries: Callable[[StateQueryNode], bool] = lambda node: False
+                   ) -> tuple[dict[str, list[Node]], frozenset[str]]:
     """Each aggregation computed in Spark, and each `state_query` for which `queries` is
     true (read in the tasks, `trident.state_query`) -> its path from its spout (spout first, the
     aggregation or query last), and the operations inside those paths (the driver skips them).
@@ -32,15 +76,16 @@ def spark_segments(plan: Plan, queries: Callable[[PlanNode], bool] = lambda node
     never reach the driver), so the paths are pruned until that holds."""
     inside: set[str] = set()
     terminals: set[str] = set()
+    nodes = {n.cid: n for n in plan.nodes}
     for node in plan.nodes:
-        if node.kind == "spout":
+        if isinstance(node, SpoutNode):
             inside.add(node.cid)
             continue
         if len(node.parents) != 1 or node.parents[0] not in inside:
             continue
-        if node.kind in ROW_OPS or node.kind in REPARTITIONS:
+        if isinstance(node, RowNode) or spark_repartition(node):
             inside.add(node.cid)
-        elif _spark_terminal(node) or (node.kind == "state_query" and queries(node)):
+        elif _spark_terminal(node) or (isinstance(node, StateQueryNode) and queries(node)):
             terminals.add(node.cid)
     changed = True
     while changed:
@@ -53,114 +98,147 @@ def spark_segments(plan: Plan, queries: Callable[[PlanNode], bool] = lambda node
                     terminals.discard(k.cid)
                 changed = True
         for cid in list(terminals):
-            if plan.node(cid).parents[0] not in inside:
+            if nodes[cid].parents[0] not in inside:
                 terminals.discard(cid)
                 changed = True
-    paths: dict[str, list[PlanNode]] = {}
+    paths: dict[str, list[Node]] = {}
     for cid in sorted(terminals):
-        path = [plan.node(cid)]
-        while path[0].kind != "spout":
-            path.insert(0, plan.node(path[0].parents[0]))
+        path = [nodes[cid]]
+        while not isinstance(path[0], SpoutNode):
+            path.insert(0, nodes[path[0].parents[0]])
         paths[cid] = path
     return paths, frozenset(inside)
 
 
-def _spark_terminal(node: PlanNode) -> bool:
+def _spark_terminal(node: Node) -> bool:
     """An aggregation Spark can end a path with: a combiner (built-in: finished in the JVM;
     a user's: on the driver), or an event-time window with a built-in combiner (partials per
     window and key in the workers, by Arrow, finished on the driver)."""
-    op = node.args.get("op")
-    if node.kind == "window":  # event time; count and processing-time windows: the driver's
-        return isinstance(op, BuiltinCombiner) and node.args.get("by", "event") == "event"
-    return node.kind in TERMINALS and isinstance(op, CombinerAggregator)
+    match node:
+        case WindowNode():  # event time; count and processing-time windows: the driver's
+            return isinstance(node.op, BuiltinCombiner) and node.by is WindowBy.EVENT
+        case PersistNode():
+            return node.persist is Persist.AGGREGATE and isinstance(node.op, CombinerAggregator)
+        case AggregateNode():
+            return node.scope is not Scope.PARTITION and not node.chained \
+                and isinstance(node.aggregation.op, CombinerAggregator)
+        case SpoutNode() | RepartitionNode() | RowNode() | StateQueryNode() | MergeNode() \
+                | JoinNode():
+            return False
+        case _:
+            assert_never(node)
 
 
-def _needed(path: list[PlanNode], at: PlanNode) -> tuple[str, ...]:
+def _needed(path: list[Node], at: Node) -> tuple[str, ...]:
     """The fields the operations from `at` on read (the rest need not leave the worker)."""
     i = path.index(at)
     need: list[str] = []
     for node in path[i:]:
-        for key in ("input", "keys"):
-            for f in node.args.get(key, ()):
-                if f not in need:
-                    need.append(f)
-    parent_fields = path[i - 1].fields if at.kind not in ROW_OPS else at.fields
+        for f in _reads(node):
+            if f not in need:
+                need.append(f)
+    parent_fields = path[i - 1].fields if not isinstance(at, RowNode) else at.fields
     # Row operations after this one, and a state query (its rows are whole rows), may read
     # any field.
-    later_rows = any(n.kind in ROW_OPS or n.kind == "state_query" for n in path[i:])
+    later_rows = any(isinstance(n, RowNode | StateQueryNode) for n in path[i:])
     if later_rows:
         return parent_fields  # row operations after this one may read any field
     return tuple(f for f in parent_fields if f in need)
 
 
-def _live(nodes: Sequence[PlanNode], out: Sequence[str]) -> list[frozenset[str]]:
+def _reads(node: Node) -> tuple[str, ...]:
+    """The fields an operation of a Spark path reads: its input, then its keys."""
+    match node:
+        case RowNode() | StateQueryNode():
+            return node.input
+        case RepartitionNode():
+            return node.scheme.keys if isinstance(node.scheme, PartitionBy) else ()
+        case AggregateNode():
+            return node.keys if node.chained else (*node.aggregation.input, *node.keys)
+        case PersistNode() | WindowNode():
+            return (*node.input, *node.keys)
+        case JoinNode():
+            return (*node.left_keys, *node.right_keys)
+        case SpoutNode() | MergeNode():
+            return ()
+        case _:
+            assert_never(node)
+
+
+def _live(nodes: Sequence[RowNode], out: Sequence[str]) -> list[frozenset[str]]:
     """For each row operation of a chain, the fields read after it (by a later operation, or
     as the chain's output `out`)."""
     live = set(out)
     after: list[frozenset[str]] = []
     for node in reversed(nodes):
         after.append(frozenset(live))
-        reads = set(node.args.get("input", ()))
-        if node.kind == "each":
-            live = reads | (live - set(node.args["output"]))
-        elif node.kind in ("filter", "peek"):
+        reads = set(node.input)
+        if node.row_op is RowOp.EACH:
+            live = reads | (live - set(node.output))
+        elif node.row_op in (RowOp.FILTER, RowOp.PEEK):
             live = reads | live
         else:  # project, map, flat_map: a new set of fields
             live = reads
     return after[::-1]
 
 
-def _types_after(node: PlanNode, types: cols.Types) -> dict[str, str]:
+def _types_after(node: Node, types: cols.Types) -> dict[str, str]:
     """The typed fields after a row operation or repartition, from those before it: a field
     keeps its column type through the operations that pass it on unchanged; a batch
     function's declared outputs are typed; other new values are not."""
-    if node.kind == "each":
-        declared = getattr(node.args["op"], "output_types", {})
-        out = dict(types)
-        for f in node.args["output"]:
-            out.pop(f, None)
-            if f in declared:
-                out[f] = cols.KIND[declared[f]]
-        return out
-    if node.kind == "project":
-        return {f: k for f, k in types.items() if f in node.fields}
-    if node.kind in ("map", "flat_map"):
-        return {}
-    return dict(types)
+    if not isinstance(node, RowNode):
+        return dict(types)
+    match node.row_op:
+        case RowOp.EACH:
+            declared = getattr(node.op, "output_types", {})
+            out = dict(types)
+            for f in node.output:
+                out.pop(f, None)
+                if f in declared:
+                    out[f] = cols.KIND[declared[f]]
+            return out
+        case RowOp.PROJECT:
+            return {f: k for f, k in types.items() if f in node.fields}
+        case RowOp.MAP | RowOp.FLAT_MAP:
+            return {}
+        case RowOp.FILTER | RowOp.PEEK:
+            return dict(types)
+        case _:
+            assert_never(node.row_op)
 
 
-def _partial_reads(terminal: PlanNode | None) -> tuple[str, ...]:
+def _partial_reads(terminal: Terminal | None) -> tuple[str, ...]:
     """The fields a combiner's partial aggregation reads: its keys, and its input unless it
     counts (a count reads no value)."""
     if terminal is None:
         return ()
-    op = terminal.args["op"]
+    op = terminal_op(terminal)
     counts = isinstance(op, BuiltinCombiner) and op.sql == "count"
-    window = (terminal.args["timestamp_field"],) if terminal.kind == "window" else ()
-    return (*terminal.args["keys"], *(() if counts else terminal.args["input"]), *window)
+    window = (terminal.timestamp_field,) if isinstance(terminal, WindowNode) else ()
+    return (*terminal.keys, *(() if counts else terminal_input(terminal)), *window)
 
 
-def _partial_kind(terminal: PlanNode, types: cols.Types) -> str | None:
+def _partial_kind(terminal: Terminal, types: cols.Types) -> str | None:
     """The column type of a combiner's partials: a count is an int; a built-in sum, min or
     max has its input's type (when typed); a user's combiner is pickled."""
-    op = terminal.args["op"]
+    op = terminal_op(terminal)
     if not isinstance(op, BuiltinCombiner):
         return None
     if op.sql == "count":
         return "i"
-    kind = types.get(terminal.args["input"][0])
+    kind = types.get(terminal_input(terminal)[0])
     return kind if kind in ("i", "d") or (kind == "s" and op.sql != "sum") else None
 
 
-def _jvm_builtins(terminals: Sequence[PlanNode], types: cols.Types) -> bool:
+def _jvm_builtins(terminals: Sequence[Terminal], types: cols.Types) -> bool:
     """Whether Spark's JVM computes the aggregates of `terminals` exactly as the combiners
     would: `Count`s and `Sum`s of an integer field (a float sum's rounding depends on the
     order), keyed by string or integer fields."""
-    keys = terminals[0].args["keys"]
+    keys = terminals[0].keys
     if any(types.get(k) not in ("s", "i") for k in keys):
         return False
     for t in terminals:
-        op = type(t.args["op"])
-        if not (op is Count or (op is Sum and types.get(t.args["input"][0]) == "i")):
+        op = type(terminal_op(t))
+        if not (op is Count or (op is Sum and types.get(terminal_input(t)[0]) == "i")):
             return False
     return True

@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard, assert_never
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -52,14 +52,16 @@ from squall.runtime.spark.trident.combine import (
 )
 from squall.runtime.spark.trident.files import _read_files
 from squall.runtime.spark.trident.planner import (
-    REPARTITIONS,
-    ROW_OPS,
+    Terminal,
     _jvm_builtins,
     _needed,
     _partial_kind,
     _partial_reads,
     _types_after,
+    ending,
     spark_segments,
+    terminal_input,
+    terminal_op,
 )
 from squall.topology.config import Config
 from squall.topology.description import Topology
@@ -76,7 +78,25 @@ from squall.trident.execution import (
     split_by_key,
 )
 from squall.trident.operations import BuiltinCombiner
-from squall.trident.plan import PlanNode, trident_plan
+from squall.trident.plan import (
+    AggregateNode,
+    Broadcast,
+    CustomPartition,
+    Global,
+    JoinNode,
+    MergeNode,
+    Node,
+    PartitionBy,
+    Persist,
+    PersistNode,
+    RepartitionNode,
+    RowNode,
+    Shuffle,
+    SpoutNode,
+    StateQueryNode,
+    WindowNode,
+    trident_plan,
+)
 from squall.trident.spouts import FileBatch, FileBatchSpout
 from squall.trident.state.partitioned import PartitionedMap
 from squall.trident.stats import TridentStats
@@ -110,10 +130,8 @@ class TridentSparkRunner(Controls, Reporting):
         self.user_conf.setdefault(STORE, {"dir": os.path.join(self.dir, "trident")})
         self.conf = Config.effective_of(self.user_conf)
         for node in self.plan.nodes:  # user classes from scripts travel by value
-            for value in node.args.values():
+            for value in _user_objects(node):
                 ship_by_value(value)
-            for part in node.args.get("parts", ()):
-                ship_by_value(part[1])
         self.coordinator = BatchCoordinator(self.plan, self.user_conf, "spark")
         self.spark = session or get_session(master, self.user_conf)
         # Driver batches staged as files Spark reads (`_dataframe`), in local mode only.
@@ -129,7 +147,8 @@ class TridentSparkRunner(Controls, Reporting):
         # State queries read in the tasks first: a query sees its state before the batch's
         # updates (`squall.trident.plan`), and those run in later jobs.
         paths, self.inside = spark_segments(self.plan, self._query_in_tasks)
-        self.paths = dict(sorted(paths.items(), key=lambda p: p[1][-1].kind != "state_query"))
+        self.paths = dict(sorted(paths.items(),
+                                 key=lambda p: not isinstance(p[1][-1], StateQueryNode)))
         self.executor: BatchExecutor | None = None
         self.stats = TridentStats(self.plan)
         self._stats_lock = threading.Lock()
@@ -236,7 +255,7 @@ class TridentSparkRunner(Controls, Reporting):
             if self._in_executors(path[-1]):
                 job = self._state_jobs()[cid]
                 done = {c: _Applied(0, []) for c in job} if empty else \
-                    self._spark_path(txid, path, batch, [self.paths[c][-1] for c in job[1:]])
+                    self._spark_path(txid, path, batch, [self._persisted(c) for c in job[1:]])
                 self.timing["spark"] += time.perf_counter() - t_spark
                 for c, result in done.items():
                     applied[c] = result.written
@@ -244,23 +263,24 @@ class TridentSparkRunner(Controls, Reporting):
                     given[c] = [[]] if result.rows is None else \
                         split_by_key(result.rows, node.parallelism, node)
                 continue
-            if path[-1].kind == "state_query":
-                node = path[-1]
+            terminal = ending(path)
+            if isinstance(terminal, StateQueryNode):
+                node = terminal
                 rows = [] if empty else self._spark_path(txid, path, batch)
                 self.timing["spark"] += time.perf_counter() - t_spark
                 given[cid] = partition_rows(rows, node.parallelism,
                                             self.plan.node(node.parents[0]))
                 continue
-            if path[-1].kind == "window":
+            if isinstance(terminal, WindowNode):
                 windows[cid] = ({}, {}, None) if empty else self._spark_path(txid, path, batch)
                 self.timing["spark"] += time.perf_counter() - t_spark
                 continue
             groups = {} if empty else self._spark_path(txid, path, batch)
             self.timing["spark"] += time.perf_counter() - t_spark
-            if path[-1].kind == "persistent_aggregate":
+            if isinstance(terminal, PersistNode):
                 partials[cid] = groups  # applied to the state in plan order
             else:
-                given[cid] = _output_rows(path[-1], groups)
+                given[cid] = _output_rows(terminal, groups)
         # Tuples in and out of the operations that ran in Spark, from the workers. Two jobs
         # whose paths share an operation each ran it over the whole batch: counted once.
         self.spark_sizes = {}
@@ -285,40 +305,39 @@ class TridentSparkRunner(Controls, Reporting):
                 out[cid] = [[()] * batch.count()] if isinstance(batch, FileBatch) else batch
         return out
 
-    def _spark_path(self, txid: int, path: list[PlanNode], batch: Any,
-                    together: Sequence[PlanNode] = ()) -> Any:
+    def _spark_path(self, txid: int, path: list[Node], batch: Any,
+                    together: Sequence[PersistNode] = ()) -> Any:
         """The per-key aggregates of the aggregation ending `path` for this batch, computed
         in Spark; for a `persistent_aggregate` applied in the executors, what it and the
         terminals `together` (the same path before them) wrote."""
         assert self.executor is not None
-        spout, terminal = path[0], path[-1]
-        keys, inputs = terminal.args.get("keys", ()), terminal.args["input"]
+        spout, terminal = path[0], ending(path)
         fields = spout.fields
         df, types = self._input(batch, fields)
         counts = self.spark.sparkContext.accumulator({}, _CountsParam())
         self._counts.append(counts)
-        chain: list[PlanNode] = []
+        chain: list[RowNode] = []
 
-        def make_chain(needed: tuple[str, ...], partial: PlanNode | None = None,
+        def make_chain(needed: tuple[str, ...], partial: Terminal | None = None,
                        cells: bool = False, tagged: Sequence[str] = ()) -> _Chain:
             out_types = {f: k for f, k in types.items() if f in needed}
             out_types.update({f: cols.TAGGED for f in tagged if f not in out_types})
             return _Chain(chain, fields, needed, self.user_conf, txid, partial=partial,
                           counts=counts, types=out_types, cells=cells)
 
-        def chain_df(df: Any, needed: tuple[str, ...], partial: PlanNode | None = None,
+        def chain_df(df: Any, needed: tuple[str, ...], partial: Terminal | None = None,
                      tagged: Sequence[str] = ()) -> Any:
             c = make_chain(needed, partial, tagged=tagged)
             return df.mapInArrow(c, c.output_schema())
 
-        def partials_here(df: Any, needed: tuple[str, ...]) -> pa.Table:
+        def partials_here(df: Any, needed: tuple[str, ...], terminal: Terminal) -> pa.Table:
             """The terminal's partials of every partition, on the driver as they are."""
             c = make_chain(needed, terminal, cells=True)
             return cols.from_cells(df.mapInArrow(c, c.output_schema()).toArrow(),
                                    c.partial_schema())
 
         for node in path[1:-1]:  # the row operations and repartitions before the aggregation
-            if node.kind in ROW_OPS:
+            if isinstance(node, RowNode):
                 chain.append(node)
                 types = _types_after(node, types)
                 continue
@@ -327,16 +346,18 @@ class TridentSparkRunner(Controls, Reporting):
                 df = chain_df(df, needed)
                 fields, chain = needed, []
                 types = {f: k for f, k in types.items() if f in needed}
-            if node.kind in REPARTITIONS:
+            if isinstance(node, RepartitionNode):
                 df = _repartition(df, node)
-        if terminal.kind == "state_query":  # the query's rows are whole rows of its input
+        if isinstance(terminal, StateQueryNode):  # the query's rows are whole rows of its input
             parent = path[-2].fields
             if chain or fields != parent:
                 df = chain_df(df, parent)
             return self._query_in_tasks_rows(terminal, parent, df)
+        keys, inputs = terminal.keys, terminal_input(terminal)
         needed = tuple(dict.fromkeys(_partial_reads(terminal)))
-        if terminal.kind == "window":  # partials per (window, key) in the workers, then here
-            return tw.finish(partials_here(df, needed), terminal)
+        if isinstance(terminal, WindowNode):
+            # partials per (window, key) in the workers, then here
+            return tw.finish(partials_here(df, needed, terminal), terminal)
         if self._in_executors(terminal):
             terminals = [terminal, *together]
             state = StateChainArgs(chain, fields, types, counts)
@@ -346,59 +367,67 @@ class TridentSparkRunner(Controls, Reporting):
             pruned_ok = not isinstance(batch, FileBatch) or batch.spout.format == "parquet"
             return self._apply_in_executors(txid, terminals, state, df, pruned_ok)
         if self.partial:
-            op = terminal.args["op"]
+            op = terminal_op(terminal)
             if isinstance(op, BuiltinCombiner) and _partial_kind(terminal, types) is not None \
                     and df.rdd.getNumPartitions() <= DRIVER_COMBINE:
                 # A few partitions' typed partials: combined here by Arrow, no Spark shuffle.
-                return _combine_here(partials_here(df, needed), keys, op.sql)
+                return _combine_here(partials_here(df, needed, terminal), keys, op.sql)
             df = chain_df(df, needed, terminal)
-            value_fields = ("$partial",)
+            value_fields: tuple[str, ...] = ("$partial",)
         else:
             if chain or fields != needed:
                 # Keys of unknown type as one tagged column each: the JVM groups by one
                 # column instead of four.
-                tagged = keys if isinstance(terminal.args["op"], BuiltinCombiner) else ()
+                tagged = keys if isinstance(terminal_op(terminal), BuiltinCombiner) else ()
                 df = chain_df(df, needed, tagged=tagged)
             value_fields = inputs[:1]
         return _finish(terminal, df, keys, value_fields)
 
-    def _in_executors(self, node: PlanNode) -> bool:
+    def _in_executors(self, node: Node) -> TypeGuard[PersistNode]:
         """Whether `node` is a `persistent_aggregate` whose partials Spark applies to its
         state's partitions in the tasks (`trident.state`): a keyed combiner's, into a
         partitioned state no other operation of the plan writes, and which every query of it
         reads before the update (in the tasks, in an earlier job) or after it (reading the
         update's own stream, on the driver)."""
-        if node.kind != "persistent_aggregate" or not self.partial or not self.in_executors \
-                or not node.args["keys"]:
+        if not isinstance(node, PersistNode) or node.persist is not Persist.AGGREGATE \
+                or not self.partial or not self.in_executors or not node.keys:
             return False
-        name = node.args["state"]
+        name = node.state
         state = self.executor.states.get(name) if self.executor is not None else None
-        others = [n for n in self.plan.nodes if n.args.get("state") == name and n is not node]
+        others = [n for n in self.plan.nodes
+                  if isinstance(n, PersistNode | StateQueryNode | WindowNode)
+                  and n.state == name and n is not node]
 
-        def read_in_turn(query: PlanNode) -> bool:
-            if query.kind != "state_query":
+        def read_in_turn(query: Node) -> bool:
+            if not isinstance(query, StateQueryNode):
                 return False
             return query.cid in self.paths or self.plan.descends(query.cid, node.cid)
 
         return isinstance(state, PartitionedMap) \
-            and hasattr(node.args["factory"], "make_partition") \
+            and hasattr(node.factory, "make_partition") \
             and all(map(read_in_turn, others))
 
-    def _query_in_tasks(self, node: PlanNode) -> bool:
+    def _persisted(self, cid: str) -> PersistNode:
+        """The `persistent_aggregate` ending the path of `cid`, applied in the executors."""
+        node = self.paths[cid][-1]
+        assert isinstance(node, PersistNode), cid
+        return node
+
+    def _query_in_tasks(self, node: StateQueryNode) -> bool:
         """Whether the `state_query` `node` reads its state in the Spark tasks
         (`trident.state_query`): a state partitioned by a factory whose partitions a task opens."""
-        return self.in_executors and hasattr(node.args["factory"], "make_partition") \
-            and hasattr(node.args["factory"], "make_partitioned")
+        return self.in_executors and hasattr(node.factory, "make_partition") \
+            and hasattr(node.factory, "make_partitioned")
 
-    def _query_in_tasks_rows(self, node: PlanNode, fields: tuple[str, ...], df: Any
+    def _query_in_tasks_rows(self, node: StateQueryNode, fields: tuple[str, ...], df: Any
                              ) -> list[tuple[Any, ...]]:
         """The output rows of the `state_query` `node` over `df` (rows of `fields`), read in
         the tasks holding the state partitions of their keys."""
         assert self.executor is not None
-        n = self.executor.states[node.args["state"]].partitions
+        n = self.executor.states[node.state].partitions
         ddl = ", ".join([*(f"`{f.name}` {f.dataType.simpleString()}" for f in df.schema),
                          f"`{tq.PARTITION}` int"])
-        keyed = df.mapInArrow(tq.KeyPartitions(node.args["input"], n), ddl)
+        keyed = df.mapInArrow(tq.KeyPartitions(node.input, n), ddl)
         query = tq.QueryPartitions(node, fields, self.dir, self.user_conf, n)
         return tq.output_rows(keyed.repartition(n, tq.PARTITION).mapInArrow(
             query, tq.OUTPUT_SCHEMA).toArrow())
@@ -412,28 +441,27 @@ class TridentSparkRunner(Controls, Reporting):
             states = self.executor.states
 
             def shape(cid: str) -> tuple[Any, ...]:
-                path = self.paths[cid]
-                node = path[-1]
-                return (tuple(n.cid for n in path[:-1]), tuple(node.args["keys"]),
-                        states[node.args["state"]].partitions)
+                path, node = self.paths[cid], self._persisted(cid)
+                return (tuple(n.cid for n in path[:-1]), node.keys,
+                        states[node.state].partitions)
 
             mine = [c for c, p in self.paths.items() if self._in_executors(p[-1])]
             self._jobs = {c: [c, *(o for o in mine if o != c and shape(o) == shape(c))]
                           for c in mine}
         return self._jobs
 
-    def _apply_in_executors(self, txid: int, terminals: Sequence[PlanNode],
+    def _apply_in_executors(self, txid: int, terminals: Sequence[PersistNode],
                             args: StateChainArgs, df: Any, jvm: bool = True
                             ) -> dict[str, _Applied]:
         """The batch's partials of `terminals` applied to their states' partitions in Spark's
         tasks, in one job; what each wrote. `jvm`: built-ins may be aggregated by Spark's JVM
         (`_jvm_builtins`) when `df` reads its columns alike whichever the query needs."""
         assert self.executor is not None
-        n = self.executor.states[terminals[0].args["state"]].partitions
+        n = self.executor.states[terminals[0].state].partitions
         chain = _StateChain(args.chain, args.fields, self.user_conf, txid, terminals, n,
                             args.counts, args.types)
         collect = [self.capture or bool(self.plan.children(t.cid)) for t in terminals]
-        keys = tuple(terminals[0].args["keys"])
+        keys = terminals[0].keys
         if jvm and not args.chain and _jvm_builtins(terminals, args.types):
             # Built-ins over typed columns: partitioned, grouped and aggregated by Spark's JVM,
             # then applied by the tasks holding the partitions; no Python pass over the input.
@@ -536,9 +564,10 @@ class TridentSparkRunner(Controls, Reporting):
     def _uncollected(self) -> set[str]:
         """Operations whose rows stay in Spark: those inside the Spark paths, spouts included
         when Spark reads their files (other spouts' batches come from the driver)."""
+        nodes = {n.cid: n for n in self.plan.nodes}
         return {cid for cid in self.inside
-                if self.plan.node(cid).kind != "spout"
-                or isinstance(self.plan.node(cid).args["op"], FileBatchSpout)}
+                if not isinstance(node := nodes[cid], SpoutNode)
+                or isinstance(node.spout, FileBatchSpout)}
 
     def batch_metrics(self) -> list[BatchMetrics]:
         """Spark's reports of the batches that ran a transaction (not the ticks after the
@@ -573,7 +602,7 @@ class StateChainArgs(NamedTuple):
     """What a `_StateChain` continues from: the row operations not run yet, their input fields
     and typed fields, and the counts' accumulator."""
 
-    chain: list[PlanNode]
+    chain: list[RowNode]
     fields: tuple[str, ...]
     types: dict[str, str]
     counts: Any
@@ -593,10 +622,34 @@ def _size(batch: Any) -> int:
     return sum(map(len, batch))
 
 
-def _repartition(df: Any, node: PlanNode) -> Any:
+def _repartition(df: Any, node: RepartitionNode) -> Any:
     n = node.parallelism
-    if node.kind == "partition_by":
-        return df.repartition(n, *[c for k in node.args["keys"] for c in _present(df.columns, k)])
-    if node.kind in ("global", "batch_global"):
-        return df.repartition(1)
-    return df.repartition(n)
+    match node.scheme:
+        case PartitionBy(keys=keys):
+            return df.repartition(n, *[c for k in keys for c in _present(df.columns, k)])
+        case Global():
+            return df.repartition(1)
+        case Shuffle() | Broadcast() | CustomPartition():
+            return df.repartition(n)
+        case _:
+            assert_never(node.scheme)
+
+
+def _user_objects(node: Node) -> list[Any]:
+    """The user's objects a node holds (spout, function, aggregators, state factory, custom
+    grouping): their classes travel by value when a script defines them."""
+    match node:
+        case SpoutNode():
+            return [node.spout]
+        case RepartitionNode():
+            return [node.scheme.grouping] if isinstance(node.scheme, CustomPartition) else []
+        case RowNode():
+            return [node.op]
+        case AggregateNode():
+            return [a.op for a in node.aggregations]
+        case PersistNode() | StateQueryNode() | WindowNode():
+            return [node.op, node.factory]
+        case MergeNode() | JoinNode():
+            return []
+        case _:
+            assert_never(node)

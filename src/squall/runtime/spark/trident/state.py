@@ -28,7 +28,7 @@ from squall.errors import SquallError
 from squall.runtime.gc_pause import gc_paused
 from squall.runtime.spark.trident import columns as cols
 from squall.trident.operations import Count, Sum
-from squall.trident.plan import PlanNode
+from squall.trident.plan import PersistNode
 from squall.trident.state.partitioned import partition_indexes
 
 PARTITION = "$sp"
@@ -95,7 +95,7 @@ class ApplyState:
     rows of `nodes[i]` go back to the driver (pickled, one cell per state partition).
     """
 
-    def __init__(self, nodes: Sequence[PlanNode], kinds: Sequence[str], location: str | None,
+    def __init__(self, nodes: Sequence[PersistNode], kinds: Sequence[str], location: str | None,
                  txid: int, collect: Sequence[bool]) -> None:
         self.nodes, self.kinds, self.location = list(nodes), list(kinds), location
         self.txid, self.collect = txid, list(collect)
@@ -121,11 +121,11 @@ class ApplyState:
                     self.collect[i])
         yield out.batch()
 
-    def _group(self, i: int, node: PlanNode, rb: pa.RecordBatch,
+    def _group(self, i: int, node: PersistNode, rb: pa.RecordBatch,
                groups: dict[tuple[int, int], dict[tuple[Any, ...], Any]]) -> None:
         """The partials of terminal `i` in `rb`, combined per (state partition, key)."""
-        combine: Callable[[Any, Any], Any] = node.args["op"].combine
-        kcols = [cols.decode(rb, k) for k in node.args["keys"]]
+        combine: Callable[[Any, Any], Any] = node.op.combine
+        kcols = [cols.decode(rb, k) for k in node.keys]
         name = f"$p{i}"
         values = [cloudpickle.loads(b) for b in rb.column(name).to_pylist()] \
             if self.kinds[i] == PICKLED else cols.decode(rb, name)
@@ -137,12 +137,12 @@ class ApplyState:
             old = group.get(k, _MISSING)
             group[k] = v if old is _MISSING else combine(old, v)
 
-    def _write(self, node: PlanNode, sp: int, keys: list[tuple[Any, ...]], values: list[Any]
+    def _write(self, node: PersistNode, sp: int, keys: list[tuple[Any, ...]], values: list[Any]
                ) -> list[Any]:
         """`values` folded into partition `sp` of the state of `node` for the transaction;
         the keys' new values."""
-        op = node.args["op"]
-        state = node.args["factory"].make_partition(node.args["state"], self.location, sp)
+        op = node.op
+        state = node.factory.make_partition(node.state, self.location, sp)
         try:
             if type(op) in (Count, Sum):  # combine is `+`: the store may add in bulk
                 return list(state.multi_add(self.txid, keys, values))
@@ -210,7 +210,7 @@ class ApplyColumns:
     a state partition is in one task (the rows were repartitioned by their key columns, and a
     task holds the keys of the state partition of its index)."""
 
-    def __init__(self, nodes: Sequence[PlanNode], key_columns: Sequence[str],
+    def __init__(self, nodes: Sequence[PersistNode], key_columns: Sequence[str],
                  location: str | None, txid: int, collect: Sequence[bool], n: int) -> None:
         self.nodes, self.key_columns, self.location = list(nodes), list(key_columns), location
         self.txid, self.collect, self.n = txid, list(collect), n
@@ -237,7 +237,7 @@ class ApplyColumns:
                         component=self.nodes[0].cid)
                 for i, node in enumerate(self.nodes):
                     values = rows.column(f"$p{i}").to_pylist()
-                    state = node.args["factory"].make_partition(node.args["state"],
+                    state = node.factory.make_partition(node.state,
                                                                 self.location, sp)
                     try:
                         new = list(state.multi_add(self.txid, keys, values))
@@ -257,9 +257,9 @@ class ApplyColumns:
             lone_none = pc.and_(pc.equal(valued, 0), pc.equal(rows, 1))
             if not pc.all(pc.or_(pc.equal(valued, rows), lone_none)).as_py():
                 raise SquallError(
-                    f"Sum of field {node.args['input'][0]!r} met a None value: "
+                    f"Sum of field {node.input[0]!r} met a None value: "
                     "unsupported operand type(s) for +", component=node.cid,
-                    field=node.args["input"][0])
+                    field=node.input[0])
 
 
 def applied_rows(result: pa.Table, terminals: int

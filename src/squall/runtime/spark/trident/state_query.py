@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from squall.runtime.gc_pause import gc_paused
 from squall.runtime.spark.trident import columns as cols
 from squall.trident.execution import TridentOperationContext, query_rows
-from squall.trident.plan import PlanNode
+from squall.trident.plan import StateQueryNode
 from squall.trident.state.map_state import MapState
 from squall.trident.state.partitioned import by_partition, partition_indexes
 
@@ -55,7 +55,7 @@ class QueryPartitions:
     `fields`, with `$sp`), a state partition at a time; its output is one row per state
     partition with the query's output rows, pickled."""
 
-    def __init__(self, node: PlanNode, fields: Sequence[str], location: str | None,
+    def __init__(self, node: StateQueryNode, fields: Sequence[str], location: str | None,
                  conf: Mapping[str, Any], n: int) -> None:
         self.node, self.fields, self.location = node, tuple(fields), location
         self.conf, self.n = dict(conf), n
@@ -70,7 +70,7 @@ class QueryPartitions:
         cells: list[bytes] = []
         if parts:
             table = pa.Table.from_batches(parts)
-            state = TaskPartitions(self.node.args["factory"], self.node.args["state"],
+            state = TaskPartitions(self.node.factory, self.node.state,
                                    self.location, self.n)
             try:
                 column = table.column(PARTITION)
@@ -90,7 +90,7 @@ class QueryPartitions:
         """The query function, prepared for state partition `sp` (one copy per partition, as
         the local runner keeps one per stream partition)."""
         node = self.node
-        op = cloudpickle.loads(cloudpickle.dumps(node.args["op"]))
+        op = cloudpickle.loads(cloudpickle.dumps(node.op))
         op.prepare(self.conf, TridentOperationContext(node.cid, sp % node.parallelism,
                                                       node.parallelism))
         return op

@@ -18,9 +18,10 @@ Columns of a partial row (`trident.columns` layouts): `$ws` (the window's start)
 
 >>> import pyarrow as pa
 >>> from squall.trident.operations import Count
->>> from squall.trident.plan import PlanNode
->>> node = PlanNode("w", "window", ("s",), ("word", "start", "end", "n"), 1, {"keys": ("word",),
-...     "input": (), "timestamp_field": "ts", "size": 10, "slide": 10, "op": Count()})
+>>> from squall.trident.plan import WindowBy, WindowNode
+>>> node = WindowNode(cid="w", parents=("s",), fields=("word", "start", "end", "n"),
+...     by=WindowBy.EVENT, keys=("word",), input=(), timestamp_field="ts", size=10, slide=10,
+...     op=Count(), output=("n",), state="", factory=None)
 >>> acc = WindowPartials(node, Count(), {"word": "s"})
 >>> acc.add({"word": pa.array(["a", "b", "a"]), "ts": pa.array([1, 2, 15])}, None, ("word", "ts"))
 >>> segments, assigned, max_ts = finish(pa.Table.from_batches([acc.result()]), node)
@@ -42,7 +43,7 @@ import pyarrow.compute as pc
 
 from squall.runtime.spark.trident import columns as cols
 from squall.trident.execution import timestamp_of
-from squall.trident.plan import PlanNode
+from squall.trident.plan import WindowNode
 from squall.trident.tuple import tuple_type
 from squall.trident.windows import KeyColumns, Segment, Window, assign
 
@@ -51,27 +52,27 @@ FINAL = {"count": "sum", "sum": "sum", "min": "min", "max": "max"}
 GROUP_EVERY = 1_000_000  # raw rows grouped together in one Arrow call
 
 
-def partial_types(node: PlanNode, types: cols.Types, kind: str | None) -> dict[str, str]:
+def partial_types(node: WindowNode, types: cols.Types, kind: str | None) -> dict[str, str]:
     """The typed columns of a window operation's partial rows."""
-    out = {f: k for f, k in types.items() if f in node.args["keys"]}
+    out = {f: k for f, k in types.items() if f in node.keys}
     out.update({"$ws": "i", "$n": "i", "$max": "i", "$part": "i"})
     if kind is not None:
         out["$partial"] = kind
     return out
 
 
-def partial_fields(node: PlanNode) -> tuple[str, ...]:
-    return ("$ws", *node.args["keys"], "$partial", "$n", "$max", "$part")
+def partial_fields(node: WindowNode) -> tuple[str, ...]:
+    return ("$ws", *node.keys, "$partial", "$n", "$max", "$part")
 
 
 class WindowPartials:
     """One partition's partial aggregates per (window start, key), in the worker."""
 
-    def __init__(self, node: PlanNode, op: Any, types: cols.Types, partition: int = 0) -> None:
-        a = node.args
+    def __init__(self, node: WindowNode, op: Any, types: cols.Types, partition: int = 0) -> None:
         self.node, self.op, self.types, self.partition = node, op, types, partition
-        self.keys, self.inputs = tuple(a["keys"]), tuple(a["input"])
-        self.tsf, self.size, self.slide = a["timestamp_field"], a["size"], a["slide"]
+        self.keys, self.inputs = node.keys, node.input
+        assert node.timestamp_field is not None  # an event-time window's
+        self.tsf, self.size, self.slide = node.timestamp_field, node.size, node.slide
         self.sql = op.sql
         self.names = [f"k{i}" for i in range(len(self.keys))]
         self.pending: list[pa.Table] = []
@@ -316,12 +317,11 @@ def _regroup(t: pa.Table, by: list[str], sql: str) -> pa.Table:
 
 # ---- the driver --------------------------------------------------------------------------------
 
-def finish(result: pa.Table, node: PlanNode) -> tuple[list[Segment], dict[Window, int],
+def finish(result: pa.Table, node: WindowNode) -> tuple[list[Segment], dict[Window, int],
                                                       int | None]:
     """The partial rows of every partition combined: the window step's segments (one per
     window, in window order), tuples assigned per window, and the largest timestamp."""
-    a = node.args
-    keys, op, size = tuple(a["keys"]), a["op"], a["size"]
+    keys, op, size = node.keys, node.op, node.size
     if result.num_rows == 0:
         return [], {}, None
     have = set(result.column_names)
