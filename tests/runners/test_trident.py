@@ -1262,3 +1262,19 @@ def test_trident_reach_example_through_the_cli(runner, tmp_path):
     assert sorted(printed) == sorted(reach.expected_lines())
     assert printed.count("trident_reach: foo.com/blog/1 -> 16") == 2  # Storm's answer
     assert "trident_reach: tech.backtype.com/blog/123 -> 11" in printed
+
+
+@pytest.mark.parametrize("partial", [True, False])
+def test_a_user_combiner_aggregates_with_or_without_partial_aggregation(runner, partial):
+    """A user's CombinerAggregator per group, and into a map state, with the worker's partial
+    aggregation on or off (`squall.trident.spark.partial.aggregation`): the same values."""
+    t = TridentTopology()
+    g = t.new_stream("s", Batches(["k", "v"], *GROUPED_DATA)).group_by(["k"])
+    g.aggregate(["v"], SumOfSquares(), ["sq"]).name("squares")
+    state = g.persistent_aggregate(MemoryMapState.factory(), ["v"], SumOfSquares(), ["sq"])
+    state.new_values_stream().name("running")
+    result = run(t, runner, {"squall.trident.spark.partial.aggregation": partial})
+    per_batch = [(b, k, sum(v * v for kk, v in batch if kk == k))
+                 for b, batch in enumerate(GROUPED_DATA, 1) for k in {k for k, _ in batch}]
+    assert sorted(rows(result, "squares")) == sorted((k, sq) for _, k, sq in per_batch)
+    assert sorted(rows(result, "running")) == [("x", 34), ("y", 1), ("y", 62), ("z", 4)]

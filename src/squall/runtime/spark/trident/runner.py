@@ -366,8 +366,10 @@ class TridentSparkRunner(Controls, Reporting):
             # count lines the driver's read of the same files leaves out.
             pruned_ok = not isinstance(batch, FileBatch) or batch.spout.format == "parquet"
             return self._apply_in_executors(txid, terminals, state, df, pruned_ok)
-        if self.partial:
-            op = terminal_op(terminal)
+        op = terminal_op(terminal)
+        # Partial aggregation off sends a built-in's rows to Spark SQL; a user's combiner has
+        # no SQL form, so it keeps its partials in the worker either way.
+        if self.partial or not isinstance(op, BuiltinCombiner):
             if isinstance(op, BuiltinCombiner) and _partial_kind(terminal, types) is not None \
                     and df.rdd.getNumPartitions() <= DRIVER_COMBINE:
                 # A few partitions' typed partials: combined here by Arrow, no Spark shuffle.
@@ -378,8 +380,7 @@ class TridentSparkRunner(Controls, Reporting):
             if chain or fields != needed:
                 # Keys of unknown type as one tagged column each: the JVM groups by one
                 # column instead of four.
-                tagged = keys if isinstance(terminal_op(terminal), BuiltinCombiner) else ()
-                df = chain_df(df, needed, tagged=tagged)
+                df = chain_df(df, needed, tagged=keys)
             value_fields = inputs[:1]
         return _finish(terminal, df, keys, value_fields)
 
