@@ -96,8 +96,10 @@ class _Untyped(type):
 @dataclass(frozen=True, kw_only=True)
 class PlanNode(metaclass=_Untyped):
     """What every node has: its component id, its parents' component ids, its output fields,
-    its number of partitions, and its creation order (ties in plan order). Plan nodes travel
-    pickled (the topology's payloads, Spark's workers): module-level frozen dataclasses."""
+    its number of partitions, and its creation order (ties in plan order); the defaults are a
+    node's while its topology is being built, until `TridentTopology.build` sets them. Plan
+    nodes travel pickled (the topology's payloads, Spark's workers): module-level frozen
+    dataclasses."""
 
     cid: str = ""
     parents: tuple[str, ...] = ()
