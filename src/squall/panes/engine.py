@@ -7,8 +7,11 @@ call takes the processing time `now` from the caller and appends the panes it fi
 as `(key, window_start, window_end, value, timing, pane_index, is_retraction, is_first, is_last,
 on_time_index, timestamp)`: the pane, then its pane info (`squall.panes.pane_info.PaneInfo.of`).
 
-Triggers: Apex's `TriggerOption` (its rules inlined here: the operators' hot path) or a trigger
-of Beam's model (`squall.panes.beam_triggers`), run over a per-(key, window) state context.
+Triggers: Apex's `TriggerOption` (its rules inlined: the operators' hot path) or a trigger of
+Beam's model (`squall.panes.beam_triggers`), run over a per-(key, window) state context. Each
+model is a trigger driver (`ApexTriggerDriver`, `GeneralTriggerDriver`), which the engine chooses
+once, when it is built or restored (`create_trigger_driver`, as Beam's), and calls where a pane
+may fire: the window bookkeeping, lateness, sessions and the panes themselves are the engine's.
 
 Rules (docs/design/windowed-operators.md has the reasons):
 - a tuple is dropped as too late (`dropped` counts it) by the `lateness_rule`: with Apex's
@@ -60,6 +63,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from abc import ABC, abstractmethod
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -235,47 +239,49 @@ class WindowedEngine:
         # not (Beam's lateness rule, sliding windows)
         self.expired_drops = 0
         self.now = 0
-        self._init_fast_path()
+        self._init_derived()
 
-    def _init_fast_path(self) -> None:
+    def _init_derived(self) -> None:
+        """What follows from the configuration: the trigger driver and the flags the hot paths
+        read (not state: a snapshot leaves them out and a restore rebuilds them)."""
         window = self.window
-        trigger = self.trigger
         mode = self.mode
-        beam = self._root is not None
         self._discarding = mode is AccumulationMode.DISCARDING
         self._retracting = mode is AccumulationMode.ACCUMULATING_AND_RETRACTING
-        self._only_updated = bool(getattr(trigger, "only_updated", False))
+        self._only_updated = bool(getattr(self.trigger, "only_updated", False))
         self._keep_last = self._retracting or self._only_updated
-        # A pane with nothing new since the previous one: Apex repeats it in accumulating modes
-        # (time triggers); Beam triggers and discarding panes skip it. On-time and final panes
-        # follow the on-time and closing behaviours.
-        self._skip_empty = self._discarding or (
-            beam and not trigger.fires_empty_panes)  # type: ignore[union-attr]
         self._on_time_always = self.on_time_behavior is OnTimeBehavior.FIRE_ALWAYS
         self._closing_always = self.closing_behavior is ClosingBehavior.FIRE_ALWAYS
         self._track_ts = self.timestamp_combiner is not TimestampCombiner.OUTPUT_AT_EOW
         self._earliest = self.timestamp_combiner is TimestampCombiner.OUTPUT_AT_EARLIEST
-        self._pt = beam and trigger.uses_processing_time  # type: ignore[union-attr]
-        # Time windows (tumbling or sliding) with Apex triggers take the hot path of `process`.
-        self._fixed = window.duration_ms if isinstance(window, TimeWindows) and not beam else 0
         self._slide = window.slide_ms if isinstance(window, TimeWindows) else 0
         self._default = self.accumulation.default_accumulated_value
         self._accumulate1 = self.accumulation.accumulate
-        self._early_count = None if beam else trigger.early_count  # type: ignore[union-attr]
-        self._late_count = None if beam else trigger.late_count  # type: ignore[union-attr]
-        self._counting = bool(self._early_count or self._late_count)
         self._merging = bool(window is not None and window.merging)
         self._window_rule = self.lateness_rule is LatenessRule.WINDOW_EXPIRED
         self._final = False  # panes fired now are the last of their (key, window)
         self._finals: set[tuple[Any, Window]] = set()  # ... and had one (closing FIRE_ALWAYS)
+        driver = self._driver = create_trigger_driver(self)
+        # A pane with nothing new since the previous one: Apex repeats it in accumulating modes
+        # (time triggers); Beam triggers and discarding panes skip it. On-time and final panes
+        # follow the on-time and closing behaviours.
+        self._skip_empty = self._discarding or driver.skips_empty_panes
+        self._nonspec_kept = driver.keeps_on_time_index
+        # Time windows (tumbling or sliding) under a driver whose rules `process` may inline
+        # (Apex's) take its hot path, which checks Apex's count triggers itself.
+        self._fixed = window.duration_ms if isinstance(window, TimeWindows) and (
+            driver.inlined) else 0
+        self._early_count = driver.early_count
+        self._late_count = driver.late_count
+        self._counting = bool(self._early_count or self._late_count)
 
-    # Bound methods and flags derived from the configuration are not state: a snapshot leaves
-    # them out and a restore rebuilds them.
-    _DERIVED = frozenset(("_fixed", "_slide", "_default", "_accumulate1", "_counting",
-                          "_window_rule",
+    # The driver, bound methods and flags derived from the configuration are not state: a
+    # snapshot leaves them out and a restore rebuilds them.
+    _DERIVED = frozenset(("_driver", "_fixed", "_slide", "_default", "_accumulate1", "_counting",
+                          "_window_rule", "_nonspec_kept",
                           "_merging", "_discarding", "_retracting", "_only_updated",
                           "_keep_last", "_skip_empty", "_on_time_always", "_closing_always",
-                          "_track_ts", "_earliest", "_pt", "_final", "_finals",
+                          "_track_ts", "_earliest", "_final", "_finals",
                           "_early_count", "_late_count"))
 
     def __getstate__(self) -> dict[str, Any]:
@@ -291,7 +297,7 @@ class WindowedEngine:
         self.__dict__.update(state)
         if "mode" not in state:
             self.mode = self.trigger.mode  # type: ignore[union-attr]
-        self._init_fast_path()
+        self._init_derived()
         self._update_due()  # derived from the heaps (and absent from older snapshots)
 
     # What defines the engine besides its two stores: small (per window at most, never per key).
@@ -415,39 +421,17 @@ class WindowedEngine:
             return WATERMARK_MOVED
         return WATERMARK_DUE
 
-    def _state(self, key: Any, w: Window, now: int) -> PaneState:
-        """The state of (key, w), created (and the window scheduled) if new."""
+    def _add(self, key: Any, w: Window, value: Any, ts: int, now: int, second: bool) -> None:
+        """A tuple for (key, w), whose state is created (and the window scheduled) if new."""
         keys = self.windows.get(w)
         if keys is None:
             keys = self.windows[w] = {}
             self._scheduled(w)
+        driver = self._driver
         st = keys.get(key)
         if st is None:
-            st = keys[key] = PaneState(self.accumulation.default_accumulated_value(), now,
-                                       w[1] <= self.watermark)
-            if self._root is not None:
-                st.ext = [None, None, 0, new_state(self._root)]
-        return st
-
-    def _add(self, key: Any, w: Window, value: Any, ts: int, now: int, second: bool) -> None:
-        st = self._state(key, w, now)
-        if self._root is not None:
-            self._element(key, w, st, value, ts, now, second)
-        else:
-            self._accumulate(key, w, st, value, second, ts)
-
-    def _accumulate(self, key: Any, w: Window, st: PaneState, value: Any, second: bool,
-                    ts: int) -> None:
-        acc = self.accumulation
-        st.acc = acc.accumulate2(st.acc, value) if second else acc.accumulate(  # type: ignore
-            st.acc, value)
-        st.updated = True
-        st.count += 1
-        if self._track_ts:
-            self._track(st, ts)
-        n = self._late_count if st.late else self._early_count
-        if n is not None and st.count >= n:
-            self._fire(key, w, st, LATE if st.late else EARLY)
+            st = keys[key] = driver.new_pane(self, now, w[1] <= self.watermark)
+        driver.element(self, key, w, st, value, ts, now, second)
 
     def _track(self, st: PaneState, ts: int) -> None:
         """Remember the smallest and largest timestamp since the last pane (TimestampCombiner)."""
@@ -528,75 +512,7 @@ class WindowedEngine:
         lows = [e[LO] for e in exts if e[LO] is not None]
         if lows:
             st.ext = [min(lows), max(e[HI] for e in exts if e[HI] is not None), 0, None]
-        root = self._root
-        if root is not None:
-            # Beam: the trigger merges its parts' states (counts summed, the earliest due time,
-            # finished bits after each trigger's rule); the pane index restarts (Beam Python).
-            if st.ext is None:
-                st.ext = [None, None, 0, None]
-            st.ext[TRIG] = new_state(root)
-            c = TriggerContext(st.ext[TRIG], w, self.watermark, now, True,
-                               [p.ext[TRIG] for p in parts], ELEMENT, st)  # type: ignore[index]
-            root.on_merge(c)
-            self._element(key, w, st, value, ts, now, second)
-            return
-        self._accumulate(key, w, st, value, second, ts)
-        if st.late and emitted and st.updated:
-            # Behind the watermark no on-time pane will come: replace the superseded (and, in
-            # accumulating-and-retracting mode, retracted) panes at once.
-            self._fire(key, w, st, LATE)
-
-    # ---- Beam triggers ---------------------------------------------------------------------
-    def _element(self, key: Any, w: Window, st: PaneState, value: Any, ts: int, now: int,
-                 second: bool) -> None:
-        """A tuple for (key, w) under a Beam trigger: processing-time firings due before it,
-        then the tuple, then the trigger (each tuple is a bundle: results do not depend on how
-        input is cut into batches)."""
-        ext = st.ext
-        assert ext is not None and self._root is not None
-        trig = ext[TRIG]
-        root = self._root
-        if trig[0] & 1:  # the trigger finished: the window is closed for this key
-            self.closed_drops += 1
-            return
-        if self._pt:
-            c = TriggerContext(trig, w, self.watermark, now, self._merging, (), BEFORE_ELEMENT,
-                               st)
-            if root.should_fire(c):
-                self._beam_fire(key, w, st, c, False)
-                if trig[0] & 1:
-                    self.closed_drops += 1
-                    return
-        acc = self.accumulation
-        st.acc = acc.accumulate2(st.acc, value) if second else acc.accumulate(  # type: ignore
-            st.acc, value)
-        st.updated = True
-        st.count += 1
-        if self._track_ts:
-            self._track(st, ts)
-        c = TriggerContext(trig, w, self.watermark, now, self._merging, (), ELEMENT, st)
-        root.on_element(c)
-        if root.should_fire(c):
-            self._beam_fire(key, w, st, c, False)
-
-    def _beam_fire(self, key: Any, w: Window, st: PaneState, c: TriggerContext, timer: bool,
-                   last: bool = False) -> None:
-        """The trigger of (key, w) fires: its state moves on and the pane goes out (unless it is
-        empty and the behaviours say so). `timer`: fired by the watermark reaching the window
-        end, which makes the first non-early pane ON_TIME (Beam Python)."""
-        root = self._root
-        assert root is not None and st.ext is not None
-        root.on_fire(c)
-        finished = c.finished(root)
-        self._fire(key, w, st, self._timing(w, st, timer), last or finished)
-        if finished:  # the window is closed for this key: its data is not kept
-            st.acc = self.accumulation.default_accumulated_value()
-            st.updated = False
-
-    def _timing(self, w: Window, st: PaneState, timer: bool) -> str:
-        if self.watermark < w[1]:
-            return EARLY
-        return ON_TIME if timer and st.ext[NONSPEC] == 0 else LATE  # type: ignore[index]
+        self._driver.merged(self, key, w, st, parts, value, ts, now, second, emitted)
 
     # ---- firing --------------------------------------------------------------------------
     def _fire(self, key: Any, w: Window, st: PaneState, timing: str, last: bool = False
@@ -621,7 +537,7 @@ class WindowedEngine:
         index = st.index
         if timing is EARLY:
             on_time_index = -1
-        elif self._root is not None:
+        elif self._nonspec_kept:
             ext = st.ext
             on_time_index = ext[NONSPEC]  # type: ignore[index]
             ext[NONSPEC] = on_time_index + 1  # type: ignore[index]
@@ -659,66 +575,6 @@ class WindowedEngine:
         ext[LO] = ext[HI] = None
         return stamp
 
-    def _fire_on_time(self, w: Window, keys: dict[Any, PaneState], final: bool) -> None:
-        """The watermark reached the end of `w`: every key not yet late becomes late and fires
-        its on-time pane (`_fire(key, w, st, ON_TIME)`). A key already late belongs to a
-        duplicate schedule of a re-created window: it fired once already. `final`: the window is
-        purged in this step (or input ended), so the panes are its last."""
-        if not self.trigger.on_time:  # type: ignore[union-attr]
-            for st in keys.values():
-                if not st.late:
-                    st.late = st.index + 1
-            return
-        if self._keep_last or self._track_ts:  # retractions, suppressed repeats, timestamps
-            for key, st in keys.items():
-                if not st.late:
-                    st.late = st.index + 1
-                    self._fire(key, w, st, ON_TIME, final)
-            return
-        # `_fire` inlined for the common modes (no last value kept): a window's on-time firing
-        # is one pane per key, the bulk of all panes of a tumbling-window count.
-        start, end = w
-        append = self.out.append
-        get_output = self.accumulation.get_output
-        discarding = self._discarding
-        closing = final and self._closing_always  # the panes are final, and noted as such
-        skip = not self._on_time_always and not closing
-        default = self.accumulation.default_accumulated_value
-        now = self.now
-        stamp = end - 1
-        for key, st in keys.items():
-            if st.late:
-                continue
-            index = st.index
-            st.late = index + 1
-            if skip and not st.updated:
-                continue  # nothing arrived since the last pane (FIRE_IF_NON_EMPTY)
-            append((key, start, end, get_output(st.acc), ON_TIME, index, False, index == 0,
-                    final, 0, stamp))
-            st.count = 0
-            st.updated = False
-            st.fired_ms = now
-            st.index = index + 1
-            if discarding:
-                st.acc = default()
-            if closing:
-                self._finals.add((key, w))
-
-    def _on_time_beam(self, w: Window, keys: dict[Any, PaneState], final: bool) -> None:
-        """The watermark reached the end of `w` (Beam triggers): each key's trigger is asked, as
-        by Beam's end-of-window timer."""
-        root = self._root
-        assert root is not None
-        watermark, now, merging = self.watermark, self.now, self._merging
-        for key, st in list(keys.items()):
-            st.late = st.late or st.index + 1
-            trig = st.ext[TRIG]  # type: ignore[index]
-            if trig[0] & 1:
-                continue
-            c = TriggerContext(trig, w, watermark, now, merging, (), WATERMARK, st)
-            if root.should_fire(c):
-                self._beam_fire(key, w, st, c, True, final)
-
     def advance(self, watermark: int, now: int) -> None:
         """Apply a watermark (ignored unless it is larger than the current one): on-time panes
         for the windows it reaches, in window order (end, start), then purges."""
@@ -733,13 +589,13 @@ class WindowedEngine:
         windows = self.windows
         heap = self.on_time_heap
         horizon = None if self.lateness is None else watermark - self.lateness
-        on_time = self._fire_on_time if self._root is None else self._on_time_beam
+        on_time = self._driver.on_time
         while heap and heap[0][0] <= watermark:
             end, start = heapq.heappop(heap)
             w = (start, end)
             keys = windows.get(w)
             if keys:  # else merged away
-                on_time(w, keys, self._final or (horizon is not None and end <= horizon))
+                on_time(self, w, keys, self._final or (horizon is not None and end <= horizon))
         if horizon is not None:
             self._purge(horizon, previous)
         self._update_due()
@@ -768,49 +624,11 @@ class WindowedEngine:
         the window end in this step (Beam: the pane may be ON_TIME)."""
         if not (st.updated or self._closing_always) or (key, w) in self._finals:
             return
-        if self._root is None:
-            self._fire(key, w, st, LATE, True)
-            return
-        trig = st.ext[TRIG]  # type: ignore[index]
-        if trig[0] & 1:
-            return  # the trigger finished: its pane was the last
-        self._fire(key, w, st, self._timing(w, st, timer and self._root.trigger.has_on_time_pane),
-                   True)
-        trig[0] |= 1
+        self._driver.final_pane(self, key, w, st, timer)
 
     def batch_end(self, now: int) -> None:
         """A batch boundary at processing time `now`: time triggers that are due fire."""
-        if self._root is not None:
-            self._batch_end_beam(now)
-            return
-        t = self.trigger
-        early, late = t.early_ms, t.late_ms  # type: ignore[union-attr]
-        if not (early or late):
-            return
-        self.now = now
-        ended = self.watermark == MAX_TIMESTAMP
-        for w in sorted(self.windows, key=_by_end):
-            keys = self.windows[w]
-            for key, st in list(keys.items()):
-                period = late if st.late else early
-                if period and now - st.fired_ms >= period and (st.updated or not ended):
-                    self._fire(key, w, st, LATE if st.late else EARLY)
-
-    def _batch_end_beam(self, now: int) -> None:
-        """Processing-time triggers (AfterProcessingTime) that are due fire, in window order."""
-        if not self._pt or self.watermark == MAX_TIMESTAMP:
-            return
-        self.now = now
-        root, watermark, merging = self._root, self.watermark, self._merging
-        assert root is not None
-        for w in sorted(self.windows, key=_by_end):
-            for key, st in list(self.windows[w].items()):
-                trig = st.ext[TRIG]  # type: ignore[index]
-                if trig[0] & 1:
-                    continue
-                c = TriggerContext(trig, w, watermark, now, merging, (), BATCH_END, st)
-                if root.should_fire(c):
-                    self._beam_fire(key, w, st, c, False)
+        self._driver.batch_end(self, now)
 
     def end_of_input(self, now: int) -> None:
         """Input ended: the watermark goes to the end of time, every window fires its final pane
@@ -834,3 +652,312 @@ class WindowedEngine:
 
 def _by_end(w: Window) -> tuple[int, int]:
     return (w[1], w[0])
+
+
+# ---- trigger drivers -------------------------------------------------------------------------
+
+class TriggerDriver(ABC):
+    """What one trigger model does where a pane may fire (Beam's `TriggerDriver`): a tuple of a
+    (key, window), a session merge, the watermark reaching a window's end, a window's close, a
+    batch end.
+
+    An engine chooses its driver once, when it is built or restored (`create_trigger_driver`),
+    and calls it at those points, so no per-tuple path asks which model it runs. A driver holds
+    only what it derives from the engine's configuration; the state is the engine's, passed to
+    every call as `e` (so the two do not refer to each other, and a snapshot of the engine
+    leaves the driver out).
+    """
+
+    # The engine's hot path for time windows (`WindowedEngine.process`) may do what `element`
+    # does itself: accumulate and check the count triggers `early_count` and `late_count`.
+    inlined = False
+    early_count: int | None = None
+    late_count: int | None = None
+    # A pane with nothing new since the previous one is skipped (discarding panes always are).
+    skips_empty_panes = False
+    # The on-time index is counted in the pane's state (`ext[NONSPEC]`), not derived from the
+    # pane index at the moment the window went late (`PaneState.late`).
+    keeps_on_time_index = False
+
+    def new_pane(self, e: WindowedEngine, now: int, late: bool) -> PaneState:
+        """The state of a (key, window) that has seen nothing."""
+        return PaneState(e._default(), now, late)
+
+    @abstractmethod
+    def element(self, e: WindowedEngine, key: Any, w: Window, st: PaneState, value: Any,
+                ts: int, now: int, second: bool) -> None:
+        """A tuple for (key, w): accumulate it, and fire what it makes due."""
+
+    @abstractmethod
+    def merged(self, e: WindowedEngine, key: Any, w: Window, st: PaneState,
+               parts: list[PaneState], value: Any, ts: int, now: int, second: bool,
+               emitted: bool) -> None:
+        """Sessions `parts` of `key` merged into `w` (state `st`, their data merged) because of
+        this tuple, which is not in it yet; `emitted`: some part had fired a pane."""
+
+    @abstractmethod
+    def on_time(self, e: WindowedEngine, w: Window, keys: dict[Any, PaneState],
+                final: bool) -> None:
+        """The watermark reached the end of `w`; `final`: the window is purged in this step
+        (or input ended), so the panes fired now are its last."""
+
+    @abstractmethod
+    def final_pane(self, e: WindowedEngine, key: Any, w: Window, st: PaneState,
+                   timer: bool) -> None:
+        """(key, w) closes holding data no pane has emitted (or with ClosingBehavior.FIRE_ALWAYS):
+        its last pane. `timer`: the watermark reached the window end in this step."""
+
+    @abstractmethod
+    def batch_end(self, e: WindowedEngine, now: int) -> None:
+        """A batch boundary at processing time `now`."""
+
+
+def create_trigger_driver(engine: WindowedEngine) -> TriggerDriver:
+    """The driver of the engine's trigger (Beam's `create_trigger_driver`): Apex's
+    `TriggerOption` runs with its rules inlined (`ApexTriggerDriver`, the operators' hot path);
+    a trigger of Beam's model, `TriggerOption.as_trigger()` included, runs compiled
+    (`GeneralTriggerDriver`), with the same panes for the same option.
+
+    >>> from squall.panes.accumulations import Sum
+    >>> from squall.panes.beam_triggers import AfterWatermark
+    >>> option = TriggerOption.at_watermark()
+    >>> for trigger in (option, option.as_trigger(), AfterWatermark()):
+    ...     engine = WindowedEngine(TimeWindows(10), Sum(), trigger)
+    ...     print(type(create_trigger_driver(engine)).__name__)
+    ApexTriggerDriver
+    GeneralTriggerDriver
+    GeneralTriggerDriver
+    """
+    trigger = engine.trigger
+    root = engine._root
+    if root is None:
+        assert isinstance(trigger, TriggerOption), "a trigger of Beam's model runs compiled"
+        return ApexTriggerDriver(trigger)
+    assert isinstance(trigger, Trigger)
+    return GeneralTriggerDriver(trigger, root, engine._merging)
+
+
+class ApexTriggerDriver(TriggerDriver):
+    """Apex's `TriggerOption`, its rules inlined: a count trigger fires at exactly the N-th tuple
+    of a (key, window) since its last pane, a time trigger at a batch end once its period has
+    passed since the last pane, the on-time pane when the watermark reaches the window end, the
+    final pane of a window LATE; a pane's on-time index follows from its pane index."""
+
+    inlined = True
+
+    def __init__(self, option: TriggerOption) -> None:
+        self.early_count = option.early_count
+        self.late_count = option.late_count
+        self._early_ms = option.early_ms
+        self._late_ms = option.late_ms
+        self._on_time_pane = option.on_time
+
+    def element(self, e: WindowedEngine, key: Any, w: Window, st: PaneState, value: Any,
+                ts: int, now: int, second: bool) -> None:
+        acc = e.accumulation
+        st.acc = acc.accumulate2(st.acc, value) if second else acc.accumulate(  # type: ignore
+            st.acc, value)
+        st.updated = True
+        st.count += 1
+        if e._track_ts:
+            e._track(st, ts)
+        n = self.late_count if st.late else self.early_count
+        if n is not None and st.count >= n:
+            e._fire(key, w, st, LATE if st.late else EARLY)
+
+    def merged(self, e: WindowedEngine, key: Any, w: Window, st: PaneState,
+               parts: list[PaneState], value: Any, ts: int, now: int, second: bool,
+               emitted: bool) -> None:
+        self.element(e, key, w, st, value, ts, now, second)
+        if st.late and emitted and st.updated:
+            # Behind the watermark no on-time pane will come: replace the superseded (and, in
+            # accumulating-and-retracting mode, retracted) panes at once.
+            e._fire(key, w, st, LATE)
+
+    def on_time(self, e: WindowedEngine, w: Window, keys: dict[Any, PaneState],
+                final: bool) -> None:
+        """Every key not yet late becomes late and fires its on-time pane
+        (`e._fire(key, w, st, ON_TIME)`). A key already late belongs to a duplicate schedule
+        of a re-created window: it fired once already."""
+        if not self._on_time_pane:
+            for st in keys.values():
+                if not st.late:
+                    st.late = st.index + 1
+            return
+        if e._keep_last or e._track_ts:  # retractions, suppressed repeats, timestamps
+            for key, st in keys.items():
+                if not st.late:
+                    st.late = st.index + 1
+                    e._fire(key, w, st, ON_TIME, final)
+            return
+        # `_fire` inlined for the common modes (no last value kept): a window's on-time firing
+        # is one pane per key, the bulk of all panes of a tumbling-window count.
+        start, end = w
+        append = e.out.append
+        get_output = e.accumulation.get_output
+        discarding = e._discarding
+        closing = final and e._closing_always  # the panes are final, and noted as such
+        skip = not e._on_time_always and not closing
+        default = e._default
+        now = e.now
+        stamp = end - 1
+        for key, st in keys.items():
+            if st.late:
+                continue
+            index = st.index
+            st.late = index + 1
+            if skip and not st.updated:
+                continue  # nothing arrived since the last pane (FIRE_IF_NON_EMPTY)
+            append((key, start, end, get_output(st.acc), ON_TIME, index, False, index == 0,
+                    final, 0, stamp))
+            st.count = 0
+            st.updated = False
+            st.fired_ms = now
+            st.index = index + 1
+            if discarding:
+                st.acc = default()
+            if closing:
+                e._finals.add((key, w))
+
+    def final_pane(self, e: WindowedEngine, key: Any, w: Window, st: PaneState,
+                   timer: bool) -> None:
+        e._fire(key, w, st, LATE, True)
+
+    def batch_end(self, e: WindowedEngine, now: int) -> None:
+        """Time triggers that are due fire, in window order."""
+        early, late = self._early_ms, self._late_ms
+        if not (early or late):
+            return
+        e.now = now
+        ended = e.watermark == MAX_TIMESTAMP
+        windows = e.windows
+        for w in sorted(windows, key=_by_end):
+            keys = windows[w]
+            for key, st in list(keys.items()):
+                period = late if st.late else early
+                if period and now - st.fired_ms >= period and (st.updated or not ended):
+                    e._fire(key, w, st, LATE if st.late else EARLY)
+
+
+class GeneralTriggerDriver(TriggerDriver):
+    """A trigger of Beam's model (`squall.panes.beam_triggers`), compiled into a tree of nodes
+    whose state is the pane's `ext[TRIG]`, asked as Beam's runners ask it: at each tuple
+    (after the processing-time firings due before it), when the watermark reaches the window
+    end (Beam's end-of-window timer), at batch ends if it uses processing time; never at the
+    close, whose pane is Beam Java's garbage-collection pane. A finished trigger closes its
+    (key, window): later tuples for it are dropped (`closed_drops`)."""
+
+    keeps_on_time_index = True
+
+    def __init__(self, trigger: Trigger, root: Node, merging: bool) -> None:
+        self._root = root
+        self._merging = merging
+        self._pt = trigger.uses_processing_time
+        self._has_on_time_pane = trigger.has_on_time_pane
+        self.skips_empty_panes = not trigger.fires_empty_panes
+
+    def new_pane(self, e: WindowedEngine, now: int, late: bool) -> PaneState:
+        st = PaneState(e._default(), now, late)
+        st.ext = [None, None, 0, new_state(self._root)]
+        return st
+
+    def element(self, e: WindowedEngine, key: Any, w: Window, st: PaneState, value: Any,
+                ts: int, now: int, second: bool) -> None:
+        """Processing-time firings due before the tuple, then the tuple, then the trigger (each
+        tuple is a bundle: results do not depend on how input is cut into batches)."""
+        ext = st.ext
+        assert ext is not None
+        trig = ext[TRIG]
+        root = self._root
+        if trig[0] & 1:  # the trigger finished: the window is closed for this key
+            e.closed_drops += 1
+            return
+        if self._pt:
+            c = TriggerContext(trig, w, e.watermark, now, self._merging, (), BEFORE_ELEMENT, st)
+            if root.should_fire(c):
+                self._fire(e, key, w, st, c, False)
+                if trig[0] & 1:
+                    e.closed_drops += 1
+                    return
+        acc = e.accumulation
+        st.acc = acc.accumulate2(st.acc, value) if second else acc.accumulate(  # type: ignore
+            st.acc, value)
+        st.updated = True
+        st.count += 1
+        if e._track_ts:
+            e._track(st, ts)
+        c = TriggerContext(trig, w, e.watermark, now, self._merging, (), ELEMENT, st)
+        root.on_element(c)
+        if root.should_fire(c):
+            self._fire(e, key, w, st, c, False)
+
+    def merged(self, e: WindowedEngine, key: Any, w: Window, st: PaneState,
+               parts: list[PaneState], value: Any, ts: int, now: int, second: bool,
+               emitted: bool) -> None:
+        """The trigger merges its parts' states (counts summed, the earliest due time, finished
+        bits after each trigger's rule); the pane index restarts (Beam Python)."""
+        root = self._root
+        if st.ext is None:
+            st.ext = [None, None, 0, None]
+        st.ext[TRIG] = new_state(root)
+        c = TriggerContext(st.ext[TRIG], w, e.watermark, now, True,
+                           [p.ext[TRIG] for p in parts], ELEMENT, st)  # type: ignore[index]
+        root.on_merge(c)
+        self.element(e, key, w, st, value, ts, now, second)
+
+    def on_time(self, e: WindowedEngine, w: Window, keys: dict[Any, PaneState],
+                final: bool) -> None:
+        """Each key's trigger is asked, as by Beam's end-of-window timer."""
+        root = self._root
+        watermark, now, merging = e.watermark, e.now, self._merging
+        for key, st in list(keys.items()):
+            st.late = st.late or st.index + 1
+            trig = st.ext[TRIG]  # type: ignore[index]
+            if trig[0] & 1:
+                continue
+            c = TriggerContext(trig, w, watermark, now, merging, (), WATERMARK, st)
+            if root.should_fire(c):
+                self._fire(e, key, w, st, c, True, final)
+
+    def final_pane(self, e: WindowedEngine, key: Any, w: Window, st: PaneState,
+                   timer: bool) -> None:
+        trig = st.ext[TRIG]  # type: ignore[index]
+        if trig[0] & 1:
+            return  # the trigger finished: its pane was the last
+        e._fire(key, w, st, self._timing(e, w, st, timer and self._has_on_time_pane), True)
+        trig[0] |= 1
+
+    def batch_end(self, e: WindowedEngine, now: int) -> None:
+        """Processing-time triggers (AfterProcessingTime) that are due fire, in window order."""
+        if not self._pt or e.watermark == MAX_TIMESTAMP:
+            return
+        e.now = now
+        root, watermark, merging = self._root, e.watermark, self._merging
+        windows = e.windows
+        for w in sorted(windows, key=_by_end):
+            for key, st in list(windows[w].items()):
+                trig = st.ext[TRIG]  # type: ignore[index]
+                if trig[0] & 1:
+                    continue
+                c = TriggerContext(trig, w, watermark, now, merging, (), BATCH_END, st)
+                if root.should_fire(c):
+                    self._fire(e, key, w, st, c, False)
+
+    def _fire(self, e: WindowedEngine, key: Any, w: Window, st: PaneState, c: TriggerContext,
+              timer: bool, last: bool = False) -> None:
+        """The trigger of (key, w) fires: its state moves on and the pane goes out (unless it is
+        empty and the behaviours say so). `timer`: fired by the watermark reaching the window
+        end, which makes the first non-early pane ON_TIME (Beam Python)."""
+        root = self._root
+        root.on_fire(c)
+        finished = c.finished(root)
+        e._fire(key, w, st, self._timing(e, w, st, timer), last or finished)
+        if finished:  # the window is closed for this key: its data is not kept
+            st.acc = e._default()
+            st.updated = False
+
+    @staticmethod
+    def _timing(e: WindowedEngine, w: Window, st: PaneState, timer: bool) -> str:
+        if e.watermark < w[1]:
+            return EARLY
+        return ON_TIME if timer and st.ext[NONSPEC] == 0 else LATE  # type: ignore[index]
