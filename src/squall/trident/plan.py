@@ -81,20 +81,8 @@ def check_plan_format(recorded: int | None, where: str) -> None:
         "location, or finish that run with the squall that wrote it")
 
 
-class _Untyped(type):
-    """Transitional: `PlanNode(cid, kind, parents, fields, parallelism, args)`, the untyped
-    node's constructor, still makes the typed node of that kind (`from_kind`) for the Spark
-    runner's examples, which migrate to the typed nodes next. A node family's own constructor
-    is untouched."""
-
-    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        if cls is PlanNode:
-            return from_kind(*args, **kwargs)
-        return super().__call__(*args, **kwargs)
-
-
 @dataclass(frozen=True, kw_only=True)
-class PlanNode(metaclass=_Untyped):
+class PlanNode:
     """What every node has: its component id, its parents' component ids, its output fields,
     its number of partitions, and its creation order (ties in plan order); the defaults are a
     node's while its topology is being built, until `TridentTopology.build` sets them. Plan
@@ -121,22 +109,6 @@ class PlanNode(metaclass=_Untyped):
         default component id `b-<order>-<label>`."""
         raise NotImplementedError
 
-    # ---- transitional: the untyped view the Spark runner still reads -------------------------
-    # The Spark runner (squall.runtime.spark.trident) dispatches on `kind` and reads `args`;
-    # it migrates to the typed fields next. Nothing else may read these two.
-    @property
-    def kind(self) -> str:
-        """Transitional: the untyped node's kind string (the `label`)."""
-        return self.label
-
-    @property
-    def args(self) -> Mapping[str, Any]:
-        """Transitional: the untyped node's arguments, built from the typed fields."""
-        return {**self._args(), "order": self.order}
-
-    def _args(self) -> dict[str, Any]:
-        return {}
-
 
 @dataclass(frozen=True, kw_only=True)
 class SpoutNode(PlanNode):
@@ -147,10 +119,6 @@ class SpoutNode(PlanNode):
     @property
     def label(self) -> str:
         return "spout"
-
-    def _args(self) -> dict[str, Any]:
-        return {"op": self.spout}
-
 
 # ---- repartitioning --------------------------------------------------------------------------
 
@@ -213,18 +181,6 @@ class RepartitionNode(PlanNode):
     def label(self) -> str:
         return self.scheme.label
 
-    def _args(self) -> dict[str, Any]:
-        match self.scheme:
-            case PartitionBy(keys=keys):
-                return {"keys": keys}
-            case CustomPartition(grouping=grouping):
-                return {"grouping": grouping}
-            case Shuffle() | Broadcast() | Global():
-                return {}
-            case _:
-                assert_never(self.scheme)
-
-
 # ---- row operations --------------------------------------------------------------------------
 
 class RowOp(StrEnum):
@@ -236,10 +192,6 @@ class RowOp(StrEnum):
     FLAT_MAP = "flat_map"
     PEEK = "peek"
     PROJECT = "project"
-
-
-# Row operations whose output fields are the function's (the others pass the tuple on).
-_EMITTING = frozenset({RowOp.EACH, RowOp.MAP, RowOp.FLAT_MAP})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -257,15 +209,6 @@ class RowNode(PlanNode):
     @property
     def label(self) -> str:
         return self.row_op.value
-
-    def _args(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"input": self.input}
-        if self.op is not None:
-            out["op"] = self.op
-        if self.row_op in _EMITTING:
-            out["output"] = self.output
-        return out
-
 
 # ---- aggregations ----------------------------------------------------------------------------
 
@@ -321,15 +264,6 @@ class AggregateNode(PlanNode):
             case _:
                 assert_never(self.scope)
 
-    def _args(self) -> dict[str, Any]:
-        output = tuple(f for a in self.aggregations for f in a.output)
-        if self.chained:
-            return {"keys": self.keys, "output": output,
-                    "parts": tuple((a.input, a.op, a.output) for a in self.aggregations)}
-        a = self.aggregation
-        return {"input": a.input, "op": a.op, "output": a.output, "keys": self.keys}
-
-
 # ---- state -----------------------------------------------------------------------------------
 
 class Persist(StrEnum):
@@ -357,14 +291,6 @@ class PersistNode(PlanNode):
     def label(self) -> str:
         return self.persist.value
 
-    def _args(self) -> dict[str, Any]:
-        out = {"input": self.input, "op": self.op, "output": self.output,
-               "factory": self.factory, "state": self.state}
-        if self.persist is Persist.AGGREGATE:
-            out["keys"] = self.keys
-        return out
-
-
 @dataclass(frozen=True, kw_only=True)
 class StateQueryNode(PlanNode):
     """Reads state `state` for each tuple's `input` fields with the query function `op`,
@@ -383,14 +309,6 @@ class StateQueryNode(PlanNode):
     @property
     def label(self) -> str:
         return "state_query"
-
-    def _args(self) -> dict[str, Any]:
-        out = {"input": self.input, "op": self.op, "output": self.output,
-               "state": self.state, "factory": self.factory}
-        if self.writer is not None:
-            out["writer"] = self.writer
-        return out
-
 
 class WindowBy(StrEnum):
     """What places a tuple in its windows."""
@@ -422,13 +340,6 @@ class WindowNode(PlanNode):
     def label(self) -> str:
         return "window"
 
-    def _args(self) -> dict[str, Any]:
-        return {"input": self.input, "op": self.op, "output": self.output, "keys": self.keys,
-                "size": self.size, "slide": self.slide, "lag": self.lag,
-                "timestamp_field": self.timestamp_field, "by": self.by.value,
-                "factory": self.factory, "state": self.state}
-
-
 # ---- several streams -------------------------------------------------------------------------
 
 @dataclass(frozen=True, kw_only=True)
@@ -458,10 +369,6 @@ class JoinNode(PlanNode):
     def label(self) -> str:
         return "join"
 
-    def _args(self) -> dict[str, Any]:
-        return {"keys": (self.left_keys, self.right_keys), "join_type": self.join_type.value}
-
-
 # Every operation that is not a spout, and every node: what `match` dispatches over.
 Operation = (RepartitionNode | RowNode | AggregateNode | PersistNode | StateQueryNode
              | WindowNode | MergeNode | JoinNode)
@@ -485,76 +392,13 @@ def user_op(node: Node) -> Any:
             assert_never(node)
 
 
-def from_kind(cid: str, kind: str, parents: tuple[str, ...], fields: tuple[str, ...],
-              parallelism: int, args: Mapping[str, Any] | None = None) -> Node:
-    """Transitional: the typed node of an untyped node (`kind` and `args` as its `kind` and
-    `args` views give them), for the Spark runner's examples until they use the typed nodes.
-
-    >>> n = from_kind("w", "partition_by", ("s",), ("word",), 2, {"keys": ["word"]})
-    >>> n.scheme, n.kind, dict(n.args)
-    (PartitionBy(keys=('word',)), 'partition_by', {'keys': ('word',), 'order': 0})
-    """
-    a = dict(args or {})
-    base: dict[str, Any] = {"cid": cid, "parents": tuple(parents), "fields": tuple(fields),
-                            "parallelism": parallelism, "order": a.get("order", 0)}
-
-    def names(key: str) -> tuple[str, ...]:
-        return tuple(a.get(key, ()))
-
-    match kind:
-        case "spout":
-            return SpoutNode(**base, spout=a.get("op"))
-        case "shuffle" | "partition_by" | "broadcast" | "global" | "batch_global" | "partition":
-            schemes: dict[str, Scheme] = {"shuffle": Shuffle(), "broadcast": Broadcast(),
-                                          "global": Global(), "batch_global": Global(True)}
-            scheme = PartitionBy(names("keys")) if kind == "partition_by" else \
-                CustomPartition(a.get("grouping")) if kind == "partition" else schemes[kind]
-            return RepartitionNode(**base, scheme=scheme)
-        case "each" | "filter" | "map" | "flat_map" | "peek" | "project":
-            return RowNode(**base, row_op=RowOp(kind), input=names("input"),
-                           output=names("output"), op=a.get("op"))
-        case "chained_agg":
-            return AggregateNode(**base, scope=Scope.GROUP if a["keys"] else Scope.BATCH,
-                                 keys=names("keys"), chained=True,
-                                 aggregations=tuple(Aggregation(tuple(i), op, tuple(o))
-                                                    for i, op, o in a["parts"]))
-        case "partition_aggregate" | "aggregate" | "group_aggregate":
-            scope = {"partition_aggregate": Scope.PARTITION, "aggregate": Scope.BATCH,
-                     "group_aggregate": Scope.GROUP}[kind]
-            return AggregateNode(**base, scope=scope, keys=names("keys"), aggregations=(
-                Aggregation(names("input"), a.get("op"), names("output")),))
-        case "persistent_aggregate" | "partition_persist":
-            return PersistNode(**base, persist=Persist(kind), state=a.get("state", ""),
-                               factory=a.get("factory"), input=names("input"), op=a.get("op"),
-                               output=names("output"), keys=names("keys"))
-        case "state_query":
-            return StateQueryNode(**base, state=a.get("state", ""), factory=a.get("factory"),
-                                  input=names("input"), op=a.get("op"),
-                                  output=names("output"), writer=a.get("writer"))
-        case "window":
-            return WindowNode(**base, by=WindowBy(a.get("by", "event")), size=a["size"],
-                              slide=a["slide"], lag=a.get("lag", 0),
-                              timestamp_field=a.get("timestamp_field"), keys=names("keys"),
-                              input=names("input"), op=a.get("op"), output=names("output"),
-                              state=a.get("state", ""), factory=a.get("factory"))
-        case "merge":
-            return MergeNode(**base)
-        case "join":
-            left, right = a["keys"]
-            return JoinNode(**base, left_keys=tuple(left), right_keys=tuple(right),
-                            join_type=JoinType(a.get("join_type", "inner")))
-    raise ValueError(f"unknown Trident operation kind {kind!r} ({cid})")
-
-
 @dataclass(frozen=True)
 class Plan:
     """The nodes in topological order (parents first), spouts first."""
 
     nodes: tuple[Node, ...]
 
-    def node(self, cid: str) -> PlanNode:
-        # The base type, which the Spark runner's lists of nodes hold until it reads the
-        # families; `match` or `isinstance` narrows it.
+    def node(self, cid: str) -> Node:
         for n in self.nodes:
             if n.cid == cid:
                 return n
