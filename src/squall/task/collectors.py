@@ -4,6 +4,13 @@ Every emit is checked against the declaration (stream declared, arity, direct or
 with an `EmitError` naming component, stream and fields. Reliability follows Storm exactly: a
 tracked spout emit creates a random 64-bit root id and one edge id per destination; an anchored
 bolt emit creates one edge id per destination and anchor, XORed into the anchor's ack value.
+
+How a tuple reaches its target tasks depends on the host, and is chosen once, when a collector is
+bound to it (`bind`), not in every emit: into the packets of a host that buffers tuples (the
+Spark runner's stages), executed at once by the collector (the local runner on an acyclic
+topology), or through the host's `send` (a queue). An unanchored tuple goes through the bound
+`_Delivery`; a `BasicBolt`'s collector takes the class whose `emit` does its host's delivery
+inline (`BasicOutputCollector.bind`).
 """
 
 from __future__ import annotations
@@ -35,6 +42,109 @@ def host_channels(host: Host) -> tuple[Mapping[Any, list[Any]] | None, Any]:
     return packets.open, packets.channel
 
 
+class _Delivery:
+    """How unanchored tuples reach their target tasks on one host: through its `send`, which
+    queues or executes them (the host's choice). The collectors bind one per host (`_Emitter.bind`)
+    and call it without asking which host they are on."""
+
+    __slots__ = ("send",)
+
+    def __init__(self, send: Callable[[int, Tuple], None]) -> None:
+        self.send = send
+
+    def unanchored(self, values: Sequence[Any], origin: Any, targets: list[int]) -> None:
+        """Deliver an unanchored tuple to `targets`."""
+        send = self.send
+        for t in targets:
+            send(t, _RuntimeTuple(values, origin, None, t))
+
+    def rows(self, rows: Sequence[Sequence[Any]], choose: Callable[[Sequence[Any]], list[int]],
+             origin: Any) -> int:
+        """Deliver unanchored rows, each to the targets `choose` gives it, in order; returns how
+        many tuples went out."""
+        send = self.send
+        transferred = 0
+        for row in rows:
+            targets = choose(row)
+            transferred += len(targets)
+            for t in targets:
+                send(t, _RuntimeTuple(row, origin, None, t))
+        return transferred
+
+
+class _Executed(_Delivery):
+    """A host that executes a tuple as soon as it is sent (the local runner on an acyclic
+    topology) and says how (`direct_delivery`: `(executors, received, on_error)`): the collector
+    does what its `send` does, inline: count the tuple as received by its task, call the task's
+    executor, and hand an exception to `on_error(task, tuple, exc)`."""
+
+    __slots__ = ("direct", "executors", "on_error", "received")
+
+    def __init__(self, send: Callable[[int, Tuple], None], direct: Any) -> None:
+        super().__init__(send)
+        self.direct = direct
+        self.executors, self.received, self.on_error = direct
+
+    def unanchored(self, values: Sequence[Any], origin: Any, targets: list[int]) -> None:
+        executors, received = self.executors, self.received
+        for t in targets:
+            tup = _RuntimeTuple(values, origin, None, t)
+            received[t] += 1
+            try:
+                executors[t](tup)
+            except Exception as exc:
+                self.on_error(t, tup, exc)
+
+
+class _Packets(_Delivery):
+    """A host that buffers tuples in packets (`host_channels`): an unanchored tuple's values go
+    straight into the list of each (origin, target) pair, without a Tuple or a call per tuple."""
+
+    __slots__ = ("channel", "open")
+
+    def __init__(self, send: Callable[[int, Tuple], None], opened: Mapping[Any, list[Any]],
+                 channel: Any) -> None:
+        super().__init__(send)
+        self.open, self.channel = opened, channel
+
+    def unanchored(self, values: Sequence[Any], origin: Any, targets: list[int]) -> None:
+        if values.__class__ is not list:
+            values = list(values)
+        opened = self.open
+        for t in targets:
+            items = opened.get((origin, t))
+            if items is None:
+                items = self.channel(origin, t)
+            items.append(values)
+
+    def rows(self, rows: Sequence[Sequence[Any]], choose: Callable[[Sequence[Any]], list[int]],
+             origin: Any) -> int:
+        opened, channel = self.open, self.channel
+        transferred = 0
+        for row in rows:
+            targets = choose(row)
+            transferred += len(targets)
+            if row.__class__ is not list:
+                row = list(row)
+            for t in targets:
+                items = opened.get((origin, t))
+                if items is None:
+                    items = channel(origin, t)
+                items.append(row)
+        return transferred
+
+
+def _delivery(host: Host) -> _Delivery:
+    """The delivery of unanchored tuples on `host` (see `_Delivery` and its subclasses)."""
+    opened, channel = host_channels(host)
+    if opened is not None:
+        return _Packets(host.send, opened, channel)
+    direct = getattr(host, "direct_delivery", None)
+    if direct is not None:
+        return _Executed(host.send, direct)
+    return _Delivery(host.send)
+
+
 class _Emitter:
     """Emit checks shared by spout and bolt collectors."""
 
@@ -53,18 +163,14 @@ class _Emitter:
         self._routes = routes
         self._rand = rand
         self._send = host.send
-        # Hosts that buffer tuples in packets (the Spark runner's) take an unanchored emit's
-        # values directly, without a Tuple or a call per emit (see `host_channels`).
-        self._open, self._channel = host_channels(host)
-        # A host that executes a tuple as soon as it is sent (the local runner on an acyclic
-        # topology) may say how: `(executors, received, on_error)`; the hot paths then do what
-        # its `send` does inline: count the tuple as received by its task, call the task's
-        # executor, and hand an exception to `on_error(task, tuple, exc)`.
-        self._direct: Any = getattr(host, "direct_delivery", None)
+        # How unanchored tuples go out on this host, chosen here once (called as
+        # `self._delivery.unanchored(...)`: as cheap as a method of the collector's own).
+        self._delivery = _delivery(host)
 
     _host: Host
     _routes: dict[str, StreamRoute]
     _rand: Callable[[], int]
+    _delivery: _Delivery
 
     def _route(self, stream: str, values: Sequence[Any], direct: bool) -> StreamRoute:
         route = self._routes.get(stream)
@@ -94,32 +200,6 @@ class _Emitter:
                 stream=stream,
             )
         return route
-
-    def _send_unanchored(self, values: Sequence[Any], origin: Any, targets: list[int]) -> None:
-        """Deliver an unanchored tuple to `targets` (inlined in `BasicOutputCollector.emit`)."""
-        opened = self._open
-        if opened is None:
-            direct = self._direct
-            if direct is None:
-                for t in targets:
-                    self._send(t, _RuntimeTuple(values, origin, None, t))
-                return
-            executors, received, on_error = direct  # see bind
-            for t in targets:
-                tup = _RuntimeTuple(values, origin, None, t)
-                received[t] += 1
-                try:
-                    executors[t](tup)
-                except Exception as exc:
-                    on_error(t, tup, exc)
-            return
-        if values.__class__ is not list:
-            values = list(values)
-        for t in targets:
-            items = opened.get((origin, t))
-            if items is None:
-                items = self._channel(origin, t)
-            items.append(values)
 
     def _direct_targets(self, route: StreamRoute, task_id: int) -> list[int]:
         if task_id in route.direct_targets:
@@ -173,7 +253,7 @@ class SpoutOutputCollector(_Emitter):
         route = self._route(stream, values, direct=False)
         targets = route.choose(values)
         if targets:
-            self._send_unanchored(values, route.origin, targets)
+            self._delivery.unanchored(values, route.origin, targets)
 
     def _deliver(
         self, route: StreamRoute, values: Sequence[Any], targets: list[int], msg_id: Any
@@ -187,7 +267,7 @@ class SpoutOutputCollector(_Emitter):
         send, origin = self._send, route.origin
         task = self._spout_task
         if msg_id is None or not task.tracking:
-            self._send_unanchored(values, origin, targets)
+            self._delivery.unanchored(values, origin, targets)
             if msg_id is not None:
                 task.ack_untracked(msg_id)  # ackers = 0: acked at once, as in Storm
             return
@@ -246,7 +326,7 @@ class OutputCollector(_Emitter):
             self._capture.append((stream, list(values)))
         origin = route.origin
         if anchors is None or not self._tracking:
-            self._send_unanchored(values, origin, targets)
+            self._delivery.unanchored(values, origin, targets)
         else:
             self._send_anchored(values, origin, targets, anchors)
         return targets
@@ -255,7 +335,7 @@ class OutputCollector(_Emitter):
         """`emit(row, stream=stream)` for every row, unanchored, in order.
 
         For framework bolts that emit many rows at once (a window's panes): the route, the
-        statistics and the host's send are looked up once per call instead of once per row.
+        statistics and the host's delivery are looked up once per call instead of once per row.
         """
         if not rows:
             return
@@ -271,28 +351,7 @@ class OutputCollector(_Emitter):
         stats.emitted += len(rows)
         if self._capture is not None:
             self._capture.extend((stream, list(row)) for row in rows)
-        transferred = 0
-        opened = self._open
-        if opened is not None:
-            channel = self._channel
-            for row in rows:
-                targets = choose(row)
-                transferred += len(targets)
-                if row.__class__ is not list:
-                    row = list(row)
-                for t in targets:
-                    items = opened.get((origin, t))
-                    if items is None:
-                        items = channel(origin, t)
-                    items.append(row)
-        else:
-            send = self._send
-            for row in rows:
-                targets = choose(row)
-                transferred += len(targets)
-                for t in targets:
-                    send(t, _RuntimeTuple(row, origin, None, t))
-        stats.transferred += transferred
+        stats.transferred += self._delivery.rows(rows, choose, origin)
 
     def emit_direct(
         self, task_id: int, values: Sequence[Any],
@@ -440,10 +499,21 @@ class OutputCollector(_Emitter):
 
 
 class BasicOutputCollector:
-    """What a `BasicBolt` emits with: every emit is anchored to the input being executed."""
+    """What a `BasicBolt` emits with: every emit is anchored to the input being executed.
 
-    __slots__ = ("_captured", "_channel", "_direct", "_open", "_out", "_rand", "_routes", "_send",
-                 "_stats", "_untracked", "input")
+    `emit` here goes through the task's `OutputCollector`, which does everything (what tests
+    that capture emits take, and hosts that queue tuples). `bind` makes the collector one of the
+    subclasses below when its host is one they know: their `emit` does the same with the host's
+    delivery inline, since BasicBolt emits are the bulk of most topologies' tuples.
+    """
+
+    __slots__ = ("_captured", "_channel", "_direct", "_fold", "_open", "_out", "_rand",
+                 "_routes", "_stats", "_untracked", "input")
+    # The shortcuts of the subclasses' emit paths, set by `bind` for the one it chooses.
+    _open: Mapping[Any, list[Any]]
+    _channel: Callable[[Any, int], list[Any]]
+    _direct: tuple[dict[int, Callable[[Tuple], None]], list[int],
+                   Callable[[int, Tuple, Exception], None]]
 
     def __init__(self, out: OutputCollector) -> None:
         self._out = out
@@ -461,108 +531,25 @@ class BasicOutputCollector:
         out = self._out
         self._routes = out._routes
         self._stats = out._stats
-        self._send = out._send
-        self._open, self._channel = out._open, out._channel
-        self._direct = out._direct
         self._rand = out._rand
+        self._fold = out._fold
         self.input: Tuple | None = None  # no input is being executed
+        # The emit path of the host's delivery, chosen once: the class changes, the object
+        # stays (a snapshot of the bolt refers to it).
+        delivery = out._delivery
+        if self._captured:
+            self.__class__ = BasicOutputCollector
+        elif isinstance(delivery, _Packets):
+            self._open, self._channel = delivery.open, delivery.channel
+            self.__class__ = _PacketsBasicCollector
+        elif isinstance(delivery, _Executed):
+            self._direct = delivery.direct
+            self.__class__ = _ExecutingBasicCollector
+        else:
+            self.__class__ = BasicOutputCollector
 
     def emit(self, values: Sequence[Any], stream: str = DEFAULT) -> list[int]:
-        # BasicBolt emits are the bulk of most topologies' tuples: the common cases (an input
-        # in no tuple tree, or, on a host that buffers packets, in one) are handled here, the
-        # rest by OutputCollector.emit.
-        inp = self.input
-        roots = None if self._untracked or inp is None else inp._anchors
-        if self._captured:
-            return self._out.emit(values, self.input, stream)
-        route = self._routes.get(stream)
-        if route is None or len(values) != route.arity or route.direct:
-            route = self._out._route(stream, values, direct=False)
-        targets = route.choose(values)
-        route.emitted += 1
-        stats = self._stats
-        stats.emitted += 1
-        stats.transferred += len(targets)
-        origin = route.origin
-        opened = self._open
-        if opened is None:
-            if roots and len(roots) > 1:
-                self._out._send_anchored(values, origin, targets, inp)  # type: ignore[arg-type]
-                return targets
-            direct = self._direct
-            fold: list[Any] = self._out._fold  # type: ignore[assignment]  # None: checked
-            # Through the host's send: a host that does not execute tuples as they are sent, or
-            # an anchor already acked or failed (a misuse: its child's ack must reach the
-            # ledger, which reports it).
-            if direct is None or (roots and (
-                    fold is None or inp._state != PENDING)):  # type: ignore[union-attr]
-                send = self._send
-                if not roots:  # an unanchored emit
-                    for t in targets:
-                        send(t, _RuntimeTuple(values, origin, None, t))
-                    return targets
-                self._out._send_anchored(values, origin, targets, inp)  # type: ignore[arg-type]
-                return targets
-            # The same, executing each tuple here (`_Emitter.bind`): every BasicBolt emit on
-            # the local runner.
-            executors, received, on_error = direct
-            if not roots:  # `_send_unanchored`'s direct case, inline (one call less a word)
-                for t in targets:
-                    tup = _RuntimeTuple(values, origin, None, t)
-                    received[t] += 1
-                    try:
-                        executors[t](tup)
-                    except Exception as exc:
-                        on_error(t, tup, exc)
-                return targets
-            (root,) = roots
-            rand = self._rand
-            # An edge that is created and acked before the anchor is acked cancels out of the
-            # ledger's XOR: the child goes with edge 0, and its ack, if it comes while it
-            # executes, is folded into the anchor's (OutputCollector.ack). A child still pending
-            # afterwards (held by its bolt) gets its random edge then, XORed into the anchor as
-            # usual; a failed one fails its tree whatever its edge.
-            for t in targets:
-                anchors = {root: 0}
-                tup = _RuntimeTuple(values, origin, anchors, t)
-                received[t] += 1
-                outer, outer_anchor = fold[0], fold[1]
-                fold[0] = tup
-                fold[1] = inp
-                try:
-                    executors[t](tup)
-                except Exception as exc:
-                    on_error(t, tup, exc)
-                finally:
-                    fold[0] = outer
-                    fold[1] = outer_anchor
-                if tup._state == PENDING:
-                    edge = anchors[root] = rand()
-                    inp._ack_val ^= edge  # type: ignore[union-attr]
-            return targets
-        if values.__class__ is not list:
-            values = list(values)
-        if not roots:
-            for t in targets:
-                items = opened.get((origin, t))
-                if items is None:
-                    items = self._channel(origin, t)
-                items.append(values)
-            return targets
-        if len(roots) > 1:
-            self._out._send_anchored(values, origin, targets, inp)  # type: ignore[arg-type]
-            return targets
-        # OutputCollector._send_anchored's single-tree case, straight into the packets.
-        (root,) = roots
-        rand = self._rand
-        for t in targets:
-            edge = rand()
-            inp._ack_val ^= edge  # type: ignore[union-attr]
-            items = opened.get((origin, t))
-            if items is None:
-                items = self._channel(origin, t)
-            items.append((values, {root: edge}))
-        return targets
+        return self._out.emit(values, self.input, stream)
 
     def emit_direct(self, task_id: int, values: Sequence[Any], stream: str = DEFAULT) -> list[int]:
         return self._out.emit_direct(task_id, values, self.input, stream)
@@ -575,6 +562,116 @@ class BasicOutputCollector:
 
     def __reduce__(self) -> tuple[Any, tuple[str]]:
         return (current_collector, ("basic",))
+
+
+class _ExecutingBasicCollector(BasicOutputCollector):
+    """A BasicBolt's collector on a host that executes tuples as they are sent (`_Executed`):
+    every BasicBolt emit on the local runner (acyclic topologies)."""
+
+    __slots__ = ()
+
+    def emit(self, values: Sequence[Any], stream: str = DEFAULT) -> list[int]:
+        # OutputCollector.emit's checks and routing inline, for an input in no tuple tree or in
+        # one (the common cases); the rest goes through OutputCollector._send_anchored. The
+        # lines up to `origin` are _PacketsBasicCollector.emit's too, repeated on purpose: a
+        # call to share them would cost about a tenth of an emit.
+        inp = self.input
+        roots = None if self._untracked or inp is None else inp._anchors
+        route = self._routes.get(stream)
+        if route is None or len(values) != route.arity or route.direct:
+            route = self._out._route(stream, values, direct=False)
+        targets = route.choose(values)
+        route.emitted += 1
+        stats = self._stats
+        stats.emitted += 1
+        stats.transferred += len(targets)
+        origin = route.origin
+        executors, received, on_error = self._direct
+        if not roots:  # `_Executed.unanchored`, inline (one call less a word)
+            for t in targets:
+                tup = _RuntimeTuple(values, origin, None, t)
+                received[t] += 1
+                try:
+                    executors[t](tup)
+                except Exception as exc:
+                    on_error(t, tup, exc)
+            return targets
+        fold = self._fold
+        # Through the host's send: more than one tree, or an anchor already acked or failed (a
+        # misuse: its child's ack must reach the ledger, which reports it).
+        if len(roots) > 1 or fold is None or inp._state != PENDING:  # type: ignore[union-attr]
+            self._out._send_anchored(values, origin, targets, inp)  # type: ignore[arg-type]
+            return targets
+        (root,) = roots
+        rand = self._rand
+        # An edge that is created and acked before the anchor is acked cancels out of the
+        # ledger's XOR: the child goes with edge 0, and its ack, if it comes while it executes,
+        # is folded into the anchor's (OutputCollector.ack). A child still pending afterwards
+        # (held by its bolt) gets its random edge then, XORed into the anchor as usual; a failed
+        # one fails its tree whatever its edge.
+        for t in targets:
+            anchors = {root: 0}
+            tup = _RuntimeTuple(values, origin, anchors, t)
+            received[t] += 1
+            outer, outer_anchor = fold[0], fold[1]
+            fold[0] = tup
+            fold[1] = inp
+            try:
+                executors[t](tup)
+            except Exception as exc:
+                on_error(t, tup, exc)
+            finally:
+                fold[0] = outer
+                fold[1] = outer_anchor
+            if tup._state == PENDING:
+                edge = anchors[root] = rand()
+                inp._ack_val ^= edge  # type: ignore[union-attr]
+        return targets
+
+
+class _PacketsBasicCollector(BasicOutputCollector):
+    """A BasicBolt's collector on a host that buffers tuples in packets (`_Packets`): every
+    BasicBolt emit in a Spark stage."""
+
+    __slots__ = ()
+
+    def emit(self, values: Sequence[Any], stream: str = DEFAULT) -> list[int]:
+        inp = self.input
+        roots = None if self._untracked or inp is None else inp._anchors
+        route = self._routes.get(stream)
+        if route is None or len(values) != route.arity or route.direct:
+            route = self._out._route(stream, values, direct=False)
+        targets = route.choose(values)
+        route.emitted += 1
+        stats = self._stats
+        stats.emitted += 1
+        stats.transferred += len(targets)
+        origin = route.origin
+        if values.__class__ is not list:
+            values = list(values)
+        opened = self._open
+        if not roots:  # `_Packets.unanchored`, inline
+            for t in targets:
+                items = opened.get((origin, t))
+                if items is None:
+                    items = self._channel(origin, t)
+                items.append(values)
+            return targets
+        if len(roots) > 1:
+            self._out._send_anchored(values, origin, targets, inp)  # type: ignore[arg-type]
+            return targets
+        # OutputCollector._send_anchored's single-tree case, straight into the packets.
+        (root,) = roots
+        rand = self._rand
+        channel = self._channel
+        for t in targets:
+            edge = rand()
+            inp._ack_val ^= edge  # type: ignore[union-attr]
+            items = opened.get((origin, t))
+            if items is None:
+                items = channel(origin, t)
+            items.append((values, {root: edge}))
+        return targets
 
 
 class _Wrapping:

@@ -1,0 +1,172 @@
+"""Collectors choose their host's delivery once, when bound (`squall.task.collectors`).
+
+A host buffers tuples in packets (the Spark runner's stages), executes them as they are sent
+(the local runner on an acyclic topology), or takes them through its `send` (a queue). Whichever
+the collector binds to, an emit reaches the same targets with the same values, the same tuple
+trees and the same counts; rebinding (a task moved to another host) switches the delivery.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from squall.task.collectors import BasicOutputCollector, OutputCollector
+from squall.task.routing import StreamRoute
+from squall.task.stats import TaskStats
+from squall.topology.fields import Fields
+from squall.topology.tuple import PENDING, Origin, Tuple, _RuntimeTuple
+
+SPLIT = Origin(Fields("sentence"), "spout", "default", 0)
+WORDS = Origin(Fields("word"), "split", "default", 1)
+TARGETS = [7, 8]
+
+
+class QueuedHost:
+    """Tuples through `send`, which records them (as a queue would hold them)."""
+
+    packets = None
+    ack_xor = None
+    transactional_batches = False
+
+    def __init__(self) -> None:
+        self.delivered: list[Tuple] = []
+        self.errors: list[Any] = []
+
+    def send(self, task_id: int, tup: Tuple) -> None:
+        self.delivered.append(tup)
+
+    def ack(self, root: int, value: int, component: str) -> None: ...
+
+    def fail(self, root: int, component: str) -> None: ...
+
+    def reset(self, root: int, component: str) -> None: ...
+
+    def report_error(self, component: str, task: int, error: BaseException,
+                     stream: str | None = None) -> None:
+        self.errors.append(error)
+
+
+class ExecutingHost(QueuedHost):
+    """Executes each tuple as it is sent and says how (`direct_delivery`), as the local runner
+    does on an acyclic topology; its executors record the tuples."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.received = [0] * 10
+        executors = {t: self.delivered.append for t in TARGETS}
+        self.direct_delivery = (executors, self.received, self._error)
+        self.ack_folding: list[Any] = [None, None, {}]
+
+    def send(self, task_id: int, tup: Tuple) -> None:
+        self.received[task_id] += 1
+        self.delivered.append(tup)
+
+    def _error(self, task: int, tup: Tuple, exc: Exception) -> None:
+        self.errors.append(exc)
+
+
+class Packets:
+    """A packet buffer (the shape of `squall.runtime.spark.row_schema.Packets`): per target, the
+    values of unanchored tuples, `(values, anchors)` for anchored ones."""
+
+    def __init__(self) -> None:
+        self.per_target: dict[int, list[Any]] = {t: [] for t in TARGETS}
+        self.open: dict[tuple[Any, int], list[Any]] = {}
+
+    def channel(self, origin: Any, target: int) -> list[Any]:
+        items = self.open[(origin, target)] = self.per_target[target]
+        return items
+
+    def send(self, task_id: int, tup: Tuple) -> None:
+        values = list(tup.values)
+        self.channel(tup._origin, task_id).append(
+            (values, tup._anchors) if tup._anchors else values)
+
+
+class PacketsHost(QueuedHost):
+    def __init__(self) -> None:
+        super().__init__()
+        self.packets = Packets()  # type: ignore[assignment]
+        self.send = self.packets.send  # type: ignore[method-assign]
+
+
+class Task:
+    """What a collector reads of its task (squall.task.surfaces.EmittingTask)."""
+
+    component_id = "split"
+    task_id = 1
+    capture: list[Any] | None = None
+    tracking = True
+
+    def __init__(self, host: Any) -> None:
+        self.host = host
+        self.stats = TaskStats()
+        self.routes = {"default": StreamRoute("default", Fields("word"), False,
+                                              [lambda values: TARGETS], frozenset(), WORDS)}
+        self.rand64 = iter(range(101, 10_000)).__next__
+
+
+def delivered(host: Any) -> list[tuple[int, list[Any], dict[int, int] | None]]:
+    """(target, values, anchors) of every tuple the host got, in order per target."""
+    if isinstance(host, PacketsHost):
+        return [(t, *(item if isinstance(item, tuple) else (item, None)))
+                for t, items in host.packets.per_target.items() for item in items]
+    return sorted(((t._task, list(t.values), t._anchors) for t in host.delivered),
+                  key=lambda d: d[0])
+
+
+def emit_all(host: Any) -> tuple[Any, list[Tuple]]:
+    task = Task(host)
+    out = OutputCollector(task)  # type: ignore[arg-type]
+    basic = BasicOutputCollector(out)
+    inputs = [_RuntimeTuple(["a b"], SPLIT, None, 1), _RuntimeTuple(["c"], SPLIT, {5: 6}, 1),
+              _RuntimeTuple(["d"], SPLIT, {5: 6, 9: 10}, 1)]
+    for inp in inputs:  # no tree, one tree, two trees
+        basic.input = inp
+        for word in inp.values[0].split():
+            basic.emit([word])
+    out.emit(("e",))  # unanchored, values as a tuple
+    out.emit(["f"], inputs[1])
+    out.emit_many([["g"], ("h",)])
+    return task, inputs
+
+
+@pytest.mark.parametrize("host_type", [QueuedHost, ExecutingHost, PacketsHost])
+def test_every_delivery_gives_the_same_tuples_trees_and_counts(host_type):
+    reference = QueuedHost()
+    _, ref_inputs = emit_all(reference)
+    host = host_type()
+    task, inputs = emit_all(host)
+    assert not host.errors
+    assert delivered(host) == delivered(reference)
+    assert [i._ack_val for i in inputs] == [i._ack_val for i in ref_inputs]
+    assert all(i._state == PENDING for i in inputs)
+    assert (task.stats.emitted, task.stats.transferred) == (8, 16)
+    if host_type is ExecutingHost:
+        assert host.received[7] == host.received[8] == 8
+
+
+def test_bind_chooses_the_basic_collectors_emit_path_and_rebinding_switches_it():
+    task = Task(ExecutingHost())
+    out = OutputCollector(task)  # type: ignore[arg-type]
+    basic = BasicOutputCollector(out)
+    executing = type(basic)
+    assert executing is not BasicOutputCollector and isinstance(basic, BasicOutputCollector)
+    basic.bind(PacketsHost(), task.routes, task.rand64)  # type: ignore[arg-type]
+    assert type(basic) not in (executing, BasicOutputCollector)
+    queued = QueuedHost()
+    basic.bind(queued, task.routes, task.rand64)  # type: ignore[arg-type]
+    assert type(basic) is BasicOutputCollector  # the general path, through OutputCollector
+    basic.emit(["x"])
+    assert delivered(queued) == [(7, ["x"], None), (8, ["x"], None)]
+
+
+def test_a_capturing_collector_emits_through_the_output_collector_on_any_host():
+    task = Task(ExecutingHost())
+    task.capture = []
+    basic = BasicOutputCollector(OutputCollector(task))  # type: ignore[arg-type]
+    assert type(basic) is BasicOutputCollector
+    basic.emit(["x"])
+    assert task.capture == [("default", ["x"])]
