@@ -179,17 +179,15 @@ def _finish(terminal: Terminal, df: Any, keys: tuple[str, ...],
 
 
 def _aggregate(terminal: Terminal, df: Any, keys: tuple[str, ...],
-               value_fields: tuple[str, ...], extra: Sequence[Any] = (),
-               order: bool = False) -> pa.Table:
+               value_fields: tuple[str, ...]) -> pa.Table:
     """A built-in combiner as a Spark SQL aggregation by `keys` (encoded fields), one
     column per value type (`$v#s`, `$v#i`, `$v#d`, and `$v#xn` counting other values: no
-    field can be named so), plus
-    `extra` aggregate columns; the result as Arrow on the driver."""
+    field can be named so); the result as Arrow on the driver."""
     op = terminal_op(terminal)
     sql = op.sql
     if value_fields == ("$partial",):
         sql = "sum" if sql == "count" else sql  # partial counts add up
-    aggs = list(extra)
+    aggs: list[Any] = []
     if sql == "count":
         aggs.append(F.count(F.lit(1)).alias("$v#i"))
     else:
@@ -204,8 +202,6 @@ def _aggregate(terminal: Terminal, df: Any, keys: tuple[str, ...],
         aggs.append(F.count(_col(names, f"{v}#x")).alias("$v#xn"))
     grouped = [c for k in keys for c in _present(df.columns, k)]
     result = df.groupBy(*grouped).agg(*aggs) if keys else df.agg(*aggs)
-    if order:  # by the first key (a window's start), sorted in the JVM
-        result = result.orderBy(*_present(df.columns, keys[0]))
     return result.toArrow()
 
 
