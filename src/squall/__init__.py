@@ -30,6 +30,7 @@ from squall.errors import (
     NotPicklableError,
     ReliabilityError,
     SquallError,
+    TransactionFailedError,
 )
 from squall.reliability.retries import DEAD_LETTER, DEAD_LETTER_FIELDS
 from squall.runners import run
@@ -86,6 +87,7 @@ __all__ = [
     "Topology",
     "TopologyBuilder",
     "TopologyContext",
+    "TransactionFailedError",
     "Tuple",
     "TupleWindow",
     "Values",

@@ -83,5 +83,10 @@ class BatchRetryError(SquallError):
     """
 
 
+class TransactionFailedError(SquallError):
+    """A Trident transaction failed its last attempt (`squall.trident.max.attempts`, or the
+    attempt a stop interrupted); the run ends with it, and a restart replays the transaction."""
+
+
 class FailedException(Exception):
     """Raise from `BasicBolt.execute` to fail the input tuple (and so replay its spout tuple)."""

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,14 +20,13 @@ from squall.results import RunResult
 from squall.runtime.clock import Clock, current_clock
 from squall.runtime.local.engine import LocalEngine
 from squall.runtime.local.trident import LocalTridentRunner
-from squall.topology.config_keys import check_config
+from squall.runtime.run_config import RunConfig, resolve
 from squall.topology.description import Topology
 from squall.transactional.builder import is_transactional
 from squall.trident.plan import is_trident
 
 RUNNERS = ("spark", "local")
 DEFAULT_RUNNER = "spark"
-_log = logging.getLogger("squall.config")
 
 
 def check_runner(runner: str) -> None:
@@ -85,26 +83,26 @@ def make_runner(
     (`squall.trident`).
     """
     check_runner(runner)
-    for warning in check_config(conf):
-        _log.warning("%s", warning)
+    if runner == "spark" and clock is not None:
+        raise ValueError("the spark runner takes its time from the micro-batches; "
+                         "a clock can only be given to the local runner")
+    # Checked and resolved once, here; the runner reads the result (squall.runtime.run_config).
+    config = resolve(topology, conf, runner=runner)
     if runner == "spark":
-        if clock is not None:
-            raise ValueError("the spark runner takes its time from the micro-batches; "
-                             "a clock can only be given to the local runner")
-        return _spark_runner(topology, conf, master, checkpoint_location)
+        return _spark_runner(topology, config, master, checkpoint_location)
     if is_trident(topology):
-        return LocalTridentRunner(topology, conf, clock=clock or current_clock(),
+        return LocalTridentRunner(topology, config, clock=clock or current_clock(),
                                   checkpoint_location=checkpoint_location)
     if checkpoint_location is not None and is_transactional(topology):
         # Its coordinator keeps its own transactions in its store, which is what resumes
         # it (exactly-once already); restoring its bolts from the runner's snapshots as well
         # would mix two protocols, so the runner keeps no commit record of its own.
         checkpoint_location = None
-    return LocalEngine(topology, conf, clock=clock or current_clock(),
+    return LocalEngine(topology, config, clock=clock or current_clock(),
                        checkpoint_location=checkpoint_location)
 
 
-def _spark_runner(topology: Topology, conf: Mapping[str, Any] | None, master: str | None,
+def _spark_runner(topology: Topology, conf: RunConfig, master: str | None,
                   checkpoint_location: str | None) -> Runner:
     # Imported here, not at the top: the Spark runners import pyspark, which takes seconds to
     # load, and `import squall` (and the local runner) must not need it.

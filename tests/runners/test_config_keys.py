@@ -1,7 +1,8 @@
-"""Configuration is checked before a run on both runners and at `-c`.
-
-Before: a misspelt key was accepted silently, `ten` seconds ended in a raw ValueError from deep
-in a runner, and `topology.max.spout.pending=-5` hung at `emitted=0`.
+"""Configuration is checked before a run on both runners and at `-c`: a misspelt key, a value
+of the wrong kind (`ten` seconds) or out of range (`topology.max.spout.pending=-5`) is refused
+naming the key, never accepted silently or left to fail deep in a runner. Every kind of topology
+(Storm API, transactional, Trident) is checked once, when its runner is made, and a runner built
+directly checks its configuration the same way.
 """
 
 from __future__ import annotations
@@ -15,8 +16,16 @@ from support.examples import ROOT
 
 from squall import BasicBolt, ConfigError, Fields, TopologyBuilder, run
 from squall.runners import make_runner
+from squall.runtime.local.engine import LocalEngine
+from squall.runtime.local.trident import LocalTridentRunner
+from squall.runtime.spark.driver import SparkRunner
+from squall.runtime.spark.transactional import TransactionalSparkRunner
+from squall.runtime.spark.trident import TridentSparkRunner
 from squall.testing import FixedTupleSpout
 from squall.topology.config_keys import KEYS, STORM_KEYS_WITHOUT_EFFECT
+from squall.transactional import BatchBolt, Committer, MemoryTransactionalSpout
+from squall.transactional.builder import TransactionalTopologyBuilder
+from squall.trident import FixedBatchSpout, TridentTopology
 
 
 class Echo(BasicBolt):
@@ -83,6 +92,64 @@ def test_topology_workers_is_checked_and_warns_that_it_has_no_effect(runner, cap
     with pytest.raises(ConfigError, match=re.escape(
             "topology.workers must be a positive integer, got 0")):
         make_runner(numbers().create_topology(), {"topology.workers": 0}, runner=runner)
+
+
+class Counted(BatchBolt, Committer):
+    def prepare(self, conf, context, collector, attempt):
+        self.n = 0
+
+    def execute(self, tup):
+        self.n += 1
+
+
+def transactional_numbers():
+    spout = MemoryTransactionalSpout({0: [[1], [2]]}, Fields("n"), 1)
+    b = TransactionalTopologyBuilder("numbers-tx", "numbers", spout, 1)
+    b.set_bolt("count", Counted()).global_grouping("numbers")
+    return b.create_topology()
+
+
+def trident_numbers():
+    t = TridentTopology()
+    t.new_stream("numbers", FixedBatchSpout(["n"], 1, [1], [2]))
+    return t.build()
+
+
+KINDS = {"storm": lambda: numbers().create_topology(), "transactional": transactional_numbers,
+         "trident": trident_numbers}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_kind_of_topology_is_checked_once_when_its_runner_is_made(
+        runner, kind, caplog, tmp_path):
+    # The runner is made, not started. One warning: the configuration is resolved once, at
+    # make_runner, and the runner reads what it resolved instead of checking it again.
+    with caplog.at_level(logging.WARNING, logger="squall.config"):
+        made = make_runner(KINDS[kind](), {"topology.worker.childopts": "-Xmx2g"},
+                           runner=runner, checkpoint_location=str(tmp_path / "cp"))
+    assert [r.getMessage() for r in caplog.records] == [
+        "topology.worker.childopts is a Storm key that has no effect in squall (ignored)"]
+    with pytest.raises(ConfigError, match=re.escape(
+            "topology.max.spout.pending must be a positive integer (0 or unset: no bound), "
+            "got -5")):
+        make_runner(KINDS[kind](), {"topology.max.spout.pending": -5}, runner=runner,
+                    checkpoint_location=str(tmp_path / "cp2"))
+    assert made.topology is not None
+
+
+RUNNER_CLASSES = [(LocalEngine, "storm"), (LocalEngine, "transactional"),
+                  (LocalTridentRunner, "trident"), (SparkRunner, "storm"),
+                  (TransactionalSparkRunner, "transactional"), (TridentSparkRunner, "trident")]
+
+
+@pytest.mark.parametrize("cls, kind", RUNNER_CLASSES,
+                         ids=[f"{c.__name__}-{k}" for c, k in RUNNER_CLASSES])
+def test_a_runner_built_directly_checks_its_configuration_as_make_runner_does(
+        cls, kind, tmp_path):
+    # Refused before any Spark session is started: the Spark runners' cases take none.
+    with pytest.raises(ConfigError, match=re.escape(
+            "unknown configuration key 'topolgy.debug': did you mean 'topology.debug'?")):
+        cls(KINDS[kind](), {"topolgy.debug": True}, checkpoint_location=str(tmp_path))
 
 
 def test_a_components_configuration_is_checked_when_the_topology_is_built():

@@ -11,7 +11,7 @@ import dataclasses
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from squall.components.partitioned_source import MALFORMED
@@ -24,7 +24,8 @@ from squall.metrics.snapshot import (
     MetricsSnapshot,
 )
 from squall.metrics.user import merge_partial, value_of
-from squall.results import METRIC_COUNTERS, ComponentStats, ErrorRecord
+from squall.protocols import Progress
+from squall.results import METRIC_COUNTERS, ComponentStats, ErrorRecord, RunResult
 from squall.state.base import KeyValueState
 
 CAPACITY_WINDOW_MS = 10_000
@@ -138,6 +139,31 @@ class Reporting:
                 for b in self.batch_metrics()]
 
     _ended_ms: int | None = None  # the run's elapsed time, frozen when it ended
+    elapsed_ms = 0  # the last run's duration (monotonic time), set when it ends
+
+    def result(self) -> RunResult:
+        raise NotImplementedError
+
+    def run_bracket(self, drive: Callable[[float], None], *,
+                    close: Callable[[], None] | None = None,
+                    on_progress: Progress | None = None) -> RunResult:
+        """The frame of every runner's `run`: the elapsed time starts, `drive(started)` runs
+        the topology (`started`: `time.monotonic()` when the run began), `close()` runs however
+        `drive` ended, the elapsed time stops, `on_progress` gets the last snapshot (whose status
+        is `finished`), and the result is returned."""
+        started = time.monotonic()
+        self._began, self._ended_ms = started, None
+        try:
+            drive(started)
+        finally:
+            if close is not None:
+                close()
+            self.elapsed_ms = int((time.monotonic() - started) * 1000)
+            self._began = None  # elapsed_now_ms: the run's duration from now on
+        self.mark_run_ended()
+        if on_progress is not None:
+            on_progress(self.metrics())
+        return self.result()
 
     def mark_run_ended(self) -> None:
         """`run` is returning: elapsed time stops, and the status says `finished`."""

@@ -33,10 +33,11 @@ from squall.results import ComponentStats, ErrorRecord
 from squall.runners import check_runner
 from squall.runtime.clock import SimulatedClock
 from squall.runtime.local.engine import LocalEngine
+from squall.runtime.run_config import resolve
 from squall.task.tasks import SpoutTask
 from squall.testing.fixed import FixedTupleSpout
 from squall.testing.time import current_clock
-from squall.topology.config import Config, configured_message_timeout_ms
+from squall.topology.config import configured_message_timeout_ms
 from squall.topology.description import Topology
 from squall.trident.plan import is_trident
 
@@ -189,11 +190,11 @@ def complete_topology(
         topology = with_mocked_sources(topology, mocked_sources)
     if runner == "spark":
         return _complete_on_spark(topology, conf, max_time_ms)
-    effective = Config.effective_of(conf)
+    config = resolve(topology, conf, runner="local")
     if max_time_ms is None:
-        max_time_ms = 10 * configured_message_timeout_ms(effective) + 60_000
+        max_time_ms = 10 * configured_message_timeout_ms(config.effective) + 60_000
     clock = current_clock() or SimulatedClock()
-    engine = LocalEngine(topology, conf, clock=clock, capture=True)
+    engine = LocalEngine(topology, config, clock=clock, capture=True)
     start = clock.now_ms()
     result = engine.run(
         until_complete=True, should_stop=lambda: clock.now_ms() - start > max_time_ms
@@ -289,12 +290,12 @@ def _complete_trident_locally(topology: Topology, conf: Mapping[str, Any] | None
                               max_time_ms: int | None) -> Any:
     from squall.runtime.local.trident import BATCH_INTERVAL, LocalTridentRunner  # noqa: PLC0415
 
-    effective = Config.effective_of(conf)
+    config = resolve(topology, conf, runner="local")
     if max_time_ms is None:
-        max_time_ms = 10 * configured_message_timeout_ms(effective) + 60_000
+        max_time_ms = 10 * configured_message_timeout_ms(config.effective) + 60_000
     clock = current_clock() or SimulatedClock()
-    chosen = LocalTridentRunner(topology, conf, clock=clock, capture=True)
-    interval = int(effective.get(BATCH_INTERVAL) or 500)
+    chosen = LocalTridentRunner(topology, config, clock=clock, capture=True)
+    interval = int(config.effective.get(BATCH_INTERVAL) or 500)
     step = chosen.step
 
     def timed_step() -> bool:

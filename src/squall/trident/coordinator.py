@@ -19,10 +19,11 @@ before the write replays the same txid, which transactional and opaque map state
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
-from squall.errors import InvalidTopologyError, SquallError
+from squall.errors import InvalidTopologyError, SquallError, TransactionFailedError
 from squall.transaction_kernel.progress_store import CURR, open_store
 from squall.trident.plan import (
     PLAN_FORMAT,
@@ -56,6 +57,66 @@ def retry_pause_ms(attempt: int) -> int:
     [100, 200, 400, 10000, 10000]
     """
     return min(10_000, 100 * 2 ** min(attempt - 1, 7))
+
+
+Batches = TypeVar("Batches")
+Output = TypeVar("Output")
+_log = logging.getLogger("squall")
+
+
+def attempt_transaction(txid: int, emit: Callable[[int], Batches],
+                        evaluate: Callable[[Batches], Output],
+                        failed: Callable[[Batches, Exception, str], None], *,
+                        blamed: str, max_attempts: int | None,
+                        pause_ms: Callable[[int], None],
+                        stopping: Callable[[], bool] = lambda: False) -> Output:
+    """Transaction `txid` evaluated until an attempt succeeds: Storm's replay of a failed batch,
+    the one attempt loop of both runners.
+
+    `emit(attempt)` gives the spouts' batches for an attempt (a replay's are the same data),
+    `evaluate(batches)` runs the plan over them and returns its output. When it raises,
+    `failed(batches, error, component)` records the failure against the component the error
+    names (`blamed` when it names none), and after `retry_pause_ms` (through `pause_ms`, the
+    runner's clock) the next attempt starts. After `max_attempts` failed attempts (unset: never),
+    or when `stopping()` says the run is ending, it raises a `TransactionFailedError` naming
+    the transaction, the attempts and the last error (what `emit` raises is not caught).
+
+    >>> failures = []
+    >>> def evaluate(batch):
+    ...     if len(failures) < 2:
+    ...         raise ValueError("store down")
+    ...     return sum(batch)
+    >>> attempt_transaction(7, lambda attempt: [1, 2], evaluate,
+    ...                     lambda b, e, c: failures.append((c, str(e))), blamed="sink",
+    ...                     max_attempts=None, pause_ms=lambda ms: None)
+    3
+    >>> failures
+    [('sink', 'store down'), ('sink', 'store down')]
+    >>> def broken(batch):
+    ...     raise ValueError("bad row")
+    >>> try:
+    ...     attempt_transaction(8, lambda attempt: [1], broken, lambda b, e, c: None,
+    ...                         blamed="sink", max_attempts=2, pause_ms=lambda ms: None)
+    ... except TransactionFailedError as error:
+    ...     print(error.component, error.message)
+    sink Trident transaction 8 failed 2 attempts (squall.trident.max.attempts); last error: bad row
+    """
+    attempt = 0
+    while True:
+        attempt += 1
+        batches = emit(attempt)
+        try:
+            return evaluate(batches)
+        except Exception as exc:
+            component = getattr(exc, "component", None) or blamed
+            failed(batches, exc, component)
+            _log.error("squall: Trident batch %d attempt %d failed: %s", txid, attempt, exc)
+            if (max_attempts is not None and attempt >= max_attempts) or stopping():
+                raise TransactionFailedError(
+                    f"Trident transaction {txid} failed {attempt} attempts ({MAX_ATTEMPTS}); "
+                    f"last error: {getattr(exc, 'message', exc)}",
+                    component=component, field=getattr(exc, "field", None)) from exc
+            pause_ms(retry_pause_ms(attempt))
 
 
 # What each state type needs from every spout feeding it (Storm's spout x state table).

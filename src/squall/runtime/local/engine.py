@@ -14,7 +14,6 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from squall.components.windowed import check_window_limits
 from squall.errors import ReliabilityError
 from squall.protocols import Progress
 from squall.reliability.acker import AckerLedger, Outcome
@@ -31,6 +30,7 @@ from squall.runtime.gc_pause import full_collections_deferred
 from squall.runtime.lifecycle import Controls, Lifecycle
 from squall.runtime.local.transactions import LocalTransactions
 from squall.runtime.reporting import Reporting, task_figures
+from squall.runtime.run_config import RunConfig, resolve
 from squall.runtime.settlement import OutcomeReceiver, Settlement, deliver_to_spout
 from squall.task.checkpointing import CheckpointSpoutTask, is_stateful_topology
 from squall.task.end_of_input import EndOfInput
@@ -39,7 +39,6 @@ from squall.task.tasks import BoltTask, SpoutTask, TaskRuntime
 from squall.topology.config import (
     TOPOLOGY_SLEEP_SPOUT_WAIT_MS,
     TOPOLOGY_TICK_TUPLE_FREQ_SECS,
-    Config,
     checkpoint_interval_ms,
     configured_message_timeout_ms,
     num_ackers,
@@ -60,15 +59,16 @@ class LocalEngine(Controls, Reporting):
     def __init__(
         self,
         topology: Topology,
-        conf: Mapping[str, Any] | None = None,
+        conf: Mapping[str, Any] | RunConfig | None = None,
         *,
         clock: Clock | None = None,
         capture: bool = False,
         checkpoint_location: str | None = None,
     ) -> None:
-        check_window_limits(topology, conf)
+        config = resolve(topology, conf, runner="local")
+        conf = config.user
         self.topology = topology
-        self.conf = Config.effective_of(conf)
+        self.conf = config.effective
         self.clock: Clock = clock or RealClock()
         # The Host's clock is the engine's: its own method, bound here, so a read of the time
         # (a windowed bolt's every tuple, a spout's every tracked emit) is one call, not two.
@@ -465,10 +465,13 @@ class LocalEngine(Controls, Reporting):
         tests take no real time.
         """
         with full_collections_deferred():
-            return self._run(duration_ms, until_complete, should_stop, on_progress,
-                             progress_every_ms, max_idle_rounds)
+            self.start()  # a run again goes on from the first run's start (`_start_ms`)
+            return self.run_bracket(
+                lambda _started: self._drive(duration_ms, until_complete, should_stop,
+                                             on_progress, progress_every_ms, max_idle_rounds),
+                close=self.stop, on_progress=on_progress)
 
-    def _run(
+    def _drive(
         self,
         duration_ms: int | None,
         until_complete: bool,
@@ -476,9 +479,7 @@ class LocalEngine(Controls, Reporting):
         on_progress: Progress | None,
         progress_every_ms: int,
         max_idle_rounds: int | None,
-    ) -> RunResult:
-        self.start()
-        self._ended_ms = None  # a run again: the clock goes on (squall.runtime.reporting)
+    ) -> None:
         clock = self.clock
         start = clock.now_ms()
         wait_ms = int(self.conf.get(TOPOLOGY_SLEEP_SPOUT_WAIT_MS) or 1)
@@ -486,71 +487,64 @@ class LocalEngine(Controls, Reporting):
         next_batch_end = start + self.batch_ms
         idle = 0
         life = self.lifecycle
-        try:
-            while True:
-                if life.active != self._spouts_active:
-                    self._spouts_active = life.active
-                    for spout in self.spouts:
-                        spout.set_active(life.active)
-                work = self.round()
-                now = clock.now_ms()
-                if now >= next_batch_end:
-                    self.end_batch()
-                    next_batch_end = now + self.batch_ms
-                    work += 1  # its acks reach the spouts in the next round
-                if self.ticks:
-                    work += self._send_ticks(now)
-                if on_progress is not None and now >= next_progress:
-                    on_progress(self.metrics())
-                    next_progress = now + progress_every_ms
-                if duration_ms is not None and now - start >= duration_ms:
-                    break
-                if should_stop is not None and should_stop():
-                    break
-                # A requested stop waits for the trees in flight (or its deadline): the last
-                # batch then commits them, so a restart resumes exactly.
-                if life.stop_requested and life.should_stop(
-                        not self.queue and self.pending() == 0):
-                    break
-                if work:
-                    idle = 0
-                    continue
-                if self.end_of_input.due(self.spouts):
-                    for bolt in self.end_of_input.order:  # upstream first: flushes flow down
-                        bolt.end_of_input()
-                        self.drain()
-                    if self.checkpoint is not None:
-                        self.checkpoint.end_of_input()
-                    continue
-                if until_complete and self.complete() and (
-                        self.checkpoint is None or self.checkpoint.settled()):
-                    break
-                idle += 1
-                if max_idle_rounds is not None and idle > max_idle_rounds:
-                    break
-                if clock.simulated:
-                    # The next thing that can happen: a timeout, or a batch end (which lets
-                    # bolts that hold tuples until then flush and ack them).
-                    deadline = self.next_deadline()
-                    if deadline is not None:
-                        deadline = min([deadline, next_batch_end] + [t[0] for t in self.ticks])
-                    if self.checkpoint is not None:
-                        due = self.checkpoint.next_deadline(
-                            all(s.exhausted() for s in self.spouts))
-                        if due is not None:
-                            deadline = due if deadline is None else min(deadline, due)
-                    if deadline is not None and deadline > now:
-                        clock.advance_to(deadline)  # type: ignore[attr-defined]
-                    else:
-                        clock.sleep_ms(wait_ms)
+        while True:
+            if life.active != self._spouts_active:
+                self._spouts_active = life.active
+                for spout in self.spouts:
+                    spout.set_active(life.active)
+            work = self.round()
+            now = clock.now_ms()
+            if now >= next_batch_end:
+                self.end_batch()
+                next_batch_end = now + self.batch_ms
+                work += 1  # its acks reach the spouts in the next round
+            if self.ticks:
+                work += self._send_ticks(now)
+            if on_progress is not None and now >= next_progress:
+                on_progress(self.metrics())
+                next_progress = now + progress_every_ms
+            if duration_ms is not None and now - start >= duration_ms:
+                break
+            if should_stop is not None and should_stop():
+                break
+            # A requested stop waits for the trees in flight (or its deadline): the last
+            # batch then commits them, so a restart resumes exactly.
+            if life.stop_requested and life.should_stop(
+                    not self.queue and self.pending() == 0):
+                break
+            if work:
+                idle = 0
+                continue
+            if self.end_of_input.due(self.spouts):
+                for bolt in self.end_of_input.order:  # upstream first: flushes flow down
+                    bolt.end_of_input()
+                    self.drain()
+                if self.checkpoint is not None:
+                    self.checkpoint.end_of_input()
+                continue
+            if until_complete and self.complete() and (
+                    self.checkpoint is None or self.checkpoint.settled()):
+                break
+            idle += 1
+            if max_idle_rounds is not None and idle > max_idle_rounds:
+                break
+            if clock.simulated:
+                # The next thing that can happen: a timeout, or a batch end (which lets
+                # bolts that hold tuples until then flush and ack them).
+                deadline = self.next_deadline()
+                if deadline is not None:
+                    deadline = min([deadline, next_batch_end] + [t[0] for t in self.ticks])
+                if self.checkpoint is not None:
+                    due = self.checkpoint.next_deadline(
+                        all(s.exhausted() for s in self.spouts))
+                    if due is not None:
+                        deadline = due if deadline is None else min(deadline, due)
+                if deadline is not None and deadline > now:
+                    clock.advance_to(deadline)  # type: ignore[attr-defined]
                 else:
                     clock.sleep_ms(wait_ms)
-        finally:
-            self.stop()
-        self.mark_run_ended()
-        if on_progress is not None:
-            on_progress(self.metrics())
-        return self.result()
+            else:
+                clock.sleep_ms(wait_ms)
 
     def task_counters(self) -> list[tuple[int, dict[str, Any]]]:
         def counters(task: TaskRuntime) -> dict[str, Any]:

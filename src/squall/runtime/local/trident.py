@@ -16,21 +16,19 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-import time
 from collections.abc import Mapping
 from typing import Any
 
-from squall.errors import SquallError
 from squall.protocols import Progress
 from squall.results import ComponentStats, ErrorRecord, RunResult
 from squall.runtime.checkpoint_location import prepare_location
 from squall.runtime.clock import Clock, RealClock
 from squall.runtime.lifecycle import Controls, Lifecycle
 from squall.runtime.reporting import Reporting
-from squall.topology.config import Config
+from squall.runtime.run_config import RunConfig, resolve
 from squall.topology.description import Topology
 from squall.transaction_kernel.progress_store import STORE
-from squall.trident.coordinator import MAX_ATTEMPTS, BatchCoordinator, retry_pause_ms
+from squall.trident.coordinator import MAX_ATTEMPTS, BatchCoordinator, attempt_transaction
 from squall.trident.execution import BatchExecutor
 from squall.trident.plan import Plan, trident_plan
 from squall.trident.stats import TridentStats
@@ -43,16 +41,16 @@ BATCH_INTERVAL = "topology.trident.batch.emit.interval.millis"  # Storm's thrott
 class LocalTridentRunner(Controls, Reporting):
     """Runs a topology built by `TridentTopology` (see the module documentation)."""
 
-    def __init__(self, topology: Topology, conf: Mapping[str, Any] | None = None, *,
+    def __init__(self, topology: Topology, conf: Mapping[str, Any] | RunConfig | None = None, *,
                  clock: Clock | None = None, checkpoint_location: str | None = None,
                  capture: bool = False) -> None:
         self.topology = topology
         self.plan = trident_plan(topology)
         self.dir = prepare_location(checkpoint_location or
                                     tempfile.mkdtemp(prefix="squall-trident-"))
-        self.user_conf = dict(conf or {})
-        self.user_conf.setdefault(STORE, {"dir": os.path.join(self.dir, "trident")})
-        self.conf = Config.effective_of(self.user_conf)
+        config = resolve(topology, conf, runner="local").with_defaults(
+            {STORE: {"dir": os.path.join(self.dir, "trident")}})
+        self.user_conf, self.conf = config.user, config.effective
         self.clock = clock or RealClock()
         self.coordinator = BatchCoordinator(self.plan, self.user_conf, "local")
         self.executor: BatchExecutor | None = None
@@ -70,34 +68,30 @@ class LocalTridentRunner(Controls, Reporting):
         """Runs the next transaction to its commit; False if its batch was empty."""
         assert self.executor is not None
         txid = self.coordinator.next_txid
+        executor = self.executor
         max_attempts = self.conf.get(MAX_ATTEMPTS)
-        attempt = 0
-        while True:
-            attempt += 1
+
+        def emit(attempt: int) -> dict[str, Any]:
             batches = self.coordinator.emit(txid)
             if attempt == 1:  # its files are read again on a retry: told once
                 self.stats.malformed(self.coordinator.malformed(), self.errors,
                                      self.clock.now_ms())
-            try:
-                out = self.executor.run(
-                    txid, batches, final=self.coordinator.exhausted_after(txid),
-                    time_ms=self.coordinator.batch_time(txid, self.clock.now_ms()))
-            except Exception as exc:
-                self.failed_attempts += 1
-                component = getattr(exc, "component", None) or self.plan.nodes[-1].cid
-                self.errors.append(ErrorRecord(component, 0, exc, time_ms=self.clock.now_ms()))
-                self.stats.error(component)
-                self.stats.add_batch({c: sum(map(len, p)) for c, p in batches.items()}, False)
-                log.error("squall: Trident batch %d attempt %d failed: %s", txid, attempt, exc)
-                if max_attempts is not None and attempt >= int(max_attempts):
-                    raise SquallError(f"Trident transaction {txid} failed {attempt} attempts "
-                                      f"({MAX_ATTEMPTS}); last error: "
-                                      f"{getattr(exc, 'message', exc)}",
-                                      component=component,
-                                      field=getattr(exc, "field", None)) from exc
-                self.clock.sleep_ms(retry_pause_ms(attempt))
-                continue
-            break
+            return batches
+
+        def evaluate(batches: dict[str, Any]) -> dict[str, Any]:
+            return executor.run(txid, batches, final=self.coordinator.exhausted_after(txid),
+                                time_ms=self.coordinator.batch_time(txid, self.clock.now_ms()))
+
+        def failed(batches: dict[str, Any], exc: Exception, component: str) -> None:
+            self.failed_attempts += 1
+            self.errors.append(ErrorRecord(component, 0, exc, time_ms=self.clock.now_ms()))
+            self.stats.error(component)
+            self.stats.add_batch({c: sum(map(len, p)) for c, p in batches.items()}, False)
+
+        out = attempt_transaction(
+            txid, emit, evaluate, failed, blamed=self.plan.nodes[-1].cid,
+            max_attempts=None if max_attempts is None else int(max_attempts),
+            pause_ms=self.clock.sleep_ms)
         self.coordinator.commit(txid)
         self.committed.append(txid)
         sizes = {cid: sum(map(len, parts)) for cid, parts in out.items()}
@@ -110,15 +104,14 @@ class LocalTridentRunner(Controls, Reporting):
     # ---- running -----------------------------------------------------------------------------
     def run(self, *, duration_ms: int | None = None, until_complete: bool = True,
             on_progress: Progress | None = None, progress_every_ms: int = 1000) -> RunResult:
-        started = time.monotonic()
-        self._began, self._ended_ms = started, None
-        clock = self.clock
-        start = clock.now_ms()
-        interval = int(self.conf.get(BATCH_INTERVAL) or 500)
-        next_progress = start + progress_every_ms
-        self.coordinator.open()
-        self.executor = BatchExecutor(self.plan, self.user_conf, location=self.dir)
-        try:
+        def drive(_started: float) -> None:
+            self.executor = None
+            self.coordinator.open()
+            self.executor = BatchExecutor(self.plan, self.user_conf, location=self.dir)
+            clock = self.clock
+            start = clock.now_ms()
+            interval = int(self.conf.get(BATCH_INTERVAL) or 500)
+            next_progress = start + progress_every_ms
             while True:
                 if until_complete and self.coordinator.exhausted():
                     break
@@ -134,15 +127,13 @@ class LocalTridentRunner(Controls, Reporting):
                 if on_progress is not None and clock.now_ms() >= next_progress:
                     on_progress(self.metrics())
                     next_progress = clock.now_ms() + progress_every_ms
-        finally:
+
+        return self.run_bracket(drive, close=self._close, on_progress=on_progress)
+
+    def _close(self) -> None:
+        if self.executor is not None:  # opened, so the coordinator was too
             self.executor.close()
             self.coordinator.close()
-            self.elapsed_ms = int((time.monotonic() - started) * 1000)
-            self._began = None  # elapsed_now_ms: the run's duration from now on
-        self.mark_run_ended()
-        if on_progress is not None:
-            on_progress(self.metrics())
-        return self.result()
 
     def component_stats(self) -> dict[str, ComponentStats]:
         return self.stats.component_stats()

@@ -24,8 +24,7 @@ from typing import Any
 import cloudpickle
 
 from squall.atomic_files import latest_snapshot, read_or_none, snapshot_path, write_atomic
-from squall.components.windowed import check_window_limits
-from squall.errors import InvalidTopologyError, ReliabilityError, SquallError
+from squall.errors import ReliabilityError, SquallError
 from squall.metrics.snapshot import BatchMetrics
 from squall.protocols import Progress
 from squall.reliability.acker import AckerLedger, Outcome
@@ -41,6 +40,7 @@ from squall.runtime.checkpoint_location import prepare_location
 from squall.runtime.clock import wall_ms
 from squall.runtime.lifecycle import ACTIVE, STOPPING, Controls, Lifecycle
 from squall.runtime.reporting import Reporting
+from squall.runtime.run_config import RunConfig, resolve
 from squall.runtime.settlement import Settlement
 from squall.runtime.spark import row_schema
 from squall.runtime.spark.ack_fold import fold
@@ -61,13 +61,12 @@ from squall.runtime.spark.stage import StageHost, StagePlan, chain_stages
 from squall.task.snapshot import load_instance
 from squall.task.tasks import BoltTask
 from squall.topology.config import (
-    Config,
     configured_message_timeout_ms,
     num_ackers,
     random_seed,
 )
 from squall.topology.description import Topology
-from squall.topology.graph import bolt_order, is_acyclic
+from squall.topology.graph import bolt_order
 
 log = logging.getLogger("squall")
 MAX_BATCH_TUPLES = "squall.spark.batch.max.tuples"
@@ -107,24 +106,18 @@ class SparkRunner(Controls, Reporting):
     def __init__(
         self,
         topology: Topology,
-        conf: Mapping[str, Any] | None = None,
+        conf: Mapping[str, Any] | RunConfig | None = None,
         *,
         master: str | None = None,
         checkpoint_location: str | None = None,
         capture: bool = False,
         session: Any = None,
     ) -> None:
-        if not is_acyclic(topology):
-            raise InvalidTopologyError(
-                "the spark runner executes bolts as stages in topological order, so a topology "
-                "with a cycle cannot run on it; use the local runner"
-            )
-        check_window_limits(topology, conf)
-        self.user_conf = dict(conf or {})
-        self.conf = Config.effective_of(conf)
+        config = resolve(topology, conf, runner="spark")
+        self.user_conf, self.conf = config.user, config.effective
         # Checks that need no Spark come first, so a wrong checkpoint fails in milliseconds.
         self.dir = prepare_location(checkpoint_location or tempfile.mkdtemp(prefix="squall-"))
-        check_fingerprint(self.dir, topology, conf, migrate=migrate)
+        check_fingerprint(self.dir, topology, self.user_conf, migrate=migrate)
         self.checkpoint_id = checkpoint_id(self.dir)
         began = time.monotonic()
         self.spark = session or get_session(master, self.user_conf)
@@ -374,9 +367,6 @@ class SparkRunner(Controls, Reporting):
         progress_every_ms: int = 1000,
         max_wait_ms: int | None = None,
     ) -> RunResult:
-        started = time.monotonic()
-        self._began, self._ended_ms = started, None
-
         def complete() -> bool:
             if until_complete and self.complete():
                 # Remembered: after this the reader may still plan a batch (ticks, say)
@@ -385,16 +375,13 @@ class SparkRunner(Controls, Reporting):
                 return True
             return False
 
-        drive_query(self, SpoutSource.name(), self._batch, done=complete, started=started,
-                    duration_ms=duration_ms, max_wait_ms=max_wait_ms, on_progress=on_progress,
-                    progress_every_ms=progress_every_ms)
-        self._cleanup()
-        self.elapsed_ms = int((time.monotonic() - started) * 1000)
-        self._began = None  # elapsed_now_ms: the run's duration from now on
-        self.mark_run_ended()
-        if on_progress is not None:
-            on_progress(self.metrics())
-        return self.result()
+        def drive(started: float) -> None:
+            drive_query(self, SpoutSource.name(), self._batch, done=complete, started=started,
+                        duration_ms=duration_ms, max_wait_ms=max_wait_ms,
+                        on_progress=on_progress, progress_every_ms=progress_every_ms)
+            self._cleanup()  # after a run that ended well only: a failed one restarts
+
+        return self.run_bracket(drive, on_progress=on_progress)
 
     def restored_bolts(self) -> Iterator[BoltTask]:
         """Each bolt task with its last committed state, rebuilt on the driver.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +51,7 @@ class StagePlan:
 
     run_id: str
     topology: Topology
-    conf: dict[str, Any]
+    conf: Mapping[str, Any]
     component: str
     batch_id: int
     committed: int  # the last committed batch id (-1: none)

@@ -60,6 +60,7 @@ from squall.runtime.checkpoint_location import prepare_location
 from squall.runtime.clock import wall_ms
 from squall.runtime.lifecycle import Controls, Lifecycle
 from squall.runtime.reporting import Reporting
+from squall.runtime.run_config import RunConfig, resolve
 from squall.runtime.spark import row_schema
 from squall.runtime.spark.batch_rows import add_counters, decode_batch
 from squall.runtime.spark.fingerprint import check_fingerprint, checkpoint_id
@@ -67,7 +68,7 @@ from squall.runtime.spark.query import batch_metrics, drive_query, routing_keys
 from squall.runtime.spark.session import get_session
 from squall.runtime.spark.shipping import portable
 from squall.runtime.spark.stage import StagePlan, chain_stages
-from squall.topology.config import Config, random_seed
+from squall.topology.config import random_seed
 from squall.topology.description import Topology
 from squall.topology.graph import bolt_order
 from squall.transaction_kernel.attempt import TransactionAttempt
@@ -152,7 +153,7 @@ class TransactionalSparkRunner(Controls, Reporting):
 
     runner_name = "spark"
 
-    def __init__(self, topology: Topology, conf: Mapping[str, Any] | None = None, *,
+    def __init__(self, topology: Topology, conf: Mapping[str, Any] | RunConfig | None = None, *,
                  master: str | None = None, checkpoint_location: str | None = None,
                  session: Any = None) -> None:
         coords = [cid for cid in topology.spouts if cid.startswith("$coord-")]
@@ -161,10 +162,9 @@ class TransactionalSparkRunner(Controls, Reporting):
         self.dir = prepare_location(checkpoint_location or tempfile.mkdtemp(prefix="squall-tx-"))
         check_fingerprint(self.dir, topology)
         self.checkpoint_id = checkpoint_id(self.dir)
-        self.user_conf = dict(conf or {})
-        self.user_conf.setdefault(STORE, {"dir": os.path.join(self.dir, "transactional")})
-        self.user_conf[INBAND] = True
-        self.conf = Config.effective_of(self.user_conf)
+        config = resolve(topology, conf, runner="spark").with_defaults(
+            {STORE: {"dir": os.path.join(self.dir, "transactional")}}, forced={INBAND: True})
+        self.user_conf, self.conf = config.user, config.effective
         coordinator = topology.components[coords[0]].new_instance()
         self.tx_id, self.spout = coordinator.tx_id, coordinator.spout
         self.spout.open(self.user_conf, None)
@@ -309,19 +309,14 @@ class TransactionalSparkRunner(Controls, Reporting):
     def run(self, *, duration_ms: int | None = None, until_complete: bool = True,
             on_progress: Progress | None = None, progress_every_ms: int = 1000,
             max_wait_ms: int | None = None) -> RunResult:
-        started = time.monotonic()
-        self._began, self._ended_ms = started, None
-        self.exhausted = partitions_exhausted(self.spout, self.store, self.core.curr - 1)
-        drive_query(self, TransactionalSource.name(), self._batch,
-                    done=lambda: until_complete and self.exhausted, started=started,
-                    duration_ms=duration_ms, max_wait_ms=max_wait_ms, on_progress=on_progress,
-                    progress_every_ms=progress_every_ms)
-        self.elapsed_ms = int((time.monotonic() - started) * 1000)
-        self._began = None  # elapsed_now_ms: the run's duration from now on
-        self.mark_run_ended()
-        if on_progress is not None:
-            on_progress(self.metrics())
-        return self.result()
+        def drive(started: float) -> None:
+            self.exhausted = partitions_exhausted(self.spout, self.store, self.core.curr - 1)
+            drive_query(self, TransactionalSource.name(), self._batch,
+                        done=lambda: until_complete and self.exhausted, started=started,
+                        duration_ms=duration_ms, max_wait_ms=max_wait_ms,
+                        on_progress=on_progress, progress_every_ms=progress_every_ms)
+
+        return self.run_bracket(drive, on_progress=on_progress)
 
     def batch_metrics(self) -> list[BatchMetrics]:
         return batch_metrics(self.query)

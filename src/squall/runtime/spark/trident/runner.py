@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import functions as F
 
-from squall.errors import SquallError
+from squall.errors import SquallError, TransactionFailedError
 from squall.metrics.snapshot import BatchMetrics
 from squall.protocols import Progress
 from squall.results import ComponentStats, ErrorRecord, RunResult
@@ -34,6 +34,7 @@ from squall.runtime.checkpoint_location import prepare_location
 from squall.runtime.gc_pause import gc_paused
 from squall.runtime.lifecycle import Controls, Lifecycle
 from squall.runtime.reporting import Reporting
+from squall.runtime.run_config import RunConfig, resolve
 from squall.runtime.spark.fingerprint import check_fingerprint
 from squall.runtime.spark.query import TICKS, batch_metrics, drive_query
 from squall.runtime.spark.session import get_session
@@ -63,13 +64,12 @@ from squall.runtime.spark.trident.planner import (
     terminal_input,
     terminal_op,
 )
-from squall.topology.config import Config
 from squall.topology.description import Topology
 from squall.transaction_kernel.progress_store import STORE
 from squall.trident.coordinator import (
     MAX_ATTEMPTS,
     BatchCoordinator,
-    retry_pause_ms,
+    attempt_transaction,
 )
 from squall.trident.execution import (
     BatchExecutor,
@@ -118,7 +118,7 @@ class TridentSparkRunner(Controls, Reporting):
 
     runner_name = "spark"
 
-    def __init__(self, topology: Topology, conf: Mapping[str, Any] | None = None, *,
+    def __init__(self, topology: Topology, conf: Mapping[str, Any] | RunConfig | None = None, *,
                  master: str | None = None, checkpoint_location: str | None = None,
                  session: Any = None, capture: bool = False) -> None:
         self.topology = topology
@@ -126,9 +126,9 @@ class TridentSparkRunner(Controls, Reporting):
         self.dir = prepare_location(checkpoint_location or
                                     tempfile.mkdtemp(prefix="squall-trident-"))
         check_fingerprint(self.dir, topology)
-        self.user_conf = dict(conf or {})
-        self.user_conf.setdefault(STORE, {"dir": os.path.join(self.dir, "trident")})
-        self.conf = Config.effective_of(self.user_conf)
+        config = resolve(topology, conf, runner="spark").with_defaults(
+            {STORE: {"dir": os.path.join(self.dir, "trident")}})
+        self.user_conf, self.conf = config.user, config.effective
         for node in self.plan.nodes:  # user classes from scripts travel by value
             for value in _user_objects(node):
                 ship_by_value(value)
@@ -181,37 +181,38 @@ class TridentSparkRunner(Controls, Reporting):
         txid = self.coordinator.next_txid
         started = time.perf_counter()
         max_attempts = self.conf.get(MAX_ATTEMPTS)
-        attempt = 0
-        while True:
-            attempt += 1
+
+        def emit(attempt: int) -> dict[str, Any]:
             t_emit = time.perf_counter()
             batches = self.coordinator.emit(txid, lazy=True)
             self.timing["emit"] += time.perf_counter() - t_emit
             if attempt == 1:  # its files are read again on a retry: told once
                 with self._stats_lock:
                     self.stats.malformed(self.coordinator.malformed(), self.errors)
-            try:
-                # The collector paused while the results are decoded into rows: building W2's
-                # 1.26 M rows set off repeated full collections over the driver's heap (about
-                # 40 % of the time); the rows hold no cycles, and it runs again right after.
-                with gc_paused():
-                    out = self._evaluate(txid, batches)
-                break
-            except Exception as exc:
-                self.failed_attempts += 1
-                component = getattr(exc, "component", None) or self.plan.nodes[-1].cid
-                with self._stats_lock:
-                    self.errors.append(ErrorRecord(component, 0, exc))
-                    self.stats.error(component)
-                    self.stats.add_batch({c: _size(b) for c, b in batches.items()}, False)
-                log.error("squall: Trident batch %d attempt %d failed: %s", txid, attempt, exc)
-                if (max_attempts is not None and attempt >= int(max_attempts)) or self.stopping:
-                    self.failure = SquallError(
-                        f"Trident transaction {txid} failed {attempt} attempts "
-                        f"({MAX_ATTEMPTS}); last error: {getattr(exc, 'message', exc)}",
-                        component=component, field=getattr(exc, "field", None))
-                    raise self.failure from exc
-                time.sleep(retry_pause_ms(attempt) / 1000)
+            return batches
+
+        def evaluate(batches: dict[str, Any]) -> dict[str, Parts]:
+            # The collector paused while the results are decoded into rows: building W2's
+            # 1.26 M rows set off repeated full collections over the driver's heap (about
+            # 40 % of the time); the rows hold no cycles, and it runs again right after.
+            with gc_paused():
+                return self._evaluate(txid, batches)
+
+        def failed(batches: dict[str, Any], exc: Exception, component: str) -> None:
+            self.failed_attempts += 1
+            with self._stats_lock:
+                self.errors.append(ErrorRecord(component, 0, exc))
+                self.stats.error(component)
+                self.stats.add_batch({c: _size(b) for c, b in batches.items()}, False)
+
+        try:
+            out = attempt_transaction(
+                txid, emit, evaluate, failed, blamed=self.plan.nodes[-1].cid,
+                max_attempts=None if max_attempts is None else int(max_attempts),
+                pause_ms=lambda ms: time.sleep(ms / 1000), stopping=lambda: self.stopping)
+        except TransactionFailedError as exc:  # the run stops with it
+            self.failure = exc
+            raise
         t_commit = time.perf_counter()
         self.coordinator.commit(txid)
         self.timing["commit"] += time.perf_counter() - t_commit
@@ -540,27 +541,24 @@ class TridentSparkRunner(Controls, Reporting):
     def run(self, *, duration_ms: int | None = None, until_complete: bool = True,
             on_progress: Progress | None = None, progress_every_ms: int = 1000,
             max_wait_ms: int | None = None) -> RunResult:
-        started = time.monotonic()
-        self._began, self._ended_ms = started, None
-        self.coordinator.open()
-        self.executor = BatchExecutor(self.plan, self.user_conf, location=self.dir)
-        self.exhausted = self.coordinator.exhausted()
-        try:
+        def drive(started: float) -> None:
+            self.executor = None
+            self.coordinator.open()
+            self.executor = BatchExecutor(self.plan, self.user_conf, location=self.dir)
+            self.exhausted = self.coordinator.exhausted()
             if not (until_complete and self.exhausted):
                 drive_query(self, TICKS[0], self._batch, options=TICKS[1], query_dir="ticks",
                             done=lambda: until_complete and self.exhausted, started=started,
                             duration_ms=duration_ms, max_wait_ms=max_wait_ms,
                             on_progress=on_progress, progress_every_ms=progress_every_ms,
                             finish_last_trigger=lambda: max(self.stats.batch_input, default=0))
-        finally:
+
+        return self.run_bracket(drive, close=self._close, on_progress=on_progress)
+
+    def _close(self) -> None:
+        if self.executor is not None:  # opened, so the coordinator was too
             self.executor.close()
             self.coordinator.close()
-            self.elapsed_ms = int((time.monotonic() - started) * 1000)
-            self._began = None  # elapsed_now_ms: the run's duration from now on
-        self.mark_run_ended()
-        if on_progress is not None:
-            on_progress(self.metrics())
-        return self.result()
 
     def _uncollected(self) -> set[str]:
         """Operations whose rows stay in Spark: those inside the Spark paths, spouts included
