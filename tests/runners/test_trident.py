@@ -948,6 +948,39 @@ def test_declared_output_types_give_the_same_values_and_are_checked(runner):
         in str(err.value)
 
 
+class NoColumn(BatchFunction):
+    """Returns a column of another name than the one it declares."""
+
+    def execute_batch(self, table):
+        return {"size": pc.utf8_length(table["sentence"])}
+
+
+class Shorter(BatchFunction):
+    """Returns fewer rows than its input, without a ROW column naming their input rows."""
+
+    def execute_batch(self, table):
+        return {"length": pc.utf8_length(table["sentence"]).slice(1)}
+
+
+@pytest.mark.parametrize("op, message", [
+    (NoColumn(), "NoColumn.execute_batch returned no column 'length' (needs ['length'])"),
+    (Shorter(), "Shorter.execute_batch returned 1 rows for 2 input rows; add a '$row' column "
+                "naming each output row's input row when the counts differ")],
+    ids=["missing-column", "row-count"])
+def test_a_batch_functions_result_of_the_wrong_shape_fails_naming_it(runner, op, message):
+    """Both runners check a BatchFunction's result the same way: every declared output column,
+    and one row per input row unless a ROW column maps them; the batch fails naming the
+    operation's component."""
+    t = TridentTopology()
+    (t.new_stream("s", Batches(["sentence"], [("the cow",), ("a moon",)]))
+     .each(["sentence"], op, ["length"]).name("lengths")
+     .group_by(["length"]).aggregate(Count(), ["n"]).name("counts"))
+    with pytest.raises(SquallError) as err:
+        run(t, runner, {MAX_ATTEMPTS: 1})
+    assert message in str(err.value)
+    assert err.value.component == "lengths"
+
+
 class TypedSplitRows(Function):
     """A per-tuple split that declares its outputs' types."""
 
@@ -1172,7 +1205,7 @@ def test_operation_errors_name_the_component(runner):
      .each(["sentence"], TwoValues(), ["word"]).name("two-values"))
     with pytest.raises(SquallError) as err:
         run(t, runner, {MAX_ATTEMPTS: 1})
-    assert "two-values" in str(err.value)
+    assert err.value.component == "two-values"
     assert "emitted 2 values" in str(err.value)
 
     t = TridentTopology()
@@ -1180,7 +1213,7 @@ def test_operation_errors_name_the_component(runner):
      .each(["sentence"], Boom(), ["word"]).name("boom"))
     with pytest.raises(SquallError) as err:
         run(t, runner, {MAX_ATTEMPTS: 2})
-    assert "boom" in str(err.value)
+    assert err.value.component == "boom"
     assert "failed 2 attempts" in str(err.value)
     assert "cannot handle 'a b'" in str(err.value)
 

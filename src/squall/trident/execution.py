@@ -31,7 +31,7 @@ batch evaluated again after a crash applies its updates exactly once.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from typing import Any, assert_never
@@ -92,6 +92,40 @@ Parts = list[Rows]
 
 class TridentOperationError(SquallError):
     """A Trident operation raised, or emitted tuples that do not match its declared fields."""
+
+
+def check_batch_output(op: BatchFunction, component: str, outputs: Sequence[str],
+                       names: Collection[str], rows_in: int, rows_out: int | None) -> None:
+    """What both runners require of a `BatchFunction`'s result, with columns `names` and
+    `rows_out` rows (None: it declares no output): every declared output column, and one row per
+    input row unless a `ROW` column names each output row's input row.
+
+    >>> from squall.trident.operations import BatchFunction
+    >>> class Lengths(BatchFunction):
+    ...     def execute_batch(self, table): ...
+    >>> check_batch_output(Lengths(), "lengths", ["n"], ["n"], 3, 3)
+    >>> def error(names, rows_out):
+    ...     try:
+    ...         check_batch_output(Lengths(), "lengths", ["n"], names, 3, rows_out)
+    ...     except TridentOperationError as exc:
+    ...         print(exc.component, "|", exc.message)
+    >>> error(["m"], 3)
+    lengths | Lengths.execute_batch returned no column 'n' (needs ['n'])
+    >>> error(["n"], 2)  # doctest: +NORMALIZE_WHITESPACE
+    lengths | Lengths.execute_batch returned 2 rows for 3 input rows; add a '$row' column
+    naming each output row's input row when the counts differ
+    >>> error(["n", "$row"], 2)  # each output row names its input row
+    """
+    name = type(op).__name__
+    for f in outputs:
+        if f not in names:
+            raise TridentOperationError(f"{name}.execute_batch returned no column {f!r} "
+                                        f"(needs {list(outputs)})", component=component)
+    if ROW not in names and rows_out is not None and rows_out != rows_in:
+        raise TridentOperationError(
+            f"{name}.execute_batch returned {rows_out} rows for {rows_in} input rows; add a "
+            f"{ROW!r} column naming each output row's input row when the counts differ",
+            component=component)
 
 
 @dataclass(frozen=True)
@@ -562,11 +596,8 @@ class BatchExecutor:
         table = import_table.to_pandas() if op.format == "pandas" else import_table
         result = _as_columns(op.execute_batch(table))
         outputs = node.output
-        missing = [f for f in outputs if f not in result]
-        if missing:
-            raise TridentOperationError(
-                f"{node.cid!r}: {type(op).__name__}.execute_batch returned no column "
-                f"{missing[0]!r} (needs {list(outputs)})")
+        check_batch_output(op, node.cid, outputs, result, len(part),
+                           len(result[outputs[0]]) if outputs and outputs[0] in result else None)
         for f, want in op.output_types.items():
             try:
                 check_type(f, result[f], want)
@@ -576,11 +607,6 @@ class BatchExecutor:
         cols = [result[f] for f in outputs]
         rows_of = result.get(ROW)
         if rows_of is None:
-            if cols and len(cols[0]) != len(part):
-                raise TridentOperationError(
-                    f"{node.cid!r}: {type(op).__name__}.execute_batch returned {len(cols[0])} "
-                    f"rows for {len(part)} input rows; add a {ROW!r} column naming each output "
-                    "row's input row when the counts differ")
             rows_of = list(range(len(part)))
         return [part[j] + tuple(c[k] for c in cols) for k, j in enumerate(rows_of)]
 

@@ -34,6 +34,7 @@ from squall.trident.execution import (
     BatchExecutor,
     TridentOperationContext,
     TridentOperationError,
+    check_batch_output,
 )
 from squall.trident.operations import ROW, BatchFunction, BuiltinCombiner, Function
 from squall.trident.plan import PersistNode, Plan, RowNode, RowOp, WindowNode, user_op
@@ -314,10 +315,8 @@ def _batch_each(node: RowNode, op: BatchFunction, columns: dict[str, Any],
         result = pa.Table.from_pandas(result, preserve_index=False)
     get = (lambda f: result[f]) if isinstance(result, dict) else result.column
     names = list(result.keys()) if isinstance(result, dict) else result.schema.names
-    for f in outputs:
-        if f not in names:
-            raise TridentOperationError(f"{type(op).__name__}.execute_batch returned no column "
-                                        f"{f!r} (needs {list(outputs)})", component=node.cid)
+    check_batch_output(op, node.cid, outputs, names, table.num_rows,
+                       len(get(outputs[0])) if outputs and outputs[0] in names else None)
     out: dict[str, Any] = {}
     if ROW in names:
         rows_of = get(ROW)
@@ -329,13 +328,6 @@ def _batch_each(node: RowNode, op: BatchFunction, columns: dict[str, Any],
             c = columns[f]
             out[f] = c.take(rows_of) if hasattr(c, "take") else [c[i] for i in rows_of.to_pylist()]
     else:
-        n = table.num_rows
-        first = get(outputs[0]) if outputs else None
-        if first is not None and len(first) != n:
-            raise TridentOperationError(
-                f"{type(op).__name__}.execute_batch returned {len(first)} rows for {n} input "
-                f"rows; add a {ROW!r} column naming each output row's input row",
-                component=node.cid)
         out.update({f: columns[f] for f in fields if f in keep})
     for f in outputs:
         v = get(f)

@@ -51,6 +51,7 @@ from squall.runtime.spark.trident.combine import (
     _output_rows,
     _present,
 )
+from squall.runtime.spark.trident.failures import worker_error
 from squall.runtime.spark.trident.files import _read_files
 from squall.runtime.spark.trident.planner import (
     Terminal,
@@ -196,7 +197,13 @@ class TridentSparkRunner(Controls, Reporting):
             # 1.26 M rows set off repeated full collections over the driver's heap (about
             # 40 % of the time); the rows hold no cycles, and it runs again right after.
             with gc_paused():
-                return self._evaluate(txid, batches)
+                try:
+                    return self._evaluate(txid, batches)
+                except Exception as exc:  # a Spark job's failure: told as its worker's error
+                    told = worker_error(exc)
+                    if told is None:
+                        raise
+                    raise told from exc
 
         def failed(batches: dict[str, Any], exc: Exception, component: str) -> None:
             self.failed_attempts += 1
