@@ -25,8 +25,9 @@ from squall.trident import (
     Sum,
     TridentTopology,
 )
-from squall.trident.plan import Node, Plan, SpoutNode, trident_plan
-from squall.trident.state import MemoryMapState
+from squall.trident.plan import Node, PersistNode, Plan, SpoutNode, trident_plan
+from squall.trident.state import DurableMapState, MemoryMapState
+from squall.trident.state.partitioned import PARTITIONS_KEY, open_state
 
 
 class Split(Function):
@@ -267,3 +268,77 @@ def test_spark_aggregates_only_exact_builtins_in_the_jvm():
     assert not jvm([count, total], {"sentence": "s", "n": "d"})
     assert not jvm([count], {})
     assert not jvm([least], {"sentence": "s", "n": "i"})
+
+
+def opened(plan: Plan, tmp_path, partitions: int = 4) -> dict[str, Any]:
+    """Every state of `plan`, opened as a run opens it (a partitioned factory's: `partitions`)."""
+    return {n.state: open_state(n.factory, n.state, str(tmp_path),
+                                {PARTITIONS_KEY: partitions})
+            for n in plan.nodes if isinstance(n, PersistNode)}
+
+
+def counted(t: TridentTopology, factory: Any, name: str = "counts") -> Any:
+    return (words(t, f"{name}-words").group_by(["word"])
+            .persistent_aggregate(factory, Count(), ["count"]).name(name))
+
+
+def test_a_keyed_aggregate_into_a_partitioned_state_is_applied_in_the_tasks(tmp_path):
+    t = TridentTopology()
+    counted(t, DurableMapState.factory(), "partitioned")
+    counted(t, MemoryMapState.factory(), "in-memory")  # one store: applied on the driver
+    (words(t, "global").persistent_aggregate(  # no key: one value, on the driver
+        DurableMapState.factory(), Count(), ["count"]).name("whole"))
+    plan = plan_of(t)
+    paths, _ = planner.spark_segments(plan)
+    states = opened(plan, tmp_path)
+    applied = {n.cid: planner.applied_in_tasks(n, plan, paths, states)
+               for n in plan.nodes if isinstance(n, PersistNode)}
+    assert applied == {"partitioned": True, "in-memory": False, "whole": False}
+
+
+def test_a_state_the_driver_queries_in_the_same_transaction_is_updated_on_the_driver(tmp_path):
+    t = TridentTopology()
+    state = counted(t, DurableMapState.factory(), "queried")
+    words(t, "asked").state_query(state, ["word"], MapGet(), ["count"])
+    plan = plan_of(t)
+    query = one(plan, "state_query")
+    update = one(plan, "persistent_aggregate")
+    states = opened(plan, tmp_path / "q")
+    # Read on the driver (not one of the paths), in the same transaction: before the update,
+    # which must then be the driver's too.
+    paths, _ = planner.spark_segments(plan)
+    assert not planner.applied_in_tasks(update, plan, paths, states)
+    # Read in the tasks, in an earlier job: the update is applied in the tasks after it.
+    assert planner.query_in_tasks(query)
+    paths, _ = planner.spark_segments(plan, planner.query_in_tasks)
+    assert planner.applied_in_tasks(update, plan, paths, states)
+    assert not planner.query_in_tasks(
+        next(n for n in plan_of(in_memory_query()).nodes if n.cid == "asked-query"))
+
+
+def in_memory_query() -> TridentTopology:
+    t = TridentTopology()
+    state = counted(t, MemoryMapState.factory(), "memory")
+    words(t, "asked").state_query(state, ["word"], MapGet(), ["count"]).name("asked-query")
+    return t
+
+
+def test_aggregates_of_one_path_and_keys_into_states_alike_share_a_job(tmp_path):
+    t = TridentTopology()
+    grouped = words(t, "shared-words").group_by(["word"])
+    grouped.persistent_aggregate(DurableMapState.factory(), Count(), ["count"]).name("count")
+    grouped.persistent_aggregate(DurableMapState.factory(), Sum(), ["n"]).name("sum")
+    # Other keys: a job of its own.
+    words(t, "other-words").group_by(["word"]).persistent_aggregate(
+        DurableMapState.factory(), Count(), ["count"]).name("other")
+    plan = plan_of(t)
+    paths, _ = planner.spark_segments(plan)
+    states = opened(plan, tmp_path)
+    applied = [c for c, p in paths.items() if planner.applied_in_tasks(p[-1], plan, paths, states)]
+    assert sorted(applied) == ["count", "other", "sum"]
+    jobs = planner.state_jobs(paths, applied, states)
+    assert jobs["count"] == ["count", "sum"] and jobs["sum"] == ["sum", "count"]
+    assert jobs["other"] == ["other"]
+    # States of other partition counts cannot share the job's one repartition.
+    states["sum"] = opened(plan, tmp_path / "eight", partitions=8)["sum"]
+    assert planner.state_jobs(paths, applied, states)["count"] == ["count"]

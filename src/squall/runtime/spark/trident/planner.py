@@ -5,14 +5,16 @@ holds it to): the paths from a spout to each aggregation or state query computed
 (`spark_segments`), the fields each step passes on (`_needed`, `_live`), the typed fields after
 an operation (`_types_after`), what a combiner's partial aggregation reads and the column type
 of its partials (`_partial_reads`, `_partial_kind`), and whether Spark's JVM aggregates a
-batch's built-ins exactly as the combiners would (`_jvm_builtins`). `runner` builds the Spark
-jobs from them; `chain` runs the row operations in the workers.
+batch's built-ins exactly as the combiners would (`_jvm_builtins`); which `persistent_aggregate`s
+are applied to their states' partitions in the Spark tasks (`applied_in_tasks`) and which of them
+share a job (`state_jobs`), and which `state_query`s read in the tasks (`query_in_tasks`). `runner`
+builds the Spark jobs from them; `chain` runs the row operations in the workers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, assert_never
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeGuard, assert_never
 
 from squall.runtime.spark.trident import columns as cols
 from squall.trident.operations import BuiltinCombiner, CombinerAggregator, Count, Sum
@@ -36,6 +38,7 @@ from squall.trident.plan import (
     WindowBy,
     WindowNode,
 )
+from squall.trident.state.partitioned import PartitionedMap
 
 # An aggregation a Spark path may end with (`_spark_terminal`): a whole batch's or its groups'
 # (`aggregate`, `group_by().aggregate`), a `persistent_aggregate`, an event-time window.
@@ -242,3 +245,48 @@ def _jvm_builtins(terminals: Sequence[Terminal], types: cols.Types) -> bool:
         if not (op is Count or (op is Sum and types.get(terminal_input(t)[0]) == "i")):
             return False
     return True
+
+
+def query_in_tasks(node: StateQueryNode) -> bool:
+    """Whether the `state_query` `node` can read its state in the Spark tasks
+    (`trident.state_query`): a state partitioned by a factory whose partitions a task opens."""
+    return hasattr(node.factory, "make_partition") and hasattr(node.factory, "make_partitioned")
+
+
+def applied_in_tasks(node: Node, plan: Plan, paths: Mapping[str, list[Node]],
+                     states: Mapping[str, Any]) -> TypeGuard[PersistNode]:
+    """Whether `node` is a `persistent_aggregate` whose partials Spark applies to its state's
+    partitions in the tasks (`trident.state`): a keyed combiner's, into a partitioned state
+    (`states`: the opened states by name) no other operation of the plan writes, and which every
+    query of it reads before the update (in the tasks, in an earlier job: one of `paths`) or
+    after it (reading the update's own stream, on the driver)."""
+    if not isinstance(node, PersistNode) or node.persist is not Persist.AGGREGATE \
+            or not node.keys:
+        return False
+    name = node.state
+    others = [n for n in plan.nodes
+              if isinstance(n, PersistNode | StateQueryNode | WindowNode)
+              and n.state == name and n is not node]
+
+    def read_in_turn(query: Node) -> bool:
+        if not isinstance(query, StateQueryNode):
+            return False
+        return query.cid in paths or plan.descends(query.cid, node.cid)
+
+    return isinstance(states.get(name), PartitionedMap) \
+        and hasattr(node.factory, "make_partition") \
+        and all(map(read_in_turn, others))
+
+
+def state_jobs(paths: Mapping[str, list[Node]], applied: Sequence[str],
+               states: Mapping[str, Any]) -> dict[str, list[str]]:
+    """For each `persistent_aggregate` of `applied` (those applied in the tasks), the ones
+    applied in the same Spark job, itself first: those of the same path before them, the same
+    keys and states of as many partitions (one read of the input, one pass of its operations)."""
+
+    def shape(cid: str) -> tuple[Any, ...]:
+        path, node = paths[cid], paths[cid][-1]
+        assert isinstance(node, PersistNode), cid
+        return (tuple(n.cid for n in path[:-1]), node.keys, states[node.state].partitions)
+
+    return {c: [c, *(o for o in applied if o != c and shape(o) == shape(c))] for c in applied}

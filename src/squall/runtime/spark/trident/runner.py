@@ -60,8 +60,11 @@ from squall.runtime.spark.trident.planner import (
     _partial_kind,
     _partial_reads,
     _types_after,
+    applied_in_tasks,
     ending,
+    query_in_tasks,
     spark_segments,
+    state_jobs,
     terminal_input,
     terminal_op,
 )
@@ -88,7 +91,6 @@ from squall.trident.plan import (
     MergeNode,
     Node,
     PartitionBy,
-    Persist,
     PersistNode,
     RepartitionNode,
     RowNode,
@@ -99,7 +101,6 @@ from squall.trident.plan import (
     trident_plan,
 )
 from squall.trident.spouts import FileBatch, FileBatchSpout
-from squall.trident.state.partitioned import PartitionedMap
 from squall.trident.stats import TridentStats
 
 log = logging.getLogger("squall")
@@ -393,28 +394,11 @@ class TridentSparkRunner(Controls, Reporting):
         return _finish(terminal, df, keys, value_fields)
 
     def _in_executors(self, node: Node) -> TypeGuard[PersistNode]:
-        """Whether `node` is a `persistent_aggregate` whose partials Spark applies to its
-        state's partitions in the tasks (`trident.state`): a keyed combiner's, into a
-        partitioned state no other operation of the plan writes, and which every query of it
-        reads before the update (in the tasks, in an earlier job) or after it (reading the
-        update's own stream, on the driver)."""
-        if not isinstance(node, PersistNode) or node.persist is not Persist.AGGREGATE \
-                or not self.partial or not self.in_executors or not node.keys:
-            return False
-        name = node.state
-        state = self.executor.states.get(name) if self.executor is not None else None
-        others = [n for n in self.plan.nodes
-                  if isinstance(n, PersistNode | StateQueryNode | WindowNode)
-                  and n.state == name and n is not node]
-
-        def read_in_turn(query: Node) -> bool:
-            if not isinstance(query, StateQueryNode):
-                return False
-            return query.cid in self.paths or self.plan.descends(query.cid, node.cid)
-
-        return isinstance(state, PartitionedMap) \
-            and hasattr(node.factory, "make_partition") \
-            and all(map(read_in_turn, others))
+        """Whether `node`'s partials are applied to its state's partitions in the Spark tasks
+        (`planner.applied_in_tasks`; never with partial aggregation or the executors' state
+        switched off)."""
+        return self.partial and self.in_executors and self.executor is not None \
+            and applied_in_tasks(node, self.plan, self.paths, self.executor.states)
 
     def _persisted(self, cid: str) -> PersistNode:
         """The `persistent_aggregate` ending the path of `cid`, applied in the executors."""
@@ -423,10 +407,7 @@ class TridentSparkRunner(Controls, Reporting):
         return node
 
     def _query_in_tasks(self, node: StateQueryNode) -> bool:
-        """Whether the `state_query` `node` reads its state in the Spark tasks
-        (`trident.state_query`): a state partitioned by a factory whose partitions a task opens."""
-        return self.in_executors and hasattr(node.factory, "make_partition") \
-            and hasattr(node.factory, "make_partitioned")
+        return self.in_executors and query_in_tasks(node)
 
     def _query_in_tasks_rows(self, node: StateQueryNode, fields: tuple[str, ...], df: Any
                              ) -> list[tuple[Any, ...]]:
@@ -442,21 +423,11 @@ class TridentSparkRunner(Controls, Reporting):
             query, tq.OUTPUT_SCHEMA).toArrow())
 
     def _state_jobs(self) -> dict[str, list[str]]:
-        """For each `persistent_aggregate` applied in the executors, the ones applied in the
-        same Spark job, itself first: those of the same path before them, the same keys and
-        states of as many partitions (one read of the input, one pass of its operations)."""
+        """The `persistent_aggregate`s applied in one Spark job (`planner.state_jobs`)."""
         if self._jobs is None:
             assert self.executor is not None
-            states = self.executor.states
-
-            def shape(cid: str) -> tuple[Any, ...]:
-                path, node = self.paths[cid], self._persisted(cid)
-                return (tuple(n.cid for n in path[:-1]), node.keys,
-                        states[node.state].partitions)
-
-            mine = [c for c, p in self.paths.items() if self._in_executors(p[-1])]
-            self._jobs = {c: [c, *(o for o in mine if o != c and shape(o) == shape(c))]
-                          for c in mine}
+            applied = [c for c, p in self.paths.items() if self._in_executors(p[-1])]
+            self._jobs = state_jobs(self.paths, applied, self.executor.states)
         return self._jobs
 
     def _apply_in_executors(self, txid: int, terminals: Sequence[PersistNode],
