@@ -170,6 +170,12 @@ class PartitionedMap(MapState):
         return self._scatter(key_list, lambda part, ks, pos: part.multi_update(
             txid, ks, [updaters[i] for i in pos]))
 
+    def _apply(self, txid: int, keys: Sequence[Any], updaters: Sequence[Updater],
+               initial: Any) -> list[Any]:
+        txid, key_list = self._check_update(txid, keys, updaters)
+        return self._scatter(key_list, lambda part, ks, pos: part._apply(
+            txid, ks, [updaters[i] for i in pos], initial))
+
     def multi_add(self, txid: int, keys: Sequence[tuple[Any, ...]],
                   values: Sequence[Any]) -> list[Any]:
         txid, key_list = self._check_update(txid, keys, values)
@@ -201,7 +207,10 @@ class PartitionedMap(MapState):
         for p in self.parts:
             p.close()
 
-    def _user_value(self, key: tuple[Any, ...], entry: Any) -> Any:
+    def _stored(self) -> Iterator[tuple[Any, Any]]:
+        return itertools.chain.from_iterable(p._stored() for p in self.parts)
+
+    def _user_value(self, key: Any, entry: Any) -> Any:
         return self.parts[0]._user_value(key, entry)
 
 
