@@ -16,7 +16,7 @@ from squall.transactional.bolts import BatchBolt, BatchOutputCollector, Committe
 from squall.transactional.builder import TransactionalTopologyBuilder, is_transactional
 from squall.transactional.coordinator import Coordinator
 from squall.transactional.kafka_spout import KafkaOpaqueSpout, KafkaTransactionalSpout
-from squall.transactional.map_state import TransactionalMap, open_map
+from squall.transactional.map_state import OpaqueMap, TransactionalMap, open_map
 from squall.transactional.redis_spout import RedisStreamOpaqueSpout, RedisStreamTransactionalSpout
 from squall.transactional.spouts import MemoryTransactionalSpout
 
@@ -29,6 +29,7 @@ __all__ = [
     "KafkaOpaqueSpout",
     "KafkaTransactionalSpout",
     "MemoryTransactionalSpout",
+    "OpaqueMap",
     "OpaquePartitionedTransactionalSpout",
     "OpaqueValue",
     "PartitionedTransactionalSpout",

@@ -1,12 +1,19 @@
-"""A transactional map: keys to `TransactionalValue`s or `OpaqueValue`s in a `durable` (SQLite)
-or `redis` store, updated idempotently per transaction id.
+"""A transactional topology's maps: keys to `TransactionalValue`s or `OpaqueValue`s in a
+`durable` (SQLite) or `redis` store, updated idempotently per transaction id.
 
-`update(txid, changes)` reads the stored entries of the changed keys, applies Storm's rule to
-each (transactional: skip a key already written by `txid`; opaque: build on the value before
-`txid`), and writes every changed key in one store transaction (SQLite transaction, Redis
-MULTI). A committer can update several maps in one transaction: if the process dies between two
-of them, the replayed commit skips (or redoes from `previous`) what was already written, so each
-map ends up with the transaction applied exactly once.
+`open_map` gives the map states Trident uses too (`squall.transaction_kernel.map_state`): a
+`TransactionalMap`, or an `OpaqueMap` with `opaque=True`, over the store seen as a backing map
+(`StoreBackingMap`). A committer calls `update(txid, {key: fn}, initial)`: it reads the stored
+entries of the changed keys, applies Storm's rule to each (transactional: skip a key already
+written by `txid`; opaque: build on the value before `txid`), and writes every changed key in one
+store transaction (SQLite transaction, Redis MULTI). A committer can update several maps in one
+transaction: if the process dies between two of them, the replayed commit skips (or redoes from
+`previous`) what was already written, so each map ends up with the transaction applied exactly
+once.
+
+These maps apply Storm's rule alone (`check_order=False`, and no batch-keys record in an opaque
+map): every committer task of a transaction writes its own keys of the same map, and the
+coordinator commits transactions in order.
 
 >>> import tempfile
 >>> m = open_map("counts", provider="durable", config={"dir": tempfile.mkdtemp()})
@@ -23,57 +30,36 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from squall.errors import SquallError
 from squall.state.backends import RedisStore, SqliteStore
-from squall.transaction_kernel.values import OpaqueValue, TransactionalValue
-
-Entry = TransactionalValue | OpaqueValue
+from squall.transaction_kernel.map_state import OpaqueMap, TransactionalMap
 
 
-class TransactionalMap:
-    def __init__(self, store: Any, opaque: bool = False) -> None:
+class StoreBackingMap:
+    """A `SqliteStore` or `RedisStore` as a `BackingMap`: each key (any key the store's
+    serializer takes, stored as it is) holds its entry in the store's committed map, and a
+    `multi_put` is one store transaction."""
+
+    tuple_keys = False
+
+    def __init__(self, store: SqliteStore | RedisStore) -> None:
         self.store = store
-        self.opaque = opaque
 
-    def get_entry(self, key: Any) -> Entry | None:
-        return self.store.get(key)
+    def __repr__(self) -> str:
+        return f"StoreBackingMap({self.store!r})"
 
-    def get(self, key: Any, default: Any = None) -> Any:
-        entry = self.store.get(key)
-        return default if entry is None else entry.value
-
-    def multi_get_entries(self, keys: Iterable[Any]) -> dict[Any, Entry | None]:
+    def multi_get(self, keys: Sequence[Any]) -> list[Any | None]:
         get = self.store.get
-        return {k: get(k) for k in keys}
+        return [get(k) for k in keys]
 
-    def update(self, txid: int, changes: Mapping[Any, Callable[[Any], Any]],
-               initial: Any = None) -> dict[Any, Entry]:
-        """Apply `changes[key](old value)` for transaction `txid`; returns the new entries."""
-        kind = OpaqueValue if self.opaque else TransactionalValue
-        out: dict[Any, Entry] = {}
-        writes: dict[Any, Entry] = {}
-        for key, fn in changes.items():
-            old = self.store.get(key)
-            if old is None:
-                old = kind.initial(initial)
-            elif not isinstance(old, kind):
-                raise SquallError(f"key {key!r} holds a {type(old).__name__}, not a "
-                                  f"{kind.__name__}: opaque and transactional maps differ")
-            new = old.update(txid, fn)
-            out[key] = new
-            if new is not old:
-                writes[key] = new
-        self.store.write_committed(writes)
-        return out
+    def multi_put(self, keys: Sequence[Any], values: Sequence[Any]) -> None:
+        self.store.write_committed(dict(zip(keys, values, strict=True)))
 
-    def entries(self) -> dict[Any, Entry]:
-        return dict(self.store.items())
-
-    def values(self) -> dict[Any, Any]:
-        return {k: e.value for k, e in self.store.items()}
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        return self.store.items()
 
     def close(self) -> None:
         close = getattr(self.store, "close", None)
@@ -82,19 +68,25 @@ class TransactionalMap:
 
 
 def open_map(name: str, *, provider: str = "durable", config: Mapping[str, Any] | None = None,
-             opaque: bool = False) -> TransactionalMap:
+             opaque: bool = False) -> TransactionalMap | OpaqueMap:
     """The map `name` in a `durable` store (config `dir`) or `redis` (host, port, password,
-    database, prefix, ...; see `squall.state.backends.RedisStore`)."""
+    database, prefix, ...; see `squall.state.backends.RedisStore`): a `TransactionalMap`, or
+    an `OpaqueMap` when `opaque`."""
     config = dict(config or {})
+    store: SqliteStore | RedisStore
     if provider == "durable":
         directory = config.get("dir")
         if not directory:
             raise SquallError(f"transactional map {name!r}: the durable provider needs a 'dir'")
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
-        return TransactionalMap(SqliteStore(os.path.join(str(directory), f"txmap-{safe}.sqlite")),
-                                opaque)
-    if provider == "redis":
+        store = SqliteStore(os.path.join(str(directory), f"txmap-{safe}.sqlite"))
+    elif provider == "redis":
         config.setdefault("prefix", "squall:txmap:")
-        return TransactionalMap(RedisStore(name, config), opaque)
-    raise SquallError(f"transactional map {name!r}: provider must be 'durable' or 'redis', "
-                      f"got {provider!r}")
+        store = RedisStore(name, config)
+    else:
+        raise SquallError(f"transactional map {name!r}: provider must be 'durable' or 'redis', "
+                          f"got {provider!r}")
+    backing = StoreBackingMap(store)
+    if opaque:
+        return OpaqueMap(backing, name, check_order=False, record_batch_keys=False)
+    return TransactionalMap(backing, name, check_order=False)
