@@ -121,11 +121,14 @@ _PROVIDER_NUMBER = ("timeout", "retry_timeout")
 
 def state_provider_config(v: Any) -> bool:
     """A mapping (or JSON object) of provider settings; a setting of the wrong type raises
-    `ConfigError` naming it, which says more than the key's `allowed`."""
+    `ConfigError` naming it, which says more than the key's `allowed`. A setting given as None
+    counts as not given (the Redis clients read `"password": None` as no password)."""
     if not mapping_or_json(v):
         return False
     settings = json.loads(v) if isinstance(v, str) else (v or {})
     for key, value in settings.items():
+        if value is None:
+            continue  # as if not given: the provider's default (no password, ...)
         if key in _PROVIDER_TEXT and not (isinstance(value, str | os.PathLike) and value != ""):
             wanted = "a directory (a non-empty string)" if key == "dir" else "a non-empty string"
         elif key in _PROVIDER_INTEGER and not integer(0)(value):
