@@ -419,8 +419,8 @@ class TridentSparkRunner(Controls, Reporting):
                          f"`{tq.PARTITION}` int"])
         keyed = df.mapInArrow(tq.KeyPartitions(node.input, n), ddl)
         query = tq.QueryPartitions(node, fields, self.dir, self.user_conf, n)
-        return tq.output_rows(keyed.repartition(n, tq.PARTITION).mapInArrow(
-            query, tq.OUTPUT_SCHEMA).toArrow())
+        return tq.output_rows(self._in_cores(keyed.repartition(n, tq.PARTITION), n)
+                              .mapInArrow(query, tq.OUTPUT_SCHEMA).toArrow())
 
     def _state_jobs(self) -> dict[str, list[str]]:
         """The `persistent_aggregate`s applied in one Spark job (`planner.state_jobs`)."""
@@ -453,15 +453,27 @@ class TridentSparkRunner(Controls, Reporting):
                 .groupBy(*key_columns).agg(*_jvm_aggregates(terminals, args.types)) \
                 .withColumn(ts.PARTITION, F.expr(ts.partition_sql(key_columns, n)))
             columns = ts.ApplyColumns(terminals, key_columns, self.dir, txid, collect, n)
-            result = grouped.mapInArrow(columns, ts.OUTPUT_SCHEMA).toArrow()
+            result = self._in_cores(grouped, n).mapInArrow(columns, ts.OUTPUT_SCHEMA).toArrow()
             return {t.cid: _Applied(written, rows) for t, (written, rows) in zip(
                 terminals, ts.applied_rows(result, len(terminals)), strict=True)}
         apply = ts.ApplyState(terminals, chain.kinds, self.dir, txid, collect)
         partials = df.mapInArrow(chain, chain.output_schema())
-        result = partials.repartition(n, ts.PARTITION).mapInArrow(
+        result = self._in_cores(partials.repartition(n, ts.PARTITION), n).mapInArrow(
             apply, ts.OUTPUT_SCHEMA).toArrow()
         return {t.cid: _Applied(written, rows) for t, (written, rows) in zip(
             terminals, ts.applied_rows(result, len(terminals)), strict=True)}
+
+    def _in_cores(self, df: Any, n: int) -> Any:
+        """`df`, partitioned into `n` state partitions, as one task per core of the
+        application (Spark's default parallelism) when it has fewer cores than partitions.
+
+        `coalesce` hands each task whole partitions, so every key of a state partition is
+        still in one task, and the Python tasks, each of which costs a worker's round of
+        start, function and Arrow stream (about 30 ms on two local cores), are as many as the
+        cores that run them.
+        """
+        cores = self.spark.sparkContext.defaultParallelism
+        return df.coalesce(cores) if cores < n else df
 
     def _input(self, batch: Any, fields: tuple[str, ...]) -> tuple[Any, dict[str, str]]:
         """The spout's batch as a DataFrame of encoded fields and its typed fields: files read
