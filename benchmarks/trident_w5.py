@@ -18,7 +18,13 @@ run in its own fresh process (a fresh JVM), interleaved round by round in one si
 - SS: Spark Structured Streaming on the same files, `maxFilesPerTrigger=1` ->
   `groupBy(key).agg(count, sum)` -> update mode -> `foreachBatch` writing each batch's updated
   rows under its batch id, RocksDB state store, `availableNow`;
-- SS-hdfs (only with `--contenders`): SS with Spark's default HDFS-backed state store.
+- SS-hdfs (only with `--contenders`): SS with Spark's default HDFS-backed state store;
+- F (only with `--contenders`): the floor of A's Spark job, no state: each file read,
+  repartitioned by key into the state partitions, counted and summed by Spark's JVM, coalesced
+  to one task per core as A's job is, and handed to a Python `mapInArrow` that only adds up the
+  counts (checked: they add up to the events); F-8 the same with one Python task per partition.
+  F's total includes the process's first Spark jobs, which A's query start partly absorbs:
+  compare the median batch (printed for A and F) for the steady state.
 
 Every process builds the same session (squall's `get_session`: `local[2]`, AQE off, UI off, the
 RocksDB provider, `spark.sql.shuffle.partitions` = the state partitions). A figure is the time
@@ -59,7 +65,8 @@ MASTER = "local[2]"
 DATA = Path(__file__).resolve().parent / ".data"
 NAMES = {"A": "squall A, state in the executors", "B": "squall B, state on the driver",
          "R": "squall R, Redis state in the executors",
-         "SS": "Structured Streaming, RocksDB", "SS-hdfs": "Structured Streaming, HDFS store"}
+         "SS": "Structured Streaming, RocksDB", "SS-hdfs": "Structured Streaming, HDFS store",
+         "F": "floor: A's Spark job without state", "F-8": "floor, one Python task a partition"}
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 
@@ -208,7 +215,9 @@ def run_squall(spark, root: Path, work: str, partitions: int, in_executors: bool
     mem = memory(spark)
     out = {"seconds": sum(result.extra["batch_seconds"]), "wall": wall, "cores": cores,
            "batches": len(result.extra["batch_seconds"]),
-           "detail": {k: round(v, 2) for k, v in result.extra["timing"].items()}, **mem}
+           "detail": {**{k: round(v, 2) for k, v in result.extra["timing"].items()},
+                      "median batch s": round(statistics.median(
+                          result.extra["batch_seconds"]), 3)}, **mem}
 
     def read(name: str) -> dict:
         state = factory.make_state(name, work)
@@ -264,6 +273,41 @@ def run_ss(spark, root: Path, work: str) -> dict:
     return out
 
 
+def _count_rows(batches):  # shipped by value to the Python workers
+    import pyarrow as pa
+
+    n = 0
+    for b in batches:
+        n += sum(b.column("count").to_pylist())
+    yield pa.RecordBatch.from_pydict({"n": pa.array([n], pa.int64())})
+
+
+def run_floor(spark, root: Path, partitions: int, per_partition: bool) -> dict:
+    """A's Spark job without the state, one job per file; `events` is what the Python tasks
+    counted (the check)."""
+    from pyspark.sql import functions as F
+
+    t0, ticks = time.perf_counter(), cpu_ticks()
+    times: list[float] = []
+    events = 0
+    cores = spark.sparkContext.defaultParallelism
+    for f in sorted(root.glob("part-*.parquet")):
+        t = time.perf_counter()
+        grouped = (spark.read.schema("key string, value long").parquet(str(f))
+                   .repartition(partitions, "key").groupBy("key")
+                   .agg(F.count("*").alias("count"), F.sum("value").alias("sum"))
+                   .withColumn("$sp", F.expr(f"CAST(pmod(hash(key), {partitions}) AS INT)")))
+        if not per_partition and cores < partitions:
+            grouped = grouped.coalesce(cores)
+        table = grouped.mapInArrow(_count_rows, "n long").toArrow()
+        times.append(time.perf_counter() - t)
+        events += sum(table.column("n").to_pylist())
+    wall, cores_busy = time.perf_counter() - t0, busy_since(ticks)
+    return {"seconds": sum(times), "wall": wall, "cores": cores_busy, "batches": len(times),
+            "events": events, "detail": {"median batch s": round(statistics.median(times), 3)},
+            **memory(spark)}
+
+
 def child(args: argparse.Namespace) -> None:
     from squall.runtime.spark.session import get_session
 
@@ -285,12 +329,20 @@ def child(args: argparse.Namespace) -> None:
 
             with start_redis(Path(work)) as server:
                 out = run_squall(spark, root, work, args.partitions, True, server.port, master)
+        elif name in ("F", "F-8"):
+            out = run_floor(spark, root, args.partitions, name == "F-8")
         else:
             out = run_ss(spark, root, work)
-        state = out.pop("state")
         out["session"] = started
-        out["wrong"] = compare(state, reference(root))
-        out["keys"] = len(state)
+        if "state" in out:
+            state = out.pop("state")
+            out["wrong"] = compare(state, reference(root))
+            out["keys"] = len(state)
+        else:  # the floor keeps no state: its Python tasks must have seen every event
+            want = sum(n for n, _ in reference(root).values())
+            out["wrong"] = "" if out["events"] == want else \
+                f"the floor's tasks counted {out['events']} events of {want}"
+            out["keys"] = 0
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -334,7 +386,7 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=8,
                     help="squall's state partitions = SS's shuffle partitions")
     ap.add_argument("--contenders", default="A,B,SS",
-                    help="of A, B, R, SS, SS-hdfs (with --cluster: each as X@1 or X@2)")
+                    help="of A, B, R, SS, SS-hdfs, F, F-8 (with --cluster: each as X@1 or X@2)")
     ap.add_argument("--cluster", action="store_true",
                     help="on a standalone cluster of two one-core workers on loopback")
     ap.add_argument("--master", help=argparse.SUPPRESS)
@@ -413,7 +465,7 @@ def sitting(args: argparse.Namespace, master: str | None) -> None:
             print(f"| {k:,} | {label} | {args.events / med('seconds') / 1e3:.1f} | "
                   f"{med('seconds'):.2f} | {med('wall'):.2f} | {med('driver_mb'):.0f} | "
                   f"{med('jvm_mb'):.0f} | {med('worker_mb'):.0f} |")
-    pairs = [(a, b) for a, b in (("A", "SS"), ("B", "SS"), ("A", "B"), ("R", "A"),
+    pairs = [(a, b) for a, b in (("A", "SS"), ("B", "SS"), ("A", "B"), ("R", "A"), ("F", "A"),
                                  ("A@2", "A@1"), ("SS@2", "SS@1"), ("A@1", "SS@1"),
                                  ("A@2", "SS@2"))
              if a in contenders and b in contenders]
