@@ -287,6 +287,8 @@ def run_floor(spark, root: Path, partitions: int, per_partition: bool) -> dict:
     counted (the check)."""
     from pyspark.sql import functions as F
 
+    from squall.runtime.spark.trident.state import partition_sql
+
     t0, ticks = time.perf_counter(), cpu_ticks()
     times: list[float] = []
     events = 0
@@ -296,7 +298,7 @@ def run_floor(spark, root: Path, partitions: int, per_partition: bool) -> dict:
         grouped = (spark.read.schema("key string, value long").parquet(str(f))
                    .repartition(partitions, "key").groupBy("key")
                    .agg(F.count("*").alias("count"), F.sum("value").alias("sum"))
-                   .withColumn("$sp", F.expr(f"CAST(pmod(hash(key), {partitions}) AS INT)")))
+                   .withColumn("$sp", F.expr(partition_sql(["key"], partitions))))
         if not per_partition and cores < partitions:
             grouped = grouped.coalesce(cores)
         table = grouped.mapInArrow(_count_rows, "n long").toArrow()
