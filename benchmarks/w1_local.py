@@ -175,7 +175,8 @@ def storm_shaped_floor(sentences: list[str], acking: bool) -> tuple[float, dict[
     return elapsed, counts
 
 
-def squall_run(sentences: list[str], acking: bool) -> tuple[float, dict[str, int]]:
+def squall_run(sentences: list[str], acking: bool, **run: Any) -> tuple[float, dict[str, int]]:
+    """W1 on the local runner; `run` goes to `LocalEngine.run` (e.g. `on_progress`)."""
     builder = TopologyBuilder()
     builder.set_spout("sentences", ListSpout(sentences, reliable=acking))
     builder.set_bolt("split", Split(), 2).shuffle_grouping("sentences")
@@ -185,7 +186,7 @@ def squall_run(sentences: list[str], acking: bool) -> tuple[float, dict[str, int
     conf.set_max_spout_pending(1000)
     engine = LocalEngine(builder.create_topology(), conf)
     t0 = time.perf_counter()
-    result = engine.run(until_complete=True)
+    result = engine.run(until_complete=True, **run)
     elapsed = time.perf_counter() - t0
     if result.errors:
         raise AssertionError(f"errors: {result.errors[:3]}")

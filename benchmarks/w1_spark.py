@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -63,8 +64,9 @@ def baseline(spark, df) -> tuple[float, dict[str, int]]:
                              strict=True))
 
 
-def squall_run(spark, sentences, acking: bool, source: str = "spout"
+def squall_run(spark, sentences, acking: bool, source: str = "spout", **run: Any
                ) -> tuple[float, float, dict[str, int]]:
+    """W1 on Spark: (micro-batches' seconds, run's seconds, counts); `run` goes to `run`."""
     builder = TopologyBuilder()
     if source == "spout":  # a user's Spout, hosted in the reader on the driver
         builder.set_spout("sentences", ListSpout(sentences, reliable=acking))
@@ -79,7 +81,7 @@ def squall_run(spark, sentences, acking: bool, source: str = "spout"
     runner = SparkRunner(builder.create_topology(), conf, session=spark,
                          checkpoint_location=tempfile.mkdtemp(prefix="w1-spark-"))
     t0 = time.perf_counter()
-    result = runner.run(until_complete=True)
+    result = runner.run(until_complete=True, **run)
     total = time.perf_counter() - t0
     if result.errors:
         raise AssertionError(result.errors[:3])

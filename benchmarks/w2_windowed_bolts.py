@@ -172,10 +172,11 @@ def storm_shaped_floor(sentences: list[str]) -> tuple[float, dict]:
     return time.perf_counter() - t0, counts
 
 
-def run_local(sentences: list[str]) -> tuple[float, dict]:
+def run_local(sentences: list[str], **run: Any) -> tuple[float, dict]:
+    """W2 on the local runner; `run` goes to `LocalEngine.run` (e.g. `on_progress`)."""
     engine = LocalEngine(topology(sentences), Config())
     t0 = time.perf_counter()
-    engine.run(until_complete=True)
+    engine.run(until_complete=True, **run)
     elapsed = time.perf_counter() - t0
     return elapsed, sink_counts(engine.bolts)
 
