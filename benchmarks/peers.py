@@ -1,6 +1,6 @@
 """The peers: W1, W2 and W5 (docs/benchmarks.md) on other Python stream processors, in one sitting.
 
-    python3.11 benchmarks/peers.py [--sentences 200000] [--runs 3] [--workloads W1,W2,W5]
+    .venv/bin/python benchmarks/peers.py [--sentences 200000] [--runs 3] [--workloads W1,W2,W5]
         [--systems ...] [--events 4000000] [--keys 10000,4000000]
 
 Each peer runs in a process of its own, in a virtual environment this script makes under
@@ -33,7 +33,9 @@ The systems, each written the way its own documentation counts words:
   the input as one micro-batch (W1: spout, split, count; W2: a `WindowedBolt`); their figures
   are their transactions' or micro-batches' time, as their own benchmarks report;
 - `bytewax`: `flat_map` -> `count_final` (W1), event-time `count_window` (W2), `stateful_map`
-  (W5), two workers (`cluster_main`, `worker_count_per_proc=2`);
+  (W5), two workers (`cluster_main`, `worker_count_per_proc=2`), its testing source giving
+  1,000 items a poll; W2's event clock waits 60 s of system time (Bytewax moves the watermark on
+  with the system clock, and with no wait some words arrive late and are dropped);
 - `pathway`: `flatten` -> `groupby().reduce(count)` (W1), `windowby(tumbling)` (W2),
   `groupby(key).reduce(count, sum)` (W5), two threads (`PATHWAY_THREADS=2`);
 - `streamz`: `map(str.split).flatten().accumulate(...)`; `reactivex`: `flat_map` ->
@@ -41,7 +43,7 @@ The systems, each written the way its own documentation counts words:
 - `flink-sql`: PyFlink's Table API in batch mode, the split and count in Flink's JVM operators
   (W1: `UNNEST(SPLIT(...))`; W2: the `TUMBLE` table function over an event-time column);
   `flink-ds`: PyFlink's DataStream API in batch mode with Python functions (`flat_map`, `key_by`,
-  `reduce`); parallelism 2.
+  `reduce`) over a file source; parallelism 2; both return their result through `to_pandas`.
 """
 
 from __future__ import annotations
@@ -464,7 +466,7 @@ def streamz_w2(sentences: list[str]) -> dict[tuple[int, str], int]:
 
 
 def _rx_count(items: Any, key: Callable[[Any], Any]) -> dict:
-    import reactivex as rx
+    """Count `items` per `key`: a group per key, each group's count when the source completes."""
     from reactivex import operators as ops
 
     out: dict = {}
@@ -472,7 +474,6 @@ def _rx_count(items: Any, key: Callable[[Any], Any]) -> dict:
         ops.group_by(key),
         ops.flat_map(lambda g: g.pipe(ops.count(), ops.map(lambda n, g=g: (g.key, n)))),
     ).subscribe(lambda kv: out.__setitem__(kv[0], kv[1]))
-    del rx
     return out
 
 
