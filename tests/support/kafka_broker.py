@@ -166,6 +166,16 @@ class Broker:
             raise RuntimeError(f"could not produce to {topic}")
         return n
 
+    def _high_watermarks(self, topic: str, partitions: list[int]) -> dict[int, int]:
+        """Each partition's high watermark (the end of its log, open transactions included)."""
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "test-watermarks",
+                             "isolation.level": "read_uncommitted"})
+        try:
+            return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10,
+                                                      cached=False)[1] for p in partitions}
+        finally:
+            consumer.close()
+
     def read_all(self, topic: str, timeout: float = 20.0,
                  isolation: str = "read_committed") -> list[Any]:
         """Every record of every partition of `topic` (Message objects), up to the fetch high
@@ -179,9 +189,16 @@ class Broker:
                              "enable.auto.commit": False, "enable.partition.eof": True,
                              "isolation.level": isolation})
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        # A committed transaction's markers are written after commit_transaction returns: until
+        # then a read_committed reader's end (the last stable offset) stops before its records.
+        # Where the end is below the high watermark, the reader waits up to `settle` seconds
+        # for it to move (a transaction left open by a killed producer never does).
+        high = self._high_watermarks(topic, partitions) if isolation == "read_committed" else {}
         out: list[Any] = []
         done: set[int] = set()
+        short: set[int] = set()  # at their readable end, below the high watermark
         deadline = time.monotonic() + timeout
+        settle = time.monotonic() + min(5.0, timeout / 2)
         try:
             while len(done) < len(partitions):
                 if time.monotonic() > deadline:
@@ -189,12 +206,19 @@ class Broker:
                                        "did not reach their end")
                 for m in consumer.consume(1000, 0.2):
                     if m.error():
-                        if m.error().code() == -191:  # _PARTITION_EOF: at the high watermark
-                            done.add(m.partition())
+                        if m.error().code() == -191:  # _PARTITION_EOF: at the readable end
+                            if m.offset() >= high.get(m.partition(), 0):
+                                done.add(m.partition())
+                            else:
+                                short.add(m.partition())
                             continue
                         raise KafkaException(m.error())
                     done.discard(m.partition())
+                    short.discard(m.partition())
                     out.append(m)
+                if short and time.monotonic() > settle:
+                    done |= short  # the end did not move: a transaction still open
+                    short.clear()
         finally:
             consumer.close()
         out.sort(key=lambda m: (m.partition(), m.offset()))
