@@ -32,9 +32,9 @@ from squall.errors import (
     SquallError,
     TransactionFailedError,
 )
+from squall.local_cluster import LocalCluster
 from squall.reliability.retries import DEAD_LETTER, DEAD_LETTER_FIELDS
 from squall.runners import run
-from squall.runtime.local.cluster import LocalCluster
 from squall.state.base import KeyValueState, State, StateError
 from squall.task.collectors import (
     BasicOutputCollector,

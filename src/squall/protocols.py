@@ -164,9 +164,11 @@ class MergeAccumulation(Accumulation, Protocol):
 # its bounded input is processed (`until_complete`), `duration_ms` passes, or the runner's own stop
 # condition; it returns the `RunResult`. While it runs, `on_progress` receives the runner's
 # `metrics()` (a `MetricsSnapshot`, public and documented) every `progress_every_ms`, and once
-# more when the run ends. `LocalEngine`
-# (`runtime/local`), `SparkRunner` and `TransactionalSparkRunner` (`runtime/spark`) implement it;
+# more when the run ends. `LocalEngine` and `LocalTridentRunner` (`runtime/local`), `SparkRunner`,
+# `TransactionalSparkRunner` and `TridentSparkRunner` (`runtime/spark`) implement it;
 # `squall.runners.make_runner` returns one of them as a `Runner`, which mypy checks structurally.
+# Every way of starting a topology (`squall run`, `squall.run`, `LocalCluster`,
+# `complete_topology`) gets its runner from `make_runner`.
 
 Progress = Callable[[MetricsSnapshot], None]
 
@@ -186,6 +188,12 @@ class Runner(Protocol):
         progress_every_ms: int = 1000,
     ) -> RunResult:
         """Run until complete, for `duration_ms`, or until stopped; then the result."""
+        ...
+
+    def complete(self) -> bool:
+        """Whether the run has started and all its input is processed: every spout exhausted and
+        everything it emitted settled (Trident and transactional topologies: every batch
+        committed). Callable from another thread while running."""
         ...
 
     def component_stats(self) -> dict[str, ComponentStats]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from datetime import timedelta
 
 import pytest
@@ -327,3 +328,63 @@ def test_run_unknown_runner():
 def test_complete_topology_gives_up_on_a_spout_that_never_ends():
     with pytest.raises(CompleteTopologyTimeout, match=r"spouts not exhausted: \['endless'\]"):
         complete_topology(endless_topology(quiet=True), max_time_ms=1_000)
+
+
+# ---- LocalCluster hosts every kind of topology (the runner make_runner gives) --------------
+
+
+def test_local_cluster_runs_storms_trident_wordcount(tmp_path):
+    """Storm's TridentWordCount pattern: a Trident topology submitted to a LocalCluster."""
+    from examples import trident_wordcount as twc
+    from squall.trident.state import DurableMapState, StateType
+
+    top, conf = twc.topology()
+    with LocalCluster() as cluster:
+        cluster.submit_topology("twc", conf, top, checkpoint_location=str(tmp_path))
+        assert cluster.wait_until_complete("twc", timeout_s=60)
+        stats = cluster.get_stats("twc")
+        result = cluster.kill_topology("twc")
+    assert result.errors == []
+    assert result.extra["committed"] == list(range(1, len(result.extra["committed"]) + 1))
+    assert stats["spout1"].emitted == len(twc.SENTENCES)
+    state = DurableMapState.factory(StateType.TRANSACTIONAL).make_state(twc.STATE, str(tmp_path))
+    try:
+        counts = {key[0]: n for key, n in state.items()}
+    finally:
+        state.close()
+    assert counts == Counter(w for s in twc.SENTENCES for w in s.split(" "))
+
+
+def test_local_cluster_runs_a_transactional_topology(tmp_path):
+    """Storm's TransactionalGlobalCount submitted to a LocalCluster: every tuple counted once."""
+    from examples import transactional_global_count as tgc
+
+    db = {"provider": "durable", "dir": str(tmp_path / "db")}
+    conf = Config({"global_count.db": db})
+    with LocalCluster() as cluster:
+        cluster.submit_topology("tgc", conf, tgc.build().create_topology())
+        assert cluster.wait_until_complete("tgc", timeout_s=60)
+        result = cluster.kill_topology("tgc")
+    assert result.errors == []
+    store = tgc.open_db(conf)
+    try:
+        total = store.get(tgc.GLOBAL)
+    finally:
+        store.close()
+    assert total == sum(len(rows) for rows in tgc.DATA.values())
+
+
+def test_a_topology_that_fails_at_start_is_not_waited_on_and_kill_raises_its_error():
+    b = TopologyBuilder()
+    b.set_spout("spout", FailsToOpen([[1]], Fields("n")))
+    b.set_bolt("count", Count()).shuffle_grouping("spout")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("broken", Config(), b.create_topology())
+        assert not cluster.wait_until_complete("broken", timeout_s=30)
+        with pytest.raises(RuntimeError, match="cannot open"):
+            cluster.kill_topology("broken")
+
+
+class FailsToOpen(FixedTupleSpout):
+    def open(self, conf, context, collector):
+        raise RuntimeError("cannot open the source")

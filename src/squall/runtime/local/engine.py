@@ -438,9 +438,10 @@ class LocalEngine(Controls, Reporting):
         return sum(len(s.pending) + len(s.completions) for s in self.spouts)
 
     def complete(self) -> bool:
-        """Every spout exhausted, nothing queued, no tracked tree pending."""
+        """Started, every spout exhausted, nothing queued, no tracked tree pending."""
         return (
-            not self.queue
+            self.started
+            and not self.queue
             and self.pending() == 0
             and all(s.exhausted() for s in self.spouts)
         )

@@ -135,6 +135,10 @@ class LocalTridentRunner(Controls, Reporting):
             self.executor.close()
             self.coordinator.close()
 
+    def complete(self) -> bool:
+        """Opened, and every spout's input ended with the last committed transaction."""
+        return self.executor is not None and self.coordinator.exhausted()
+
     def component_stats(self) -> dict[str, ComponentStats]:
         return self.stats.component_stats()
 

@@ -321,6 +321,10 @@ class TransactionalSparkRunner(Controls, Reporting):
     def batch_metrics(self) -> list[BatchMetrics]:
         return batch_metrics(self.query)
 
+    def complete(self) -> bool:
+        """Every partition of the spout read to its end, its last transaction committed."""
+        return self.exhausted
+
     def component_stats(self) -> dict[str, ComponentStats]:
         """Every component's counters so far (as `SparkRunner.component_stats`): the bolt tasks'
         of every finished attempt, and the coordinator's (see the module doc)."""

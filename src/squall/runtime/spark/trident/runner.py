@@ -568,6 +568,10 @@ class TridentSparkRunner(Controls, Reporting):
     def batch_executed(self) -> dict[int, int]:
         return self.stats.batch_executed
 
+    def complete(self) -> bool:
+        """Every spout's input ended with the last committed transaction."""
+        return self.exhausted
+
     def component_stats(self) -> dict[str, ComponentStats]:
         with self._stats_lock:
             return self.stats.component_stats()
