@@ -5,7 +5,8 @@ runners.
   checkpoint, each run reading new files: every word's running counts across the three runs are
   exactly 1..n (state moved key by key, nothing counted twice or lost).
 - A structural change (a component added, a grouping changed) is refused with the exact change.
-- A restart with changed constructor arguments takes the new ones, restores the state, and warns.
+- A restart with changed constructor arguments takes the new ones, restores the state, and warns;
+  a restart of the same script's topology, whose classes are new on every load, does not.
 """
 
 from __future__ import annotations
@@ -215,6 +216,84 @@ def test_restart_with_changed_arguments_takes_the_new_ones_and_warns(runner, tmp
                in w for w in warnings), warnings
     assert any("component 'lines' restarts with a changed configuration (bounded: False -> True)"
                in w for w in warnings), warnings
+
+
+# A topology file as `squall run FILE.py:...` loads it: its classes are new classes on every
+# load (in every process), pickled by value, so its objects are equal to no earlier load's.
+SCRIPT = """
+from pathlib import Path
+from squall import Bolt, Fields, TopologyBuilder, Values
+from squall.connectors import JsonLinesSink, JsonLinesSource
+
+HERE = Path(__file__).parent
+
+
+class Query:
+    def __init__(self, limit):
+        self.limit = limit
+
+
+class Select(Bolt):
+    def __init__(self, op):
+        self.op = op
+
+    def execute(self, tup):
+        if len(tup["line"]) <= self.op.limit:
+            self.collector.emit(Values(tup["line"]), anchors=tup)
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("line"))
+
+
+def topology(limit):
+    b = TopologyBuilder()
+    b.set_spout("lines", JsonLinesSource(str(HERE / "in"), ["line"], bounded=True))
+    b.set_bolt("select", Select(Query(limit))).shuffle_grouping("lines")
+    b.set_bolt("out", JsonLinesSink(str(HERE / "out"))).shuffle_grouping("select")
+    return b.create_topology()
+
+
+def short():
+    return topology(5)
+
+
+def long():
+    return topology(9)
+"""
+
+
+@pytest.mark.parametrize("runner", ["local", pytest.param("spark", marks=pytest.mark.spark)],
+                         indirect=True)
+def test_restart_of_a_script_warns_only_when_an_argument_changed(runner, tmp_path, caplog):
+    """A component holding a user object of a script's class restarts without a warning when
+    nothing changed, and with one naming the changed attribute when the object's argument
+    did."""
+    from squall.cli.target import load_target
+
+    (tmp_path / "pipeline.py").write_text(SCRIPT)
+    ckpt = str(tmp_path / "ckpt")
+    caplog.set_level(logging.WARNING, logger="squall")
+
+    def restart(target: str, lines: list[str]) -> list[str]:
+        (tmp_path / "in").mkdir(exist_ok=True)
+        name = f"part-{len(os.listdir(tmp_path / 'in'))}.jsonl"
+        (tmp_path / "in" / name).write_text("".join(json.dumps({"line": x}) + "\n"
+                                                    for x in lines))
+        caplog.clear()
+        topology, _ = load_target(f"{tmp_path / 'pipeline.py'}:{target}")
+        result = run(topology, conf_for(runner), runner=runner, checkpoint_location=ckpt)
+        assert result.errors == []
+        return [r.getMessage() for r in caplog.records
+                if "restarts with a changed configuration" in r.getMessage()]
+
+    assert restart("short", ["a", "abcdefg"]) == []
+    assert restart("short", ["bb", "bbbbbbb"]) == []  # the same script, loaded anew
+    warnings = restart("long", ["ccc", "ccccccc"])
+    assert len(warnings) == 1 and "component 'select' restarts with a changed configuration " \
+        "(op.limit: 5 -> 9)" in warnings[0], warnings
+    assert sorted(r["line"] for r in read_jsonl(tmp_path / "out")) == \
+        ["a", "bb", "ccc", "ccccccc"]
 
 
 def test_a_redistribution_interrupted_anywhere_completes_on_the_next_start(tmp_path):
