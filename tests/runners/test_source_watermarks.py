@@ -407,3 +407,48 @@ def test_a_processing_time_watermark_trails_the_batch_time(runner, runner_conf):
     assert sum(panes) + len(late) == len(clicks)
     # One click per batch: the first batch end makes the rest late.
     assert panes == [1] and len(late) == 7
+
+
+# ---- one lateness rule per operator, whatever the input -----------------------------------------
+
+
+def lateness_rule_topology(spout: Spout, rule):
+    """10 s windows, the maximum per key, allowed lateness 30 s, watermark delay 5 s."""
+    from squall.windows import AfterCount, AfterWatermark, TimeWindows, accumulations
+
+    b = TopologyBuilder()
+    b.set_spout("events", spout)
+    b.set_bolt("max", KeyedWindowedOperator(
+        accumulation=accumulations.Max(), window=TimeWindows(Duration.seconds(10)),
+        trigger=AfterWatermark(late=AfterCount(1)), lateness_rule=rule,
+        allowed_lateness=Duration.seconds(30), watermark_delay=Duration.seconds(5),
+        timestamp_field="ts", key_field="key", value_field="value", late_stream="late",
+    ), 1).fields_grouping("events", ["key"])
+    return b.create_topology()
+
+
+@pytest.mark.parametrize("partitioned", [False, True], ids=["FixedTupleSpout", "MemorySource"])
+def test_the_lateness_rule_holds_for_partitioned_sources(runner, partitioned):
+    """Beam's rule (`WINDOW_EXPIRED`): 99 at 4 s is 31 s behind the watermark (40 - 5 s) but its
+    window [0, 10 s) has not expired (10 + 30 > 35 s), so it is a LATE pane, from a partitioned
+    source as from a plain spout; Apex's rule (`BEHIND_WATERMARK`) drops it to the late stream."""
+    from squall.connectors import MemorySource
+    from squall.testing import FixedTupleSpout
+    from squall.windows import LatenessRule
+
+    events = [["a", 10, 1_000], ["b", 5, 40_000], ["a", 99, 4_000]]
+    fields = Fields("key", "value", "ts")
+    for rule in (LatenessRule.WINDOW_EXPIRED, LatenessRule.BEHIND_WATERMARK):
+        spout = MemorySource([events], fields) if partitioned else FixedTupleSpout(events, fields)
+        result = complete_topology(lateness_rule_topology(spout, rule), CONF, runner=runner)
+        assert not result.errors
+        panes = sorted(tuple(p[:6]) for p in result.tuples("max"))
+        late = [row[:3] for row in result.tuples("max", "late")]
+        if rule is LatenessRule.WINDOW_EXPIRED:
+            assert panes == [("a", 0, 10_000, 10, "ON_TIME", 0), ("a", 0, 10_000, 99, "LATE", 1),
+                             ("b", 40_000, 50_000, 5, "ON_TIME", 0)], rule
+            assert late == [], rule
+        else:
+            assert panes == [("a", 0, 10_000, 10, "ON_TIME", 0),
+                             ("b", 40_000, 50_000, 5, "ON_TIME", 0)], rule
+            assert late == [["a", 99, 4_000]], rule

@@ -344,17 +344,8 @@ class WindowedEngine:
         self.now = now
         fixed = self._fixed
         if behind:  # Beam's rule: it counts in its windows that have not expired
-            horizon = self.watermark - lateness  # type: ignore[operator]
-            if window is not None:
-                self._add(key, window, value, ts, now, second)
-            elif self._merging:
-                self._add_session(key, ts, value, now, second)
-            else:
-                for w in self.window.assign(ts):  # type: ignore[union-attr]
-                    if w[1] > horizon:
-                        self._add(key, w, value, ts, now, second)
-                    else:
-                        self.expired_drops += 1
+            self._unexpired(key, ts, value, now, second, window,
+                            self.watermark - lateness)  # type: ignore[operator]
         elif fixed and window is None and not second:
             # The hot path (time windows, one input): assign, _add and _accumulate inlined.
             slide = self._slide
@@ -401,10 +392,57 @@ class WindowedEngine:
             return ACCEPTED | WATERMARK_MOVED
         return ACCEPTED | WATERMARK_DUE
 
-    def _expired(self, ts: int, window: Window | None) -> bool:
+    def process_at(self, key: Any, ts: int, value: Any, now: int, second: bool,
+                   window: Window | None, watermark: int) -> bool:
+        """`process`, the tuple judged by the lateness rule against `watermark` (its source
+        partition's just before it) where that is above the engine's own: False if dropped.
+
+        >>> from squall.panes.accumulations import Sum
+        >>> from squall.panes.beam_triggers import AfterCount, AfterWatermark
+        >>> from squall.panes.windows import TimeWindows
+        >>> e = WindowedEngine(TimeWindows(10_000, 5_000), Sum(), AfterWatermark(),
+        ...                    allowed_lateness_ms=0)
+        >>> e.process_at("k", 6_000, 1, 0, False, None, 9_000)  # [0, 10 s) is not expired
+        True
+        >>> sorted(e.windows), e.expired_drops  # [5 s, 15 s) takes it; [0, 10 s) too
+        ([(0, 10000), (5000, 15000)], 0)
+        >>> e.process_at("k", 6_000, 1, 0, False, None, 12_000)  # only [5 s, 15 s) is not
+        True
+        >>> e.expired_drops, e.process_at("k", 6_000, 1, 0, False, None, 15_000)
+        (1, False)
+        """
+        lateness = self.lateness
+        if lateness is None or watermark <= self.watermark or ts >= watermark - lateness:
+            return bool(self.process(key, ts, value, now, second, window))
+        horizon = watermark - lateness
+        if not self._window_rule or self._expired(ts, window, horizon):
+            self.dropped += 1
+            return False
+        self.now = now
+        self._unexpired(key, ts, value, now, second, window, horizon)
+        return True
+
+    def _unexpired(self, key: Any, ts: int, value: Any, now: int, second: bool,
+                   window: Window | None, horizon: int) -> None:
+        """Beam's rule for a tuple behind the watermark: it counts in its windows that end
+        after `horizon` (watermark - allowed lateness)."""
+        if window is not None:
+            self._add(key, window, value, ts, now, second)
+        elif self._merging:
+            self._add_session(key, ts, value, now, second)
+        else:
+            for w in self.window.assign(ts):  # type: ignore[union-attr]
+                if w[1] > horizon:
+                    self._add(key, w, value, ts, now, second)
+                else:
+                    self.expired_drops += 1
+
+    def _expired(self, ts: int, window: Window | None, horizon: int | None = None) -> bool:
         """Beam's rule: every window of a tuple at `ts` has expired (its end at or before
-        watermark - allowed lateness); a session's is the tuple's own, before any merge."""
-        horizon = self.watermark - self.lateness  # type: ignore[operator]
+        `horizon`, by default watermark - allowed lateness); a session's is the tuple's own,
+        before any merge."""
+        if horizon is None:
+            horizon = self.watermark - self.lateness  # type: ignore[operator]
         if window is not None:
             return window[1] <= horizon
         if self._merging:

@@ -288,22 +288,25 @@ class OperatorRole(WindowRole):
 
     def _partitioned(self, tup: Tuple, parts: PartitionWatermarks, ts: int, key: Any,
                      value: Any, window: Window | None, now_ms: int, i: int) -> None:
-        """A tuple of an input read from partitioned sources: late against its own partition's
-        watermark (squall.partition_watermarks), so which tuples are late does not depend on
-        how partitions are spread over tasks or interleaved."""
-        lateness = self.engine.lateness
+        """A tuple of an input read from partitioned sources: judged by the operator's
+        lateness rule against its own partition's watermark (squall.partition_watermarks), so
+        which tuples are late does not depend on how partitions are spread over tasks or
+        interleaved."""
+        engine = self.engine
         before = parts.before(tup._origin.task)
-        if before is not None and lateness is not None and ts < before - lateness:
-            self._late(tup, ts, now_ms, before)
+        if before is None or before <= engine.watermark:
+            # Judged against the operator's watermark: the partition's is not known yet, or is
+            # behind it (a partition that was idle woke up late).
+            before = None
+            accepted = engine.process(key, ts, value, now_ms, i == 1, window)
         else:
-            engine = self.engine
-            if engine.process(key, ts, value, now_ms, i == 1, window):
-                if engine.out:
-                    self._flush()
-            else:  # behind the operator's watermark: a partition that was idle woke up late
-                self._late(tup, ts, now_ms)
-            if parts.observe(tup._origin.task, ts) is not None:
-                self._refresh(now_ms)
+            accepted = engine.process_at(key, ts, value, now_ms, i == 1, window, before)
+        if not accepted:
+            self._late(tup, ts, now_ms, before)
+        elif engine.out:
+            self._flush()
+        if parts.observe(tup._origin.task, ts) is not None:
+            self._refresh(now_ms)
         self._out.ack(tup)
 
     def _refresh(self, now_ms: int) -> None:
