@@ -3,7 +3,9 @@ with the same results as the local runner and exactly once across a restart."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from collections import Counter
 
 import pyarrow as pa
@@ -12,7 +14,9 @@ import pytest
 
 from squall import run
 from squall.testing import complete_topology
+from squall.transaction_kernel.progress_store import meta_key, open_store
 from squall.trident import Count, FileBatchSpout, Function, Sum, TridentTopology
+from squall.trident.spouts import SpoutEmitter
 from squall.trident.state import DurableMapState, StateType
 
 
@@ -198,3 +202,110 @@ def test_parquet_columns_of_narrower_types_and_of_types_spark_does_not_type(runn
     assert {type(v) for _, v in result.tuples("x-totals")} == {float}
     if runner == "spark":
         assert "typed" in result.extra["spark_operations"]
+
+
+# ---- which files a transaction takes: by name, whatever the directory does --------------------
+
+
+class DeleteWhenSeen(Function):
+    """Deletes `path` when it sees a record of file `trigger`: a file listed by the plan of the
+    transaction being processed, deleted before the next transaction could take it."""
+
+    def __init__(self, trigger, path):
+        self.trigger, self.path = trigger, path
+
+    def execute(self, tup, collector):
+        if tup["file"] == self.trigger:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(self.path)
+        collector.emit([])
+
+
+def write_lines(root, stem, n=3):
+    with open(root / f"{stem}.jsonl", "w") as f:
+        for i in range(n):
+            f.write(json.dumps({"file": stem, "i": i}) + "\n")
+
+
+def per_file_counts(root):
+    t = TridentTopology()
+    (t.new_stream("files", FileBatchSpout(str(root), ["file", "i"], format="jsonl"))
+     .each(["file"], DeleteWhenSeen("b0", str(root / "b2.jsonl")), []).name("clean-up")
+     .group_by(["file"])
+     .persistent_aggregate(DurableMapState.factory(StateType.TRANSACTIONAL), Count(), ["count"])
+     .name("counts"))
+    return t.build()
+
+
+def reports(result):
+    return sorted((e.error.file.rsplit("/", 1)[1], e.error.reason)
+                  for e in result.errors if e.stream == "files")
+
+
+def test_deleted_and_out_of_order_files_are_each_read_once_and_reported(runner, tmp_path):
+    # Run 1 takes b0; while it is processed b2 (listed, not yet taken) is deleted: reported as
+    # gone, b1 is still read. Then b0 (read) is deleted, b3 and b4 are added and a0, which
+    # sorts before the files read: run 2 on the same checkpoint reads b3, b4 and a0 once each
+    # (a0 reported out of name order) and nothing twice.
+    root = tmp_path / "in"
+    root.mkdir()
+    for stem in ("b0", "b1", "b2"):
+        write_lines(root, stem)
+    ckpt = tmp_path / "ckpt"
+    first = run(per_file_counts(root), runner=runner, checkpoint_location=str(ckpt))
+    assert reports(first) == [("b2.jsonl", "gone before it was read")]
+    assert all(e.component == "files" for e in first.errors)
+    assert read_counts(ckpt) == {"b0": 3, "b1": 3}
+    (root / "b0.jsonl").unlink()
+    for stem in ("b3", "b4", "a0"):
+        write_lines(root, stem)
+    again = run(per_file_counts(root), runner=runner, checkpoint_location=str(ckpt))
+    assert reports(again) == [("a0.jsonl", "out of name order")]
+    assert again.stats["files"].errors == 1
+    assert read_counts(ckpt) == {"b0": 3, "b1": 3, "b3": 3, "b4": 3, "a0": 3}
+    assert again.stats["files"].emitted == 9
+
+
+def emitter_on(root, store_dir, files_per_batch=1):
+    store = open_store({"squall.transactional.progress_store": {"dir": str(store_dir)}}, "t")
+    spout = FileBatchSpout(str(root), ["file", "i"], format="jsonl",
+                           files_per_batch=files_per_batch)
+    return SpoutEmitter("files", spout, store), store
+
+
+def names(batch):
+    return [f.rsplit("/", 1)[1] for f in batch.files]
+
+
+def test_a_replayed_transaction_takes_the_files_it_took_whatever_the_listing_does(tmp_path):
+    root = tmp_path / "in"
+    root.mkdir()
+    for stem in ("b0", "b1", "b2"):
+        write_lines(root, stem)
+    emitter, _ = emitter_on(root, tmp_path / "store", files_per_batch=2)
+    assert names(emitter.files(1)) == ["b0.jsonl", "b1.jsonl"]
+    (root / "b2.jsonl").unlink()
+    write_lines(root, "a0")  # sorts first: a replay still takes b0, b1
+    assert names(emitter.files(1)) == ["b0.jsonl", "b1.jsonl"]
+    (root / "b0.jsonl").unlink()
+    with pytest.raises(Exception, match=r"b0\.jsonl was taken by a transaction of Trident "
+                                        r"stream 'files' and is gone.*Restore the file"):
+        emitter.files(1)
+    assert names(emitter.files(2)) == ["a0.jsonl"]
+    assert [(r.file.rsplit("/", 1)[1], r.reason) for r in emitter.reports] == [
+        ("a0.jsonl", "out of name order"), ("b2.jsonl", "gone before it was read")]
+
+
+def test_a_checkpoint_of_positions_resumes_after_the_last_file_it_took(tmp_path):
+    # An earlier version recorded (start, files) per txid: txid 1 took b0, b1; txid 2 nothing.
+    root = tmp_path / "in"
+    root.mkdir()
+    for stem in ("b0", "b1", "b2", "b3"):
+        write_lines(root, stem)
+    emitter, store = emitter_on(root, tmp_path / "store")
+    store.put(meta_key(0, 1), (0, [str(root / "b0.jsonl"), str(root / "b1.jsonl")]))
+    store.put(meta_key(0, 2), (2, []))
+    (root / "b0.jsonl").unlink()
+    assert names(emitter.files(3)) == ["b2.jsonl"]
+    assert names(emitter.files(4)) == ["b3.jsonl"]
+    assert emitter.exhausted_after(4) and not emitter.exhausted_after(3)

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from squall.errors import InvalidTopologyError, SquallError, TransactionFailedError
+from squall.reliability.retries import RetryPolicy
 from squall.transaction_kernel.progress_store import CURR, open_store
 from squall.trident.plan import (
     PLAN_FORMAT,
@@ -37,6 +38,7 @@ from squall.trident.spouts import (
     NON_TRANSACTIONAL,
     OPAQUE,
     TRANSACTIONAL,
+    FileReport,
     MalformedLine,
     SpoutEmitter,
 )
@@ -45,23 +47,37 @@ from squall.trident.spouts import (
 MAX_ATTEMPTS = "squall.trident.max.attempts"
 TIME = "batch-time"  # the store's key of the last transaction's processing time
 FORMAT = "plan-format"  # the store's key of the plan format its progress was recorded under
-
+PAUSE_SLICE_MS = 50  # a pause between attempts looks at the stop this often
 
 
 def retry_pause_ms(attempt: int) -> int:
     """The pause before attempt `attempt + 1` of a failed transaction: replayed for ever by
-    default, as Storm does, but not in a tight loop (0.1 s, 0.2 s, ... up to 10 s), so a failure
+    default, as Storm does, but not in a tight loop: the spouts' default backoff
+    (`squall.reliability.retries.RetryPolicy`: 0.1 s, 0.2 s, ... up to 10 s), so a failure
     that persists (a bug, a store that is down) does not spin.
 
     >>> [retry_pause_ms(a) for a in (1, 2, 3, 8, 20)]
     [100, 200, 400, 10000, 10000]
     """
-    return min(10_000, 100 * 2 ** min(attempt - 1, 7))
+    return _PAUSES.delay_ms(attempt)
 
 
+_PAUSES = RetryPolicy()
 Batches = TypeVar("Batches")
 Output = TypeVar("Output")
 _log = logging.getLogger("squall")
+
+
+class TransactionAbandoned(Exception):
+    """A failed transaction that is not tried again because the run is stopping: the run ends
+    as a stop with work in flight, and a restart on the same checkpoint replays it."""
+
+    def __init__(self, txid: int, attempts: int, error: Exception) -> None:
+        super().__init__(f"Trident transaction {txid} failed {attempts} attempt"
+                         f"{'s' if attempts != 1 else ''} and is not tried again: the run is "
+                         f"stopping (last error: {getattr(error, 'message', error)}); a restart "
+                         "on the same checkpoint runs it again")
+        self.txid, self.attempts, self.error = txid, attempts, error
 
 
 def attempt_transaction(txid: int, emit: Callable[[int], Batches],
@@ -77,9 +93,15 @@ def attempt_transaction(txid: int, emit: Callable[[int], Batches],
     `evaluate(batches)` runs the plan over them and returns its output. When it raises,
     `failed(batches, error, component)` records the failure against the component the error
     names (`blamed` when it names none), and after `retry_pause_ms` (through `pause_ms`, the
-    runner's clock) the next attempt starts. After `max_attempts` failed attempts (unset: never),
-    or when `stopping()` says the run is ending, it raises a `TransactionFailedError` naming
-    the transaction, the attempts and the last error (what `emit` raises is not caught).
+    runner's clock, in slices of `PAUSE_SLICE_MS`) the next attempt starts. After
+    `max_attempts` failed attempts (unset: never) it raises a `TransactionFailedError` naming
+    the transaction, the attempts, the last error and the key. When `stopping()` says the run
+    is ending (a stop was asked for: Storm's coordinator starts no attempt while its spouts are
+    deactivated), a failed attempt is not tried again and the pause ends early: it raises
+    `TransactionAbandoned`. What `emit` raises is not caught.
+
+    The log gets the first failure of the transaction, with the key that bounds its attempts,
+    then one line at its 10th, 100th, 1,000th... failure, not a line per attempt.
 
     >>> failures = []
     >>> def evaluate(batch):
@@ -98,8 +120,20 @@ def attempt_transaction(txid: int, emit: Callable[[int], Batches],
     ...     attempt_transaction(8, lambda attempt: [1], broken, lambda b, e, c: None,
     ...                         blamed="sink", max_attempts=2, pause_ms=lambda ms: None)
     ... except TransactionFailedError as error:
-    ...     print(error.component, error.message)
-    sink Trident transaction 8 failed 2 attempts (squall.trident.max.attempts); last error: bad row
+    ...     print(error.component); print(error.message)
+    sink
+    Trident transaction 8 failed 2 attempts (squall.trident.max.attempts=2); last error: bad row
+    >>> paused, stop = [], []
+    >>> def pause(ms):
+    ...     paused.append(ms)
+    ...     stop.append(True)  # a stop comes during the first pause
+    >>> try:
+    ...     attempt_transaction(9, lambda attempt: [1], broken, lambda b, e, c: None,
+    ...                         blamed="sink", max_attempts=None, pause_ms=pause,
+    ...                         stopping=lambda: bool(stop))
+    ... except TransactionAbandoned as abandoned:
+    ...     print(paused, abandoned.attempts)
+    [50] 1
     """
     attempt = 0
     while True:
@@ -110,13 +144,37 @@ def attempt_transaction(txid: int, emit: Callable[[int], Batches],
         except Exception as exc:
             component = getattr(exc, "component", None) or blamed
             failed(batches, exc, component)
-            _log.error("squall: Trident batch %d attempt %d failed: %s", txid, attempt, exc)
-            if (max_attempts is not None and attempt >= max_attempts) or stopping():
+            _tell_failure(txid, attempt, exc, max_attempts)
+            if max_attempts is not None and attempt >= max_attempts:
                 raise TransactionFailedError(
-                    f"Trident transaction {txid} failed {attempt} attempts ({MAX_ATTEMPTS}); "
-                    f"last error: {getattr(exc, 'message', exc)}",
+                    f"Trident transaction {txid} failed {attempt} attempts "
+                    f"({MAX_ATTEMPTS}={max_attempts}); last error: "
+                    f"{getattr(exc, 'message', exc)}",
                     component=component, field=getattr(exc, "field", None)) from exc
-            pause_ms(retry_pause_ms(attempt))
+            pause = retry_pause_ms(attempt)
+            while pause > 0 and not stopping():
+                pause_ms(min(pause, PAUSE_SLICE_MS))
+                pause -= PAUSE_SLICE_MS
+            if stopping():
+                abandoned = TransactionAbandoned(txid, attempt, exc)
+                _log.warning("%s", abandoned)
+                raise abandoned from exc
+
+
+def _tell_failure(txid: int, attempt: int, exc: Exception, max_attempts: int | None) -> None:
+    """The log line of a failed attempt: the first, then the 10th, 100th, 1,000th..."""
+    error = getattr(exc, "message", exc)
+    if attempt == 1:
+        bound = (f"up to {max_attempts} attempts in all ({MAX_ATTEMPTS})"
+                 if max_attempts is not None else
+                 f"for ever (Storm's default); set {MAX_ATTEMPTS} to bound its attempts")
+        _log.error("Trident transaction %d failed: %s; it is tried again after a pause "
+                   "(0.1 s, doubling up to 10 s), %s", txid, error, bound)
+    elif attempt == 10 ** (len(str(attempt)) - 1):
+        bound = (f"of {max_attempts} ({MAX_ATTEMPTS})" if max_attempts is not None else
+                 f"and is tried again for ever; set {MAX_ATTEMPTS} to bound its attempts")
+        _log.error("Trident transaction %d has failed %d attempts %s; last error: %s",
+                   txid, attempt, bound, error)
 
 
 # What each state type needs from every spout feeding it (Storm's spout x state table).
@@ -207,8 +265,9 @@ class BatchCoordinator:
                               "to commit: the checkpoint's progress and the run disagree")
         return {cid: e.emit(txid, lazy) for cid, e in self.emitters.items()}
 
-    def malformed(self) -> list[MalformedLine]:
-        """The `MalformedLine`s of the last `emit`'s file spouts (skipped from their batches)."""
+    def malformed(self) -> list[MalformedLine | FileReport]:
+        """The `MalformedLine`s of the last `emit`'s file spouts (skipped from their batches)
+        and their `FileReport`s."""
         return [m for e in self.emitters.values() for m in e.malformed]
 
     def batch_time(self, txid: int, now_ms: int) -> int:

@@ -125,15 +125,52 @@ class MalformedLine(SquallError):
         return (type(self), (self.component, self.file, self.line, self.text, self.reason))
 
 
+class FileReport(SquallError):
+    """A file spout's file read out of name order, or deleted before it was read: counted as an
+    error of the stream (`files`), kept in the run's errors and logged with the file's name;
+    the run goes on. `reason` is `OUT_OF_ORDER` or `GONE`."""
+
+    def __init__(self, spout: str, file: str, txid: int, reason: str) -> None:
+        super().__init__(f"{file}: {reason} (transaction {txid}); {_ADVICE[reason]}",
+                         component=spout, stream="files")
+        self.file, self.txid, self.reason = file, txid, reason
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.component, self.file, self.txid, self.reason))
+
+
+OUT_OF_ORDER, GONE = "out of name order", "gone before it was read"
+_ADVICE = {
+    OUT_OF_ORDER: "it sorts before a file already read and is read by this transaction. Name "
+                  "new files so that they sort after the files before them (timestamped or "
+                  "numbered names)",
+    GONE: "an earlier transaction listed it and it was deleted before one took it: its records "
+          "are not in the stream. Delete only files already read"}
+
+
+def gone(name: str, file: str) -> SquallError:
+    return SquallError(
+        f"{file} was taken by a transaction of Trident stream {name!r} and is gone: a "
+        "transaction reads (and a replay reads again) exactly the files it took. Restore the "
+        "file, or start the topology on a new checkpoint; delete only files already committed",
+        component=name)
+
+
 class FileBatchSpout(BatchSpout):
     """Files as batches: each transaction takes the next `files_per_batch` files of `path` (a
     directory, read in file-name order, or a glob), in `format` "parquet", "jsonl" or "csv"
     (CSV values are strings; the first line is a header).
 
-    Transactional: which files a txid took is recorded with the transaction's metadata
-    (`SpoutEmitter`), so a replay reads the same files. New files must sort after the files
-    already read (timestamped or numbered names). With `bounded=True` a run ends once every
-    file present has been read; otherwise the directory is watched for new files.
+    Transactional: the names a txid took are recorded with the transaction's metadata
+    (`SpoutEmitter`), so a replay reads the same files whatever the directory holds by then.
+    Each transaction takes the files that sort after the last name taken, so deleting files
+    already read (a clean-up) changes nothing. New files should sort after the files already
+    read (timestamped or numbered names): one that sorts before the last name taken is still
+    read once, by the next transaction, and reported as a `FileReport` ("out of name order");
+    a file listed but deleted before a transaction took it is reported too ("gone before it
+    was read"). A file a transaction took that is gone when the transaction is read or
+    replayed is an error: restore it. With `bounded=True` a run ends once every file present
+    has been read; otherwise the directory is watched for new files.
 
     On Spark the files are read by Spark itself (no row passes through the driver) when the
     stream's first operations run in Spark; elsewhere they are read here with pyarrow.
@@ -175,6 +212,8 @@ class FileBatchSpout(BatchSpout):
         rows: list[tuple[Any, ...]] = []
         bad: list[MalformedLine] = []
         for f in files:
+            if not os.path.isfile(f):
+                raise gone(name, f)
             if self.format == "parquet":
                 table = pq.read_table(f, columns=list(self.fields))
                 rows.extend(zip(*(table.column(c).to_pylist() for c in self.fields),
@@ -252,6 +291,12 @@ class FileBatch:
         return len(self.rows())
 
 
+def taken(meta: Any) -> tuple[str, ...]:
+    """The files a file spout's txid took, from its metadata (this version's or an earlier
+    version's `(start, files)`)."""
+    return tuple(meta["files"] if isinstance(meta, dict) else meta[1])
+
+
 def check_spout(txid: str, spout: Any) -> None:
     if not isinstance(spout, (BatchSpout, PartitionedTransactionalSpout,
                               OpaquePartitionedTransactionalSpout)):
@@ -303,7 +348,9 @@ class SpoutEmitter:
         self.name, self.spout, self.store = txid_name, spout, store
         self.guarantee = spout_guarantee(spout)
         self.partitioned = isinstance(spout, TransactionalSpout)
-        self.malformed: list[MalformedLine] = []  # the last emit's (a file spout's)
+        # The last emit's lines that are not records and file reports (a file spout's).
+        self.malformed: list[MalformedLine | FileReport] = []
+        self.reports: list[FileReport] = []
 
     def open(self, conf: Mapping[str, Any]) -> None:
         self.spout.open(conf, None)
@@ -313,19 +360,83 @@ class SpoutEmitter:
         assert isinstance(self.spout, FileBatchSpout)
         meta = self.store.get(meta_key(0, txid))
         if meta is None:
-            last = None if txid <= 1 else self.store.get(meta_key(0, txid - 1))
-            start = 0 if last is None else last[0] + len(last[1])
-            meta = (start, self.spout.list_files()[start:start + self.spout.files_per_batch])
-            self.store.put(meta_key(0, txid), meta)
-        return FileBatch(self.spout, tuple(meta[1]), self.name)
+            meta = self._take(txid)
+        files = taken(meta)
+        for f in files:
+            if not os.path.isfile(f):
+                raise gone(self.name, f)
+        return FileBatch(self.spout, files, self.name)
+
+    # A file spout's metadata per txid is `{"files": names taken, "last": the greatest name
+    # taken up to this txid}`; checkpoints of earlier versions hold `(start, files)`, where
+    # `start` counted the files taken before. Beside it, under LISTING, `(txid, names)`: the
+    # files the plan of `txid` accounted for (taken up to it, or listed and not yet taken).
+    LISTING = "files/listing"
+
+    def _take(self, txid: int) -> dict[str, Any]:
+        """Plan `txid`: the out-of-order files first, then the files after the last name
+        taken, up to `files_per_batch`; record them, then what the listing held."""
+        assert isinstance(self.spout, FileBatchSpout)
+        last = self.cursor(txid - 1)
+        listing = self.spout.list_files()
+        known = self.accounted(txid - 1)
+        late = [] if known is None or last is None else [
+            f for f in listing if f <= last and f not in known]
+        fresh = [f for f in listing if last is None or f > last]
+        files = (late + fresh)[:self.spout.files_per_batch]
+        reports = [FileReport(self.name, f, txid, OUT_OF_ORDER)
+                   for f in late[:len(files)]]
+        if known is not None and last is not None:
+            present = set(listing)
+            reports += [FileReport(self.name, f, txid, GONE) for f in sorted(known)
+                        if f > last and f not in present]
+        after = max([f for f in files if last is None or f > last], default=last)
+        meta = {"files": files, "last": after}
+        self.store.put(meta_key(0, txid), meta)
+        waiting = set(late[len(files):])  # late files this one had no room for: still new
+        self.store.put(self.LISTING, (txid, [f for f in listing if f not in waiting]))
+        self.reports = reports
+        return meta
+
+    def cursor(self, txid: int) -> str | None:
+        """The greatest file name taken up to `txid` (None: none yet)."""
+        while txid >= 1:
+            meta = self.store.get(meta_key(0, txid))
+            if meta is None:
+                return None
+            if isinstance(meta, dict):
+                return meta["last"]
+            if meta[1]:  # an earlier version's (start, files): its greatest, or look further
+                return max(meta[1])
+            txid -= 1
+        return None
+
+    def accounted(self, txid: int) -> set[str] | None:
+        """The names taken up to `txid` or listed by its plan and not taken yet; None when no
+        plan recorded them (no transaction yet, or a checkpoint of an earlier version)."""
+        if txid < 1:
+            return set()
+        kept = self.store.get(self.LISTING)
+        if kept is None:
+            return None
+        at, names = kept
+        out = set(names)
+        # A plan records its txid's files before the listing: a crash in between leaves the
+        # listing one txid behind, the files that txid took are accounted for all the same.
+        for t in range(at + 1, txid + 1):
+            meta = self.store.get(meta_key(0, t))
+            if meta is not None:
+                out.update(taken(meta))
+        return out
 
     def emit(self, txid: int, lazy: bool = False) -> Any:
         """The batch of `txid` as partitions of rows (`lazy`: a file spout's `FileBatch`).
         A file spout's lines that are not records are in `malformed` until the next emit."""
         self.malformed = []
         if isinstance(self.spout, FileBatchSpout):
+            self.reports = []
             batch = self.files(txid)
-            self.malformed = batch.malformed()
+            self.malformed = [*self.reports, *batch.malformed()]
             return batch if lazy else [batch.rows()]
         if not self.partitioned:
             out = _Rows(False)
@@ -355,11 +466,11 @@ class SpoutEmitter:
         if isinstance(self.spout, FileBatchSpout):
             if not self.spout.bounded:
                 return False
-            last = None if txid < 1 else self.store.get(meta_key(0, txid))
-            if txid >= 1 and last is None:
+            if txid >= 1 and self.store.get(meta_key(0, txid)) is None:
                 return False
-            read = 0 if last is None else last[0] + len(last[1])
-            return read >= len(self.spout.list_files())
+            last, known = self.cursor(txid), self.accounted(txid)
+            return all(last is not None and f <= last and (known is None or f in known)
+                       for f in self.spout.list_files())
         if not self.partitioned:
             return bool(self.spout.is_exhausted(txid + 1))
         return partitions_exhausted(self.spout, self.store, txid)

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 
 from squall.results import ComponentStats, ErrorRecord
 from squall.trident.plan import Plan, SpoutNode
-from squall.trident.spouts import MalformedLine
+from squall.trident.spouts import FileReport, MalformedLine
 
 log = logging.getLogger("squall")
 
@@ -65,19 +65,22 @@ class TridentStats:
         if component in self.counts:
             self.counts[component]["errors"] += 1
 
-    def malformed(self, lines: Sequence[MalformedLine], errors: list[ErrorRecord],
+    def malformed(self, lines: Sequence[MalformedLine | FileReport], errors: list[ErrorRecord],
                   time_ms: int = 0) -> None:
-        """File spouts' lines that are not records (skipped from their batch): each counted as
-        an error of its stream and kept in `errors`; one log line per stream and batch."""
-        by_stream: dict[str, list[MalformedLine]] = {}
+        """File spouts' lines that are not records (skipped from their batch) and their file
+        reports: each counted as an error of its stream and kept in `errors` under its own
+        stream (`malformed`, `files`); one log line per stream, kind and batch."""
+        by_stream: dict[tuple[str, str], list[MalformedLine | FileReport]] = {}
         for line in lines:
             stream = line.component or "?"  # always set: the spout's stream name
-            errors.append(ErrorRecord(stream, 0, line, "malformed", time_ms))
+            kind = line.stream or "malformed"
+            errors.append(ErrorRecord(stream, 0, line, kind, time_ms))
             self.error(stream)
-            by_stream.setdefault(stream, []).append(line)
-        for stream, bad in by_stream.items():
-            log.warning("Trident stream %r: %d malformed line%s skipped, the first %s", stream,
-                        len(bad), "" if len(bad) == 1 else "s", bad[0])
+            by_stream.setdefault((stream, kind), []).append(line)
+        for (stream, kind), bad in by_stream.items():
+            what = "malformed line%s skipped" if kind == "malformed" else "file report%s"
+            log.warning("Trident stream %r: %d %s, the first %s", stream, len(bad),
+                        what % ("" if len(bad) == 1 else "s"), bad[0])
 
     def component_stats(self) -> dict[str, ComponentStats]:
         return {n.cid: ComponentStats(n.cid, "spout" if isinstance(n, SpoutNode) else "bolt",
