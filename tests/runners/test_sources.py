@@ -196,20 +196,22 @@ def files_topology(jdir: Path, cdir: Path, bytes_per_range: int):
 def test_file_sources_read_every_line_once_and_route_malformed_ones(
         runner, bytes_per_range, file_dirs):
     result = complete_topology(files_topology(*file_dirs, bytes_per_range), runner=runner)
+    jdir, cdir = file_dirs
     got = sorted((s, st, json.dumps(v)) for s, st, v in result.tuples("collect"))
+    # A record that cannot be read says its file and line (its byte offset is the tuple's).
     assert got == sorted((s, st, json.dumps(v)) for s, st, v in [
         ("json", "default", ["cow", 1]), ("json", "default", ["moon", 2]),
         ("json", "default", ["x", 0]), ("json", "default", ["y", 1]),
         ("json", "default", ["z", 2]),
         ("json", "malformed", ["a.jsonl", 49, "not json",
-                               "a.jsonl offset 49: not JSON (Expecting value: line 1 column 1 "
+                               f"{jdir}/a.jsonl:3: not JSON (Expecting value: line 1 column 1 "
                                "(char 0)) [component 'json', stream 'default']"]),
         ("json", "malformed", ["a.jsonl", 58, '{"word": "fig"}',
-                               "a.jsonl offset 58: missing field 'n' [component 'json', "
+                               f"{jdir}/a.jsonl:4: missing field 'n' [component 'json', "
                                "stream 'default', field 'n']"]),
         ("csv", "default", ["plum", 7]), ("csv", "default", ["kiwi", 9]),
         ("csv", "malformed", ["c.csv", 14, "eight,pear",
-                              "c.csv offset 14: field 'n': invalid literal for int() with base "
+                              f"{cdir}/c.csv:3: field 'n': invalid literal for int() with base "
                               "10: 'eight' [component 'csv', stream 'default', field 'n']"]),
     ])
     errors = sorted((e.component, e.error.field or "") for e in result.errors)
@@ -256,6 +258,64 @@ def test_spark_restart_reads_only_new_files(request, tmp_path, spark_session):
     assert not second.errors
     assert sorted(r["w"] for r in read_jsonl(out)) == sorted(
         [f"a{i}" for i in range(5)] + [f"b{i}" for i in range(3)])
+
+
+def test_deleted_and_out_of_order_files_are_each_read_once_after_a_restart(runner, tmp_path):
+    """Files are partitions with offsets of their own, never positions in the listing: with
+    read files deleted and new ones added (one sorting before every file read), a restart on
+    the same checkpoint reads each new file once and nothing twice."""
+    src, out, ckpt = tmp_path / "in", tmp_path / "out", tmp_path / "ckpt"
+    src.mkdir()
+
+    def write(stem):
+        (src / f"{stem}.jsonl").write_text("".join(f'{{"w": "{stem}-{i}"}}\n' for i in range(3)))
+
+    def topology():
+        b = TopologyBuilder()
+        b.set_spout("in", JsonLinesSource(str(src), ["w"], bounded=True), 2)
+        b.set_bolt("sink", JsonLinesSink(str(out))).shuffle_grouping("in")
+        return b.create_topology()
+
+    for stem in ("b0", "b1", "b2"):
+        write(stem)
+    assert not run(topology(), runner=runner, checkpoint_location=str(ckpt)).errors
+    (src / "b0.jsonl").unlink()
+    for stem in ("b3", "a0"):
+        write(stem)
+    assert not run(topology(), runner=runner, checkpoint_location=str(ckpt)).errors
+    assert sorted(r["w"] for r in read_jsonl(out)) == sorted(
+        f"{stem}-{i}" for stem in ("a0", "b0", "b1", "b2", "b3") for i in range(3))
+
+
+@pytest.mark.spark
+def test_spark_batch_cap_holds_for_files_smaller_than_a_range(tmp_path, spark_session):
+    """`squall.spark.batch.max.tuples` caps what a micro-batch takes from a file source, also
+    within one file (ranges are cut by lines, not only by `bytes_per_range`)."""
+    src, out = tmp_path / "in", tmp_path / "out"
+    src.mkdir()
+    (src / "a.jsonl").write_text("".join(f'{{"w": "a{i}"}}\n' for i in range(5)))
+    (src / "b.jsonl").write_text("".join(f'{{"w": "b{i}"}}\n' for i in range(3)))
+    b = TopologyBuilder()
+    b.set_spout("in", JsonLinesSource(str(src), ["w"], bounded=True))
+    b.set_bolt("sink", JsonLinesSink(str(out))).shuffle_grouping("in")
+    result = run(b.create_topology(), {MAX_TUPLES: 2}, runner="spark")
+    assert not result.errors
+    per_batch = {p.name: len(p.read_text().splitlines()) for p in out.glob("part-*.jsonl")}
+    assert per_batch and max(per_batch.values()) <= 2, per_batch
+    assert sorted(r["w"] for r in read_jsonl(out)) == sorted(
+        [f"a{i}" for i in range(5)] + [f"b{i}" for i in range(3)])
+
+
+def test_file_ranges_are_cut_at_the_budget_in_lines(tmp_path):
+    (tmp_path / "a.jsonl").write_text('{"w": 1}\n\n{"w": 2}\n{"w": 3}')  # no final newline
+    source = JsonLinesSource(str(tmp_path), ["w"], bounded=True)
+    ranges = source.plan(2)
+    assert ranges == [Range("a.jsonl", 0, 10)] and source.estimate(ranges[0]) == 2
+    (r,) = source.plan(1)
+    assert r == Range("a.jsonl", 10, 19) and source.estimate(r) == 1
+    assert list(source.read(*r)) == [(10, [2])]
+    (r,) = source.plan(5)
+    assert r == Range("a.jsonl", 19, 27) and list(source.read(*r)) == [(19, [3])]
 
 
 # ---- Redis Streams -------------------------------------------------------------------------------

@@ -104,7 +104,11 @@ class _FileSource(PartitionedSource):
     Files are listed on every plan (new files are picked up as they arrive; names starting with
     `.` or `_` are skipped, so write elsewhere or under such a name and rename into place). A line
     is read once it ends with a newline (in bounded mode the last line of a file needs none).
-    Large files are cut into ranges of `bytes_per_range`; a range owns the lines that start in it.
+    Large files are cut into ranges of `bytes_per_range`; a range owns the lines that start in it,
+    and holds at most as many lines as the plan's budget (on Spark, what is left of
+    `squall.spark.batch.max.tuples` in the micro-batch). A line that is not a record is reported
+    with its file and line number (`path:line: reason`); its tuple on the `malformed` stream
+    carries its byte offset.
     """
 
     assign_by_hash = True
@@ -119,6 +123,7 @@ class _FileSource(PartitionedSource):
         self.pattern = pattern
         self.bytes_per_range = bytes_per_range
         self.encoding = encoding
+        self._counted: dict[Range, int] = {}
 
     def discover(self) -> list[str]:
         try:
@@ -153,11 +158,50 @@ class _FileSource(PartitionedSource):
                 pos -= step
         return start
 
+    def plan(self, budget: int, max_ranges: int | None = None) -> list[Range]:
+        self._counted = {}  # the lines of the ranges this plan cuts
+        return super().plan(budget, max_ranges)
+
     def cut(self, partition: str, start: Any, end: Any, budget: int) -> int:
-        return min(end, start + self.bytes_per_range)
+        """At most `bytes_per_range` bytes and `budget` lines. The lines are counted (one
+        pass over the range's bytes, newlines counted in C) so that the planner's estimate is
+        exact and a Spark micro-batch takes no more records than
+        `squall.spark.batch.max.tuples`."""
+        end = min(end, start + self.bytes_per_range)
+        n, stop = self.count_lines(partition, start, end, max(1, budget))
+        self._counted[Range(partition, start, stop)] = n
+        return stop
+
+    def count_lines(self, partition: str, start: int, end: int, limit: int) -> tuple[int, int]:
+        """`(n, stop)`: the lines that start in `[start, stop)`, where `stop` is `end` or the
+        start of line `limit + 1`, whichever comes first."""
+        n = 1 if start == 0 else 0  # line starts: offset 0, and the byte after each newline
+        with open(os.path.join(self.directory, partition), "rb") as f:
+            pos = max(start - 1, 0)  # the byte before `start`: a newline makes it a line start
+            f.seek(pos)
+            while pos < end - 1:
+                block = f.read(min(65536, end - 1 - pos))
+                if not block:
+                    break
+                found = block.count(b"\n")
+                if n + found > limit:
+                    i = -1
+                    for _ in range(limit - n + 1):
+                        i = block.index(b"\n", i + 1)
+                    return limit, pos + i + 1
+                n += found
+                pos += len(block)
+        return n, end
 
     def estimate(self, r: Range) -> int:
-        return max(1, (r.end - r.start) // 64)
+        """The lines of a range (a replayed one's counted again; at least 1)."""
+        counted = getattr(self, "_counted", {}).get(r)
+        if counted is None:
+            try:
+                counted = self.count_lines(r.partition, r.start, r.end, r.end - r.start)[0]
+            except OSError:
+                counted = (r.end - r.start) // 64  # gone: its read reports it
+        return max(1, counted)
 
     def next_offset(self, partition: str, offset: Any) -> int:
         return offset + 1  # the one line that starts at `offset`
@@ -178,13 +222,45 @@ class _FileSource(PartitionedSource):
                 pos += len(line)
 
     def read(self, partition: str, start: Any, end: Any) -> Iterator[tuple[Any, Any]]:
-        for offset, raw in self.lines(partition, start, end):
+        first: tuple[int, int] | None = None  # (index, line number) once a line needs it
+        for index, (offset, raw) in enumerate(self.lines(partition, start, end)):
             text = raw.decode(self.encoding, errors="replace").rstrip("\r\n")
-            if text.strip():
-                yield offset, self.parse(partition, offset, text)
+            if not text.strip():
+                continue
+            try:
+                yield offset, self.parse(partition, text)
+            except _Bad as bad:
+                if first is None:
+                    first = (index, self.line_number(partition, offset))
+                line = first[1] + index - first[0]
+                path = os.path.join(self.directory, partition)
+                yield offset, self.malformed(text, f"{path}:{line}: {bad.reason}", bad.field)
 
-    def parse(self, partition: str, offset: int, text: str) -> Any:
+    def line_number(self, partition: str, offset: int) -> int:
+        """The number (from 1) of the line that starts at byte `offset`: counted from the
+        file's start, only for a range with a record that cannot be read."""
+        newlines = 0
+        with open(os.path.join(self.directory, partition), "rb") as f:
+            left = offset
+            while left > 0:
+                block = f.read(min(left, 1 << 20))
+                if not block:
+                    break
+                newlines += block.count(b"\n")
+                left -= len(block)
+        return newlines + 1
+
+    def parse(self, partition: str, text: str) -> list[Any]:
+        """The values of one line; raises `_Bad` for a line that is not a record."""
         raise NotImplementedError
+
+
+class _Bad(Exception):
+    """A line that is not a record: why, and the field at fault."""
+
+    def __init__(self, reason: str, field: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason, self.field = reason, field
 
 
 class JsonLinesSource(_FileSource):
@@ -194,24 +270,23 @@ class JsonLinesSource(_FileSource):
     >>> d = tempfile.mkdtemp()
     >>> _ = open(os.path.join(d, "a.jsonl"), "w").write('{"w": "x", "n": 1}\\n{"w": "y"}\\n')
     >>> src = JsonLinesSource(d, ["w", "n"], bounded=True)
-    >>> [(off, v if isinstance(v, list) else str(v)) for off, v in src.read("a.jsonl", 0, 31)]
-    [(0, ['x', 1]), (19, "a.jsonl offset 19: missing field 'n' [component 'JsonLinesSource', \
+    >>> [(off, v if isinstance(v, list) else str(v).replace(d, "D"))
+    ...  for off, v in src.read("a.jsonl", 0, 31)]
+    [(0, ['x', 1]), (19, "D/a.jsonl:2: missing field 'n' [component 'JsonLinesSource', \
 stream 'default', field 'n']")]
     """
 
-    def parse(self, partition: str, offset: int, text: str) -> Any:
+    def parse(self, partition: str, text: str) -> list[Any]:
         try:
             obj = json.loads(text)
         except ValueError as exc:
-            return self.malformed(text, f"{partition} offset {offset}: not JSON ({exc})")
+            raise _Bad(f"not JSON ({exc})") from None
         if not isinstance(obj, dict):
-            return self.malformed(text, f"{partition} offset {offset}: a JSON "
-                                  f"{type(obj).__name__}, not an object")
+            raise _Bad(f"a JSON {type(obj).__name__}, not an object")
         values = []
         for name in self.fields:
             if name not in obj:
-                return self.malformed(text, f"{partition} offset {offset}: missing field "
-                                      f"{name!r}", field=name)
+                raise _Bad(f"missing field {name!r}", name)
             values.append(obj[name])
         return values
 
@@ -227,8 +302,9 @@ class CsvSource(_FileSource):
     >>> d = tempfile.mkdtemp()
     >>> _ = open(os.path.join(d, "a.csv"), "w").write("n,w\\n1,x\\ntwo,y\\n")
     >>> src = CsvSource(d, ["w", "n"], header=True, types={"n": int}, bounded=True)
-    >>> [(off, v if isinstance(v, list) else str(v)) for off, v in src.read("a.csv", 0, 14)]
-    [(4, ['x', 1]), (8, "a.csv offset 8: field 'n': invalid literal for int() with base 10: \
+    >>> [(off, v if isinstance(v, list) else str(v).replace(d, "D"))
+    ...  for off, v in src.read("a.csv", 0, 14)]
+    [(4, ['x', 1]), (8, "D/a.csv:3: field 'n': invalid literal for int() with base 10: \
 'two' [component 'CsvSource', stream 'default', field 'n']")]
     """
 
@@ -257,30 +333,27 @@ class CsvSource(_FileSource):
             start = max(start, len(first))
         yield from super().read(partition, start, end)
 
-    def parse(self, partition: str, offset: int, text: str) -> Any:
+    def parse(self, partition: str, text: str) -> list[Any]:
         try:
             row = self._row(text)
         except csv.Error as exc:
-            return self.malformed(text, f"{partition} offset {offset}: {exc}")
+            raise _Bad(str(exc)) from None
         if self.header:
             columns = self._columns[partition]
             if isinstance(columns, str):
-                return self.malformed(text, f"{partition}: the header has no column "
-                                      f"{columns!r}", field=columns)
+                raise _Bad(f"the header has no column {columns!r}", columns)
             if max(columns) >= len(row):
-                return self.malformed(text, f"{partition} offset {offset}: {len(row)} columns")
+                raise _Bad(f"{len(row)} columns")
             row = [row[i] for i in columns]
         elif len(row) != len(self.fields):
-            return self.malformed(text, f"{partition} offset {offset}: {len(row)} columns for "
-                                  f"fields {self.fields.to_list()}")
+            raise _Bad(f"{len(row)} columns for fields {self.fields.to_list()}")
         for i, name in enumerate(self.fields):
             convert = self.types.get(name)
             if convert is not None:
                 try:
                     row[i] = convert(row[i])
                 except (TypeError, ValueError) as exc:
-                    return self.malformed(text, f"{partition} offset {offset}: field {name!r}: "
-                                          f"{exc}", field=name)
+                    raise _Bad(f"field {name!r}: {exc}", name) from None
         return row
 
 
