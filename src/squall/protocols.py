@@ -196,6 +196,16 @@ class Runner(Protocol):
         committed). Callable from another thread while running."""
         ...
 
+    def captured(self) -> dict[int, list[tuple[str, list[Any]]]]:
+        """A runner built with `capture=True`: per task, what it emitted as (stream, values), in
+        order (Trident: each operation's output rows, under its first task); otherwise empty."""
+        ...
+
+    def settled_ids(self) -> dict[int, dict[str, list[Any]]]:
+        """Per spout task, the message ids the framework acked (`ack`) and failed (`fail`) on
+        the spout, in order; empty for spouts that settle batches, not tuples."""
+        ...
+
     def component_stats(self) -> dict[str, ComponentStats]:
         """Every component's counters so far; callable from another thread while running."""
         ...

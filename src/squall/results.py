@@ -211,3 +211,30 @@ def aggregate_stats(topology: Topology,
             if value:
                 setattr(stats, key, getattr(stats, key) + value)
     return out
+
+
+Captures = dict[int, list[tuple[str, list[Any]]]]
+"""What a runner built with `capture=True` gives: per task, (stream, values) in order."""
+
+
+def rows_by_first_task(topology: Topology, outputs: Mapping[str, Iterable[Any]]) -> Captures:
+    """Trident's captured output rows (per operation) as `Captures`: each operation's rows on
+    its default stream, under its first task.
+
+    >>> from squall.topology.description import Topology
+    >>> rows_by_first_task(Topology({}), {"gone": [(1,)]})
+    {}
+    """
+    return {topology.component_tasks(cid)[0]: [("default", list(row)) for row in rows]
+            for cid, rows in outputs.items() if cid in topology.components}
+
+
+def ordered_captures(captures: Mapping[int, Iterable[tuple[Any, str, list[Any]]]]) -> Captures:
+    """Captures a runner collected with a sort key each (Spark: batch and sequence, since a
+    batch's tasks arrive in any order) as `Captures`, each task's in key order.
+
+    >>> ordered_captures({3: [((1, 0), "s", [2]), ((0, 5), "s", [1])]})
+    {3: [('s', [1]), ('s', [2])]}
+    """
+    return {task: [(stream, values) for _key, stream, values in sorted(rows, key=lambda r: r[0])]
+            for task, rows in captures.items()}

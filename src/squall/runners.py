@@ -75,12 +75,15 @@ def make_runner(
     master: str | None = None,
     checkpoint_location: str | None = None,
     clock: Clock | None = None,
+    capture: bool = False,
 ) -> Runner:
     """The runner named `runner` for `topology`, ready to `run` (see `run` for the arguments).
 
     A transactional topology on Spark gets the transactional runner: a transaction is a
     micro-batch (`squall.transactional`); a Trident topology gets a Trident runner on either
-    (`squall.trident`).
+    (`squall.trident`). This is the one place that chooses a runner: `squall run`, `squall.run`,
+    `LocalCluster` and `complete_topology` all come here. `capture=True` keeps what every task
+    emits (`Runner.captured`), for tests.
     """
     check_runner(runner)
     if runner == "spark" and clock is not None:
@@ -89,21 +92,21 @@ def make_runner(
     # Checked and resolved once, here; the runner reads the result (squall.runtime.run_config).
     config = resolve(topology, conf, runner=runner)
     if runner == "spark":
-        return _spark_runner(topology, config, master, checkpoint_location)
+        return _spark_runner(topology, config, master, checkpoint_location, capture)
     if is_trident(topology):
         return LocalTridentRunner(topology, config, clock=clock or current_clock(),
-                                  checkpoint_location=checkpoint_location)
+                                  checkpoint_location=checkpoint_location, capture=capture)
     if checkpoint_location is not None and is_transactional(topology):
         # Its coordinator keeps its own transactions in its store, which is what resumes
         # it (exactly-once already); restoring its bolts from the runner's snapshots as well
         # would mix two protocols, so the runner keeps no commit record of its own.
         checkpoint_location = None
     return LocalEngine(topology, config, clock=clock or current_clock(),
-                       checkpoint_location=checkpoint_location)
+                       checkpoint_location=checkpoint_location, capture=capture)
 
 
 def _spark_runner(topology: Topology, conf: RunConfig, master: str | None,
-                  checkpoint_location: str | None) -> Runner:
+                  checkpoint_location: str | None, capture: bool) -> Runner:
     # Imported here, not at the top: the Spark runners import pyspark, which takes seconds to
     # load, and `import squall` (and the local runner) must not need it.
     from squall.runtime.spark.driver import SparkRunner  # noqa: PLC0415
@@ -112,8 +115,9 @@ def _spark_runner(topology: Topology, conf: RunConfig, master: str | None,
 
     if is_trident(topology):
         return TridentSparkRunner(topology, conf, master=master,
-                                  checkpoint_location=checkpoint_location)
+                                  checkpoint_location=checkpoint_location, capture=capture)
     if is_transactional(topology):
         return TransactionalSparkRunner(topology, conf, master=master,
-                                        checkpoint_location=checkpoint_location)
-    return SparkRunner(topology, conf, master=master, checkpoint_location=checkpoint_location)
+                                        checkpoint_location=checkpoint_location, capture=capture)
+    return SparkRunner(topology, conf, master=master, checkpoint_location=checkpoint_location,
+                       capture=capture)

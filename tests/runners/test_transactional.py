@@ -137,6 +137,22 @@ def test_global_count_is_exact_under_random_failures(runner, tmp_path, session_f
             assert result.stats["$coord-tgc-test"].failed > 0
 
 
+def test_complete_topology_runs_a_transactional_topology_on_its_runner(runner, tmp_path):
+    """`complete_topology` takes its runner from make_runner: on Spark a transactional
+    topology runs on the transactional runner (one transaction a micro-batch), every tuple
+    counted once, and the committer's emits are captured per transaction."""
+    from squall.testing import complete_topology
+
+    conf = {"global_count.db": {"provider": "durable", "dir": str(tmp_path / "db")}}
+    result = complete_topology(gc.build().create_topology(), conf, runner=runner)
+    total = sum(len(rows) for rows in gc.DATA.values())
+    assert result.errors == []
+    assert gc.open_db(conf).get(gc.GLOBAL) == total
+    sums = result.tuples("sum")
+    assert [a.transaction_id for a, _ in sums] == list(range(1, len(sums) + 1))
+    assert sums[-1][1] == total
+
+
 @pytest.mark.spark
 def test_global_count_example_on_both_runners_agree(tmp_path, spark_session):
     totals = []

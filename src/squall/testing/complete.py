@@ -29,12 +29,13 @@ from typing import Any
 
 import cloudpickle
 
-from squall.results import ComponentStats, ErrorRecord
-from squall.runners import check_runner
+from squall.protocols import Runner
+from squall.results import ComponentStats, ErrorRecord, RunResult
+from squall.runners import check_runner, make_runner
 from squall.runtime.clock import SimulatedClock
 from squall.runtime.local.engine import LocalEngine
+from squall.runtime.local.trident import BATCH_INTERVAL, LocalTridentRunner
 from squall.runtime.run_config import resolve
-from squall.task.tasks import SpoutTask
 from squall.testing.fixed import FixedTupleSpout
 from squall.testing.time import current_clock
 from squall.topology.config import configured_message_timeout_ms
@@ -194,7 +195,10 @@ def complete_topology(
     if max_time_ms is None:
         max_time_ms = 10 * configured_message_timeout_ms(config.effective) + 60_000
     clock = current_clock() or SimulatedClock()
-    engine = LocalEngine(topology, config, clock=clock, capture=True)
+    engine = make_runner(topology, config.user, runner="local", clock=clock, capture=True)
+    # The local runner of a topology of spouts and bolts, transactional or not: its spout
+    # instances and its stop condition on the simulated clock are what a test inspects.
+    assert isinstance(engine, LocalEngine)
     start = clock.now_ms()
     result = engine.run(
         until_complete=True, should_stop=lambda: clock.now_ms() - start > max_time_ms
@@ -209,14 +213,11 @@ def complete_topology(
         )
     return CompleteTopologyResult(
         topology=topology,
-        captures=engine.captures,
+        captures=engine.captured(),
         stats=result.stats,
         errors=result.errors,
-        spout_instances={
-            t.task_id: t.instance for t in engine.tasks.values() if isinstance(t, SpoutTask)
-        },
-        settled_ids={t.task_id: t.settled_ids or {} for t in engine.tasks.values()
-                     if isinstance(t, SpoutTask)},
+        spout_instances={t.task_id: t.instance for t in engine.spouts},
+        settled_ids=engine.settled_ids(),
         elapsed_ms=result.elapsed_ms,
     )
 
@@ -224,29 +225,20 @@ def complete_topology(
 def _complete_on_spark(
     topology: Topology, conf: Mapping[str, Any] | None, max_time_ms: int | None
 ) -> CompleteTopologyResult:
-    """`complete_topology` on the Spark runner: real time, one run in a fresh checkpoint."""
-    # Loaded here so that `squall.testing` does not load pyspark for local-runner tests.
-    from squall.runtime.spark.driver import SparkRunner  # noqa: PLC0415
-    from squall.runtime.spark.spouts import read_status  # noqa: PLC0415
-
-    runner = SparkRunner(topology, conf, capture=True)
+    """`complete_topology` on the Spark runner (a transactional topology on its transactional
+    runner): real time, one run in a fresh checkpoint."""
+    runner = make_runner(topology, conf, runner="spark", capture=True)
     wait = max_time_ms if max_time_ms is not None else 300_000
-    result = runner.run(until_complete=True, max_wait_ms=wait)
-    if not runner.completed:
+    result = runner.run(until_complete=True, duration_ms=wait)
+    if not runner.complete():
+        ledger = getattr(runner, "ledger", None)  # the tuple trees still tracked, if any
         raise CompleteTopologyTimeout(
-            f"topology did not complete on Spark within {wait} ms; spout status: "
-            f"{read_status(runner.dir)}; trees in the ledger: {len(runner.ledger)} "
-            f"{runner.ledger.snapshot() if len(runner.ledger) <= 10 else ''}"
-        )
-    status = read_status(runner.dir) or {"spouts": {}}
-    settled = {task: s["settled_ids"] or {} for task, s in status["spouts"].items()}
-    captures = {
-        task: [(stream, values) for _seq, stream, values in sorted(rows, key=lambda r: r[0])]
-        for task, rows in runner.captures.items()
-    }
+            f"topology did not complete on Spark within {wait} ms; errors: "
+            f"{[str(e) for e in result.errors[:3]]}; trees in the ledger: "
+            f"{None if ledger is None else len(ledger)}")
     return CompleteTopologyResult(
-        topology=topology, captures=captures, stats=result.stats, errors=result.errors,
-        spout_instances={}, settled_ids=settled, elapsed_ms=result.elapsed_ms,
+        topology=topology, captures=runner.captured(), stats=result.stats, errors=result.errors,
+        spout_instances={}, settled_ids=runner.settled_ids(), elapsed_ms=result.elapsed_ms,
     )
 
 
@@ -264,37 +256,30 @@ def _complete_trident(topology: Topology, conf: Mapping[str, Any] | None, runner
     conf = dict(conf or {})
     conf.setdefault(TRIDENT_MAX_ATTEMPTS, TRIDENT_TEST_ATTEMPTS)
     if runner == "spark":
-        # Loaded here so that `squall.testing` does not load pyspark for local-runner tests.
-        from squall.runtime.spark.trident import TridentSparkRunner  # noqa: PLC0415
-
-        # No session given: the runner takes the active one (a test module's), as SparkRunner.
-        chosen: Any = TridentSparkRunner(topology, conf, capture=True)
+        # No session given: the runner takes the active one (a test module's).
+        chosen = make_runner(topology, conf, runner="spark", capture=True)
         wait = max_time_ms if max_time_ms is not None else 300_000
-        result = chosen.run(until_complete=True, max_wait_ms=wait)
-        if not chosen.exhausted:
+        result = chosen.run(until_complete=True, duration_ms=wait)
+        if not chosen.complete():
             raise CompleteTopologyTimeout(
                 f"Trident topology did not complete on Spark within {wait} ms "
                 f"({len(result.extra['committed'])} batches committed)")
     else:
-        result = _complete_trident_locally(topology, conf, max_time_ms)
-    first_task = {cid: topology.component_tasks(cid)[0] for cid in topology.components}
-    captures = {first_task[cid]: [("default", list(row)) for row in rows]
-                for cid, rows in result.extra["outputs"].items() if cid in first_task}
+        chosen, result = _complete_trident_locally(topology, conf, max_time_ms)
     return CompleteTopologyResult(
-        topology=topology, captures=captures, stats=result.stats, errors=result.errors,
+        topology=topology, captures=chosen.captured(), stats=result.stats, errors=result.errors,
         spout_instances={}, settled_ids={}, elapsed_ms=result.elapsed_ms,
         extra=dict(result.extra))
 
 
 def _complete_trident_locally(topology: Topology, conf: Mapping[str, Any] | None,
-                              max_time_ms: int | None) -> Any:
-    from squall.runtime.local.trident import BATCH_INTERVAL, LocalTridentRunner  # noqa: PLC0415
-
+                              max_time_ms: int | None) -> tuple[Runner, RunResult]:
     config = resolve(topology, conf, runner="local")
     if max_time_ms is None:
         max_time_ms = 10 * configured_message_timeout_ms(config.effective) + 60_000
     clock = current_clock() or SimulatedClock()
-    chosen = LocalTridentRunner(topology, config, clock=clock, capture=True)
+    chosen = make_runner(topology, config.user, runner="local", clock=clock, capture=True)
+    assert isinstance(chosen, LocalTridentRunner)
     interval = int(config.effective.get(BATCH_INTERVAL) or 500)
     step = chosen.step
 
@@ -317,4 +302,4 @@ def _complete_trident_locally(topology: Topology, conf: Mapping[str, Any] | None
             f"({len(chosen.committed)} batches): spouts not exhausted: {stuck}. A BatchSpout "
             "must say when it is done (is_exhausted; FixedBatchSpout: cycle=False) or be "
             "replaced with MockedSources")
-    return result
+    return chosen, result

@@ -18,6 +18,7 @@ from squall.errors import ReliabilityError
 from squall.protocols import Progress
 from squall.reliability.acker import AckerLedger, Outcome
 from squall.results import (
+    Captures,
     ComponentStats,
     ErrorLog,
     ErrorRecord,
@@ -557,6 +558,12 @@ class LocalEngine(Controls, Reporting):
             return out
 
         return [(task.task_id, counters(task)) for task in self.tasks.values()]
+
+    def captured(self) -> Captures:
+        return self.captures
+
+    def settled_ids(self) -> dict[int, dict[str, list[Any]]]:
+        return {t.task_id: t.settled_ids or {} for t in self.spouts}
 
     def component_stats(self) -> dict[str, ComponentStats]:
         return aggregate_stats(self.topology, self.task_counters())

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from squall.protocols import Progress
-from squall.results import ComponentStats, ErrorRecord, RunResult
+from squall.results import Captures, ComponentStats, ErrorRecord, RunResult, rows_by_first_task
 from squall.runtime.checkpoint_location import prepare_location
 from squall.runtime.clock import Clock, RealClock
 from squall.runtime.lifecycle import Controls, Lifecycle
@@ -138,6 +138,12 @@ class LocalTridentRunner(Controls, Reporting):
     def complete(self) -> bool:
         """Opened, and every spout's input ended with the last committed transaction."""
         return self.executor is not None and self.coordinator.exhausted()
+
+    def captured(self) -> Captures:
+        return rows_by_first_task(self.topology, self.outputs) if self.capture else {}
+
+    def settled_ids(self) -> dict[int, dict[str, list[Any]]]:
+        return {}  # batches are settled, not tuples
 
     def component_stats(self) -> dict[str, ComponentStats]:
         return self.stats.component_stats()

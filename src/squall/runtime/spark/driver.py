@@ -29,11 +29,13 @@ from squall.metrics.snapshot import BatchMetrics
 from squall.protocols import Progress
 from squall.reliability.acker import AckerLedger, Outcome
 from squall.results import (
+    Captures,
     ComponentStats,
     ErrorLog,
     ErrorRecord,
     RunResult,
     aggregate_stats,
+    ordered_captures,
     user_error,
 )
 from squall.runtime.checkpoint_location import prepare_location
@@ -466,6 +468,13 @@ class SparkRunner(Controls, Reporting):
         tasks = list(self.bolt_stats.items())
         tasks += [(int(t), s["stats"]) for t, s in status["spouts"].items()]
         return tasks
+
+    def captured(self) -> Captures:
+        return ordered_captures(self.captures)
+
+    def settled_ids(self) -> dict[int, dict[str, list[Any]]]:
+        status = read_status(self.dir) or {"spouts": {}}
+        return {task: s["settled_ids"] or {} for task, s in status["spouts"].items()}
 
     def component_stats(self) -> dict[str, ComponentStats]:
         return aggregate_stats(self.topology, self.task_counters())

@@ -49,11 +49,13 @@ from squall.errors import InvalidTopologyError, SquallError
 from squall.metrics.snapshot import BatchMetrics
 from squall.protocols import Progress
 from squall.results import (
+    Captures,
     ComponentStats,
     ErrorLog,
     ErrorRecord,
     RunResult,
     aggregate_stats,
+    ordered_captures,
     user_error,
 )
 from squall.runtime.checkpoint_location import prepare_location
@@ -155,7 +157,7 @@ class TransactionalSparkRunner(Controls, Reporting):
 
     def __init__(self, topology: Topology, conf: Mapping[str, Any] | RunConfig | None = None, *,
                  master: str | None = None, checkpoint_location: str | None = None,
-                 session: Any = None) -> None:
+                 session: Any = None, capture: bool = False) -> None:
         coords = [cid for cid in topology.spouts if cid.startswith("$coord-")]
         if len(coords) != 1 or len(topology.spouts) != 1:
             raise InvalidTopologyError("not a topology built by TransactionalTopologyBuilder")
@@ -200,6 +202,8 @@ class TransactionalSparkRunner(Controls, Reporting):
         self.batches = 0
         self.batch_seconds: list[float] = []
         self.exhausted = False
+        self.capture = capture  # every attempt's emits, keyed (txid, attempt, seq)
+        self.captures: dict[int, list[tuple[tuple[int, int, int], str, list[Any]]]] = {}
         self.query: Any = None  # set by drive_query
         self.stopping = False  # set by drive_query before it stops the query
         self.failure: SquallError | None = None  # this runner stops its query only by raising
@@ -269,10 +273,14 @@ class TransactionalSparkRunner(Controls, Reporting):
         plan = StagePlan(
             run_id=self.run_id, topology=self.topology, conf=self.user_conf, component="",
             batch_id=txid, committed=txid - 1, state_dir=self.dir, keys=self.keys,
-            seed=self.seed, tracking=False, capture=False, checkpoint_id=self.checkpoint_id)
+            seed=self.seed, tracking=False, capture=self.capture,
+            checkpoint_id=self.checkpoint_id)
         cur = chain_stages(self.spark.createDataFrame(pa.Table.from_batches([batch.to_batch()])),
                            plan, self.order)
         rows = decode_batch(cur.toArrow().to_pydict(), self.topology)
+        for task, seq, stream, values in rows.captures:
+            self.captures.setdefault(task, []).append(
+                ((txid, attempt.attempt_id, seq), stream, values))
         finished: set[int] = set()
         failures: list[str] = []
         for report in rows.reports:
@@ -324,6 +332,12 @@ class TransactionalSparkRunner(Controls, Reporting):
     def complete(self) -> bool:
         """Every partition of the spout read to its end, its last transaction committed."""
         return self.exhausted
+
+    def captured(self) -> Captures:
+        return ordered_captures(self.captures)
+
+    def settled_ids(self) -> dict[int, dict[str, list[Any]]]:
+        return {}  # the coordinator's batches are settled, not tuples
 
     def component_stats(self) -> dict[str, ComponentStats]:
         """Every component's counters so far (as `SparkRunner.component_stats`): the bolt tasks'

@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 from squall.errors import SquallError, TransactionFailedError
 from squall.metrics.snapshot import BatchMetrics
 from squall.protocols import Progress
-from squall.results import ComponentStats, ErrorRecord, RunResult
+from squall.results import Captures, ComponentStats, ErrorRecord, RunResult, rows_by_first_task
 from squall.runtime.checkpoint_location import prepare_location
 from squall.runtime.gc_pause import gc_paused
 from squall.runtime.lifecycle import Controls, Lifecycle
@@ -571,6 +571,12 @@ class TridentSparkRunner(Controls, Reporting):
     def complete(self) -> bool:
         """Every spout's input ended with the last committed transaction."""
         return self.exhausted
+
+    def captured(self) -> Captures:
+        return rows_by_first_task(self.topology, self.outputs) if self.capture else {}
+
+    def settled_ids(self) -> dict[int, dict[str, list[Any]]]:
+        return {}  # batches are settled, not tuples
 
     def component_stats(self) -> dict[str, ComponentStats]:
         with self._stats_lock:
