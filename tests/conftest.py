@@ -9,7 +9,8 @@ Markers
 Tests under `tests/crash/` are marked `crash`; files mark themselves `kafka` (the Tansu broker),
 `browser` (headless Chromium) or `cluster` (a standalone Spark cluster); Spark runner variants
 are marked `spark`. `long` marks the sweeps (many kill points, long chaos), which the default run
-leaves out (`-m long` runs them). The fast part, no Spark, no broker, no browser::
+leaves out (`-m long` runs them); `extended` marks the checks CI runs in a second run after the
+default one (`-m extended`). The fast part, no Spark, no broker, no browser::
 
     pytest -m "not (spark or crash or kafka or browser or cluster or long)"
 
@@ -81,6 +82,8 @@ MARKERS = {
     "spread": "a module whose tests share no costly fixture: xdist may run them on different "
     "workers",
     "long": "a sweep (many kill points, long chaos): not in the default run; -m long runs them",
+    "extended": "a check CI runs after the default run (`-m extended`): a second kill schedule "
+    "of a path the default run already kills, or a real standalone cluster",
     "slow": "long-running",
     "chaos": "the chaos suite (tests/crash/chaos; SQUALL_CHAOS=long for the long version)",
     "runners(*variant_ids, spark_session=True)": "the runner variants of a test taking the "

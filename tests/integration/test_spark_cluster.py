@@ -71,6 +71,7 @@ def cluster_args(url: str, ckpt: Path) -> list[str]:
 
 
 @pytest.mark.spark
+@pytest.mark.extended  # CI runs it after the default run
 def test_run_on_standalone_cluster_matches_local_runner(cluster, local_result, tmp_path):
     url, webui, work_dirs = cluster
     before = {a["id"] for a in master_state(webui)["completedapps"]}
@@ -80,6 +81,7 @@ def test_run_on_standalone_cluster_matches_local_runner(cluster, local_result, t
 
 
 @pytest.mark.spark
+@pytest.mark.extended  # CI runs it after the default run
 def test_submit_to_standalone_cluster_matches_local_runner(cluster, local_result, tmp_path):
     url, webui, work_dirs = cluster
     before = {a["id"] for a in master_state(webui)["completedapps"]}
