@@ -151,6 +151,32 @@ def test_jsonl_sink_writes_every_tuple_once(request, runner):
     assert all(len(tasks) == 1 for tasks in task_of.values()), task_of
 
 
+class DropAll(BasicBolt):
+    def execute(self, tup, collector):
+        pass
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("id", "word", "n"))
+
+
+def test_a_sink_that_wrote_nothing_reads_as_empty(runner, tmp_path):
+    """A file sink that received nothing leaves its directory, empty: reading it gives no
+    records; a directory no sink wrote to is an error naming it."""
+    b = TopologyBuilder()
+    b.set_spout("events", Events())
+    b.set_bolt("drop", DropAll()).shuffle_grouping("events")
+    b.set_bolt("jsonl", JsonLinesSink(tmp_path / "jsonl"), parallelism=2).shuffle_grouping("drop")
+    b.set_bolt("parquet", ParquetSink(tmp_path / "parquet")).shuffle_grouping("drop")
+    result = complete_topology(b.create_topology(), mocked_sources=MockedSources(
+        {"events": ROWS[:3]}), runner=runner)
+    assert result.errors == [] and result.stats["drop"].executed == 3
+    assert read_jsonl(tmp_path / "jsonl") == [] and read_parquet(tmp_path / "parquet") == []
+    for read in (read_jsonl, read_parquet):
+        with pytest.raises(FileNotFoundError, match=r"no directory .*elsewhere: nothing was "
+                           r"written there; a file sink creates its directory when it starts"):
+            read(tmp_path / "elsewhere")
+
+
 def test_parquet_sink_writes_the_listed_fields_once(request, runner):
     _, out, _ = _run(request, runner)
     rows = read_parquet(out / "parquet")

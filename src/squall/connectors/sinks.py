@@ -41,6 +41,7 @@ see a batch that did not commit, and a batch id is never reused for other conten
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -83,6 +84,12 @@ class _FileSink(BatchSink):
         super().__init__(fields)
         # Absolute on the driver: Spark's Python workers may run in another working directory.
         self.directory = os.path.abspath(os.fspath(directory))
+
+    def prepare(self, conf, context, collector) -> None:
+        super().prepare(conf, context, collector)
+        # Made at the start, not at the first write: a sink that receives nothing leaves an
+        # empty directory, which reads as no records, where a missing one is an error.
+        os.makedirs(self.directory, exist_ok=True)
 
     def target(self) -> str:
         return self.directory
@@ -199,8 +206,15 @@ class ParquetSink(_FileSink):
 
 def _part_files(directory: str | os.PathLike[str], suffix: str) -> list[str]:
     directory = os.fspath(directory)
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            errno.ENOENT, f"no directory {directory}: nothing was written there; a file sink "
+            "creates its directory when it starts, so check the path given to the sink, and "
+            "that its topology ran", directory) from None
     parts = []
-    for name in os.listdir(directory):
+    for name in names:
         m = _PART.match(name)
         if m and m.group(3) == suffix:
             parts.append((int(m.group(1)), int(m.group(2)), os.path.join(directory, name)))
@@ -210,7 +224,12 @@ def _part_files(directory: str | os.PathLike[str], suffix: str) -> list[str]:
 def read_jsonl(directory: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Every record of every `part-*.jsonl` in `directory`, by (batch, task), in file order.
 
-    Temporary files of interrupted writes are ignored.
+    Temporary files of interrupted writes are ignored. A sink that wrote nothing leaves its
+    directory empty: no records. A directory that does not exist raises `FileNotFoundError`.
+
+    >>> import tempfile
+    >>> read_jsonl(tempfile.mkdtemp())
+    []
     """
     out: list[dict[str, Any]] = []
     for path in _part_files(directory, "jsonl"):
@@ -220,7 +239,8 @@ def read_jsonl(directory: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 
 def read_parquet(directory: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Every row of every `part-*.parquet` in `directory`, by (batch, task), as dicts."""
+    """Every row of every `part-*.parquet` in `directory`, by (batch, task), as dicts (none
+    for an empty directory; `FileNotFoundError` for a missing one)."""
     out: list[dict[str, Any]] = []
     for path in _part_files(directory, "parquet"):
         out.extend(pq.read_table(path).to_pylist())
