@@ -122,9 +122,10 @@ class ErrorLog:
     """Logs a run's errors, rate-limited per component and error kind.
 
     The first `burst` errors of a `(component, kind)` are logged one line each; after that at
-    most one line per `every_ms` of the caller's clock says how many more there were since the
-    last line, with the latest one's text. Every error is still counted (`counts`) and kept by
-    the runner; only the log is spared.
+    most one line per `every_ms` of the caller's clock (a minute: longer than the longest replay
+    backoff, so a message replayed for ever does not get a line per replay) says how many more
+    there were since the last line, with the latest one's text. Every error is still counted
+    (`counts`) and kept by the runner; only the log is spared.
 
     When `traceback(error)` says an error's traceback is worth showing, the first error of each
     distinct place in the user's code (component, kind, file and line) is followed by the frames
@@ -146,7 +147,7 @@ class ErrorLog:
     ({('flaky', 'ValueError'): 25}, {('flaky', 'ValueError'): 3})
     """
 
-    def __init__(self, logger: logging.Logger, *, burst: int = 5, every_ms: int = 10_000,
+    def __init__(self, logger: logging.Logger, *, burst: int = 5, every_ms: int = 60_000,
                  traceback: Any = None) -> None:
         self.logger = logger
         self.trace_logger = logging.getLogger(f"{logger.name}.traceback")

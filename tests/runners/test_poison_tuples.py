@@ -13,6 +13,7 @@ import pickle
 from collections import Counter
 
 import pytest
+from support.poison_trident import build as poison_trident
 from support.run_until import run_until
 from test_sources import FailOnce  # fails the first delivery of every multiple of 5
 
@@ -26,10 +27,12 @@ from squall import (
     Values,
 )
 from squall.connectors import MemorySource
+from squall.errors import TransactionFailedError
 from squall.reliability.retries import Retries, RetryPolicy
 from squall.results import RunResult
 from squall.runtime.clock import SimulatedClock
 from squall.runtime.local.engine import LocalEngine
+from squall.runtime.local.trident import LocalTridentRunner
 from squall.testing import FixedTupleSpout, complete_topology, current_clock, simulated_time
 
 MAX_TUPLES = "squall.spark.batch.max.tuples"
@@ -73,6 +76,18 @@ def poisoned_topology():
     return b.create_topology()
 
 
+def partition_one(cid, bolt, offsets, *, dead_letters=False):
+    """Partition "1" of `MemorySource` "numbers" (records `["1", i]` for each of `offsets`) into
+    `bolt`, and its dead letters into `DeadLetters` if asked."""
+    data = {"1": [["1", i] for i in offsets]}
+    b = TopologyBuilder()
+    b.set_spout("numbers", MemorySource(data, Fields("p", "i"), records_per_range=RANGE))
+    b.set_bolt(cid, bolt).shuffle_grouping("numbers")
+    if dead_letters:
+        b.set_bolt("dead", DeadLetters()).shuffle_grouping("numbers", DEAD_LETTER)
+    return b.create_topology()
+
+
 @pytest.mark.runners("local", "spark")
 def test_a_poison_tuple_is_dead_lettered_after_exactly_n_attempts(runner):
     retries = 3
@@ -107,13 +122,9 @@ def test_a_poison_tuple_is_dead_lettered_after_exactly_n_attempts(runner):
 def test_with_no_retries_the_poison_is_dead_after_its_one_attempt(runner):
     # On Spark the poison's first attempt is inside its range; its failure names it, so with
     # no retries it goes to the dead-letter stream at once and its neighbours are not replayed.
-    data = {"1": [["1", i] for i in range(1000, 1400)]}
-    b = TopologyBuilder()
-    b.set_spout("numbers", MemorySource(data, Fields("p", "i"), records_per_range=RANGE))
-    b.set_bolt("flaky", Flaky()).shuffle_grouping("numbers")
-    b.set_bolt("dead", DeadLetters()).shuffle_grouping("numbers", DEAD_LETTER)
+    topology = partition_one("flaky", Flaky(), range(1000, 1400), dead_letters=True)
     conf = {"squall.retry.max.retries": 0, MAX_TUPLES: 1000}
-    result = complete_topology(b.create_topology(), conf, runner=runner, max_time_ms=120_000)
+    result = complete_topology(topology, conf, runner=runner, max_time_ms=120_000)
     passed = Counter((p, i) for p, i in result.tuples("flaky"))
     assert passed == Counter({("1", i): 1 for i in range(1000, 1400) if ("1", i) != POISON})
     (dead,) = result.tuples("dead")
@@ -319,9 +330,11 @@ def test_a_message_replayed_for_ever_is_named_with_the_key_that_bounds_it(runner
     def told() -> list[str]:
         return [r.getMessage() for r in caplog.records if "replayed for ever" in r.getMessage()]
 
+    # Without a backoff (the default's would take 43 s to reach 10 failures).
+    conf = {MAX_TUPLES: 1000, "squall.retry.initial.delay.ms": 0}
     with caplog.at_level(logging.WARNING, logger="squall"):
-        result = run_until(b.create_topology(), lambda: bool(told()), {MAX_TUPLES: 1000},
-                           runner=runner, cap_s=240)
+        result = run_until(b.create_topology(), lambda: bool(told()), conf, runner=runner,
+                           cap_s=240)
     assert result.stats["numbers"].failed >= 10
     line = told()[0]  # then 100, 1,000... times, if the run got there before it stopped
     assert all(" has failed 10" in m and m.split(" has failed ")[1].split()[0].strip("0") == "1"
@@ -330,6 +343,79 @@ def test_a_message_replayed_for_ever_is_named_with_the_key_that_bounds_it(runner
     # Which message: the record on the local runner, its range (Spark's unit) on Spark.
     assert ("('1', 1234)" in line) if runner == "local" else ("1200" in line), line
     assert "squall.retry.max.retries" in line and "'dead_letter' stream" in line, line
+
+
+def test_a_message_replayed_for_ever_backs_off_by_default(caplog):
+    # Storm's default replays for ever; squall's default spaces the replays as Storm's Kafka
+    # spout does (100 ms, doubling, at most 10 s), on the runner's clock: over ten minutes of
+    # simulated time the poison is tried 66 times, not once per round (724,397 times in 20 s
+    # without a backoff), its replays' count grows with the logarithm of the time until the
+    # cap, and the log gets a few lines, not one per replay.
+    topology = user_spout_topology(dead_letter_stream=False)
+    with simulated_time() as clock, caplog.at_level(logging.WARNING, logger="squall"):
+        engine = LocalEngine(topology, {}, clock=clock, capture=True)
+        engine.run(should_stop=lambda: clock.now_ms() >= 600_000
+                   or engine.spouts[0].stats.failed > 1_000)  # a loop: time stands still
+    (check,) = [t for t in engine.bolts if t.component_id == "check"]
+    seen = check.instance.seen_at
+    assert seen[:10] == [0, 100, 300, 700, 1_500, 3_100, 6_300, 12_700, 22_700, 32_700]
+    assert [sum(1 for t in seen if t < 100 * 2 ** k) for k in range(8)] == [1, 2, 3, 4, 5, 6,
+                                                                              7, 8]
+    assert len(seen) == 8 + (600_000 - 12_700 - 1) // 10_000  # then one per 10 s: 66
+    assert sorted(n for (n,) in [v for t in topology.component_tasks("check")
+                                 for _s, v in engine.captures[t]]) == [
+        n for n in range(20) if n != 7]
+    lines = [r.getMessage() for r in caplog.records if "7 is poison" in r.getMessage()]
+    # The first five errors, then a line a minute; and the warning at the 10th failure.
+    assert len(lines) <= 5 + 10 + 1, lines
+    (told,) = [m for m in lines if "replayed for ever" in m]
+    assert "has failed 10 times" in told and "squall.retry.max.retries" in told
+    assert "each replay waits up to 10000 ms (squall.retry.max.delay.ms)" in told
+
+
+class FailsPoisonTimed(FailsPoison):
+    """`FailsPoison`, recording the simulated clock's time of each of the poison's failures."""
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.failed_at: list[int] = []
+
+    def execute(self, tup):
+        clock = current_clock()
+        if (tup["p"], tup["i"]) == POISON and clock is not None:
+            self.failed_at.append(clock.now_ms())
+        super().execute(tup)
+
+
+@pytest.mark.runners("local", "spark")
+def test_a_source_s_poison_record_backs_off_by_default_on_both_runners(runner):
+    # A built-in source's poison record (a range of records on Spark) replayed for ever with
+    # the default backoff, on each runner's clock (simulated locally, the reader's planning
+    # time on Spark): its 7th failure comes 100 + 200 + ... + 3200 = 6.3 s after its first,
+    # whatever the runner's cadence (Spark replayed it with every micro-batch before).
+    topology = partition_one("check", FailsPoisonTimed(), range(1200, 1300))
+    if runner == "local":
+        with simulated_time() as clock:
+            engine = LocalEngine(topology, {}, clock=clock)
+            engine.run(should_stop=lambda: engine.spouts[0].stats.failed >= 7)
+        assert engine.spouts[0].stats.failed == 7
+        (check,) = [t for t in engine.bolts if t.component_id == "check"]
+        assert check.instance.failed_at == [0, 100, 300, 700, 1_500, 3_100, 6_300]
+        return
+    times: dict[int, int] = {}  # failures so far -> when first seen (the run's clock)
+
+    def progress(snapshot) -> None:
+        spout = snapshot.components.get("numbers")
+        if spout is not None and spout.failed:
+            times.setdefault(spout.failed, snapshot.elapsed_ms)
+
+    run_until(topology, lambda: max(times, default=0) >= 7, {MAX_TUPLES: 1000},
+              runner=runner, cap_s=180, on_progress=progress)
+    # The k-th failure is due 100 * (2^(k-1) - 1) ms after the first; each is seen at most a
+    # progress interval (0.2 s) after it happened.
+    k, last = min(times), max(times)
+    due = lambda n: 100 * (2 ** (n - 1) - 1)  # noqa: E731
+    assert times[last] - times[k] >= due(7) - due(k) - 200, times
 
 
 def test_a_replay_that_succeeds_is_forgotten():
@@ -362,3 +448,59 @@ def test_retries_pickle_with_their_counts_and_waiting_replays():
     assert restored.failed("c", now_ms=200) == 300  # due with "a": after it, in order
     assert restored.due(now_ms=300) == ["a", "c"]
     assert restored.failed("a", now_ms=300) is None and restored.last_dead_attempts == 3
+
+
+# ---- Trident: a batch that keeps failing ---------------------------------------------------------
+
+
+@pytest.mark.runners("local", "spark")
+def test_a_trident_batch_that_keeps_failing_is_logged_once_with_the_key_that_bounds_it(
+        runner, caplog):
+    # Its attempts are logged once with the key that bounds them, not once per attempt, and
+    # the error that ends the run names the key and its value.
+    with caplog.at_level(logging.INFO, logger="squall"), \
+            pytest.raises(TransactionFailedError) as failed:
+        complete_topology(poison_trident(), {"squall.trident.max.attempts": 4}, runner=runner,
+                          max_time_ms=120_000)
+    assert failed.value.component == "total"
+    assert "Trident transaction 1 failed 4 attempts (squall.trident.max.attempts=4)" in str(
+        failed.value)
+    assert "can't multiply sequence" in str(failed.value)
+    lines = [r.getMessage() for r in caplog.records if "Trident transaction" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert "can't multiply sequence" in lines[0]
+    assert "tried again after a pause" in lines[0] and (
+        "up to 4 attempts in all (squall.trident.max.attempts)" in lines[0])
+
+
+class StopAt(SimulatedClock):
+    """Simulated time that asks the run to stop once it reaches `at_ms` (in a pause), and
+    gives up past `give_up_ms` (a run that never sees the stop fails instead of spinning)."""
+
+    def __init__(self, at_ms: int, give_up_ms: int) -> None:
+        super().__init__()
+        self.at_ms, self.give_up_ms = at_ms, give_up_ms
+        self.stop = lambda: None
+
+    def sleep_ms(self, ms: int) -> None:
+        super().sleep_ms(ms)
+        if self.now_ms() >= self.at_ms:
+            self.stop()
+        if self.now_ms() > self.give_up_ms:
+            raise AssertionError(f"still retrying at {self.now_ms()} ms: the stop was not seen")
+
+
+def test_a_stop_ends_the_pause_between_trident_attempts(caplog):
+    # Retried for ever (Storm's default), attempts at 0, 0.1, 0.3, ... 6.3 s of the runner's
+    # clock; the stop comes 1.7 s into the 6.4 s pause after the 7th: the pause ends there, no
+    # 8th attempt starts, and the run ends as a stop that left work in flight.
+    clock = StopAt(at_ms=8_000, give_up_ms=60_000)
+    runner = LocalTridentRunner(poison_trident(), {}, clock=clock)
+    clock.stop = lambda: runner.request_stop(30)
+    with caplog.at_level(logging.WARNING, logger="squall"):
+        result = runner.run()
+    assert 8_000 <= clock.now_ms() < 8_000 + 100
+    assert runner.stopped() == "abandoned"
+    assert result.extra["failed_attempts"] == 7 and result.extra["batches"] == 0
+    assert any("failed 7 attempts and is not tried again: the run is stopping" in r.getMessage()
+               for r in caplog.records)

@@ -306,14 +306,15 @@ def test_run_with_duration_on_a_simulated_clock_is_exact():
 
 def test_run_with_simulated_clock_times_out_without_waiting():
     clock = SimulatedClock()
-    conf = Config({"topology.message.timeout.secs": 30})
+    # The timed-out tree's fail reaches the spout at once (no replay backoff), as in Storm.
+    conf = Config({"topology.message.timeout.secs": 30, "squall.retry.initial.delay.ms": 0})
     result = run_in_thread(lambda: run(dropping_topology(), conf, runner="local", clock=clock))
     assert clock.now_ms() == 30_000 and result.elapsed_ms == 30_000
     assert result.stats["spout"].timed_out == 1
 
 
 def test_run_uses_the_active_simulated_clock():
-    conf = Config({"topology.message.timeout.secs": 0.2})
+    conf = Config({"topology.message.timeout.secs": 0.2, "squall.retry.initial.delay.ms": 0})
     with simulated_time() as clock:
         result = run_in_thread(lambda: run(dropping_topology(), conf, runner="local"))
         assert clock.now_ms() == 200

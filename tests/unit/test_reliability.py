@@ -32,6 +32,11 @@ from squall.reliability.acker import (
 from squall.testing import FixedTupleSpout, complete_topology, current_clock, simulated_time
 from squall.topology.tuple import Tuple
 
+# Storm's timing: a failed or timed-out tree's `fail` reaches its spout at once (squall's default
+# holds it for the replay backoff, docs/design/poison-tuples.md); the tests of when fails happen
+# ask for Storm's.
+AT_ONCE = {"squall.retry.initial.delay.ms": 0}
+
 # ---- AckerLedger ---------------------------------------------------------------------------
 
 
@@ -395,7 +400,7 @@ def test_trees_of_basic_bolts_with_children_acked_at_once_held_or_failed(verb):
     b.set_bolt("split", WordsOfRow(), 2).shuffle_grouping("spout")
     b.set_bolt("relay", BasicRelay(), 2).shuffle_grouping("split")
     b.set_bolt("sink", HoldUntilRelease(verb)).shuffle_grouping("relay")
-    result = complete_topology(b.create_topology())
+    result = complete_topology(b.create_topology(), AT_ONCE)
     assert result.errors == []
     settled = "ack" if verb == "ack" else "fail"
     assert events(result) == [
@@ -415,7 +420,7 @@ def test_trees_of_basic_bolts_with_children_acked_at_once_held_or_failed(verb):
 
 def test_failing_one_leaf_fails_the_whole_tree():
     rows = [[0, "a hold b"], [1, "c"], [2, "release"]]
-    result = complete_topology(split_hold_topology(rows, verb="fail"))
+    result = complete_topology(split_hold_topology(rows, verb="fail"), AT_ONCE)
     assert events(result) == [
         ("emit", 0), ("emit", 1), ("ack", 1), ("emit", 2), ("fail", 0), ("ack", 2),
     ]
@@ -458,7 +463,7 @@ def test_multi_anchored_tuple_holds_both_roots(verb):
     b.set_spout("spout", RecordingSpout(rows))
     b.set_bolt("join", Joiner()).global_grouping("spout")
     b.set_bolt("sink", HoldUntilRelease(verb)).shuffle_grouping("join")
-    result = complete_topology(b.create_topology())
+    result = complete_topology(b.create_topology(), AT_ONCE)
     assert result.errors == []
     assert result.tuples("sink") == [["hold-k"], ["x"], ["release"]]
     assert events(result) == [
@@ -576,7 +581,7 @@ def test_custom_replaying_spout():
     b = TopologyBuilder()
     b.set_spout("spout", RecordingSpout(rows, replay=True))
     b.set_bolt("bolt", FailFirstAttempt({0, 2})).shuffle_grouping("spout")
-    result = complete_topology(b.create_topology())
+    result = complete_topology(b.create_topology(), AT_ONCE)
     assert events(result) == [
         ("emit", 0), ("fail", 0), ("emit", 0), ("ack", 0),
         ("emit", 1), ("ack", 1),
@@ -607,7 +612,7 @@ def test_timeout_fires_at_emit_time_plus_timeout(timeout_secs, timeout_ms):
     b.set_bolt("bolt", Drop()).shuffle_grouping("spout")
     conf = Config({"topology.message.timeout.secs": timeout_secs})
     with simulated_time(start_ms=1_000) as clock:
-        result = complete_topology(b.create_topology(), conf)
+        result = complete_topology(b.create_topology(), {**conf, **AT_ONCE})
         assert clock.now_ms() == 1_350 + timeout_ms
     assert events(result, with_time=True) == [
         ("emit", 0, 1_000),
@@ -626,7 +631,7 @@ def test_default_timeout_is_thirty_seconds():
     b.set_spout("spout", RecordingSpout([[0, "drop"]]))
     b.set_bolt("bolt", Drop()).shuffle_grouping("spout")
     with simulated_time() as clock:
-        result = complete_topology(b.create_topology())
+        result = complete_topology(b.create_topology(), AT_ONCE)
         assert clock.now_ms() == 30_000
     assert events(result, with_time=True) == [("emit", 0, 0), ("fail", 0, 30_000)]
 
@@ -669,7 +674,7 @@ def test_reset_timeout_postpones_the_timeout():
     b.set_bolt("bolt", ResetOnPing()).shuffle_grouping("spout")
     conf = Config({"topology.message.timeout.secs": 10})
     with simulated_time(start_ms=1_000):
-        result = complete_topology(b.create_topology(), conf)
+        result = complete_topology(b.create_topology(), {**conf, **AT_ONCE})
     assert events(result, with_time=True) == [
         ("emit", 0, 1_000),
         ("emit", 1, 7_000), ("ack", 1, 7_000),
@@ -704,7 +709,7 @@ def test_late_ack_after_timeout_is_not_an_error():
     b.set_bolt("bolt", AckStaleAttempt()).shuffle_grouping("spout")
     conf = Config({"topology.message.timeout.secs": 5})
     with simulated_time():
-        result = complete_topology(b.create_topology(), conf)
+        result = complete_topology(b.create_topology(), {**conf, **AT_ONCE})
     assert result.errors == []
     assert events(result, with_time=True) == [
         ("emit", 0, 0), ("fail", 0, 5_000), ("emit", 0, 5_000), ("ack", 0, 5_000),
@@ -799,7 +804,7 @@ def test_max_spout_pending_bound_holds(where):
     else:
         declarer.set_max_spout_pending(2)
     with simulated_time():
-        result = complete_topology(b.create_topology(), conf)
+        result = complete_topology(b.create_topology(), {**conf, **AT_ONCE})
     spout = spout_of(result)
     # at most 2 in flight: the spout is asked for more only after a timeout frees room
     assert [t for kind, _, t in spout.events if kind == "emit"] == [
@@ -857,7 +862,7 @@ def test_basic_bolt_auto_anchors_and_auto_acks():
     b.set_spout("spout", RecordingSpout(rows))
     b.set_bolt("split", BasicSplit(), 2).shuffle_grouping("spout")
     b.set_bolt("sink", FailBad()).shuffle_grouping("split")
-    result = complete_topology(b.create_topology())
+    result = complete_topology(b.create_topology(), AT_ONCE)
     assert result.errors == []
     # tree 1 fails only because the child "bad" is anchored to its input
     assert events(result) == [
@@ -873,7 +878,7 @@ def test_basic_bolt_failed_exception_fails_the_input():
     b.set_spout("spout", RecordingSpout(rows))
     b.set_bolt("split", BasicSplit()).shuffle_grouping("spout")
     b.set_bolt("sink", FailBad()).shuffle_grouping("split")
-    result = complete_topology(b.create_topology())
+    result = complete_topology(b.create_topology(), AT_ONCE)
     assert result.errors == []  # FailedException is a decision, not an error
     assert events(result) == [
         ("emit", 0), ("ack", 0), ("emit", 1), ("fail", 1), ("emit", 2), ("ack", 2),
@@ -935,7 +940,7 @@ def test_second_ack_or_fail_is_reported_and_ignored(first, second, text):
     b.set_bolt("bolt", TwoVerbs(first, second), 2).shuffle_grouping("spout")
     topology = b.create_topology()
     with simulated_time() as clock:
-        result = complete_topology(topology)
+        result = complete_topology(topology, AT_ONCE)
         assert clock.now_ms() == 0  # settled at once: nothing timed out
     assert len(result.errors) == 3
     for record in result.errors:
@@ -1018,7 +1023,7 @@ def test_ack_of_a_tuple_delivered_to_another_task_is_reported(stash):
     topology = b.create_topology()
     assert topology.component_tasks("bolt") == (1, 2)
     with simulated_time() as clock:
-        result = complete_topology(topology)
+        result = complete_topology(topology, AT_ONCE)
         assert clock.now_ms() == 30_000
     assert [(r.component, r.task) for r in result.errors] == [("bolt", 2)]
     assert isinstance(result.errors[0].error, ReliabilityError)
@@ -1056,7 +1061,7 @@ def test_exception_in_execute_is_reported_and_fails_the_tuple(bolt):
     b.set_bolt("bolt", bolt(), 3).shuffle_grouping("spout")
     topology = b.create_topology()
     with simulated_time() as clock:
-        result = complete_topology(topology)
+        result = complete_topology(topology, AT_ONCE)
         assert clock.now_ms() == 0  # failed at once, not by timeout
     assert len(result.errors) == 1
     record = result.errors[0]
@@ -1174,7 +1179,7 @@ def test_per_spout_message_timeout():
     b.set_bolt("bolt", Drop()).shuffle_grouping("a").shuffle_grouping("b")
     conf = Config({"topology.message.timeout.secs": 7})
     with simulated_time():
-        result = complete_topology(b.create_topology(), conf)
+        result = complete_topology(b.create_topology(), {**conf, **AT_ONCE})
     assert events(result, "a", with_time=True) == [("emit", 0, 0), ("fail", 0, 3_000)]
     assert events(result, "b", with_time=True) == [("emit", 0, 0), ("fail", 0, 7_000)]
 

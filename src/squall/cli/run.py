@@ -17,8 +17,8 @@ and pending trees over, `squall.task.reshape`); `--duration` counts from the fir
 Exit status: 0 when the run ended (input done, `--duration` over) or a requested stop finished
 every tree in flight; 1 on an error, or when a `squall kill` stop reached its deadline with work
 in flight; 128 + the signal's number (130 SIGINT, 143 SIGTERM) when a signal's stop reached
-`--stop-timeout` with work in flight, or a second signal stopped the run at once; 2 on bad
-arguments.
+`--stop-timeout` with work in flight or gave up a transaction that failed during the stop, or a
+second signal stopped the run at once; 2 on bad arguments.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ from squall.protocols import Progress, Runner
 from squall.results import TRACEBACK_LOGGER
 from squall.runners import DEFAULT_RUNNER, RUNNERS, make_runner
 from squall.runtime.checkpoint_location import prepare_location
+from squall.runtime.lifecycle import ABANDONED
 from squall.runtime.spark.session import check_master
 from squall.state.providers import DURABLE
 from squall.task.reshape import compare, shape
@@ -379,6 +380,10 @@ def _stop_status(stopped: str | None, signum: int | None) -> int:
         print(f"squall: stopped on request ({asked}): every tuple tree in flight finished",
               file=sys.stderr)
         return 0
-    print(f"squall: stopped on request ({asked}) with work still in flight after the stop "
-          "timeout; a restart with the same checkpoint replays it", file=sys.stderr)
+    if stopped == ABANDONED:
+        print(f"squall: stopped on request ({asked}) with a failed transaction not tried again; "
+              "a restart with the same checkpoint replays it", file=sys.stderr)
+    else:
+        print(f"squall: stopped on request ({asked}) with work still in flight after the stop "
+              "timeout; a restart with the same checkpoint replays it", file=sys.stderr)
     return 128 + signum if signum is not None else 1

@@ -25,11 +25,16 @@ acked, so the source moves on.
 0
 
 Time is whatever the caller's clock says (the local runner's `Clock`, the Spark reader's planning
-time), so backoff runs on simulated time in tests. The default policy replays for ever with no
-delay, as Storm does.
+time), so backoff runs on simulated time in tests. The default policy replays for ever, as Storm
+does, after KafkaSpout's default backoff (`squall.topology.config.RETRY_INITIAL_DELAY_MS`
+and the two after it): 100 ms, doubling, at most 10 s, so a message that always fails is
+replayed about once per 10 s, not in a loop. An initial delay of 0 replays at once.
 
->>> Retries(RetryPolicy()).failed("m", now_ms=5)
-5
+>>> [RetryPolicy().delay_ms(n) for n in (1, 2, 3, 7, 8, 50)]
+[100, 200, 400, 6400, 10000, 10000]
+>>> at_once = RetryPolicy(initial_delay_ms=0)
+>>> Retries(RetryPolicy()).failed("m", now_ms=5), Retries(at_once).failed("m", now_ms=5)
+(105, 5)
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import heapq
 from dataclasses import dataclass
 from typing import Any
 
+from squall.topology.config import RETRY_INITIAL_DELAY_MS, RETRY_MAX_DELAY_MS, RETRY_MULTIPLIER
 from squall.topology.fields import Fields
 
 
@@ -47,9 +53,9 @@ class RetryPolicy:
     """How a spout's failed trees are replayed: None `max_retries` replays for ever."""
 
     max_retries: int | None = None
-    initial_delay_ms: int = 0
-    multiplier: float = 2.0
-    max_delay_ms: int = 10_000
+    initial_delay_ms: int = RETRY_INITIAL_DELAY_MS
+    multiplier: float = RETRY_MULTIPLIER
+    max_delay_ms: int = RETRY_MAX_DELAY_MS
 
     @property
     def limited(self) -> bool:

@@ -33,6 +33,7 @@ INACTIVE = "inactive"
 STOPPING = "stopping"
 DRAINED = "drained"
 TIMED_OUT = "timed out"
+ABANDONED = "abandoned"
 
 
 class Lifecycle:
@@ -44,8 +45,11 @@ class Lifecycle:
         self.stop_requested = False
         self._deadline: float | None = None  # monotonic time by which the stop must happen
         # How a requested stop ended, set by the runner's loop: DRAINED (nothing was in
-        # flight any more) or TIMED_OUT (the deadline came first; a restart replays the rest).
+        # flight any more), TIMED_OUT (the deadline came first; a restart replays the rest) or
+        # ABANDONED (the runner gave up work in flight: a transaction that failed during the
+        # stop is not tried again; a restart replays it).
         self.outcome: str | None = None
+        self._abandoned = False
 
     def deactivate(self) -> None:
         with self._lock:
@@ -74,11 +78,19 @@ class Lifecycle:
             return (self.stop_requested and self._deadline is not None
                     and time.monotonic() >= self._deadline)
 
+    def abandon(self) -> None:
+        """The runner gave up its work in flight to stop (see `outcome`): the stop ends now."""
+        with self._lock:
+            self._abandoned = True
+
     def should_stop(self, drained: bool) -> bool:
         """Whether a runner's loop should end now, given whether it has work in flight; records
         the outcome when it should."""
         if not self.stop_requested:
             return False
+        if self._abandoned:
+            self.outcome = ABANDONED
+            return True
         if drained:
             self.outcome = DRAINED
             return True

@@ -44,6 +44,9 @@ from squall.task.roles import WindowRole, window_role
 from squall.task.routing import build_routes
 from squall.task.stats import ExecuteTimes, TaskStats
 from squall.topology.config import (
+    SQUALL_RETRY_INITIAL_DELAY_MS,
+    SQUALL_RETRY_MAX,
+    SQUALL_RETRY_MAX_DELAY_MS,
     Config,
     max_spout_pending,
     message_timeout_ms,
@@ -387,7 +390,10 @@ class SpoutTask(TaskRuntime):
         due = retries.failed(msg_id, now)
         if due is None:
             self._dead_letter(entry, error, retries.last_dead_attempts, now, source)
-        elif due <= now:
+            return
+        if not retries.policy.limited:
+            self._tell_repeated(msg_id, retries.attempts(msg_id), error)
+        if due <= now:
             self._call("fail", msg_id)
 
     def _tell_repeated(self, msg_id: Any, failures: int, error: tuple[str, str]) -> None:
@@ -395,11 +401,15 @@ class SpoutTask(TaskRuntime):
         order of magnitude, so a poison tuple is named without a line per replay."""
         if failures < 10 or failures != 10 ** (len(str(failures)) - 1):
             return
+        policy = self.retries.policy
+        spacing = (f"each replay waits up to {policy.max_delay_ms} ms "
+                   f"({SQUALL_RETRY_MAX_DELAY_MS})" if policy.delays else
+                   f"replayed at once; set {SQUALL_RETRY_INITIAL_DELAY_MS} to space its replays")
         log.warning(
             "spout %r task %s: message %r has failed %d times (last: %s: %s) and is replayed "
-            "for ever (Storm's default); set squall.retry.max.retries to bound its replays "
-            "(then it goes to the %r stream), and squall.retry.initial.delay.ms to space them",
-            self.component_id, self.task_id, msg_id, failures, error[0], error[1], DEAD_LETTER)
+            "for ever (Storm's default; %s); set %s to bound its replays (then it goes to the "
+            "%r stream)", self.component_id, self.task_id, msg_id, failures, error[0], error[1],
+            spacing, SQUALL_RETRY_MAX, DEAD_LETTER)
 
     def _dead_letter(self, entry: PendingEntry, error: tuple[str, str], attempts: int,
                      now: int, source: PartitionedSource | None) -> None:

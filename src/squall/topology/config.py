@@ -272,12 +272,17 @@ def _integer(key: str, value: Any, allowed: str) -> int:
 
 
 # ---- Retries of failed tuple trees and the dead-letter stream (docs/design/poison-tuples.md) --
-# Per topology, or per spout in its component config. Unset: Storm's behaviour, replayed for ever
-# with no delay. The delays follow Storm's KafkaSpoutRetryExponentialBackoff.
+# Per topology, or per spout in its component config. Unset: replayed for ever, as Storm does,
+# each replay after an exponential backoff, as Storm's KafkaSpout does by default
+# (KafkaSpoutRetryExponentialBackoff): 100 ms, doubling, at most 10 s. An initial delay of 0
+# replays at once.
 SQUALL_RETRY_MAX = "squall.retry.max.retries"
 SQUALL_RETRY_INITIAL_DELAY_MS = "squall.retry.initial.delay.ms"
 SQUALL_RETRY_MULTIPLIER = "squall.retry.multiplier"
 SQUALL_RETRY_MAX_DELAY_MS = "squall.retry.max.delay.ms"
+RETRY_INITIAL_DELAY_MS = 100  # the defaults of the three keys above
+RETRY_MULTIPLIER = 2.0
+RETRY_MAX_DELAY_MS = 10_000
 
 
 def retry_settings(conf: Mapping[str, Any]) -> tuple[int | None, int, float, int]:
@@ -287,6 +292,8 @@ def retry_settings(conf: Mapping[str, Any]) -> tuple[int | None, int, float, int
     >>> retry_settings({"squall.retry.max.retries": 3, "squall.retry.initial.delay.ms": 50})
     (3, 50, 2.0, 10000)
     >>> retry_settings({})
+    (None, 100, 2.0, 10000)
+    >>> retry_settings({"squall.retry.initial.delay.ms": 0})  # replayed at once
     (None, 0, 2.0, 10000)
     >>> retry_settings({"squall.retry.max.retries": -1})  # doctest: +ELLIPSIS
     Traceback (most recent call last):
@@ -301,7 +308,8 @@ def retry_settings(conf: Mapping[str, Any]) -> tuple[int | None, int, float, int
         if max_retries < 0:
             raise _bad(key, value, allowed)
     delays = []
-    for key, default in ((SQUALL_RETRY_INITIAL_DELAY_MS, 0), (SQUALL_RETRY_MAX_DELAY_MS, 10_000)):
+    for key, default in ((SQUALL_RETRY_INITIAL_DELAY_MS, RETRY_INITIAL_DELAY_MS),
+                         (SQUALL_RETRY_MAX_DELAY_MS, RETRY_MAX_DELAY_MS)):
         value = conf.get(key)
         ms = default if value is None else _integer(key, value, "an integer >= 0 of ms")
         if ms < 0:
@@ -309,7 +317,7 @@ def retry_settings(conf: Mapping[str, Any]) -> tuple[int | None, int, float, int
         delays.append(ms)
     key = SQUALL_RETRY_MULTIPLIER
     value = conf.get(key)
-    multiplier = 2.0 if value is None else _number(key, value, "a number >= 1")
+    multiplier = RETRY_MULTIPLIER if value is None else _number(key, value, "a number >= 1")
     if multiplier < 1:
         raise _bad(key, value, "a number >= 1")
     return max_retries, delays[0], multiplier, delays[1]

@@ -217,10 +217,16 @@ KEYS: dict[str, KeySpec] = {
     # Retries of failed trees and the dead-letter stream (docs/design/poison-tuples.md).
     "squall.retry.max.retries": KeySpec("an integer >= 0 (unset: replay for ever)",
                                         integer(0, unset_ok=True)),
-    "squall.retry.initial.delay.ms": KeySpec("an integer >= 0 of ms", integer(0, True)),
-    "squall.retry.multiplier": KeySpec("a number >= 1",
-                                       lambda v: v is None or (_is_number(v) and float(v) >= 1)),
-    "squall.retry.max.delay.ms": KeySpec("an integer >= 0 of ms", integer(0, True)),
+    "squall.retry.initial.delay.ms": KeySpec(
+        "an integer >= 0 of ms: the wait before a failed message's first replay (default 100, "
+        "as Storm's Kafka spout backs off; 0: replayed at once, Storm's timing of `fail`)",
+        integer(0, True)),
+    "squall.retry.multiplier": KeySpec(
+        "a number >= 1: each further wait is this many times the last (default 2)",
+        lambda v: v is None or (_is_number(v) and float(v) >= 1)),
+    "squall.retry.max.delay.ms": KeySpec(
+        "an integer >= 0 of ms: the longest wait between replays (default 10000)",
+        integer(0, True)),
     # Source partitions' watermarks (squall.partition_watermarks).
     "squall.watermark.idle.timeout.ms": KeySpec(
         "an integer number of milliseconds >= 0 (unset: a partition never counts as idle)",

@@ -5,7 +5,9 @@ on it (`squall.trident.execution.BatchExecutor`: map states are updated as their
 runs), and the next txid is recorded. A failed batch (an operation raised) is evaluated again
 as a new attempt of the same txid, `squall.trident.max.attempts` times at most (unset: for ever,
 as Storm replays a failed batch for ever, with a growing pause between attempts); transactional
-and opaque states apply each txid once.
+and opaque states apply each txid once. A stop ends the run between transactions; a transaction
+that fails once the stop is asked for is not tried again (the pause before its next attempt
+ends at the stop), and the run ends as a stop that left work in flight.
 
 Without a checkpoint location the run keeps its progress and durable states in a temporary
 directory; with one, a restart continues after the last committed transaction.
@@ -28,7 +30,12 @@ from squall.runtime.reporting import Reporting
 from squall.runtime.run_config import RunConfig, resolve
 from squall.topology.description import Topology
 from squall.transaction_kernel.progress_store import STORE
-from squall.trident.coordinator import MAX_ATTEMPTS, BatchCoordinator, attempt_transaction
+from squall.trident.coordinator import (
+    MAX_ATTEMPTS,
+    BatchCoordinator,
+    TransactionAbandoned,
+    attempt_transaction,
+)
 from squall.trident.execution import BatchExecutor
 from squall.trident.plan import Plan, trident_plan
 from squall.trident.stats import TridentStats
@@ -91,7 +98,7 @@ class LocalTridentRunner(Controls, Reporting):
         out = attempt_transaction(
             txid, emit, evaluate, failed, blamed=self.plan.nodes[-1].cid,
             max_attempts=None if max_attempts is None else int(max_attempts),
-            pause_ms=self.clock.sleep_ms)
+            pause_ms=self.clock.sleep_ms, stopping=lambda: self.lifecycle.stop_requested)
         self.coordinator.commit(txid)
         self.committed.append(txid)
         sizes = {cid: sum(map(len, parts)) for cid, parts in out.items()}
@@ -122,8 +129,12 @@ class LocalTridentRunner(Controls, Reporting):
                     break
                 if not self.lifecycle.active:
                     clock.sleep_ms(interval)  # deactivated: no new transaction
-                elif not self.step():
-                    clock.sleep_ms(interval)  # nothing came: wait as Storm's throttle does
+                else:
+                    try:
+                        if not self.step():
+                            clock.sleep_ms(interval)  # nothing came: as Storm's throttle waits
+                    except TransactionAbandoned:
+                        self.lifecycle.abandon()  # stopping: the next round ends the run
                 if on_progress is not None and clock.now_ms() >= next_progress:
                     on_progress(self.metrics())
                     next_progress = clock.now_ms() + progress_every_ms
