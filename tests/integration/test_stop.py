@@ -36,6 +36,7 @@ pytestmark = pytest.mark.spread
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = "tests/support/stop_topology.py:build"
+POISON_TRIDENT = "tests/support/poison_trident.py:build"
 KEYS = 7
 
 
@@ -227,6 +228,42 @@ def test_a_stop_timeout_with_work_in_flight_exits_with_the_signal_status(tmp_pat
     _no_traceback(err)
     assert "with work still in flight after the stop timeout" in err
     assert "squall: summary" in err
+
+
+@pytest.mark.runners(spark_session=False)
+def test_sigterm_stops_a_trident_batch_that_keeps_failing(runner, tmp_path):
+    # Storm's default tries a failed Trident batch again for ever: the stop must still end the
+    # run within its timeout (the attempt that fails during the stop is not tried again, and
+    # the pause before the next one ends), with the status of a stop that left work in flight.
+    # The retries are logged once with the key that bounds them, not once per attempt.
+    proc = spawn(
+        [sys.executable, "-m", "squall.cli.main", "run", POISON_TRIDENT, "--runner", runner,
+         "--checkpoint", str(tmp_path / "ckpt"), "--name", "poisontrident",
+         "--progress-every", "0.5", "--stop-timeout", "30"],
+        cwd=ROOT, env=_env(tmp_path), stdout=open(tmp_path / "stdout", "w"),  # noqa: SIM115
+        stderr=open(tmp_path / "stderr", "w"))  # noqa: SIM115
+    proc.stderr_path = tmp_path / "stderr"  # type: ignore[attr-defined]
+    _STARTED.append(proc)
+
+    def retrying() -> bool:
+        err = (tmp_path / "stderr").read_text()
+        assert proc.poll() is None, err[-3000:]
+        return "Trident transaction 1 failed" in err
+
+    _wait_for(retrying, 300, "the first failed attempt")
+    proc.send_signal(signal.SIGTERM)
+    asked = time.monotonic()
+    err = _finish(proc, 60)
+    assert time.monotonic() - asked < 20, "the stop did not end the retries"
+    assert proc.returncode == 143, err[-3000:]
+    _no_traceback(err)
+    assert "SIGTERM received: stopping gracefully" in err
+    assert "stopped on request (SIGTERM) with a failed transaction not tried again" in err
+    assert "is not tried again: the run is stopping" in err
+    assert err.count("set squall.trident.max.attempts to bound its attempts") == 1, err[-3000:]
+    assert "TypeError: can't multiply sequence" in err
+    summary = err.split("squall: summary")[1]
+    assert "total" in summary and "acked=0" in summary
 
 
 @pytest.mark.runners(spark_session=False)

@@ -73,6 +73,7 @@ from squall.transaction_kernel.progress_store import STORE
 from squall.trident.coordinator import (
     MAX_ATTEMPTS,
     BatchCoordinator,
+    TransactionAbandoned,
     attempt_transaction,
 )
 from squall.trident.execution import (
@@ -168,6 +169,7 @@ class TridentSparkRunner(Controls, Reporting):
         self.timing = dict.fromkeys(("emit", "spark", "driver", "commit"), 0.0)
         self.query: Any = None
         self.stopping = False
+        self.in_transaction = False  # a transaction is being attempted (a stop waits for it)
         self.failure: SquallError | None = None
         self.elapsed_ms = 0
         self.lifecycle = Lifecycle()  # stop requests; spouts cannot be deactivated
@@ -175,8 +177,20 @@ class TridentSparkRunner(Controls, Reporting):
 
     # ---- one micro-batch = one transaction ------------------------------------------------------
     def _batch(self, df: Any, batch_id: int) -> None:
-        if self.exhausted or self.stopping:
+        if self.exhausted or self.stopping or self.lifecycle.stop_requested:
             return  # a tick after the bounded input ended, or during the stop: no transaction
+        self.in_transaction = True
+        try:
+            self._transaction(batch_id)
+        except TransactionAbandoned:
+            # A stop came while it failed: not tried again, nothing more is started, and the
+            # stop ends now (a restart replays the transaction).
+            self.stopping = True
+            self.lifecycle.abandon()
+        finally:
+            self.in_transaction = False
+
+    def _transaction(self, batch_id: int) -> None:
         # The coordinator, not Spark's batch id, numbers the transactions: a batch Spark runs
         # again after a crash replays the transaction the coordinator has not committed, and a
         # tick that ran no transaction leaves no gap.
@@ -217,7 +231,8 @@ class TridentSparkRunner(Controls, Reporting):
             out = attempt_transaction(
                 txid, emit, evaluate, failed, blamed=self.plan.nodes[-1].cid,
                 max_attempts=None if max_attempts is None else int(max_attempts),
-                pause_ms=lambda ms: time.sleep(ms / 1000), stopping=lambda: self.stopping)
+                pause_ms=lambda ms: time.sleep(ms / 1000),
+                stopping=lambda: self.stopping or self.lifecycle.stop_requested)
         except TransactionFailedError as exc:  # the run stops with it
             self.failure = exc
             raise
@@ -525,8 +540,9 @@ class TridentSparkRunner(Controls, Reporting):
         """Only a stop deactivates this runner, and the stop itself ends the query."""
 
     def drained(self) -> bool:
-        """Transactions commit inside their batch: a stop between two loses nothing."""
-        return True
+        """No transaction is being attempted: they commit inside their batch, so a stop between
+        two loses nothing, and a stop during one lets it commit (or fail: not tried again)."""
+        return not self.in_transaction
 
     def run(self, *, duration_ms: int | None = None, until_complete: bool = True,
             on_progress: Progress | None = None, progress_every_ms: int = 1000,
