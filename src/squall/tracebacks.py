@@ -9,7 +9,12 @@ so the driver formats them as if the error had been raised in its own process.
 
 `user_trace` gives the frames of the user's code only (not squall's, the standard library's or
 an installed package's): what a terminal shows. `full_trace` gives every frame: what a log file
-keeps.
+keeps. `where` gives the innermost user frame as a suffix for a one-line message.
+
+A Spark task's failure reaches the driver as text only (the worker's formatted traceback), where
+Python would print `<dynamic-code>` for a shipped class's frames. `noted` adds the full trace
+with the real files to the error the task raises, so that the text the driver receives, and
+logs, names them.
 
 >>> def check(n):
 ...     if n == 3:
@@ -63,6 +68,14 @@ class Frame:
         head = f'  File "{self.filename}", line {self.lineno}, in {self.name}'
         line = self.line or linecache.getline(self.filename, self.lineno).strip()
         return f"{head}\n    {line}" if line else head
+
+    def place(self) -> str:
+        """Where the frame ran, to end a one-line message.
+
+        >>> Frame("job.py", 7, "execute").place()
+        ' (at job.py:7, in execute)'
+        """
+        return f" (at {self.filename}:{self.lineno}, in {self.name})"
 
     def is_user(self) -> bool:
         """Whether the frame is in the user's code, not squall's, Python's or a package's.
@@ -128,6 +141,38 @@ def _trace(error: BaseException, keep: bool) -> str:
         return last
     head = "Traceback (most recent call last):" if keep else "Traceback (your code):"
     return "\n".join([head, *(f.text() for f in frames), last])
+
+
+def where(error: BaseException) -> str:
+    """Where `error` was raised in the user's code, as `" (at FILE:LINE, in FUNCTION)"` to end
+    a one-line message; empty when no frame of its traceback is the user's.
+
+    >>> where(ValueError("never raised"))  # no traceback, so no frame of the user's
+    ''
+    """
+    user = user_frames(error)
+    return user[-1].place() if user else ""
+
+
+# The first line of the note a Spark task's error carries its full traceback in (`noted`).
+TRACE_NOTE = "Its traceback in the Spark task, with the user's files:"
+
+
+def noted(error: BaseException, cause: BaseException) -> BaseException:
+    """`error`, raised in a Spark task for `cause`, with `cause`'s full traceback (the user's
+    real files) as a note after the error's line: the worker's text, all the driver receives,
+    then shows it (PySpark's worker drops the cause and the context of the error it reports,
+    not its notes). Returns `error`.
+
+    >>> try:
+    ...     raise ValueError("bad row")
+    ... except ValueError as exc:
+    ...     error = noted(RuntimeError("the operation failed"), exc)
+    >>> print(traceback.format_exception_only(error)[-1].splitlines()[-1])
+    ValueError: bad row
+    """
+    error.add_note(f"{TRACE_NOTE}\n{full_trace(cause)}")
+    return error
 
 
 def user_frames(error: BaseException) -> list[Frame]:

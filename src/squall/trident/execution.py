@@ -39,6 +39,7 @@ from typing import Any, assert_never
 import cloudpickle
 import pyarrow as pa
 
+from squall import tracebacks
 from squall.errors import SquallError
 from squall.topology.groupings import stable_hash
 from squall.trident.operations import (
@@ -92,6 +93,15 @@ Parts = list[Rows]
 
 class TridentOperationError(SquallError):
     """A Trident operation raised, or emitted tuples that do not match its declared fields."""
+
+
+def operation_failed(node: PlanNode, txid: int, error: Exception) -> TridentOperationError:
+    """The error of operation `node` raising `error` on batch `txid`, on either runner: one
+    line naming the operation, the batch, the error and where in the user's code it was raised
+    (`squall.tracebacks.where`)."""
+    return TridentOperationError(
+        f"Trident operation {node.label} failed on batch {txid}: {type(error).__name__}: "
+        f"{error}{tracebacks.where(error)}", component=node.cid)
 
 
 def check_batch_output(op: BatchFunction, component: str, outputs: Sequence[str],
@@ -370,9 +380,7 @@ class BatchExecutor:
                     raise TridentOperationError(exc.message, component=node.cid) from exc
                 raise
             except Exception as exc:
-                raise TridentOperationError(
-                    f"Trident operation {node.label} failed on batch {txid}: "
-                    f"{type(exc).__name__}: {exc}", component=node.cid) from exc
+                raise operation_failed(node, txid, exc) from exc
         for state in self.states.values():
             state.commit(txid)
         return out
@@ -752,7 +760,7 @@ class BatchExecutor:
         rows, late = step.apply(txid, segments, assigned, max_ts, self.final)
         if late:
             self.late[node.cid] = self.late.get(node.cid, 0) + late
-            log.warning("squall: %s dropped %d late tuple(s) in batch %d (their windows had "
+            log.warning("%s dropped %d late tuple(s) in batch %d (their windows had "
                         "ended: watermark past them)", node.cid, late, txid)
         return rows
 

@@ -18,6 +18,8 @@ import cloudpickle
 import pyarrow as pa
 from pyspark.accumulators import AccumulatorParam
 
+from squall import tracebacks
+from squall.errors import SquallError
 from squall.runtime.gc_pause import gc_paused
 from squall.runtime.spark.trident import columns as cols
 from squall.runtime.spark.trident import state as ts
@@ -35,6 +37,7 @@ from squall.trident.execution import (
     TridentOperationContext,
     TridentOperationError,
     check_batch_output,
+    operation_failed,
 )
 from squall.trident.operations import ROW, BatchFunction, BuiltinCombiner, Function
 from squall.trident.plan import PersistNode, Plan, RowNode, RowOp, WindowNode, user_op
@@ -140,6 +143,22 @@ class _Chain:
     # per-tuple functions); each operation takes what suits it.
     def _run(self, rb: pa.RecordBatch, ops: dict[str, Any], counts: dict[str, list[int]]
              ) -> tuple[dict[str, Any] | None, list[tuple] | None, tuple[str, ...]]:
+        self._current: RowNode | None = None  # the operation running, in the worker
+        try:
+            return self._run_nodes(rb, ops, counts)
+        except SquallError:
+            raise
+        except Exception as exc:
+            node = self._current
+            if node is None:  # not the user's operation
+                raise
+            # The user's error, told as the local runner tells it, naming the operation and the
+            # place in the user's file; its full traceback, with the real file names, travels
+            # in the worker's text (`tracebacks.noted`).
+            raise tracebacks.noted(operation_failed(node, self.txid, exc), exc) from exc
+
+    def _run_nodes(self, rb: pa.RecordBatch, ops: dict[str, Any], counts: dict[str, list[int]]
+                   ) -> tuple[dict[str, Any] | None, list[tuple] | None, tuple[str, ...]]:
         fields = self.in_fields
         # Arrow columns for a batch function first, or for an aggregation straight from
         # typed columns; Python rows otherwise.
@@ -152,6 +171,7 @@ class _Chain:
             rows = list(zip(*(cols.decode(rb, f) for f in fields), strict=True)) \
                 if fields else [()] * rb.num_rows
         for i, node in enumerate(self.nodes):
+            self._current = node
             op = ops.get(node.cid)
             c = counts.setdefault(node.cid, [0, 0])
             c[0] += len(rows) if rows is not None else cols.num_rows(columns)
@@ -191,6 +211,7 @@ class _Chain:
                     fields = (*fields, *node.output) if each else \
                         fields if node.row_op in (RowOp.FILTER, RowOp.PEEK) else node.fields
             c[1] += len(rows) if rows is not None else cols.num_rows(columns)
+        self._current = None
         return columns, rows, fields
 
     @staticmethod
