@@ -9,13 +9,14 @@ and cuts. Panes are (key, window_start, window_end, value, timing, pane_index, i
 from __future__ import annotations
 
 import json
+import logging
 import random
 
 import pytest
 from support.runs import ONE_TUPLE, RUN_CACHE, complete_cached
 
 from squall import Duration, Fields, TopologyBuilder
-from squall.testing import FixedTupleSpout
+from squall.testing import FixedTupleSpout, complete_topology
 from squall.windows import (
     MAX_TIMESTAMP,
     WATERMARK_STREAM,
@@ -401,3 +402,33 @@ def test_beam_triggers_drop_a_late_tuple_only_once_its_window_expired(request, r
         [late] = result.tuples(component, "late")
         assert late[:3] == ["a", 3, 6000], (component, late)
     assert result.errors == []
+
+
+def test_a_value_of_another_type_names_the_component_field_and_value(runner, caplog):
+    """A string price among ints fails its tuple with an error naming the operator, the field,
+    the value and what to do (not a bare `'>' not supported between 'str' and 'int'`); a
+    tuple without a numeric timestamp goes to `window_errors`, logged once, the next counted."""
+    b = TopologyBuilder()
+    b.set_spout("trades", FixedTupleSpout(
+        [["a", 10, 100], ["a", "12", 200], ["a", 3, "abc"], ["a", 4, "def"]],
+        Fields("sym", "price", "ts")))
+    b.set_bolt("high", keyed(
+        window=TimeWindows(Duration.seconds(1)), accumulation=accumulations.Max(),
+        trigger=AT_WM, key_field="sym", value_field="price",
+    )).fields_grouping("trades", Fields("sym"))
+    caplog.set_level(logging.WARNING, logger="squall")
+    result = complete_topology(b.create_topology(), dict(BASE_CONF), runner=runner)
+    assert [(e.component, str(e.error)) for e in result.errors] == [(
+        "high", "component 'high' cannot accumulate value field 'price' = '12' (str) of tuple "
+        "['a', '12', 200] with Max ('>' not supported between instances of 'str' and 'int'); "
+        "give 'price' one type in every tuple (convert it in the component that emits it)")]
+    assert isinstance(result.errors[0].error, TypeError)
+    assert panes(result, "high") == [("a", 0, 1000, 10, "ON_TIME", 0, False)]
+    assert sorted(r[2] for r in result.tuples("high", "window_errors")) == ["abc", "def"]
+    if runner == "local":  # on Spark the line is in the executor's log
+        lines = [r.getMessage() for r in caplog.records if "window_errors" in r.getMessage()]
+        assert lines == [
+            "high: tuple ['a', 3, 'abc'] routed to 'window_errors': no valid timestamp "
+            "(TypeError: timestamp must be a number of ms since epoch, got 'abc'); give every "
+            "tuple an integer timestamp in milliseconds (later ones are counted in the "
+            "component's window_errors)"]

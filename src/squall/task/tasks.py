@@ -562,10 +562,12 @@ class BoltTask(TaskRuntime):
         return None
 
     def _execute_windowed(self, tup: Tuple) -> None:
+        window = self.window
+        assert window is not None, "only a windowed role's task executes through it"
         try:
-            self.window.execute(tup, self.host.now_ms())  # type: ignore[union-attr]
+            window.execute(tup, self.host.now_ms())
         except Exception as exc:
-            self._on_error(tup, exc)
+            self._on_error(tup, window.explained(tup, exc))  # the field and value at fault
 
     def _execute_rich(self, tup: Tuple) -> None:
         try:

@@ -38,12 +38,41 @@ def source_partition_tasks(context: TopologyContext, n_inputs: int = 1,
     return [t if t and data[i] <= set(t.values()) else None for i, t in enumerate(tasks)]
 
 
-class LateLog:
-    """Logs the late tuples a windowed component drops, rate-limited on processing time.
+class CountedLog:
+    """Logs what a windowed component drops or routes aside, rate-limited on processing time.
 
     The first `burst` are logged one line each; after that at most one line per `every_ms`
-    says how many more were dropped since the last line (every one is still counted, and routed
-    to the late stream when there is one).
+    says how many more there were since the last line (every one is still counted, and routed
+    where the component routes it). Subclasses say what is logged (`FIRST`, `MORE`).
+    """
+
+    FIRST = "%s: %r"
+    MORE = "%s: %d more (%d in all)"
+
+    def __init__(self, logger: logging.Logger, component: str, *, burst: int = 5,
+                 every_ms: int = 10_000) -> None:
+        self.logger = logger
+        self.component = component
+        self.burst = burst
+        self.every_ms = every_ms
+        self.count = 0
+        self._unlogged = 0
+        self._last_ms = 0
+
+    def _record(self, now_ms: int, *args: Any) -> None:
+        self.count += 1
+        if self.count <= self.burst:
+            self.logger.warning(self.FIRST, self.component, *args)
+            self._last_ms = now_ms
+            return
+        self._unlogged += 1
+        if now_ms - self._last_ms >= self.every_ms:
+            self.logger.warning(self.MORE, self.component, self._unlogged, self.count)
+            self._last_ms, self._unlogged = now_ms, 0
+
+
+class LateLog(CountedLog):
+    """Logs the late tuples a windowed component drops (`CountedLog`).
 
     >>> import sys
     >>> logger = logging.getLogger("squall.example.late")
@@ -56,28 +85,42 @@ class LateLog:
     count: 10 more late tuples dropped (21 in all)
     """
 
-    def __init__(self, logger: logging.Logger, component: str, *, burst: int = 5,
-                 every_ms: int = 10_000) -> None:
-        self.logger = logger
-        self.component = component
-        self.burst = burst
-        self.every_ms = every_ms
-        self.count = 0
-        self._unlogged = 0
-        self._last_ms = 0
+    FIRST = ("%s: late tuple %r dropped (timestamp %s < %s: the watermark less the allowed "
+             "lateness)")
+    MORE = "%s: %d more late tuples dropped (%d in all)"
 
     def record(self, values: Any, ts: int, limit: int | float | None, now_ms: int) -> None:
-        self.count += 1
-        if self.count <= self.burst:
-            self.logger.warning("%s: late tuple %r dropped (timestamp %s < %s: the watermark "
-                                "less the allowed lateness)", self.component, values, ts, limit)
-            self._last_ms = now_ms
-            return
-        self._unlogged += 1
-        if now_ms - self._last_ms >= self.every_ms:
-            self.logger.warning("%s: %d more late tuples dropped (%d in all)", self.component,
-                                self._unlogged, self.count)
-            self._last_ms, self._unlogged = now_ms, 0
+        self._record(now_ms, values, ts, limit)
+
+
+class InvalidLog(CountedLog):
+    """Logs the tuples a windowed component routes to `window_errors` for want of a valid
+    timestamp: the first with its error, then how many more (`CountedLog`, one line first).
+
+    >>> import sys
+    >>> logger = logging.getLogger("squall.example.invalid")
+    >>> logger.addHandler(logging.StreamHandler(sys.stdout)); logger.propagate = False
+    >>> invalid = InvalidLog(logger, "high", every_ms=1000)
+    >>> for now in (0, 500, 1000):
+    ...     invalid.record(["a", "abc"], "ValueError: not a number", now)
+    ... # doctest: +NORMALIZE_WHITESPACE
+    high: tuple ['a', 'abc'] routed to 'window_errors': no valid timestamp (ValueError: not a
+    number); give every tuple an integer timestamp in milliseconds (later ones are counted in
+    the component's window_errors)
+    high: 2 more tuples without a valid timestamp routed to 'window_errors' (3 in all)
+    """
+
+    FIRST = ("%s: tuple %r routed to 'window_errors': no valid timestamp (%s); give every "
+             "tuple an integer timestamp in milliseconds (later ones are counted in the "
+             "component's window_errors)")
+    MORE = "%s: %d more tuples without a valid timestamp routed to 'window_errors' (%d in all)"
+
+    def __init__(self, logger: logging.Logger, component: str, *,
+                 every_ms: int = 10_000) -> None:
+        super().__init__(logger, component, burst=1, every_ms=every_ms)
+
+    def record(self, values: Any, error: str, now_ms: int) -> None:
+        self._record(now_ms, values, error)
 
 
 class WindowRole:
@@ -129,6 +172,11 @@ class WindowRole:
         """Continue from a snapshot: `instance` is the restored component, `saved` what
         `saved()` returned when it was taken."""
         self.instance = instance
+
+    def explained(self, tup: Tuple, exc: Exception) -> Exception:
+        """The error `execute(tup)` raised, with what the component knows of its cause (a
+        field of the wrong type: which field, which value); `exc` itself if nothing."""
+        return exc
 
     # ---- the checkpoint protocol's hooks (stateful roles) ----------------------------------
     def init_state(self, state: Any) -> None:

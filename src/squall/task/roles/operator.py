@@ -40,7 +40,7 @@ from squall.partition_watermarks import PARTITIONS_STREAM, PartitionWatermarks
 from squall.protocols import OutputCollectorLike
 from squall.state.base import KeyValueState
 from squall.task.collectors import OutputCollector
-from squall.task.roles.base import LateLog, WindowRole, source_partition_tasks
+from squall.task.roles.base import InvalidLog, LateLog, WindowRole, source_partition_tasks
 from squall.task.snapshot import SnapshotFormatError
 from squall.timestamps import valid_timestamp
 from squall.topology.fields import Fields
@@ -56,7 +56,7 @@ _MOVED = ACCEPTED | WATERMARK_MOVED
 # first tuple). The collectors among them pickle as references to the restoring task's.
 _SAVED = (
     "_out", "_bulk", "_inputs", "_n_inputs", "_sources", "_partition_tasks", "_sends_wm",
-    "_fast", "_late_log",
+    "_fast", "_late_log", "_invalid_log",
     "_keyed", "_late_records", "_error_records",
     "engine", "watermarks", "_pending_wm", "late_tuples", "window_errors",
     "_state", "_store", "_session_store", "_stale",
@@ -95,6 +95,7 @@ class OperatorRole(WindowRole):
         # Inputs read from partitioned sources take their watermark per source partition.
         self._partition_tasks = source_partition_tasks(context, n_inputs, op.input_of)
         self._late_log = LateLog(log, context.this_component_id)
+        self._invalid_log = InvalidLog(log, context.this_component_id)
         self._late_records = (None if op.late_stream is None else
                               SideRecords.of(context, op.late_stream))
         self._error_records = SideRecords.of(context, ERROR_STREAM)
@@ -152,6 +153,7 @@ class OperatorRole(WindowRole):
         # Snapshots written before partition watermarks lack their two entries.
         saved.setdefault("_partition_tasks", [None] * saved["_n_inputs"])
         saved.setdefault("_late_log", LateLog(log, type(instance).__name__))
+        saved.setdefault("_invalid_log", InvalidLog(log, saved["_late_log"].component))
         for name in _SAVED:
             setattr(self, name, saved[name])
         self._reset_fast_cache()
@@ -235,7 +237,7 @@ class OperatorRole(WindowRole):
                     i_ts, i_value = index[fast[0]], index[fast[2]]
                     i_key = index[fast[1]] if fast[1] is not None else -1
                 except KeyError as exc:
-                    self._invalid(tup, exc)
+                    self._invalid(tup, exc, now_ms)
                     return
                 self._fast_fields, self._fast_index = origin.fields, (i_ts, i_key, i_value)
             ts = values[i_ts]
@@ -269,7 +271,7 @@ class OperatorRole(WindowRole):
             key = self._key(tup, i)
             value = self._value(tup, i)
         except Exception as exc:
-            self._invalid(tup, exc)
+            self._invalid(tup, exc, now_ms)
             return
         out = self._out
         parts = self.watermarks.partitioned[i]
@@ -428,10 +430,45 @@ class OperatorRole(WindowRole):
             lateness = self.engine.lateness or 0
             self._late_log.record(tup.values, ts, None if w is None else w - lateness, now_ms)
 
-    def _invalid(self, tup: Tuple, exc: Exception) -> None:
+    def _invalid(self, tup: Tuple, exc: Exception, now_ms: int) -> None:
         self.window_errors += 1
+        error = f"{type(exc).__name__}: {exc}"
+        self._invalid_log.record(tup.values, error, now_ms)
         out = self._out
         record = self._error_records.values(tup, None, watermark_ms(self.engine.watermark),
-                                            f"no valid timestamp: {type(exc).__name__}: {exc}")
+                                            f"no valid timestamp: {error}")
         out.emit(record, anchors=tup, stream=ERROR_STREAM)
         out.ack(tup)
+
+    # ---- errors ------------------------------------------------------------------------------
+    def explained(self, tup: Tuple, exc: Exception) -> Exception:
+        """A `TypeError` of the accumulation (a value, or key, of another type than the others:
+        `'>' not supported between instances of 'str' and 'int'`) as an error naming the
+        component, the field and the value, and what to do; other errors as they are."""
+        if not isinstance(exc, TypeError):
+            return exc
+        op = self.instance
+        origin = tup._origin
+        i = self._inputs.get(origin.component, 0) if self._n_inputs > 1 else 0
+        try:
+            key = self._key(tup, i)
+            hash(key)
+        except TypeError:
+            what, field = "key", op.key_fields[i]
+        else:
+            what, field = "value", op.value_fields[i]
+        try:
+            value = self._key(tup, i) if what == "key" else self._value(tup, i)
+        except Exception:
+            return exc
+        where = (f"{what} field {field!r}" if field is not None
+                 else f"{what} (from its {what} extractor)")
+        fix = (f"give {field!r} one type in every tuple (convert it in the component that "
+               "emits it)" if field is not None else f"make the {what} extractor return one "
+               "type for every tuple")
+        explained = TypeError(
+            f"component {self._late_log.component!r} cannot accumulate {where} = {value!r} "
+            f"({type(value).__name__}) of tuple {list(tup.values)!r} with "
+            f"{type(op.accumulation).__name__} ({exc}); {fix}")
+        explained.__cause__ = exc
+        return explained
