@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
 from support.cli import SQUALL, squall
+from support.examples import ROOT
 
 # Each test runs `squall run` in subprocesses of its own: they may go to different workers.
 pytestmark = pytest.mark.spread
@@ -121,3 +123,26 @@ def test_bad_checkpoints_configurations_and_masters_are_refused_in_one_line_befo
             assert len(lines) == 1 and lines[0].startswith("squall run: "), (runner, lines)
             assert message in lines[0], (runner, lines)
     assert not (tmp_path / "a-file").is_dir() and not list(tmp_path.glob("a-file*/**"))
+
+
+@pytest.mark.spark
+def test_submit_keeps_sparks_log_lines_off_the_terminal_as_run_does(tmp_path):
+    """`squall submit` (through spark-submit, local[2]) of Storm's TridentWordCount: Spark's
+    INFO lines go to a log file, the terminal has squall's lines, the progress and the summary."""
+    env = dict(os.environ, SQUALL_LOG_DIR=str(tmp_path / "logs"),
+               SQUALL_RUN_DIR=str(tmp_path / "run"))
+    proc = subprocess.run(
+        [*SQUALL, "submit", "examples/trident_wordcount.py:topology", "--master", "local[2]",
+         "--checkpoint", str(tmp_path / "ckpt")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "errors reported: 0" in proc.stderr.split("squall: summary")[1]
+    assert "trident_wordcount: 'cat the dog jumped' ->" in proc.stdout
+    noise = [line for line in proc.stderr.splitlines()
+             if " INFO " in line or " WARN " in line or line.startswith("\tat ")]
+    assert noise == [], "\n".join(noise[:20])
+    logs = {p.name: p.read_text() for p in (tmp_path / "logs").iterdir()}
+    (submit_log,) = [text for name, text in logs.items() if "-submit-" in name]
+    assert " INFO " in submit_log and "SparkContext" in submit_log
+    assert f"spark-submit's own output (the driver's JVM) goes to {tmp_path / 'logs'}" \
+        in proc.stderr

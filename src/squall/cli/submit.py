@@ -6,6 +6,10 @@ shipped as that file (the driver loads it from its absolute path, as `squall run
 of a package outside site-packages ships the package directory as a zip, which spark-submit puts
 on the driver's and the executors' `PYTHONPATH`; a top-level module outside site-packages ships
 its `.py` file. Installed packages ship nothing: the cluster's Python must have them.
+
+spark-submit's own output (its JVM is the driver's in client mode: Spark's log lines) goes to a
+log file in `squall run`'s log directory unless `--verbose`, as `squall run` keeps Spark's output
+off the terminal; the driver's progress and summary come to standard error.
 """
 
 from __future__ import annotations
@@ -23,12 +27,14 @@ import sys
 import sysconfig
 import tempfile
 import threading
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
 
 from squall.cli.control import ControlError, request
 from squall.cli.rundir import lookup
+from squall.cli.stopping import log_dir
 from squall.cli.target import TargetError, parse_overrides, run_name, split_target
 from squall.runtime.spark.session import is_loopback_master
 
@@ -250,8 +256,14 @@ def main(args: argparse.Namespace) -> int:
         relay.start()
         # Its own session: a Ctrl-C on the terminal reaches `squall submit` only, which asks the
         # driver for a graceful stop; spark-submit's JVM would otherwise shut the driver down.
+        # spark-submit's own output (its JVM is the driver's: Spark's INFO lines) goes to a log
+        # file unless --verbose, as `squall run` sends Spark's output to one.
+        log = None if getattr(args, "verbose", False) else _submit_log(
+            args.name or run_name(args.target))
         proc = subprocess.Popen(cmd, env={**os.environ, **env, STDERR_FIFO_ENV: fifo},
-                                start_new_session=True)
+                                start_new_session=True, stderr=log)
+        if log is not None:
+            log.close()  # the child holds it
         forward = _ForwardStop(proc, args.name or run_name(args.target), args.stop_timeout)
         forward.install()
         try:
@@ -302,6 +314,17 @@ class _ForwardStop:
               file=sys.stderr, flush=True)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+def _submit_log(name: str) -> Any:
+    """A new log file for spark-submit's own output, in `squall run`'s log directory; says where
+    on standard error."""
+    directory = log_dir()
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = directory / f"{name}-submit-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    print(f"squall submit: spark-submit's own output (the driver's JVM) goes to {path}",
+          file=sys.stderr, flush=True)
+    return open(path, "a")
 
 
 def _relay(fifo: str) -> None:
