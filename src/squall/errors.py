@@ -84,8 +84,8 @@ class BatchRetryError(SquallError):
 
 
 class TransactionFailedError(SquallError):
-    """A Trident transaction failed its last attempt (`squall.trident.max.attempts`, or the
-    attempt a stop interrupted); the run ends with it, and a restart replays the transaction."""
+    """A Trident transaction failed its last attempt (`squall.trident.max.attempts`); the run
+    ends with it, and a restart replays the transaction."""
 
 
 class FailedException(Exception):
