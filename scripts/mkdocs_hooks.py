@@ -116,7 +116,7 @@ def cli_page() -> str:
 
 
 def configuration_page() -> str:
-    keys = config_keys.KEYS
+    keys, meanings = config_keys.KEYS, config_keys.MEANINGS
     storm = sorted(k for k in keys if k.startswith("topology."))
     own = sorted(k for k in keys if k.startswith("squall."))
     lines = [
@@ -129,11 +129,11 @@ def configuration_page() -> str:
         "closest known one; a key one letter away from a known key is refused too. Any other "
         "key is yours, for your components to read, and `spark.*` keys go to Spark.", "",
         "## Storm's keys that squall reads", "",
-        "| key | allowed values |", "|---|---|",
-        *(f"| `{k}` | {_cell(keys[k].allowed)} |" for k in storm), "",
+        "| key | what it does | allowed values |", "|---|---|---|",
+        *(f"| `{k}` | {_cell(meanings[k])} | {_cell(keys[k].allowed)} |" for k in storm), "",
         "## squall's own keys", "",
-        "| key | allowed values |", "|---|---|",
-        *(f"| `{k}` | {_cell(keys[k].allowed)} |" for k in own), "",
+        "| key | what it does | allowed values |", "|---|---|---|",
+        *(f"| `{k}` | {_cell(meanings[k])} | {_cell(keys[k].allowed)} |" for k in own), "",
         "## Storm's keys that are checked but change nothing", "",
         "Each draws one warning saying what to use instead.", "",
         "| key | instead |", "|---|---|",

@@ -26,7 +26,7 @@ from support.examples import ROOT
 from support.headless_chromium import Chromium
 
 from squall.cli.main import build_parser
-from squall.topology.config_keys import KEYS, STORM_KEYS_WITHOUT_EFFECT
+from squall.topology.config_keys import KEYS, MEANINGS, STORM_KEYS_WITHOUT_EFFECT
 
 DOCS = ROOT / "docs"
 # "session 22", "Sessions 3-5", "issue 14", "issue #14": history, not documentation. A session
@@ -79,6 +79,12 @@ def _the_configuration_reference_has_every_key(site: Path) -> None:
     html = (site / "reference" / "configuration" / "index.html").read_text()
     for key in (*KEYS, *STORM_KEYS_WITHOUT_EFFECT):
         assert f"<code>{key}</code>" in html, key
+    # Each key squall reads says what it does, beside what it allows.
+    assert set(MEANINGS) == set(KEYS)
+    text = html.replace("&#39;", "'").replace("&quot;", '"')
+    for key, meaning in MEANINGS.items():
+        row = text[text.index(f"<code>{key}</code>"):]
+        assert meaning in row[:row.index("</tr>")], key
 
 
 def _the_api_reference_shows_the_docstrings_examples_as_code(site: Path) -> None:
@@ -87,6 +93,9 @@ def _the_api_reference_shows_the_docstrings_examples_as_code(site: Path) -> None
     assert '<span class="gp">&gt;&gt;&gt;' in html  # a console prompt, highlighted
     trident = (site / "reference" / "api" / "trident" / "index.html").read_text()
     assert "FileBatchSpout" in trident
+    # What the docstrings point to is on the page: Stream's windows say "see
+    # squall.trident.windows", whose module doc is there.
+    assert 'id="squall.trident.windows"' in trident
 
 
 def _docs_files() -> list[str]:

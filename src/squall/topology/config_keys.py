@@ -233,6 +233,121 @@ KEYS: dict[str, KeySpec] = {
         integer(0, unset_ok=True)),
 }
 
+# What each key of `KEYS` does, in one sentence (the configuration reference prints it beside
+# what the key allows).
+MEANINGS: dict[str, str] = {
+    "topology.message.timeout.secs":
+        "How long a spout's tuple tree may take to complete before it is failed and replayed.",
+    "topology.enable.message.timeouts":
+        "Whether tuple trees time out at all (false: a tree is failed only when a bolt fails it).",
+    "topology.acker.executors":
+        "How many acker ledgers track tuple trees; 0 turns acking off, so spouts' tuples are "
+        "acked as soon as they are emitted.",
+    "topology.max.spout.pending":
+        "How many of a spout task's tuples may be pending (emitted, not yet acked or failed) "
+        "before it is asked for more.",
+    "topology.workers":
+        "Storm's number of worker processes; in squall it only sets how many acker ledgers the "
+        "local runner keeps when topology.acker.executors is unset.",
+    "topology.debug":
+        "Storm's switch to log every emitted tuple; squall checks it and keeps it in the "
+        "configuration, and logs nothing more for it.",
+    "topology.tick.tuple.freq.secs":
+        "The period of the tick tuples sent to every bolt (a component's own value overrides).",
+    "topology.stats.sample.rate":
+        "The fraction of tuples whose latencies are timed for the metrics (Storm's sampling).",
+    "topology.max.task.parallelism":
+        "A cap on every component's number of tasks.",
+    "topology.state.checkpoint.interval.ms":
+        "How often a stateful topology checkpoints its state (prepare and commit) on the local "
+        "runner; on Spark every micro-batch commits.",
+    "topology.state.provider":
+        "Where the state of stateful bolts and operators is kept: in task snapshots (memory), "
+        "in files under the checkpoint location (durable), or in Redis.",
+    _PROVIDER_CONFIG:
+        "The state provider's settings (a durable provider's dir; Redis host, port, password, "
+        "database, prefix, timeouts, serializers).",
+    "topology.sleep.spout.wait.strategy.time.ms":
+        "How long the local runner waits before asking a spout again after it emitted nothing.",
+    "topology.trident.batch.emit.interval.millis":
+        "The least time between the starts of two Trident batches on the local runner "
+        "(Storm's throttle).",
+    "topology.bolts.window.length.count":
+        "A windowed bolt's window length in tuples (set by with_window).",
+    "topology.bolts.window.length.duration.ms":
+        "A windowed bolt's window length in milliseconds (set by with_window).",
+    "topology.bolts.window.sliding.interval.count":
+        "How many tuples a windowed bolt's window slides by (set by with_window).",
+    "topology.bolts.window.sliding.interval.duration.ms":
+        "How many milliseconds a windowed bolt's window slides by (set by with_window).",
+    "topology.bolts.tuple.timestamp.field.name":
+        "The field holding a windowed bolt's event time; set, its windows are in event time.",
+    "topology.bolts.tuple.timestamp.max.lag.ms":
+        "How far behind the largest timestamp seen a windowed bolt's watermark stays, so "
+        "tuples up to this much out of order are not late.",
+    "topology.bolts.watermark.event.interval.ms":
+        "How often a windowed bolt's watermark is computed (0: with every tuple).",
+    "topology.bolts.late.tuple.stream":
+        "The stream a windowed bolt routes late tuples to (unset: they are counted and logged).",
+    "topology.bolts.message.id.field.name":
+        "The field that identifies a tuple across replays, which a stateful windowed bolt "
+        "without persistence uses to recognise tuples it already has.",
+    "squall.random.seed":
+        "The seed of every random choice (tuple ids, shuffle grouping's order), so runs repeat.",
+    "squall.window.timestamp.errors.fatal":
+        "Whether a tuple without a valid timestamp is an error of its windowed bolt's task "
+        "(Storm's behaviour) instead of going to the window_errors stream.",
+    "squall.window.source.watermarks":
+        "Whether a windowed bolt takes its watermark from the upstream sources' partitions "
+        "(each partition's own progress) instead of from the tuples it receives.",
+    "squall.window.persistent":
+        "Whether a stateful windowed bolt keeps its window's contents in its state (set by "
+        "with_persistence).",
+    "squall.window.max.events.in.memory":
+        "With persistence: how many of a window's tuples stay in memory, the rest in state "
+        "(set by with_max_events_in_memory).",
+    "squall.transactional.max.attempts":
+        "How many times a transactional topology's batch is tried before the run fails.",
+    "squall.transactional.progress_store":
+        "Where a transactional topology records its transactions' progress: a directory or a "
+        "Redis server.",
+    "squall.transactional.inband":
+        "Set by the Spark runner: transactional commits are gated by the batch's done markers.",
+    "squall.trident.max.attempts":
+        "How many times a Trident batch is tried before the run fails.",
+    "squall.trident.spark.partial.aggregation":
+        "On Spark, whether Trident combiners combine in the Python worker before the shuffle "
+        "(false sends every row, for measuring).",
+    "squall.trident.spark.state.in.executors":
+        "On Spark, whether Trident map states are updated in the executors, where their keys "
+        "are (false: on the driver, for measuring).",
+    "squall.trident.state.partitions":
+        "How many partitions a new Trident map state's keys are spread over.",
+    "squall.spark.trigger.ms":
+        "The Spark runner's micro-batch interval (0: the next batch starts when the last ends).",
+    "squall.spark.batch.max.tuples":
+        "At most this many spout tuples in one Spark micro-batch.",
+    "squall.spark.batch.max.attempts":
+        "How many times a Spark micro-batch that cannot commit is run before the run fails.",
+    "squall.spark.batch.retry.backoff.ms":
+        "The first pause before a failed Spark micro-batch runs again (it doubles, up to 30 s).",
+    "squall.local.batch.ms":
+        "The local runner's batch length: how often batch ends (time triggers, sinks' writes, "
+        "watermarks) happen.",
+    "squall.retry.max.retries":
+        "How many times a failed tuple tree is replayed before its tuple goes to the "
+        "dead-letter stream.",
+    "squall.retry.initial.delay.ms":
+        "The wait before a failed tuple tree's first replay.",
+    "squall.retry.multiplier":
+        "How much each further wait between replays grows.",
+    "squall.retry.max.delay.ms":
+        "The longest wait between two replays of a failed tuple tree.",
+    "squall.watermark.idle.timeout.ms":
+        "How long a source partition may send nothing before the watermark stops waiting for "
+        "it.",
+}
+
 # Storm's topology keys (storm-client's Config) that squall accepts and ignores, so a config
 # ported from Storm runs; each draws one warning.
 STORM_KEYS_WITHOUT_EFFECT = frozenset((
