@@ -26,7 +26,7 @@ from squall import (
     TopologyBuilder,
     Values,
 )
-from squall.connectors import MemorySource
+from squall.connectors import JsonLinesSource, MemorySource
 from squall.errors import TransactionFailedError
 from squall.reliability.retries import Retries, RetryPolicy
 from squall.results import RunResult
@@ -448,6 +448,43 @@ def test_retries_pickle_with_their_counts_and_waiting_replays():
     assert restored.failed("c", now_ms=200) == 300  # due with "a": after it, in order
     assert restored.due(now_ms=300) == ["a", "c"]
     assert restored.failed("a", now_ms=300) is None and restored.last_dead_attempts == 3
+
+
+class DeletesItsInput(Bolt):
+    """Fails "b" after deleting the file it came from: its replay cannot be read."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def execute(self, tup):
+        if tup["w"] == "b":
+            self.path.unlink(missing_ok=True)
+            self.collector.fail(tup)
+        else:
+            self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        pass
+
+
+def test_a_replay_of_a_deleted_file_backs_off(tmp_path):
+    # The replay of a record whose file was deleted raises FileNotFoundError in the source's
+    # next_tuple on every call: the calls back off as replays do (0.1 s, doubling, at most
+    # 10 s), on the runner's clock, instead of one per round (16,441 in 20 s before).
+    (tmp_path / "in").mkdir()
+    path = tmp_path / "in" / "a.jsonl"
+    path.write_text('{"w": "a"}\n{"w": "b"}\n{"w": "c"}\n')
+    b = TopologyBuilder()
+    b.set_spout("in", JsonLinesSource(str(tmp_path / "in"), ["w"], bounded=True))
+    b.set_bolt("check", DeletesItsInput(path)).shuffle_grouping("in")
+    with simulated_time() as clock:
+        engine = LocalEngine(b.create_topology(), {}, clock=clock)
+        engine.run(should_stop=lambda: clock.now_ms() >= 60_000 or len(engine.errors) > 1_000)
+    missing = [e.time_ms for e in engine.errors if isinstance(e.error, FileNotFoundError)]
+    assert len(missing) == len(engine.errors)
+    # Its replay is handed back after 0.1 s, then read at 0.1, 0.2, 0.4, ... 12.8 s, and then
+    # every 10 s.
+    assert missing == [100 * 2 ** k for k in range(8)] + [22_800, 32_800, 42_800, 52_800]
 
 
 # ---- Trident: a batch that keeps failing ---------------------------------------------------------

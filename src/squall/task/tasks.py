@@ -164,6 +164,9 @@ class SpoutTask(TaskRuntime):
         # backoff; past the limit a message goes to the dead-letter stream and is acked.
         self.retries = Retries(RetryPolicy(*retry_settings(self.conf)))
         self.keep_values = self.retries.policy.limited
+        # `next_tuple` calls in a row that raised, and when the next may come (see next_tuple).
+        self._raised = 0
+        self._pull_at = 0
         # Complete latencies (squall.metrics): the host's ledger measures them in its own unit
         # (ms on Spark, us on the local runner).
         self.complete_latency = LatencyHistogram()
@@ -228,7 +231,14 @@ class SpoutTask(TaskRuntime):
         return self.active and (self.max_pending is None or len(self.pending) < self.max_pending)
 
     def next_tuple(self) -> int:
-        """Call the spout's `next_tuple` once; returns how many tuples it emitted."""
+        """Call the spout's `next_tuple` once; returns how many tuples it emitted.
+
+        A spout whose `next_tuple` raises without emitting anything (a replay of a file that
+        was deleted, a store that is down) is not called again before the replays' backoff
+        (`squall.retry.*`) has passed, growing while it keeps raising, so it does not spin; a
+        call that emits starts the count again."""
+        if self._pull_at and self.host.now_ms() < self._pull_at:
+            return 0
         before = self.stats.emitted
         try:
             self.spout.next_tuple()
@@ -236,6 +246,11 @@ class SpoutTask(TaskRuntime):
                 self._watch(self.host.now_ms())
         except Exception as exc:
             self.report(exc)
+            if self.stats.emitted == before:
+                self._raised += 1
+                self._pull_at = self.host.now_ms() + self.retries.policy.delay_ms(self._raised)
+        if self._raised and self.stats.emitted != before:
+            self._raised = self._pull_at = 0
         if self._untracked_acks:
             acks, self._untracked_acks = self._untracked_acks, []
             for msg_id in acks:
@@ -337,8 +352,8 @@ class SpoutTask(TaskRuntime):
 
     def next_deadline(self) -> int | None:
         """The earliest timeout or replay due, for a runner on simulated time."""
-        deadlines = [d for d in (self.pending.next_deadline(), self.retries.next_due())
-                     if d is not None]
+        deadlines = [d for d in (self.pending.next_deadline(), self.retries.next_due(),
+                                 self._pull_at or None) if d is not None]
         return min(deadlines) if deadlines else None
 
     def _failed(self, entry: PendingEntry, error: tuple[str, str],
