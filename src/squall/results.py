@@ -59,6 +59,7 @@ class ComponentStats:
     latency_count: int = 0
     pending: int = 0
     dead_lettered: int = 0  # spouts: messages that failed past the retry limit
+    late: int = 0  # Trident window operations: tuples dropped behind the watermark
 
     @property
     def complete_latency_ms(self) -> float | None:
@@ -69,7 +70,7 @@ class ComponentStats:
 
     def to_metrics(self) -> ComponentMetrics:
         """These counters as a snapshot's `ComponentMetrics` (squall.metrics)."""
-        out = ComponentMetrics(self.component, self.kind, self.tasks,
+        out = ComponentMetrics(self.component, self.kind, self.tasks, late=self.late,
                                **{name: getattr(self, name) for name in METRIC_COUNTERS})
         if self.kind == "spout" and self.latency_count:
             mean = self.latency_total_ms / self.latency_count

@@ -139,6 +139,9 @@ def test_late_tuples_are_dropped_counted_and_the_rest_exact(runner):
     rows = [*ROWS[:9], ("late late", 0), *ROWS[9:]]
     result = complete_topology(word_windows(2_100, 2_100, rows=rows), runner=runner)
     assert result.extra["late"] == {"windows": 2}  # two words, one window each
+    # ... and in the run's late counts (its stats, and the metrics progress and exporters read).
+    assert {c: s.late for c, s in result.stats.items() if s.late} == {"windows": 2}
+    assert result.stats["windows"].to_metrics().late == 2
     assert sorted(map(tuple, result.tuples("windows"))) == reference(ROWS, 2_100, 2_100)
 
 

@@ -82,8 +82,12 @@ class TridentStats:
             log.warning("Trident stream %r: %d %s, the first %s", stream, len(bad),
                         what % ("" if len(bad) == 1 else "s"), bad[0])
 
-    def component_stats(self) -> dict[str, ComponentStats]:
+    def component_stats(self, late: Mapping[str, int] | None = None
+                        ) -> dict[str, ComponentStats]:
+        """Each operation's counters; `late`: the tuples each window operation dropped behind
+        its watermark (`BatchExecutor.late`), counted in its stats' and metrics' `late`."""
+        late = late or {}
         return {n.cid: ComponentStats(n.cid, "spout" if isinstance(n, SpoutNode) else "bolt",
                                       n.parallelism, transferred=self.counts[n.cid]["emitted"],
-                                      **self.counts[n.cid])
+                                      late=late.get(n.cid, 0), **self.counts[n.cid])
                 for n in self.plan.nodes}

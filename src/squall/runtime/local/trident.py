@@ -7,7 +7,7 @@ as a new attempt of the same txid, `squall.trident.max.attempts` times at most (
 as Storm replays a failed batch for ever, with a growing pause between attempts); transactional
 and opaque states apply each txid once. A stop ends the run between transactions; a transaction
 that fails once the stop is asked for is not tried again (the pause before its next attempt
-ends at the stop), and the run ends as a stop that left work in flight.
+ends at the stop), and the stop ends the run; a restart replays it.
 
 Without a checkpoint location the run keeps its progress and durable states in a temporary
 directory; with one, a restart continues after the last committed transaction.
@@ -157,7 +157,7 @@ class LocalTridentRunner(Controls, Reporting):
         return {}  # batches are settled, not tuples
 
     def component_stats(self) -> dict[str, ComponentStats]:
-        return self.stats.component_stats()
+        return self.stats.component_stats(None if self.executor is None else self.executor.late)
 
     def result(self) -> RunResult:
         extra: dict[str, Any] = {"batches": len(self.committed), "committed": list(self.committed),

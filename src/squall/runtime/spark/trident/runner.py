@@ -596,7 +596,8 @@ class TridentSparkRunner(Controls, Reporting):
 
     def component_stats(self) -> dict[str, ComponentStats]:
         with self._stats_lock:
-            return self.stats.component_stats()
+            return self.stats.component_stats(
+                None if self.executor is None else dict(self.executor.late))
 
     def result(self) -> RunResult:
         extra: dict[str, Any] = {"batches": len(self.committed),
