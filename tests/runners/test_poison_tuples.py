@@ -530,7 +530,7 @@ class StopAt(SimulatedClock):
 def test_a_stop_ends_the_pause_between_trident_attempts(caplog):
     # Retried for ever (Storm's default), attempts at 0, 0.1, 0.3, ... 6.3 s of the runner's
     # clock; the stop comes 1.7 s into the 6.4 s pause after the 7th: the pause ends there, no
-    # 8th attempt starts, and the run ends as a stop that left work in flight.
+    # 8th attempt starts, and the stop ends the run (`abandoned`: replayed by a restart).
     clock = StopAt(at_ms=8_000, give_up_ms=60_000)
     runner = LocalTridentRunner(poison_trident(), {}, clock=clock)
     clock.stop = lambda: runner.request_stop(30)

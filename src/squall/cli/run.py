@@ -15,10 +15,11 @@ process on its checkpoint with the new parallelism (the checkpoint carries state
 and pending trees over, `squall.task.reshape`); `--duration` counts from the first start.
 
 Exit status: 0 when the run ended (input done, `--duration` over) or a requested stop finished
-every tree in flight; 1 on an error, or when a `squall kill` stop reached its deadline with work
-in flight; 128 + the signal's number (130 SIGINT, 143 SIGTERM) when a signal's stop reached
-`--stop-timeout` with work in flight or gave up a transaction that failed during the stop, or a
-second signal stopped the run at once; 2 on bad arguments.
+every tree in flight (a Trident transaction that failed during the stop is not tried again: it
+counts as settled, as a failed tuple tree does, and a restart replays it); 1 on an error, or
+when a `squall kill` stop reached its deadline with work in flight; 128 + the signal's number
+(130 SIGINT, 143 SIGTERM) when a signal's stop reached `--stop-timeout` with work in flight, or
+a second signal stopped the run at once; 2 on bad arguments.
 """
 
 from __future__ import annotations
@@ -381,9 +382,10 @@ def _stop_status(stopped: str | None, signum: int | None) -> int:
               file=sys.stderr)
         return 0
     if stopped == ABANDONED:
-        print(f"squall: stopped on request ({asked}) with a failed transaction not tried again; "
-              "a restart with the same checkpoint replays it", file=sys.stderr)
-    else:
-        print(f"squall: stopped on request ({asked}) with work still in flight after the stop "
-              "timeout; a restart with the same checkpoint replays it", file=sys.stderr)
+        print(f"squall: stopped on request ({asked}): a transaction that failed during the stop "
+              "was not tried again; a restart with the same checkpoint replays it",
+              file=sys.stderr)
+        return 0
+    print(f"squall: stopped on request ({asked}) with work still in flight after the stop "
+          "timeout; a restart with the same checkpoint replays it", file=sys.stderr)
     return 128 + signum if signum is not None else 1

@@ -46,8 +46,8 @@ class Lifecycle:
         self._deadline: float | None = None  # monotonic time by which the stop must happen
         # How a requested stop ended, set by the runner's loop: DRAINED (nothing was in
         # flight any more), TIMED_OUT (the deadline came first; a restart replays the rest) or
-        # ABANDONED (the runner gave up work in flight: a transaction that failed during the
-        # stop is not tried again; a restart replays it).
+        # ABANDONED (a transaction that failed during the stop is not tried again: settled, as
+        # a failed tuple tree is, and replayed by a restart).
         self.outcome: str | None = None
         self._abandoned = False
 
@@ -79,7 +79,8 @@ class Lifecycle:
                     and time.monotonic() >= self._deadline)
 
     def abandon(self) -> None:
-        """The runner gave up its work in flight to stop (see `outcome`): the stop ends now."""
+        """A transaction failed during the stop and is not tried again (see `outcome`): the
+        stop ends now."""
         with self._lock:
             self._abandoned = True
 

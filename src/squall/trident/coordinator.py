@@ -69,8 +69,8 @@ _log = logging.getLogger("squall")
 
 
 class TransactionAbandoned(Exception):
-    """A failed transaction that is not tried again because the run is stopping: the run ends
-    as a stop with work in flight, and a restart on the same checkpoint replays it."""
+    """A failed transaction that is not tried again because the run is stopping: the stop ends
+    the run, and a restart on the same checkpoint replays the transaction."""
 
     def __init__(self, txid: int, attempts: int, error: Exception) -> None:
         super().__init__(f"Trident transaction {txid} failed {attempts} attempt"
