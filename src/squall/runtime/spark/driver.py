@@ -457,7 +457,11 @@ class SparkRunner(Controls, Reporting):
         return end is not None and int(end["seg"]) >= seg
 
     def complete(self) -> bool:
-        """Every spout exhausted and settled, and every planned segment processed."""
+        """Every spout exhausted and settled, and every planned segment processed; once a run
+        stopped because of that, it stays complete (the reader may still plan a batch of ticks
+        before the query stops, which a later look would see unprocessed)."""
+        if self.completed:
+            return True
         status = read_status(self.dir)
         if status is None or not status["exhausted"] or status["pending"]:
             return False
