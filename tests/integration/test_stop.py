@@ -37,6 +37,7 @@ pytestmark = pytest.mark.spread
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = "tests/support/stop_topology.py:build"
 POISON_TRIDENT = "tests/support/poison_trident.py:build"
+POISON_TRANSACTIONAL = "tests/support/poison_transactional.py:build"
 KEYS = 7
 
 
@@ -230,6 +231,36 @@ def test_a_stop_timeout_with_work_in_flight_exits_with_the_signal_status(tmp_pat
     assert "squall: summary" in err
 
 
+def _start_retrying(tmp: Path, runner: str, target: str, failed: str) -> subprocess.Popen:
+    """`squall run TARGET` whose first transaction fails on every attempt; returns once its
+    log shows `failed` (a failed attempt)."""
+    proc = spawn(
+        [sys.executable, "-m", "squall.cli.main", "run", target, "--runner", runner,
+         "--checkpoint", str(tmp / "ckpt"), "--name", "retrying", "--progress-every", "0.5",
+         "--stop-timeout", "30"],
+        cwd=ROOT, env=_env(tmp), stdout=open(tmp / "stdout", "w"),  # noqa: SIM115
+        stderr=open(tmp / "stderr", "w"))  # noqa: SIM115
+    proc.stderr_path = tmp / "stderr"  # type: ignore[attr-defined]
+    _STARTED.append(proc)
+
+    def retrying() -> bool:
+        err = (tmp / "stderr").read_text()
+        assert proc.poll() is None, err[-3000:]
+        return failed in err
+
+    _wait_for(retrying, 300, "the first failed attempt")
+    return proc
+
+
+def _stopped_within(proc: subprocess.Popen, seconds: float) -> str:
+    """SIGTERM the run; its stderr once it ended, within `seconds`."""
+    proc.send_signal(signal.SIGTERM)
+    asked = time.monotonic()
+    err = _finish(proc, 60)
+    assert time.monotonic() - asked < seconds, "the stop did not end the retries"
+    return err
+
+
 @pytest.mark.runners(spark_session=False)
 def test_sigterm_stops_a_trident_batch_that_keeps_failing(runner, tmp_path):
     # Storm's default tries a failed Trident batch again for ever: the stop must still end the
@@ -237,25 +268,8 @@ def test_sigterm_stops_a_trident_batch_that_keeps_failing(runner, tmp_path):
     # the pause before the next one ends), with exit 0 as the transactional runners' stop (a
     # failed attempt is settled, as a failed tuple tree is; a restart replays it).
     # The retries are logged once with the key that bounds them, not once per attempt.
-    proc = spawn(
-        [sys.executable, "-m", "squall.cli.main", "run", POISON_TRIDENT, "--runner", runner,
-         "--checkpoint", str(tmp_path / "ckpt"), "--name", "poisontrident",
-         "--progress-every", "0.5", "--stop-timeout", "30"],
-        cwd=ROOT, env=_env(tmp_path), stdout=open(tmp_path / "stdout", "w"),  # noqa: SIM115
-        stderr=open(tmp_path / "stderr", "w"))  # noqa: SIM115
-    proc.stderr_path = tmp_path / "stderr"  # type: ignore[attr-defined]
-    _STARTED.append(proc)
-
-    def retrying() -> bool:
-        err = (tmp_path / "stderr").read_text()
-        assert proc.poll() is None, err[-3000:]
-        return "Trident transaction 1 failed" in err
-
-    _wait_for(retrying, 300, "the first failed attempt")
-    proc.send_signal(signal.SIGTERM)
-    asked = time.monotonic()
-    err = _finish(proc, 60)
-    assert time.monotonic() - asked < 20, "the stop did not end the retries"
+    proc = _start_retrying(tmp_path, runner, POISON_TRIDENT, "Trident transaction 1 failed")
+    err = _stopped_within(proc, 20)
     assert proc.returncode == 0, err[-3000:]
     _no_traceback(err)
     assert "SIGTERM received: stopping gracefully" in err
@@ -266,6 +280,18 @@ def test_sigterm_stops_a_trident_batch_that_keeps_failing(runner, tmp_path):
     assert "TypeError: can't multiply sequence" in err
     summary = err.split("squall: summary")[1]
     assert "total" in summary and "acked=0" in summary
+
+
+@pytest.mark.runners(spark_session=False)
+def test_sigterm_stops_a_transactional_batch_that_keeps_failing(runner, tmp_path):
+    # The same for a transactional topology: its stop ends the retries of a transaction that
+    # fails on every attempt, within the stop timeout, and exits 0 (replayed by a restart).
+    proc = _start_retrying(tmp_path, runner, POISON_TRANSACTIONAL, "cannot handle")
+    err = _stopped_within(proc, 20)
+    assert proc.returncode == 0, err[-3000:]
+    _no_traceback(err)
+    assert "SIGTERM received: stopping gracefully" in err and "squall: summary" in err
+    assert "boom RuntimeError" in err.split("squall: summary")[1]
 
 
 @pytest.mark.runners(spark_session=False)
