@@ -41,7 +41,8 @@ until they deliver again), `done` (these are read to their end: they never hold 
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
+from typing import Any
 
 PARTITIONS_STREAM = "_partitions"
 """The control stream on which partitioned sources tell operators about their partitions."""
@@ -72,6 +73,42 @@ class PartitionWatermarks:
         # The smallest largest-timestamp over the active partitions (None: not all known): a
         # partition's new largest timestamp can move the watermark only if it was this one.
         self._low: int | None = None
+        # Tuples the operator failed, until they come back or are dead-lettered: (partition,
+        # values, the watermark each was judged against), which the input watermark stays at
+        # or below so that a replay is judged as its first attempt was (Beam's watermark hold).
+        self.holds: list[tuple[Hashable, list[Any], int]] = []
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state.setdefault("holds", [])  # (snapshots written before holds existed)
+        self.__dict__.update(state)
+
+    def held(self, task: int, values: Sequence[Any]) -> int | None:
+        """The watermark a failed tuple of `task` with these values was judged against, if it
+        is held (a replay)."""
+        p = self.current.get(task)
+        for (q, v, w) in self.holds:
+            if q == p and v == values:
+                return w
+        return None
+
+    def hold(self, task: int, values: Sequence[Any], watermark: int) -> None:
+        """A tuple of `task` failed when judged against `watermark`: hold the input watermark
+        there until it comes back (`release`) or is dead-lettered."""
+        p = self.current.get(task)
+        if p is not None and self.held(task, values) is None:
+            self.holds.append((p, list(values), watermark))
+
+    def release(self, task: int, values: Sequence[Any],
+                partition: Hashable | None = None) -> int | None:
+        """The held tuple came back and went through (or, with `partition`: task `task`'s
+        source dead-lettered it); returns the input watermark if it moved."""
+        p = self.current.get(task) if partition is None else self._key(task, partition)
+        values = list(values)
+        kept = [h for h in self.holds if not (h[0] == p and h[1] == values)]
+        if len(kept) == len(self.holds):
+            return None
+        self.holds = kept
+        return self._recompute()
 
     def _key(self, task: int, partition: Hashable) -> Hashable:
         component = self.component_of.get(task)
@@ -144,14 +181,20 @@ class PartitionWatermarks:
             # delivered something decide, the slowest first (else nothing moves).
             if idle_low is None:
                 return None
-            w = idle_low - self.delay
+            w = self._held(idle_low - self.delay)
             if self.value is not None and w <= self.value:
                 return None
             self.value = w
             return w
         self._low = low
-        w = low - self.delay
+        w = self._held(low - self.delay)
         if self.value is not None and w <= self.value:
             return None
         self.value = w
+        return w
+
+    def _held(self, w: int) -> int:
+        for h in self.holds:
+            if h[2] < w:
+                w = h[2]
         return w

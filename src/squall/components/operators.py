@@ -88,6 +88,7 @@ from squall.panes.windowing import Windowing
 from squall.panes.windows import WindowOption
 from squall.partition_watermarks import PARTITIONS_STREAM
 from squall.protocols import Accumulation
+from squall.reliability.retries import DEAD_LETTER
 from squall.topology import roles
 from squall.topology.config import TOPOLOGY_TICK_TUPLE_FREQ_SECS
 from squall.topology.declarer import DEFAULT_STREAM, StreamSpec
@@ -282,7 +283,10 @@ class WindowedOperatorBase(Bolt):
         """`window_errors` and the late stream, as side records of the inputs' tuples
         (squall.components.side_records)."""
         side = [ERROR_STREAM] + ([self.late_stream] if self.late_stream is not None else [])
-        return {stream: StreamSpec(side_fields(component_id, stream, inputs, streams))
+        # A source's dead letters are a control input where its partition events are one.
+        control = {s.component for s in inputs if s.stream == PARTITIONS_STREAM}
+        data = [s for s in inputs if s.stream != DEAD_LETTER or s.component not in control]
+        return {stream: StreamSpec(side_fields(component_id, stream, data, streams))
                 for stream in side}
 
     def implicit_inputs(self, inputs: list[Any], streams: Mapping[str, Mapping[str, Any]]
@@ -293,7 +297,9 @@ class WindowedOperatorBase(Bolt):
         extra = []
         control = [WATERMARK_STREAM]
         if self.watermark_delay_ms is not None and getattr(self, "source_watermarks", True):
-            control.append(PARTITIONS_STREAM)
+            # Its partition events, and its dead letters (which end a failed tuple's hold on
+            # the watermark: squall.partition_watermarks).
+            control += [PARTITIONS_STREAM, DEAD_LETTER]
         for sub in inputs:
             for stream in control:
                 key = (sub.component, stream)

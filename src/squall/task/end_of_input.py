@@ -8,8 +8,10 @@ passes it on to a windowed bolt, which fires its remaining windows and acks ever
 A replay that makes a spout busy again re-arms the signal.
 
 Local runner: `EndOfInput.due` is polled when the engine is idle. Spark: the spout reader plans one
-system row per bolt task in the batch where all spouts are exhausted; its `src` is the
-largest task id, so it sorts after the task's other rows, and stages run in topological order.
+system row per bolt task in the batch where all spouts are exhausted (in a topology with windows,
+the first such batch that carries no input: a failure in the last input is replayed first); its
+`src` is the largest task id, so it sorts after the task's other rows, and stages run in
+topological order.
 """
 
 from __future__ import annotations

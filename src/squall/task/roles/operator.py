@@ -38,6 +38,7 @@ from squall.panes.state_mapping import META_KEY, StateSessions, StateWindowStore
 from squall.panes.windows import Window
 from squall.partition_watermarks import PARTITIONS_STREAM, PartitionWatermarks
 from squall.protocols import OutputCollectorLike
+from squall.reliability.retries import DEAD_LETTER, DEAD_LETTER_FIELDS
 from squall.state.base import KeyValueState
 from squall.task.collectors import OutputCollector
 from squall.task.roles.base import InvalidLog, LateLog, WindowRole, source_partition_tasks
@@ -55,7 +56,8 @@ _MOVED = ACCEPTED | WATERMARK_MOVED
 # operator (the snapshot has it) and the field-position cache of the fast path (rebuilt from the
 # first tuple). The collectors among them pickle as references to the restoring task's.
 _SAVED = (
-    "_out", "_bulk", "_inputs", "_n_inputs", "_sources", "_partition_tasks", "_sends_wm",
+    "_out", "_bulk", "_inputs", "_n_inputs", "_sources", "_partition_tasks", "_dead_letters",
+    "_sends_wm",
     "_fast", "_late_log", "_invalid_log",
     "_keyed", "_late_records", "_error_records",
     "engine", "watermarks", "_pending_wm", "late_tuples", "window_errors",
@@ -94,6 +96,9 @@ class OperatorRole(WindowRole):
         self._sources = [frozenset(s) for s in sources]
         # Inputs read from partitioned sources take their watermark per source partition.
         self._partition_tasks = source_partition_tasks(context, n_inputs, op.input_of)
+        # ... and hear of the records those sources dead-letter (the builder subscribes them).
+        self._dead_letters = frozenset(
+            cid for (cid, stream) in context.this_sources if stream == PARTITIONS_STREAM)
         self._late_log = LateLog(log, context.this_component_id)
         self._invalid_log = InvalidLog(log, context.this_component_id)
         self._late_records = (None if op.late_stream is None else
@@ -154,6 +159,7 @@ class OperatorRole(WindowRole):
         saved.setdefault("_partition_tasks", [None] * saved["_n_inputs"])
         saved.setdefault("_late_log", LateLog(log, type(instance).__name__))
         saved.setdefault("_invalid_log", InvalidLog(log, saved["_late_log"].component))
+        saved.setdefault("_dead_letters", frozenset())  # (written before holds existed)
         for name in _SAVED:
             setattr(self, name, saved[name])
         self._reset_fast_cache()
@@ -225,6 +231,15 @@ class OperatorRole(WindowRole):
                 if parts.control(origin.task, event, partitions) is not None:
                     self._refresh(now_ms)
             return
+        if stream == DEAD_LETTER and origin.component in self._dead_letters:
+            # A source gave up on a record: a hold its failures here put on the watermark ends.
+            parts = self.watermarks.partitioned[i]
+            record = dict(zip(DEAD_LETTER_FIELDS, tup.values, strict=True))
+            if parts is not None and record["values"] is not None and parts.release(
+                    origin.task, record["values"], record["partition"]) is not None:
+                self._refresh(now_ms)
+            self._out.ack(tup)
+            return
         fast = self._fast
         if fast is not None and i == 0:
             # The hot path: timestamp, key and value are fields, the watermark is generated.
@@ -295,19 +310,29 @@ class OperatorRole(WindowRole):
         which tuples are late does not depend on how partitions are spread over tasks or
         interleaved."""
         engine = self.engine
-        before = parts.before(tup._origin.task)
-        if before is None or before <= engine.watermark:
-            # Judged against the operator's watermark: the partition's is not known yet, or is
-            # behind it (a partition that was idle woke up late).
-            before = None
-            accepted = engine.process(key, ts, value, now_ms, i == 1, window)
-        else:
-            accepted = engine.process_at(key, ts, value, now_ms, i == 1, window, before)
+        task = tup._origin.task
+        held = parts.held(task, tup.values) if parts.holds else None
+        # A replay of a tuple that failed here is judged as its first attempt was.
+        before = parts.before(task) if held is None else held
+        try:
+            if before is None or before <= engine.watermark:
+                # Judged against the operator's watermark: the partition's is not known yet, or
+                # is behind it (a partition that was idle woke up late).
+                before = None
+                accepted = engine.process(key, ts, value, now_ms, i == 1, window)
+            else:
+                accepted = engine.process_at(key, ts, value, now_ms, i == 1, window, before)
+        except Exception:
+            # Failed (the task fails the tuple): the watermark waits for its replay.
+            parts.hold(task, tup.values, engine.watermark if before is None else before)
+            raise
         if not accepted:
             self._late(tup, ts, now_ms, before)
         elif engine.out:
             self._flush()
-        if parts.observe(tup._origin.task, ts) is not None:
+        if held is not None and parts.release(task, tup.values) is not None:
+            self._refresh(now_ms)
+        if parts.observe(task, ts) is not None:
             self._refresh(now_ms)
         self._out.ack(tup)
 
