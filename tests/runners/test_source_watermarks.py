@@ -16,6 +16,9 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
 from support.run_until import run_until
 
 from squall import (
@@ -511,3 +514,86 @@ def test_holds_in_partition_watermarks():
     old = PartitionWatermarks.__new__(PartitionWatermarks)
     old.__setstate__(state)
     assert old.holds == [] and old.held(1, ["x"]) is None
+
+
+# ---- property: the panes do not depend on the runner, the cut or the spout's parallelism -------
+
+WINDOW, DELAY, LATENESS = 10_000, 3_000, 5_000
+
+
+@st.composite
+def partitioned_inputs(draw):
+    """1-3 partitions of different speeds, each out of order by less than the delay, with a
+    few very late records (beyond delay + allowed lateness against their own partition)."""
+    parts = []
+    for p in range(draw(st.integers(1, 3))):
+        step = draw(st.sampled_from([300, 1_000, 3_000]))  # the partition's speed
+        ts, rows, newest = 0, [], None
+        for i in range(draw(st.integers(1, 14))):
+            ts += step
+            jitter = draw(st.integers(0, DELAY - 1))
+            key = draw(st.sampled_from("abc"))
+            if newest is not None and draw(st.integers(0, 9)) == 0:
+                rows.append([key, newest - DELAY - LATENESS - 1 - jitter, f"{p}-{i}-late"])
+                continue
+            row_ts = max(ts - jitter, 0)
+            newest = row_ts if newest is None else max(newest, row_ts)
+            rows.append([key, row_ts, f"{p}-{i}"])
+        parts.append(rows)
+    return parts
+
+
+def expected_panes(parts):
+    """Each record late against its own partition (Apex's rule), the rest counted per (key,
+    window), every pane on time: computed here directly."""
+    late, counts = set(), {}
+    for rows in parts:
+        newest = None
+        for key, ts, name in rows:
+            if newest is not None and ts < newest - DELAY - LATENESS:
+                late.add(name)
+                continue
+            newest = ts if newest is None else max(newest, ts)
+            w = ts - ts % WINDOW
+            counts[(key, w)] = counts.get((key, w), 0) + 1
+    return sorted((k, w, w + WINDOW, n, "ON_TIME") for (k, w), n in counts.items()), late
+
+
+def partitioned_topology(parts, spout_parallelism):
+    from squall.connectors import MemorySource
+    from squall.windows import LatenessRule, TimeWindows
+
+    b = TopologyBuilder()
+    b.set_spout("events", MemorySource(parts, Fields("key", "ts", "name"), records_per_range=3),
+                spout_parallelism)
+    b.set_bolt("count", KeyedWindowedOperator(
+        accumulation=accumulations.Count(), window=TimeWindows(Duration(WINDOW)),
+        allowed_lateness=Duration(LATENESS), watermark_delay=Duration(DELAY),
+        lateness_rule=LatenessRule.BEHIND_WATERMARK, timestamp_field="ts", key_field="key",
+        value_field="name", late_stream="late")).fields_grouping("events", ["key"])
+    return b.create_topology()
+
+
+@pytest.mark.runners("local", "spark", "spark-1tuple", "spark-1batch")
+def test_panes_do_not_depend_on_runner_cut_or_spout_parallelism(runner, runner_conf):
+    """Against the panes and late records computed directly: 40 examples on the local runner
+    (its cut is its own), three of a fixed seed on each Spark cut (one shared session), each
+    with partitions out of step and very late records."""
+    local = runner == "local"
+    # On Spark, inputs worth a run: partitions out of step and very late records.
+    inputs = partitioned_inputs() if local else partitioned_inputs().filter(
+        lambda parts: len(parts) > 1 and bool(expected_panes(parts)[1]))
+
+    @hypothesis_seed(49)
+    @settings(max_examples=40 if local else 3, deadline=None, derandomize=local,
+              database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(parts=inputs, spout_parallelism=st.integers(1, 2))
+    def check(parts, spout_parallelism):
+        result = complete_topology(partitioned_topology(parts, spout_parallelism),
+                                   {**CONF, **runner_conf}, runner=runner)
+        panes, late = expected_panes(parts)
+        assert not result.errors
+        assert sorted(tuple(p[:5]) for p in result.tuples("count")) == panes
+        assert {row[2] for row in result.tuples("count", "late")} == late
+
+    check()
