@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from squall.protocols import Progress
+from squall.redis_clients import wait_until_reachable
 from squall.results import Captures, ComponentStats, ErrorRecord, RunResult, rows_by_first_task
 from squall.runtime.checkpoint_location import prepare_location
 from squall.runtime.clock import Clock, RealClock
@@ -114,7 +115,15 @@ class LocalTridentRunner(Controls, Reporting):
         def drive(_started: float) -> None:
             self.executor = None
             self.coordinator.open()
-            self.executor = BatchExecutor(self.plan, self.user_conf, location=self.dir)
+            # A state whose store is down when the run starts is waited for, as a batch that
+            # meets it mid-run is attempted again; a stop meanwhile ends the run.
+            self.executor = wait_until_reachable(
+                lambda: BatchExecutor(self.plan, self.user_conf, location=self.dir),
+                what="trident states", pause_ms=self.clock.sleep_ms,
+                stopping=lambda: self.lifecycle.stop_requested)
+            if self.executor is None:
+                self.coordinator.close()
+                return
             clock = self.clock
             start = clock.now_ms()
             interval = int(self.conf.get(BATCH_INTERVAL) or 500)

@@ -29,7 +29,7 @@ from typing import Any
 import redis
 
 from squall.errors import ConfigError
-from squall.redis_clients import client_from_config
+from squall.redis_clients import RedisUnreachable, client_from_config
 from squall.trident.state.codec import decode_entries, decode_key, encode_entries, encode_keys
 from squall.trident.state.map_state import (
     MapState,
@@ -49,6 +49,12 @@ from squall.trident.state.partitioned import (
 
 DEFAULT_PREFIX = "squall:trident:"
 _CHUNK = 10_000  # fields per HMGET / HSET command
+
+
+class RedisMapStateUnreachable(MapStateError, RedisUnreachable):
+    """The server of a `RedisMapState` could not be reached: a run that starts while it is down
+    waits for it (`squall.redis_clients.wait_until_reachable`), and a batch that meets it
+    mid-run is attempted again."""
 
 
 class RedisMapState:
@@ -106,8 +112,11 @@ class RedisMapState:
             hint = "; is the server running and reachable?"
         else:
             hint = ""
-        return MapStateError(f"redis map state {self.name!r} (hash {self.hash_key!r} at "
-                             f"{self._where()}): {text}{hint}")
+        kind = (RedisMapStateUnreachable if isinstance(exc, (redis.ConnectionError,
+                                                              redis.TimeoutError))
+                else MapStateError)
+        return kind(f"redis map state {self.name!r} (hash {self.hash_key!r} at "
+                    f"{self._where()}): {text}{hint}")
 
     def multi_get(self, keys: Sequence[tuple[Any, ...]]) -> list[Any | None]:
         if not keys:

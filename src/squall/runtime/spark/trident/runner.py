@@ -29,6 +29,7 @@ from pyspark.sql import functions as F
 from squall.errors import SquallError, TransactionFailedError
 from squall.metrics.snapshot import BatchMetrics
 from squall.protocols import Progress
+from squall.redis_clients import wait_until_reachable
 from squall.results import Captures, ComponentStats, ErrorRecord, RunResult, rows_by_first_task
 from squall.runtime.checkpoint_location import prepare_location
 from squall.runtime.gc_pause import gc_paused
@@ -550,7 +551,15 @@ class TridentSparkRunner(Controls, Reporting):
         def drive(started: float) -> None:
             self.executor = None
             self.coordinator.open()
-            self.executor = BatchExecutor(self.plan, self.user_conf, location=self.dir)
+            # A state whose store is down when the run starts is waited for, as a batch that
+            # meets it mid-run is attempted again; a stop meanwhile ends the run.
+            self.executor = wait_until_reachable(
+                lambda: BatchExecutor(self.plan, self.user_conf, location=self.dir),
+                what="trident states", pause_ms=lambda ms: time.sleep(ms / 1000),
+                stopping=lambda: self.stopping or self.lifecycle.stop_requested)
+            if self.executor is None:
+                self.coordinator.close()
+                return
             self.exhausted = self.coordinator.exhausted()
             if not (until_complete and self.exhausted):
                 drive_query(self, TICKS[0], self._batch, options=TICKS[1], query_dir="ticks",

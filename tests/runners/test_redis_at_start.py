@@ -1,0 +1,129 @@
+"""Redis down when a run starts: the run waits for it, as for an outage mid-run, on both runners.
+
+Each test takes a free port with nothing listening, starts the run in a thread, waits until the
+run says (in its log) that it waits for that server, then starts `redis-server` on the port and
+checks the run's exact results; or asks the waiting run to stop and checks that it does.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.redis_server import free_port, start_redis
+
+from squall.runners import make_runner
+from squall.testing import complete_topology
+from squall.trident import Count, FixedBatchSpout, TridentTopology
+from squall.trident.state import RedisMapState, StateType
+
+WORDS = ["a", "b", "a", "c", "a", "b"]
+CAP_S = 60  # only a run that never gets there waits this long
+
+
+class Waits(logging.Handler):
+    """Sets `seen` when the `squall` logger says it waits for the Redis server at `port`."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(logging.WARNING)
+        self.needle = f"127.0.0.1:{port}"
+        self.lines: list[str] = []
+        self.seen = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if "waiting for Redis" in text and self.needle in text:
+            self.lines.append(text)
+            self.seen.set()
+
+
+@pytest.fixture
+def waits() -> Iterator[Callable[[int], Waits]]:
+    logger = logging.getLogger("squall")
+    handlers: list[Waits] = []
+
+    def make(port: int) -> Waits:
+        handler = Waits(port)
+        logger.addHandler(handler)
+        handlers.append(handler)
+        return handler
+
+    yield make
+    for handler in handlers:
+        logger.removeHandler(handler)
+
+
+def waited(seen: Waits, thread: threading.Thread) -> bool:
+    """True once the run said it waits; False if it ended (or never said so) first."""
+    for _ in range(CAP_S * 10):
+        if seen.seen.wait(0.1):
+            return True
+        if not thread.is_alive():
+            return seen.seen.is_set()
+    return False
+
+
+def in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
+    out: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            out["result"] = fn()
+        except BaseException as exc:  # reported by the test's assertions
+            out["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    return thread, out
+
+
+def trident_counts(port: int):
+    t = TridentTopology()
+    (t.new_stream("words", FixedBatchSpout(["word"], 2, *[[w] for w in WORDS]))
+     .group_by(["word"])
+     .persistent_aggregate(RedisMapState.factory(StateType.TRANSACTIONAL, port=port, timeout=1),
+                           Count(), ["count"]))
+    return t.build()
+
+
+def stored_counts(port: int) -> dict[str, int]:
+    state = RedisMapState.factory(StateType.TRANSACTIONAL, port=port).make_state("state-1")
+    keys = [(w,) for w in sorted(set(WORDS))]
+    return {k[0]: v for k, v in zip(keys, state.multi_get(keys), strict=True)}
+
+
+def test_trident_redis_map_state_down_at_start_is_waited_for(runner, tmp_path: Path,
+                                                               waits) -> None:
+    port = free_port()  # nothing listens there yet
+    seen = waits(port)
+    thread, out = in_thread(lambda: complete_topology(trident_counts(port), runner=runner))
+    try:
+        assert waited(seen, thread), out
+        assert "redis map state 'state-1'" in seen.lines[0], seen.lines
+        with start_redis(tmp_path, port=port):
+            thread.join(CAP_S)
+            assert not thread.is_alive(), "the run did not end once Redis was up"
+            assert "error" not in out, out.get("error")
+            assert stored_counts(port) == {"a": 3, "b": 2, "c": 1}
+        assert len(seen.lines) == 1, "the wait is logged once, not on every try"
+    finally:
+        thread.join(CAP_S)
+
+
+def test_a_stop_ends_the_wait_for_a_trident_state(runner, waits) -> None:
+    port = free_port()
+    seen = waits(port)
+    chosen = make_runner(trident_counts(port), {}, runner=runner)
+    thread, out = in_thread(lambda: chosen.run(duration_ms=CAP_S * 1000, until_complete=True))
+    try:
+        assert waited(seen, thread), out
+        chosen.request_stop(timeout_s=10)
+        thread.join(15)
+        assert not thread.is_alive(), "the stop did not end the wait"
+        assert "error" not in out, out.get("error")
+    finally:
+        thread.join(CAP_S)
