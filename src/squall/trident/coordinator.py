@@ -169,7 +169,8 @@ def _tell_failure(txid: int, attempt: int, exc: Exception, max_attempts: int | N
                  if max_attempts is not None else
                  f"for ever (Storm's default); set {MAX_ATTEMPTS} to bound its attempts")
         _log.error("Trident transaction %d failed: %s; it is tried again after a pause "
-                   "(0.1 s, doubling up to 10 s), %s", txid, error, bound)
+                   "(%g s, doubling up to %g s), %s", txid, error, _PAUSES.initial_delay_ms / 1000,
+                   _PAUSES.max_delay_ms / 1000, bound)
     elif attempt == 10 ** (len(str(attempt)) - 1):
         bound = (f"of {max_attempts} ({MAX_ATTEMPTS})" if max_attempts is not None else
                  f"and is tried again for ever; set {MAX_ATTEMPTS} to bound its attempts")
