@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from support.redis_server import free_port, start_redis
 
+from squall import BasicBolt, Fields, TopologyBuilder, Values
+from squall.connectors import RedisStreamSource
 from squall.runners import make_runner
 from squall.testing import complete_topology
 from squall.trident import Count, FixedBatchSpout, TridentTopology
@@ -28,15 +30,16 @@ CAP_S = 60  # only a run that never gets there waits this long
 class Waits(logging.Handler):
     """Sets `seen` when the `squall` logger says it waits for the Redis server at `port`."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, says: str = "waiting for Redis") -> None:
         super().__init__(logging.WARNING)
         self.needle = f"127.0.0.1:{port}"
+        self.says = says
         self.lines: list[str] = []
         self.seen = threading.Event()
 
     def emit(self, record: logging.LogRecord) -> None:
         text = record.getMessage()
-        if "waiting for Redis" in text and self.needle in text:
+        if self.says in text and self.needle in text:
             self.lines.append(text)
             self.seen.set()
 
@@ -46,8 +49,8 @@ def waits() -> Iterator[Callable[[int], Waits]]:
     logger = logging.getLogger("squall")
     handlers: list[Waits] = []
 
-    def make(port: int) -> Waits:
-        handler = Waits(port)
+    def make(port: int, says: str = "waiting for Redis") -> Waits:
+        handler = Waits(port, says)
         logger.addHandler(handler)
         handlers.append(handler)
         return handler
@@ -125,5 +128,38 @@ def test_a_stop_ends_the_wait_for_a_trident_state(runner, waits) -> None:
         thread.join(15)
         assert not thread.is_alive(), "the stop did not end the wait"
         assert "error" not in out, out.get("error")
+    finally:
+        thread.join(CAP_S)
+
+
+class Collect(BasicBolt):
+    def execute(self, tup, collector):
+        collector.emit(Values(*tup.values))
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("user", "amount"))
+
+
+def test_redis_stream_source_down_at_start_reads_everything_once_it_is_up(
+        runner, tmp_path: Path, waits) -> None:
+    port = free_port()
+    seen = waits(port, says="cannot reach Redis")
+    b = TopologyBuilder()
+    b.set_spout("events", RedisStreamSource(["events:0", "events:1"], ["user", "amount"],
+                                            port=port, timeout=1, bounded=True))
+    b.set_bolt("collect", Collect()).shuffle_grouping("events")
+    thread, out = in_thread(lambda: complete_topology(b.create_topology(), runner=runner))
+    try:
+        assert waited(seen, thread), out
+        assert "source 'events'" in seen.lines[0], seen.lines
+        with start_redis(tmp_path, port=port) as up:
+            for i in range(6):
+                up.client.xadd(f"events:{i % 2}", {"user": f"u{i}", "amount": str(i)})
+            thread.join(CAP_S)
+            assert not thread.is_alive(), "the run did not end once Redis was up"
+        assert "error" not in out, out.get("error")
+        result = out["result"]
+        assert sorted(map(tuple, result.tuples("collect"))) == [(f"u{i}", str(i)) for i in range(6)]
+        assert len(seen.lines) == 1, "the outage is reported once, not on every plan"
     finally:
         thread.join(CAP_S)
