@@ -491,6 +491,23 @@ def test_a_poison_tuple_is_retried_and_dead_lettered_not_made_late_by_its_replay
         ("k", w * 10_000, (w + 1) * 10_000, 9 if w == 0 else 10, "ON_TIME") for w in range(4)]
 
 
+def test_without_a_retry_limit_a_poison_tuple_does_not_stop_the_windows(runner):
+    """Replayed for ever, a held watermark would never move again: without a retry limit the
+    operator holds nothing, the windows fire, and the replay that meets a watermark past its
+    window goes to the late stream (its tree completes)."""
+    result = complete_topology(priced_topology(), CONF, runner=runner)
+    late = [row[:3] for row in result.tuples("sum", "late")]
+    assert ["k", 5_000, "oops"] in late
+    # Without a limit Spark replays the poison's whole range (at least once): its neighbours,
+    # counted at their first delivery, come again, in a pane or behind the watermark.
+    assert result.stats["prices"].dead_lettered == 0
+    panes = sorted(tuple(p[:5]) for p in result.tuples("sum"))
+    assert [(p[1], p[4]) for p in panes] == [(w * 10_000, "ON_TIME") for w in range(4)]
+    if runner == "local":
+        assert late == [["k", 5_000, "oops"]]
+        assert [p[3] for p in panes] == [9, 10, 10, 10]
+
+
 def test_holds_in_partition_watermarks():
     from squall.partition_watermarks import DONE, FROM, OWN, PartitionWatermarks
 

@@ -44,6 +44,7 @@ from squall.task.collectors import OutputCollector
 from squall.task.roles.base import InvalidLog, LateLog, WindowRole, source_partition_tasks
 from squall.task.snapshot import SnapshotFormatError
 from squall.timestamps import valid_timestamp
+from squall.topology.config import Config, retry_settings
 from squall.topology.fields import Fields
 from squall.topology.tuple import TICK_STREAM, Tuple
 
@@ -57,7 +58,7 @@ _MOVED = ACCEPTED | WATERMARK_MOVED
 # first tuple). The collectors among them pickle as references to the restoring task's.
 _SAVED = (
     "_out", "_bulk", "_inputs", "_n_inputs", "_sources", "_partition_tasks", "_dead_letters",
-    "_sends_wm",
+    "_holding", "_sends_wm",
     "_fast", "_late_log", "_invalid_log",
     "_keyed", "_late_records", "_error_records",
     "engine", "watermarks", "_pending_wm", "late_tuples", "window_errors",
@@ -99,6 +100,12 @@ class OperatorRole(WindowRole):
         # ... and hear of the records those sources dead-letter (the builder subscribes them).
         self._dead_letters = frozenset(
             cid for (cid, stream) in context.this_sources if stream == PARTITIONS_STREAM)
+        # A failed tuple holds the watermark only where its source gives up on it after a
+        # retry limit (a dead letter ends the hold); replayed for ever, it would stop the
+        # windows for good.
+        self._holding = frozenset(
+            cid for cid in self._dead_letters if retry_settings(Config.effective_of(
+                context.conf, context.topology.components[cid].conf))[0] is not None)
         self._late_log = LateLog(log, context.this_component_id)
         self._invalid_log = InvalidLog(log, context.this_component_id)
         self._late_records = (None if op.late_stream is None else
@@ -160,6 +167,7 @@ class OperatorRole(WindowRole):
         saved.setdefault("_late_log", LateLog(log, type(instance).__name__))
         saved.setdefault("_invalid_log", InvalidLog(log, saved["_late_log"].component))
         saved.setdefault("_dead_letters", frozenset())  # (written before holds existed)
+        saved.setdefault("_holding", frozenset())
         for name in _SAVED:
             setattr(self, name, saved[name])
         self._reset_fast_cache()
@@ -324,7 +332,8 @@ class OperatorRole(WindowRole):
                 accepted = engine.process_at(key, ts, value, now_ms, i == 1, window, before)
         except Exception:
             # Failed (the task fails the tuple): the watermark waits for its replay.
-            parts.hold(task, tup.values, engine.watermark if before is None else before)
+            if tup._origin.component in self._holding:
+                parts.hold(task, tup.values, engine.watermark if before is None else before)
             raise
         if not accepted:
             self._late(tup, ts, now_ms, before)
