@@ -1311,3 +1311,22 @@ def test_a_user_combiner_aggregates_with_or_without_partial_aggregation(runner, 
                  for b, batch in enumerate(GROUPED_DATA, 1) for k in {k for k, _ in batch}]
     assert sorted(rows(result, "squares")) == sorted((k, sq) for _, k, sq in per_batch)
     assert sorted(rows(result, "running")) == [("x", 34), ("y", 1), ("y", 62), ("z", 4)]
+
+
+def test_a_value_of_another_type_names_the_operation_field_and_value(runner):
+    """A string price among numbers: the aggregation's TypeError names the operation, the
+    field and the value, on both runners (Spark: raised in the worker's partial aggregation)."""
+    from squall.errors import TransactionFailedError
+    from squall.trident import Max
+
+    t = TridentTopology()
+    (t.new_stream("bids", FixedBatchSpout(["item", "price"], 3, ["a", 10], ["a", "12.50"],
+                                          ["b", 3], cycle=False))
+     .group_by(["item"]).aggregate(["price"], Max(), ["max"]).name("max"))
+    with pytest.raises(TransactionFailedError) as failed:
+        complete_topology(t.build(), {"squall.trident.max.attempts": 1}, runner=runner)
+    assert failed.value.component == "max"
+    assert ("Trident operation group_aggregate failed on batch 1: TypeError: '>' not "
+            "supported between instances of 'str' and 'int'; field 'price' holds values of "
+            "different types (number and str: '12.50'); convert it to one type before this "
+            "operation") in failed.value.message

@@ -31,7 +31,7 @@ batch evaluated again after a crash applies its updates exactly once.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from typing import Any, assert_never
@@ -95,13 +95,58 @@ class TridentOperationError(SquallError):
     """A Trident operation raised, or emitted tuples that do not match its declared fields."""
 
 
-def operation_failed(node: PlanNode, txid: int, error: Exception) -> TridentOperationError:
+def operation_failed(node: PlanNode, txid: int, error: Exception,
+                     rows: Iterable[Sequence[Any]] = (),
+                     fields: Sequence[str] = ()) -> TridentOperationError:
     """The error of operation `node` raising `error` on batch `txid`, on either runner: one
     line naming the operation, the batch, the error and where in the user's code it was raised
-    (`squall.tracebacks.where`)."""
+    (`squall.tracebacks.where`). A `TypeError` names the input field whose values are of
+    different types, when `rows` (the operation's input, with `fields`) show one."""
+    hint = ""
+    if isinstance(error, TypeError):
+        inputs = [f for a in node.aggregations for f in a.input] \
+            if isinstance(node, AggregateNode) else getattr(node, "input", ())
+        hint = mixed_field(inputs, fields, rows)
     return TridentOperationError(
         f"Trident operation {node.label} failed on batch {txid}: {type(error).__name__}: "
-        f"{error}{tracebacks.where(error)}", component=node.cid)
+        f"{error}{tracebacks.where(error)}{hint}", component=node.cid)
+
+
+def _kind(value: Any) -> str:
+    # int and float compare and add: one kind; bool is its own.
+    return "number" if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else type(value).__name__
+
+
+def mixed_field(inputs: Sequence[str], fields: Sequence[str],
+                rows: Iterable[Sequence[Any]]) -> str:
+    """What a `TypeError` of an operation over `inputs` says about its input: the first of
+    `inputs` whose values (in `rows`, laid out as `fields`) are of two kinds, with a value of
+    the kind that came second; empty when none is.
+
+    >>> rows = [("a", 10), ("a", "12.50"), ("b", 3)]
+    >>> print(mixed_field(["price"], ["item", "price"], rows))  # doctest: +NORMALIZE_WHITESPACE
+    ; field 'price' holds values of different types (number and str: '12.50'); convert it to
+    one type before this operation
+    >>> mixed_field(["price"], ["item", "price"], [("a", 10), ("b", 2.5), ("c", None)])
+    ''
+    """
+    index = {f: i for i, f in enumerate(fields)}
+    wanted = [(f, index[f]) for f in inputs if f in index]
+    if not wanted:
+        return ""
+    first: dict[str, str] = {}
+    for row in rows:
+        for name, i in wanted:
+            value = row[i]
+            if value is None:
+                continue
+            kind = _kind(value)
+            seen = first.setdefault(name, kind)
+            if seen != kind:
+                return (f"; field {name!r} holds values of different types ({seen} and "
+                        f"{kind}: {value!r}); convert it to one type before this operation")
+    return ""
 
 
 def check_batch_output(op: BatchFunction, component: str, outputs: Sequence[str],
@@ -380,7 +425,10 @@ class BatchExecutor:
                     raise TridentOperationError(exc.message, component=node.cid) from exc
                 raise
             except Exception as exc:
-                raise operation_failed(node, txid, exc) from exc
+                fields = self._fields_of(node.parents[0]) if node.parents else ()
+                inputs: Iterable[Sequence[Any]] = \
+                    (row for part in parents[0] for row in part) if parents else ()
+                raise operation_failed(node, txid, exc, inputs, fields) from exc
         for state in self.states.values():
             state.commit(txid)
         return out

@@ -117,7 +117,13 @@ class _Chain:
             n = len(rows) if rows is not None else cols.num_rows(columns)
             for terminal, acc in zip(self.terminals, accs, strict=True):
                 counts.setdefault(terminal.cid, [0, 0])[0] += n
-                acc.add(columns, rows, fields)
+                try:
+                    acc.add(columns, rows, fields)
+                except SquallError:
+                    raise
+                except Exception as exc:  # the user's aggregator, or values it cannot take
+                    raise tracebacks.noted(operation_failed(
+                        terminal, self.txid, exc, rows or (), fields), exc) from exc
         if accs:
             yield from self._results(accs)
         if self.counts is not None:
