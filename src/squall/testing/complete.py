@@ -230,9 +230,7 @@ def _complete_on_spark(
     runner = make_runner(topology, conf, runner="spark", capture=True)
     wait = max_time_ms if max_time_ms is not None else 300_000
     result = runner.run(until_complete=True, duration_ms=wait)
-    # A run that stopped because it completed stays complete: the reader may plan a batch of
-    # ticks after that, which a later check would see unprocessed (`SparkRunner.completed`).
-    if not (getattr(runner, "completed", False) or runner.complete()):
+    if not runner.complete():  # SparkRunner: stays true once a run ended by completing
         ledger = getattr(runner, "ledger", None)  # the tuple trees still tracked, if any
         raise CompleteTopologyTimeout(
             f"topology did not complete on Spark within {wait} ms; errors: "
