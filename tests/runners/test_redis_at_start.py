@@ -152,9 +152,14 @@ def test_redis_stream_source_down_at_start_reads_everything_once_it_is_up(
     try:
         assert waited(seen, thread), out
         assert "source 'events'" in seen.lines[0], seen.lines
-        with start_redis(tmp_path, port=port) as up:
+        # The server comes up with its entries (a bounded source takes its bounds at the first
+        # plan that reaches it): written to a snapshot by a seed server, loaded at its start.
+        with start_redis(tmp_path) as seed:
             for i in range(6):
-                up.client.xadd(f"events:{i % 2}", {"user": f"u{i}", "amount": str(i)})
+                seed.client.xadd(f"events:{i % 2}", {"user": f"u{i}", "amount": str(i)})
+            seed.client.save()
+        with start_redis(tmp_path, port=port) as up:
+            assert up.client.xlen("events:0") == 3
             thread.join(CAP_S)
             assert not thread.is_alive(), "the run did not end once Redis was up"
         assert "error" not in out, out.get("error")
