@@ -1330,3 +1330,22 @@ def test_a_value_of_another_type_names_the_operation_field_and_value(runner):
             "supported between instances of 'str' and 'int'; field 'price' holds values of "
             "different types (number and str: '12.50'); convert it to one type before this "
             "operation") in failed.value.message
+
+
+def test_every_operation_counts_what_it_executed_and_emitted(runner, tmp_path):
+    """Storm's TridentWordCount: every operation's executed and emitted counts, the ones Spark
+    runs in its own jobs (a partition_by, a state query) included, as the local runner counts
+    them: a tuple per query word goes through the repartition into the state query."""
+    wc = load_example("trident_wordcount")
+    top, conf = wc.topology()
+    result = squall.run(top, conf, runner=runner, checkpoint_location=str(tmp_path / "ckpt"))
+    words = sum(len(s.split(" ")) for s in wc.SENTENCES)
+    queried = len(wc.QUERY.split(" ")) * wc.QUERY_BATCHES
+    counts = {cid: (s.executed, s.emitted) for cid, s in result.stats.items()
+              if cid.startswith("b-")}
+    assert counts == {"b-1-each": (len(wc.SENTENCES), words),
+                      "b-4-each": (wc.QUERY_BATCHES, queried),
+                      "b-5-partition_by": (queried, queried),
+                      "b-6-state_query": (queried, queried),
+                      "b-7-filter": (queried, counts["b-7-filter"][1])}
+    assert result.errors == []

@@ -243,6 +243,12 @@ class TridentSparkRunner(Controls, Reporting):
         self.committed.append(txid)
         sizes = {cid: sum(map(len, parts)) for cid, parts in out.items()}
         sizes.update(self.spark_sizes)
+        for node in self.plan.nodes:  # in plan order: a parent's size comes first
+            if isinstance(node, RepartitionNode) and node.cid in self.inside \
+                    and node.cid not in sizes:
+                # Spark's own repartition, with no Python of ours to count it: it puts out
+                # every tuple it receives.
+                sizes[node.cid] = sum(sizes.get(p, 0) for p in node.parents)
         with self._stats_lock:
             self.stats.add_batch(sizes, True, batch_id)
         if self.capture:
