@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from support.redis_server import free_port, start_redis
 
-from squall import BasicBolt, Fields, TopologyBuilder, Values
+from squall import BasicBolt, Fields, StatefulBolt, TopologyBuilder, Values
 from squall.connectors import RedisStreamSource
 from squall.runners import make_runner
-from squall.testing import complete_topology
+from squall.testing import FixedTupleSpout, complete_topology
 from squall.trident import Count, FixedBatchSpout, TridentTopology
 from squall.trident.state import RedisMapState, StateType
 
@@ -166,5 +166,50 @@ def test_redis_stream_source_down_at_start_reads_everything_once_it_is_up(
         result = out["result"]
         assert sorted(map(tuple, result.tuples("collect"))) == [(f"u{i}", str(i)) for i in range(6)]
         assert len(seen.lines) == 1, "the outage is reported once, not on every plan"
+    finally:
+        thread.join(CAP_S)
+
+
+class StoredWordCount(StatefulBolt):
+    """Counts words in its state (a Redis state provider's store)."""
+
+    def init_state(self, state):
+        self.counts = state
+
+    def execute(self, tup):
+        n = self.counts.get(tup["word"], 0) + 1
+        self.counts.put(tup["word"], n)
+        self.collector.emit(Values(tup["word"], n), anchors=tup)
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("word", "count"))
+
+
+def test_a_redis_state_provider_down_at_start_is_waited_for(runner, tmp_path: Path,
+                                                            waits) -> None:
+    """A stateful bolt whose Redis state store is down when the run starts: the local runner
+    waits for it (a warning naming the bolt and host:port), Spark runs the first batch again
+    (an error naming the store); both count every word once when Redis is up."""
+    port = free_port()
+    b = TopologyBuilder()
+    b.set_spout("words", FixedTupleSpout([[w] for w in WORDS], Fields("word")))
+    b.set_bolt("count", StoredWordCount()).shuffle_grouping("words")
+    conf = {"topology.state.provider": "redis",
+            "topology.state.provider.config": {"port": port, "retry_timeout": 0.5}}
+    seen = waits(port, "waiting for Redis" if runner == "local" else "running it again")
+    thread, out = in_thread(lambda: complete_topology(b.create_topology(), conf, runner=runner))
+    try:
+        assert waited(seen, thread), out
+        assert "redis state store" in seen.lines[0], seen.lines
+        with start_redis(tmp_path, port=port):
+            thread.join(CAP_S)
+            assert not thread.is_alive(), "the run did not end once Redis was up"
+            assert "error" not in out, out.get("error")
+            counts: dict[str, int] = {}
+            for word, n in out["result"].tuples("count"):
+                counts[word] = max(counts.get(word, 0), n)
+            assert counts == {w: WORDS.count(w) for w in set(WORDS)}
+            assert all("unreachable" in str(e.error) for e in out["result"].errors)
     finally:
         thread.join(CAP_S)

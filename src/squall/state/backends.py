@@ -32,7 +32,7 @@ from typing import Any
 
 import redis
 
-from squall.redis_clients import client_from_config
+from squall.redis_clients import RedisUnreachable, client_from_config
 from squall.state.base import KeyValueState, StateError
 
 _DELETED = object()  # a deletion in an overlay (pickles by reference: never pickled)
@@ -321,6 +321,11 @@ return 1
 """
 
 
+class RedisStoreUnreachable(StateError, RedisUnreachable):
+    """A Redis state store's server could not be reached for `retry_timeout`: it may come back
+    (a runner opening the store waits for it: `squall.redis_clients.wait_until_reachable`)."""
+
+
 class RedisStore:
     """One namespace in Redis: hash `<prefix><ns>` is the committed map; version t is the hash
     `<prefix><ns>:v:<t>` (puts) and set `<prefix><ns>:x:<t>` (deletes), listed in the sorted set
@@ -381,7 +386,7 @@ class RedisStore:
                 raise StateError(f"{self._where()}: {exc}") from None
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 if time.monotonic() > deadline:
-                    raise StateError(f"{self._where()} unreachable: {exc}") from None
+                    raise RedisStoreUnreachable(f"{self._where()} unreachable: {exc}") from None
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
 

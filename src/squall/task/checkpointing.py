@@ -139,7 +139,13 @@ class TaskCheckpointing:
         unanchored = task.window is not None and task.window.emits_unanchored
         task.prepare_instance(
             StatefulOutputCollector(task.collector, held, anchored=not unanchored))
-        if self.stateful and not self.spark:
+        self.open_local_states()
+
+    def open_local_states(self) -> None:
+        """The local runner's states (a stateful bolt's), unless open: a store that cannot be
+        reached raises, and the runner calls this again once it waits for the store (Spark
+        opens its states per batch instead)."""
+        if self.stateful and not self.spark and self.state is None:
             self._open_states(MEMORY)
 
     def _open_states(self, default: str, base_dir: str | None = None,
@@ -353,12 +359,7 @@ class CheckpointSpoutTask:
         self.completions: deque[Outcome] = deque()
         self.pending = PendingMap(message_timeout_ms(conf))
         self.rand = random.Random((engine.seed << 20) ^ task_id ^ 0x5EED).getrandbits
-        state = new_state(conf, namespace(CHECKPOINT_COMPONENT, task_id), default=MEMORY)
-        if not isinstance(state, KeyValueState):
-            # A custom provider's states need not be maps; the coordinator's is kept in memory.
-            state = MemoryKeyValueState()
-        self.coordinator = CheckpointCoordinator(
-            state, checkpoint_interval_ms(conf))
+        self.coordinator: CheckpointCoordinator  # `open` makes it, from its state
         self.targets = sorted({
             t for cid, spec in topology.bolts.items()
             if any(topology.components[s.component].kind == "spout" for s in spec.inputs)
@@ -367,6 +368,19 @@ class CheckpointSpoutTask:
         self.sent: list[tuple[int, str]] = []
         self.end_txid: int | None = None  # the coordinator's txid at the last end of input
         self.settled_ms = 0  # when the last checkpoint action was acked or failed
+
+    def open(self) -> None:
+        """Open the coordinator's state (the configured provider's) and the coordinator, when
+        the run starts; a store that cannot be reached raises, and the runner calls this again
+        once it waits for the store."""
+        if hasattr(self, "coordinator"):
+            return
+        conf = self.engine.conf
+        state = new_state(conf, namespace(CHECKPOINT_COMPONENT, self.task_id), default=MEMORY)
+        if not isinstance(state, KeyValueState):
+            # A custom provider's states need not be maps; the coordinator's is kept in memory.
+            state = MemoryKeyValueState()
+        self.coordinator = CheckpointCoordinator(state, checkpoint_interval_ms(conf))
 
     def reset(self, root: int) -> None:
         self.pending.reset(root, self.engine.now_ms())

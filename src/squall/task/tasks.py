@@ -526,6 +526,11 @@ class BoltTask(TaskRuntime):
         else:
             self.prepare_instance(self.collector)
 
+    def open_states(self) -> None:
+        """Open the task's states if `prepare` could not (their store was unreachable)."""
+        if self.checkpointing is not None:
+            self.checkpointing.open_local_states()
+
     def prepare_instance(self, out: OutputCollectorLike) -> None:
         """Call the component's `prepare` with `out` (a windowed role's collector wraps it; a
         BasicBolt gets its collector per `execute` instead)."""

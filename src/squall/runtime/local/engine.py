@@ -16,6 +16,7 @@ from typing import Any
 
 from squall.errors import ReliabilityError
 from squall.protocols import Progress
+from squall.redis_clients import RedisUnreachable, wait_until_reachable
 from squall.reliability.acker import AckerLedger, Outcome
 from squall.results import (
     Captures,
@@ -305,9 +306,16 @@ class LocalEngine(Controls, Reporting):
         self._start_ms = self.now_ms()
         for tick in self.ticks:
             tick[0] = self._start_ms + tick[1]
+        # A Redis state store that is down as the run starts is waited for, as a store that
+        # goes down mid-run is (a bolt's user prepare has run: only its states are opened).
+        if self.checkpoint is not None:
+            self._open_waiting(self.checkpoint.open, "the checkpoint coordinator's state")
         for bolt in self.bolts:
             if bolt.task_id not in self.restored:
-                bolt.prepare()
+                try:
+                    bolt.prepare()
+                except RedisUnreachable:
+                    self._open_waiting(bolt.open_states, f"bolt {bolt.component_id}'s state")
         if self.transactions is not None:
             self.transactions.begin(self)
         for spout in self.spouts:
@@ -317,6 +325,13 @@ class LocalEngine(Controls, Reporting):
         # Only now: another thread (LocalCluster.wait_until_complete) reads `started` and then
         # `complete()`, which a spout that is not open yet may answer with "exhausted".
         self.started = True
+
+    def _open_waiting(self, open_: Callable[[], None], what: str) -> None:
+        try:
+            open_()
+        except RedisUnreachable:
+            wait_until_reachable(open_, what=what, pause_ms=self.clock.sleep_ms,
+                                 stopping=lambda: self.lifecycle.stop_requested)
 
     def end_batch(self) -> None:
         """End the current batch for every bolt task (`Bolt.on_batch_end`)."""
