@@ -326,7 +326,9 @@ MEANINGS: dict[str, str] = {
     "squall.spark.trigger.ms":
         "The Spark runner's micro-batch interval (0: the next batch starts when the last ends).",
     "squall.spark.batch.max.tuples":
-        "At most this many spout tuples in one Spark micro-batch.",
+        "At most this many spout tuples in one Spark micro-batch (file, memory and Kafka "
+        "sources and spouts; a Redis stream source takes each stream's new entries whole, "
+        "so for it the key caps the streams a batch reads).",
     "squall.spark.batch.max.attempts":
         "How many times a Spark micro-batch that cannot commit is run before the run fails.",
     "squall.spark.batch.retry.backoff.ms":
