@@ -380,3 +380,33 @@ def test_redis_wrong_password_is_a_clear_error(redis_streams):
                                port=redis_streams.port, password="wrong")
     with pytest.raises(SourceError, match="refused the credentials"):
         source.plan(10)
+
+
+class DeletesItsFile(BasicBolt):
+    """Deletes `path` when the first record reaches it (a clean-up that comes too early)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def execute(self, tup, collector):
+        Path(self.path).unlink(missing_ok=True)
+
+
+def test_a_file_deleted_before_it_was_read_to_its_end_is_reported(runner, tmp_path):
+    """An unbounded file source whose file disappears with lines not read: the loss is one
+    error of the spout naming the file and the offsets, not silence."""
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "a.jsonl").write_text("".join(f'{{"w": "a{i}"}}\n' for i in range(10)))
+    source = JsonLinesSource(str(src), ["w"])
+    source.records_per_call = 2  # the local runner's plan; Spark's is the batch cap below
+    b = TopologyBuilder()
+    b.set_spout("in", source)
+    b.set_bolt("clean", DeletesItsFile(str(src / "a.jsonl"))).shuffle_grouping("in")
+    seen = ErrorSeen(after_s=1)
+    result = run_until(b.create_topology(), seen.done, {MAX_TUPLES: 2}, runner=runner,
+                       on_progress=seen, cap_s=120)
+    gone = [str(e.error) for e in result.errors]
+    assert len(gone) == 1, gone
+    assert "'a.jsonl' disappeared before it was read to its end" in gone[0]
+    assert result.errors[0].component == "in"

@@ -136,6 +136,9 @@ class PartitionedSource(Spout):
         self.records_per_call = records_per_call
         self._offsets: dict[str, Any] = {}
         self._bounds: dict[str, Any] | None = None  # bounded: the ends seen at the first plan
+        # Unbounded: each partition's end at the plan that last looked at it, to tell a
+        # partition that disappears with records not read (`_report_vanished`).
+        self._ends: dict[str, Any] = {}
         self._replay_ranges: deque[Range] = deque()
         self._replay_records: deque[tuple[str, Any]] = deque()
         self._buffer: deque[tuple[str, Any, Any]] = deque()
@@ -169,6 +172,7 @@ class PartitionedSource(Spout):
         self.__dict__.setdefault("_watching", False)
         self.assignment = None  # the restoring task hands the shared one again
         self.__dict__.setdefault("_idle_ms", None)
+        self.__dict__.setdefault("_ends", {})
         self._forget_partition_events()
 
     # ---- what a subclass provides ---------------------------------------------------------
@@ -258,7 +262,9 @@ class PartitionedSource(Spout):
                 if start is None:
                     start = offsets[p] = self.initial_offset(p)
                 bounds[p] = self.end_offset(p, start)
-        partitions = list(bounds) if bounds is not None else self.mine(self.discover())
+        listing = None if bounds is not None else self.discover()
+        partitions = self.mine(listing) if listing is not None else list(bounds or ())
+        ends: dict[str, Any] = {}
         for p in partitions:
             if not room():
                 break
@@ -266,6 +272,8 @@ class PartitionedSource(Spout):
             if start is None:
                 start = offsets[p] = self.initial_offset(p)
             end = bounds[p] if bounds is not None else self.end_offset(p, start)
+            if listing is not None:
+                ends[p] = end
             if not end > start:
                 continue
             r = Range(p, start, self.cut(p, start, end, budget))
@@ -276,9 +284,30 @@ class PartitionedSource(Spout):
             self._replay_ranges.popleft()
         self._bounds = bounds
         self._offsets.update(offsets)
+        if listing is not None:
+            self._report_vanished(set(listing))
+            self._ends.update(ends)
         self._seen = partitions
         self._planned.update(r.partition for r in out[replays:])
         return out
+
+    def _report_vanished(self, listed: set[str]) -> None:
+        """A partition that is no longer listed although records the last plans saw in it were
+        not read (a file deleted before it was read to its end): its unread records cannot be
+        read any more, which is reported (an error of the spout, with the partition and the
+        offsets), not lost in silence. One read to its end and then removed is not."""
+        for p in [p for p in self._ends if p not in listed]:
+            end = self._ends.pop(p)
+            start = self._offsets.get(p)
+            if start is None or not end > start:
+                continue
+            error = SourceError(
+                f"source {self.component!r}: {p!r} disappeared before it was read to its end: "
+                f"its records from offset {start!r} to {end!r} were not read and cannot be; "
+                "restore it under the same name to read them", component=self.component)
+            collector = getattr(self, "collector", None)
+            if collector is not None:
+                collector.report_error(error)
 
     def next_tuple(self) -> None:
         # The local runner's path: one record per call, from a buffer filled a plan at a time.
