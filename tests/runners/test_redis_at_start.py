@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.bolts import WordCount
 from support.redis_server import free_port, start_redis
 
-from squall import BasicBolt, Fields, StatefulBolt, TopologyBuilder, Values
+from squall import BasicBolt, Fields, TopologyBuilder, Values
 from squall.connectors import RedisStreamSource
 from squall.runners import make_runner
 from squall.testing import FixedTupleSpout, complete_topology
@@ -170,22 +171,6 @@ def test_redis_stream_source_down_at_start_reads_everything_once_it_is_up(
         thread.join(CAP_S)
 
 
-class StoredWordCount(StatefulBolt):
-    """Counts words in its state (a Redis state provider's store)."""
-
-    def init_state(self, state):
-        self.counts = state
-
-    def execute(self, tup):
-        n = self.counts.get(tup["word"], 0) + 1
-        self.counts.put(tup["word"], n)
-        self.collector.emit(Values(tup["word"], n), anchors=tup)
-        self.collector.ack(tup)
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(Fields("word", "count"))
-
-
 def test_a_redis_state_provider_down_at_start_is_waited_for(runner, tmp_path: Path,
                                                             waits) -> None:
     """A stateful bolt whose Redis state store is down when the run starts: the local runner
@@ -194,7 +179,7 @@ def test_a_redis_state_provider_down_at_start_is_waited_for(runner, tmp_path: Pa
     port = free_port()
     b = TopologyBuilder()
     b.set_spout("words", FixedTupleSpout([[w] for w in WORDS], Fields("word")))
-    b.set_bolt("count", StoredWordCount()).shuffle_grouping("words")
+    b.set_bolt("count", WordCount()).shuffle_grouping("words")
     conf = {"topology.state.provider": "redis",
             "topology.state.provider.config": {"port": port, "retry_timeout": 0.5}}
     seen = waits(port, "waiting for Redis" if runner == "local" else "running it again")

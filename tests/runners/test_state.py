@@ -11,6 +11,7 @@ import threading
 import time
 
 import pytest
+from support.bolts import WordCount
 from support.redis_server import start_redis
 
 from squall import (
@@ -21,7 +22,6 @@ from squall import (
     KeyValueState,
     State,
     StateError,
-    StatefulBolt,
     TopologyBuilder,
     Values,
 )
@@ -40,20 +40,6 @@ from squall.testing import FixedTupleSpout, complete_topology
 
 WORDS = ["cow", "dog", "cow", "bird", "cow", "dog"]
 EXPECTED = {"cow": 3, "dog": 2, "bird": 1}
-
-
-class WordCount(StatefulBolt):
-    def init_state(self, state):
-        self.counts = state
-
-    def execute(self, tup):
-        n = self.counts.get(tup["word"], 0) + 1
-        self.counts.put(tup["word"], n)
-        self.collector.emit(Values(tup["word"], n), anchors=tup)
-        self.collector.ack(tup)
-
-    def declare_output_fields(self, d):
-        d.declare(Fields("word", "count"))
 
 
 def wordcount(bolt=None, words=WORDS, parallelism=1, replay=False):

@@ -22,3 +22,20 @@ class RunningCount(StatefulBolt):
 
     def declare_output_fields(self, declarer):
         declarer.declare(Fields("id", "key", "n"))
+
+
+class WordCount(StatefulBolt):
+    """Counts each `word` in its state and emits (word, running count), anchored: the last count
+    per word is the state's total. Shared by the state and Redis-outage tests."""
+
+    def init_state(self, state):
+        self.counts = state
+
+    def execute(self, tup):
+        n = self.counts.get(tup["word"], 0) + 1
+        self.counts.put(tup["word"], n)
+        self.collector.emit(Values(tup["word"], n), anchors=tup)
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("word", "count"))
