@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -14,6 +13,7 @@ import time
 
 import pytest
 from support.examples import ROOT
+from support.ports import free_port
 from support.processes import running
 
 from squall import Fields, TopologyBuilder
@@ -30,14 +30,8 @@ def _topology(spout_id: str):
     return b.create_topology()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_unreachable_master_says_what_is_wrong():
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     with pytest.raises(SparkUnavailableError, match=f"cannot reach the Spark master spark://127.0.0.1:{port}"):
         get_session(f"spark://127.0.0.1:{port}")
 

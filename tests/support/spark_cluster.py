@@ -10,7 +10,6 @@ import contextlib
 import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -19,17 +18,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from support.ports import free_port
+
 
 def spark_home() -> Path:
     spec = importlib.util.find_spec("pyspark")
     assert spec and spec.submodule_search_locations
     return Path(next(iter(spec.submodule_search_locations)))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def master_state(webui: int) -> dict:

@@ -53,7 +53,6 @@ import random
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -62,6 +61,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from support.ports import free_port
 
 from . import pipeline
 
@@ -174,12 +175,6 @@ def reap_session(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         proc.kill()
         proc.wait(30)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Redis:
