@@ -7,6 +7,7 @@ checks the run's exact results; or asks the waiting run to stop and checks that 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -85,6 +86,20 @@ def in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
     return thread, out
 
 
+@contextlib.contextmanager
+def redis_once_waited_for(tmp_path: Path, port: int, seen: Waits, thread: threading.Thread,
+                          out: dict[str, Any], first_line: str) -> Iterator[None]:
+    """Once the run in `thread` said it waits (its first such line naming `first_line`), Redis
+    starts on `port`; the block runs once the run has ended without an error, Redis still up."""
+    assert waited(seen, thread), out
+    assert first_line in seen.lines[0], seen.lines
+    with start_redis(tmp_path, port=port):
+        thread.join(CAP_S)
+        assert not thread.is_alive(), "the run did not end once Redis was up"
+        assert "error" not in out, out.get("error")
+        yield
+
+
 def trident_counts(port: int):
     t = TridentTopology()
     (t.new_stream("words", FixedBatchSpout(["word"], 2, *[[w] for w in WORDS]))
@@ -106,12 +121,8 @@ def test_trident_redis_map_state_down_at_start_is_waited_for(runner, tmp_path: P
     seen = waits(port)
     thread, out = in_thread(lambda: complete_topology(trident_counts(port), runner=runner))
     try:
-        assert waited(seen, thread), out
-        assert "redis map state 'state-1'" in seen.lines[0], seen.lines
-        with start_redis(tmp_path, port=port):
-            thread.join(CAP_S)
-            assert not thread.is_alive(), "the run did not end once Redis was up"
-            assert "error" not in out, out.get("error")
+        with redis_once_waited_for(tmp_path, port, seen, thread, out,
+                                   "redis map state 'state-1'"):
             assert stored_counts(port) == {"a": 3, "b": 2, "c": 1}
         assert len(seen.lines) == 1, "the wait is logged once, not on every try"
     finally:
@@ -185,12 +196,7 @@ def test_a_redis_state_provider_down_at_start_is_waited_for(runner, tmp_path: Pa
     seen = waits(port, "waiting for Redis" if runner == "local" else "running it again")
     thread, out = in_thread(lambda: complete_topology(b.create_topology(), conf, runner=runner))
     try:
-        assert waited(seen, thread), out
-        assert "redis state store" in seen.lines[0], seen.lines
-        with start_redis(tmp_path, port=port):
-            thread.join(CAP_S)
-            assert not thread.is_alive(), "the run did not end once Redis was up"
-            assert "error" not in out, out.get("error")
+        with redis_once_waited_for(tmp_path, port, seen, thread, out, "redis state store"):
             counts: dict[str, int] = {}
             for word, n in out["result"].tuples("count"):
                 counts[word] = max(counts.get(word, 0), n)

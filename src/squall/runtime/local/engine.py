@@ -327,11 +327,9 @@ class LocalEngine(Controls, Reporting):
         self.started = True
 
     def _open_waiting(self, open_: Callable[[], None], what: str) -> None:
-        try:
-            open_()
-        except RedisUnreachable:
-            wait_until_reachable(open_, what=what, pause_ms=self.clock.sleep_ms,
-                                 stopping=lambda: self.lifecycle.stop_requested)
+        """`open_()`, tried again while its Redis cannot be reached, until it opens or a stop."""
+        wait_until_reachable(open_, what=what, pause_ms=self.clock.sleep_ms,
+                             stopping=lambda: self.lifecycle.stop_requested)
 
     def end_batch(self) -> None:
         """End the current batch for every bolt task (`Bolt.on_batch_end`)."""
