@@ -25,8 +25,12 @@ from typing import Any
 import cloudpickle
 
 from squall.components.base import BasicBolt, Bolt, Component, Spout
+from squall.components.operators import WindowedOperatorBase
+from squall.components.partitioned_source import PartitionedSource
 from squall.errors import InvalidTopologyError, NotPicklableError
+from squall.partition_watermarks import PARTITIONS_STREAM
 from squall.topology import roles
+from squall.topology.config import SQUALL_SOURCE_EVENT_TIME_FIELD
 from squall.topology.config_keys import check_config
 from squall.topology.declarer import DEFAULT_STREAM, StreamSpec
 from squall.topology.description import ComponentSpec, Subscription, Topology
@@ -199,6 +203,7 @@ class TopologyBuilder:
             record["inputs"] = list(record["inputs"]) + component.implicit_inputs(
                 record["inputs"], streams)
             component.check_inputs(cid, record["inputs"])
+        _carry_positions(self._records, streams)
         # Each component's configuration: its own, then what the topology added; checked once.
         confs: dict[str, dict[str, Any]] = {}
         for cid, record in self._records.items():
@@ -244,6 +249,85 @@ class TopologyBuilder:
                     what = f"custom grouping on {sub.stream!r}"
                     _check_picklable(cid, sub.grouping.grouping, what)
         return topology
+
+
+def _carry_positions(records: Mapping[str, dict[str, Any]],
+                     streams: Mapping[str, Mapping[str, StreamSpec]]) -> None:
+    """Watermarks carried with the data (squall.partition_watermarks): for every operator that
+    generates its watermark from source partitions, its partitioned sources get an event-time
+    field (`squall.source.event.time.field`: the operator's timestamp field, where the source's
+    stream has it and the user did not name another), so that their records carry positions;
+    and an operator that reads them through plain bolts subscribes to their partition events.
+    An input that reads anything else (a plain spout, another windowed component) keeps the
+    watermark of its own input."""
+    for cid, record in records.items():
+        op = record["component"]
+        if (not isinstance(op, WindowedOperatorBase) or op.watermark_delay_ms is None
+                or not getattr(op, "source_watermarks", True) or op.n_inputs != 1):
+            continue
+        found = _partitioned_sources(records, streams, record["inputs"])
+        if found is None:
+            continue
+        sources, through_bolts = found
+        field = op.timestamp_fields[0]
+        unnamed = []
+        for src in sources:
+            spec = records[src]
+            conf = spec["conf"]
+            own = spec["component"].get_component_configuration() or {}
+            if conf.get(SQUALL_SOURCE_EVENT_TIME_FIELD, own.get(SQUALL_SOURCE_EVENT_TIME_FIELD)):
+                continue
+            stream = streams[src].get(spec["component"].stream)
+            if field is not None and stream is not None and field in stream.fields:
+                conf[SQUALL_SOURCE_EVENT_TIME_FIELD] = field
+            else:
+                unnamed.append(src)
+        if unnamed:
+            if through_bolts:
+                _log.warning(
+                    "operator %r reads the partitioned sources %s through bolts, but their "
+                    "records have no event-time field (its timestamp field is %r): it takes the "
+                    "watermark from the largest timestamp its task has seen, which depends on "
+                    "the order rows reach it; set %s on the sources to the field that holds "
+                    "the event time", cid, unnamed, field, SQUALL_SOURCE_EVENT_TIME_FIELD)
+            continue
+        if through_bolts:
+            have = {(sub.component, sub.stream) for sub in record["inputs"]}
+            record["inputs"] = list(record["inputs"]) + [
+                Subscription(src, PARTITIONS_STREAM, AllGrouping())
+                for src in sources if (src, PARTITIONS_STREAM) not in have]
+
+
+def _partitioned_sources(records: Mapping[str, dict[str, Any]],
+                         streams: Mapping[str, Mapping[str, StreamSpec]],
+                         inputs: Iterable[Subscription]) -> tuple[list[str], bool] | None:
+    """The partitioned sources the data `inputs` come from, through plain bolts only, and
+    whether any bolt is in between; None if anything else feeds them."""
+    sources: list[str] = []
+    through = False
+    seen: set[str] = set()
+    todo = [sub for sub in inputs if not sub.stream.startswith("_")
+            and sub.stream != "dead_letter"]
+    while todo:
+        sub = todo.pop()
+        c = sub.component
+        if c in seen:
+            continue
+        seen.add(c)
+        spec = records.get(c)
+        if spec is None:
+            return None  # an unknown component: the builder reports it
+        component = spec["component"]
+        if spec["kind"] == "spout":
+            if not isinstance(component, PartitionedSource):
+                return None
+            sources.append(c)
+            continue
+        if isinstance(component, WindowedOperatorBase) or roles.is_windowed_role(component.role):
+            return None
+        through = True
+        todo += [s for s in spec["inputs"] if not s.stream.startswith("_")]
+    return sorted(sources), through
 
 
 def _declared_streams(cid: str, component: Component) -> dict[str, StreamSpec]:

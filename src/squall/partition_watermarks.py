@@ -22,7 +22,18 @@ active partition's, a tuple that is not late for its partition is not late for t
 Control events (values `[event, partitions]` on `_partitions`):
 `own` (the task's partitions now, a list), `from` (its next tuples come from this one partition),
 `idle` (these had no new records for the idleness timeout: they stop holding the watermark back
-until they deliver again), `done` (these are read to their end: they never hold it back again).
+until they deliver again), `done` (these are read to their end: they never hold it back again),
+`at` (`[[partition, largest event time], ...]`: how far these partitions have been read).
+
+Positions carried with the data. A source that knows its records' event time (its
+`squall.source.event.time.field`) gives every record a *position*: the largest event time of its
+partition before it. The runners carry a record's position with everything derived from it
+(the host's `at`: on Spark in the packet headers, on the local runner in the call that executes
+it), through any bolts, so an operator judges each tuple against its own partition's watermark
+at its source position, whatever path or order it arrived by. Such an input learns each
+partition's progress from the `at` events, which every operator task receives, and applies
+them at its batch ends, when everything read before them has arrived (`apply`): the watermark
+is then the operator's, not its task's, and what is late does not depend on parallelism.
 
 >>> w = PartitionWatermarks(frozenset({1, 2}), delay_ms=10)
 >>> w.control(1, OWN, ["a"]), w.control(2, OWN, ["b"]), w.control(1, FROM, ["a"])
@@ -47,8 +58,56 @@ from typing import Any
 PARTITIONS_STREAM = "_partitions"
 """The control stream on which partitioned sources tell operators about their partitions."""
 PARTITIONS_FIELDS = ("event", "partitions")
-OWN, FROM, IDLE, DONE = "own", "from", "idle", "done"
-EVENTS = frozenset({OWN, FROM, IDLE, DONE})
+OWN, FROM, IDLE, DONE, AT = "own", "from", "idle", "done", "at"
+EVENTS = frozenset({OWN, FROM, IDLE, DONE, AT})
+
+
+class SourcePositions:
+    """A source's side of carried positions: per partition, the largest event time read so far.
+
+    `index`: the position of the event-time field in the source's records.
+
+    >>> s = SourcePositions(1)
+    >>> s.position("a", ["x", 100]), s.position("a", ["y", 90]), s.position("a", ["z", 120])
+    (None, 100, 100)
+    >>> s.progress()                       # what the next `at` event says, once
+    [['a', 120]]
+    >>> s.progress(), s.position("b", ["w", "not a time"]), s.max_ts
+    ([], None, {'a': 120})
+    """
+
+    def __init__(self, index: int, max_ts: dict[Any, int] | None = None) -> None:
+        self.index = index
+        self.max_ts: dict[Any, int] = dict(max_ts or {})
+        self._told: dict[Any, int] = {}
+
+    def position(self, partition: Any, values: Sequence[Any]) -> int | None:
+        """The record's position (its partition's largest event time before it); the record's
+        own event time is taken in. A record without a valid one moves nothing (the operator
+        routes it to its error stream)."""
+        before = self.max_ts.get(partition)
+        try:
+            ts = values[self.index]
+        except (IndexError, TypeError):
+            return before
+        if ts.__class__ is not int:
+            if isinstance(ts, bool) or not isinstance(ts, (int, float)) or ts != ts:
+                return before
+            ts = int(ts)
+        if before is None or ts > before:
+            self.max_ts[partition] = ts
+        return before
+
+    def progress(self) -> list[list[Any]]:
+        """`[partition, largest event time]` of the partitions that moved since the last call."""
+        out = [[p, m] for p, m in self.max_ts.items() if self._told.get(p) != m]
+        for p, m in out:
+            self._told[p] = m
+        return out
+
+    def forget_told(self) -> None:
+        """A restart says everything again (every event is idempotent)."""
+        self._told = {}
 
 
 class PartitionWatermarks:
@@ -77,10 +136,27 @@ class PartitionWatermarks:
         # values, the watermark each was judged against), which the input watermark stays at
         # or below so that a replay is judged as its first attempt was (Beam's watermark hold).
         self.holds: list[tuple[Hashable, list[Any], int]] = []
+        # `at` events not applied yet: applied at the batch end (`apply`), when every tuple
+        # read before them has arrived whatever path it took.
+        self.pending: dict[Hashable, int] = {}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         state.setdefault("holds", [])  # (snapshots written before holds existed)
+        state.setdefault("pending", {})
         self.__dict__.update(state)
+
+    def apply(self) -> int | None:
+        """Take in the `at` events received since the last call; returns the input watermark
+        if it moved."""
+        if not self.pending:
+            return None
+        pending, self.pending = self.pending, {}
+        max_ts = self.max_ts
+        for p, m in pending.items():
+            old = max_ts.get(p)
+            if old is None or m > old:
+                max_ts[p] = m
+        return self._recompute()
 
     def held(self, task: int, values: Sequence[Any]) -> int | None:
         """The watermark a failed tuple of `task` with these values was judged against, if it
@@ -151,6 +227,14 @@ class PartitionWatermarks:
             self.idle.update(keys)
         elif event == DONE:
             self.done.update(keys)
+        elif event == AT:
+            pending = self.pending
+            progress: Iterable[tuple[Hashable, int]] = partitions  # type: ignore[assignment]
+            for p, m in progress:
+                key = self._key(task, p)
+                if m > pending.get(key, m - 1):
+                    pending[key] = m
+            return None
         else:
             raise ValueError(f"unknown partition event {event!r}; expected one of "
                              f"{sorted(EVENTS)}")
@@ -165,10 +249,8 @@ class PartitionWatermarks:
             if parts is None:
                 return None  # a task that has not said which partitions it reads
             for p in parts:
-                if p in done:
-                    continue
                 m = max_ts.get(p)
-                if p in idle:
+                if p in idle or p in done:
                     if m is not None and (idle_low is None or m < idle_low):
                         idle_low = m
                     continue
@@ -177,8 +259,8 @@ class PartitionWatermarks:
                 if low is None or m < low:
                     low = m
         if low is None:
-            # Every partition idle (or done): nothing is arriving, so the idle ones that
-            # delivered something decide, the slowest first (else nothing moves).
+            # Every partition idle (or done): nothing is arriving, so the idle and finished
+            # ones that delivered something decide, the slowest first (else nothing moves).
             if idle_low is None:
                 return None
             w = self._held(idle_low - self.delay)

@@ -49,6 +49,10 @@ class SpoutOutputCollectorLike(Protocol):
         """The framework's control tuples (a partitioned source's partition events)."""
         ...
 
+    def set_source_at(self, at: int | None) -> None:
+        """The position of the record emitted next (squall.partition_watermarks)."""
+        ...
+
     def report_error(self, error: BaseException) -> None: ...
 
 

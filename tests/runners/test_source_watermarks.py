@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from support.run_until import run_until
 
 from squall import (
+    BasicBolt,
     Bolt,
     Duration,
     Fields,
@@ -576,26 +577,45 @@ def expected_panes(parts):
     return sorted((k, w, w + WINDOW, n, "ON_TIME") for (k, w), n in counts.items()), late
 
 
-def partitioned_topology(parts, spout_parallelism):
+def partitioned_topology(parts, spout_parallelism, chain=(), operator_parallelism=1):
+    """`chain`: pass-through bolts between source and operator, each `(parallelism,
+    grouping)` with grouping "shuffle", "fields" (by key) or "local_or_shuffle"."""
     from squall.connectors import MemorySource
     from squall.windows import LatenessRule, TimeWindows
 
+    fields = ["key", "ts", "name"]
     b = TopologyBuilder()
-    b.set_spout("events", MemorySource(parts, Fields("key", "ts", "name"), records_per_range=3),
+    b.set_spout("events", MemorySource(parts, Fields(*fields), records_per_range=3),
                 spout_parallelism)
+    upstream = "events"
+    for n, (parallelism, grouping) in enumerate(chain):
+        declarer = b.set_bolt(f"bolt{n}", Forward(fields), parallelism)
+        if grouping == "fields":
+            declarer.fields_grouping(upstream, ["key"])
+        else:
+            getattr(declarer, f"{grouping}_grouping")(upstream)
+        upstream = f"bolt{n}"
     b.set_bolt("count", KeyedWindowedOperator(
         accumulation=accumulations.Count(), window=TimeWindows(Duration(WINDOW)),
         allowed_lateness=Duration(LATENESS), watermark_delay=Duration(DELAY),
         lateness_rule=LatenessRule.BEHIND_WATERMARK, timestamp_field="ts", key_field="key",
-        value_field="name", late_stream="late")).fields_grouping("events", ["key"])
+        value_field="name", late_stream="late"), operator_parallelism).fields_grouping(
+            upstream, ["key"])
     return b.create_topology()
 
 
+CHAINS = st.lists(st.tuples(st.integers(1, 3),
+                            st.sampled_from(["shuffle", "fields", "local_or_shuffle"])),
+                  max_size=2)
+
+
 @pytest.mark.runners("local", "spark", "spark-1tuple", "spark-1batch")
-def test_panes_do_not_depend_on_runner_cut_or_spout_parallelism(runner, runner_conf):
+def test_panes_do_not_depend_on_runner_cut_or_parallelism(runner, runner_conf):
     """Against the panes and late records computed directly: 40 examples on the local runner
     (its cut is its own), three of a fixed seed on each Spark cut (one shared session), each
-    with partitions out of step and very late records."""
+    with partitions out of step and very late records, read directly or through zero to two
+    pass-through bolts (parallelism 1-3; shuffle, fields or local-or-shuffle grouping), by an
+    operator of parallelism 1-3."""
     local = runner == "local"
     # On Spark, inputs worth a run: partitions out of step and very late records.
     inputs = partitioned_inputs() if local else partitioned_inputs().filter(
@@ -604,13 +624,175 @@ def test_panes_do_not_depend_on_runner_cut_or_spout_parallelism(runner, runner_c
     @hypothesis_seed(49)
     @settings(max_examples=40 if local else 3, deadline=None, derandomize=local,
               database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-    @given(parts=inputs, spout_parallelism=st.integers(1, 2))
-    def check(parts, spout_parallelism):
-        result = complete_topology(partitioned_topology(parts, spout_parallelism),
-                                   {**CONF, **runner_conf}, runner=runner)
+    @given(parts=inputs, spout_parallelism=st.integers(1, 2), chain=CHAINS,
+           operator_parallelism=st.integers(1, 3))
+    def check(parts, spout_parallelism, chain, operator_parallelism):
+        topology = partitioned_topology(parts, spout_parallelism, chain, operator_parallelism)
+        result = complete_topology(topology, {**CONF, **runner_conf}, runner=runner)
         panes, late = expected_panes(parts)
         assert not result.errors
         assert sorted(tuple(p[:5]) for p in result.tuples("count")) == panes
         assert {row[2] for row in result.tuples("count", "late")} == late
 
     check()
+
+
+# ---- watermarks carried with the data: through bolts, per operator ----------------------------
+
+
+class Split(BasicBolt):
+    """Sentences to words, each word with its sentence's event time."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("word", "ts"))
+
+    def execute(self, tup, collector):
+        for word in tup[0].split():
+            collector.emit([word, tup[1]])
+
+
+class Forward(BasicBolt):
+    """Passes every tuple on as it is (a stand-in for any stateless bolt)."""
+
+    def __init__(self, fields):
+        self.fields = fields
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields(*self.fields))
+
+    def execute(self, tup, collector):
+        collector.emit(list(tup.values))
+
+
+def sentences(n: int) -> list[list]:
+    rnd = random.Random(7)
+    words = [f"w{i}" for i in range(40)]
+    return [[" ".join(rnd.choice(words) for _ in range(8)), i * 100] for i in range(n)]
+
+
+@pytest.mark.runners("local", "spark", "spark-1batch")
+def test_a_parallel_bolt_upstream_makes_no_in_order_tuple_late(runner, runner_conf):
+    """In-order sentences through a split of parallelism 2 into a keyed operator of
+    parallelism 2 (watermark delay and allowed lateness 0): every word in its window, none
+    late, although a Spark stage hands the operator one split task's rows and then the
+    other's."""
+    from squall.connectors import MemorySource
+    from squall.windows import TimeWindows
+
+    rows = sentences(300)
+    b = TopologyBuilder()
+    b.set_spout("sentences", MemorySource([rows], Fields("sentence", "ts")))
+    b.set_bolt("split", Split(), 2).shuffle_grouping("sentences")
+    b.set_bolt("count", KeyedWindowedOperator(
+        accumulation=accumulations.Count(), window=TimeWindows(Duration.seconds(10)),
+        allowed_lateness=Duration(0), watermark_delay=Duration(0), timestamp_field="ts",
+        key_field="word", value_field="word", late_stream="late"), 2).fields_grouping(
+            "split", ["word"])
+    result = complete_topology(b.create_topology(), {**CONF, **runner_conf}, runner=runner)
+    assert not result.errors
+    expected: dict[tuple, int] = {}
+    for sentence, ts in rows:
+        for word in sentence.split():
+            key = (word, ts - ts % 10_000)
+            expected[key] = expected.get(key, 0) + 1
+    assert result.tuples("count", "late") == []
+    assert {(p[0], p[1]): p[3] for p in result.tuples("count")} == expected
+
+
+def skewed_topology(operator_parallelism: int, through_bolt: bool, rule):
+    """Keys a-d at 1 s, then a at 100 s, then a-d at 2 s (value 50): the input's watermark is
+    95 s, so [0, 10 s) has expired (allowed lateness 0) for the 2 s tuples."""
+    from squall.connectors import MemorySource
+    from squall.windows import TimeWindows
+
+    rows = ([[k, 1_000, 1] for k in "abcd"] + [["a", 100_000, 1]]
+            + [[k, 2_000, 50] for k in "abcd"])
+    b = TopologyBuilder()
+    b.set_spout("events", MemorySource([rows], Fields("key", "ts", "value")))
+    upstream = "events"
+    if through_bolt:
+        b.set_bolt("forward", Forward(["key", "ts", "value"]), 2).shuffle_grouping("events")
+        upstream = "forward"
+    b.set_bolt("max", KeyedWindowedOperator(
+        accumulation=accumulations.Max(), window=TimeWindows(Duration.seconds(10)),
+        allowed_lateness=Duration(0), watermark_delay=Duration.seconds(5), lateness_rule=rule,
+        timestamp_field="ts", key_field="key", value_field="value", late_stream="late",
+    ), operator_parallelism).fields_grouping(upstream, ["key"])
+    return b.create_topology()
+
+
+@pytest.mark.parametrize("through_bolt", [False, True], ids=["direct", "through-bolt"])
+def test_what_is_late_does_not_depend_on_the_operators_parallelism(runner, through_bolt):
+    """The 2 s tuples are late at every operator parallelism (1 to 3), whichever task their key
+    goes to, under both lateness rules: an operator's watermark is the input's, not its
+    task's."""
+    from squall.windows import LatenessRule
+
+    for rule in (LatenessRule.BEHIND_WATERMARK, LatenessRule.WINDOW_EXPIRED):
+        for parallelism in (1, 2, 3):
+            result = complete_topology(skewed_topology(parallelism, through_bolt, rule),
+                                       CONF, runner=runner)
+            assert not result.errors
+            assert sorted(tuple(p[:4]) for p in result.tuples("max")) == [
+                ("a", 0, 10_000, 1), ("a", 100_000, 110_000, 1), ("b", 0, 10_000, 1),
+                ("c", 0, 10_000, 1), ("d", 0, 10_000, 1)], (rule, parallelism)
+            assert sorted(row[0] for row in result.tuples("max", "late")) == list("abcd")
+
+
+@pytest.mark.parametrize("parallelism", [1, 2])
+def test_the_lateness_rule_and_late_panes_hold_through_a_bolt(runner, parallelism):
+    """The lateness-rule example through a pass-through bolt: under Beam's rule the 99 behind
+    its partition's watermark is a LATE pane after the ON_TIME one, although the operator's
+    own watermark has not reached the window's end when it arrives (it waits for it)."""
+    from squall.connectors import MemorySource
+    from squall.windows import AfterCount, AfterWatermark, LatenessRule, TimeWindows
+
+    events = [["a", 10, 1_000], ["b", 5, 40_000], ["a", 99, 4_000]]
+    b = TopologyBuilder()
+    b.set_spout("events", MemorySource([events], Fields("key", "value", "ts")))
+    b.set_bolt("forward", Forward(["key", "value", "ts"]), parallelism).shuffle_grouping(
+        "events")
+    b.set_bolt("max", KeyedWindowedOperator(
+        accumulation=accumulations.Max(), window=TimeWindows(Duration.seconds(10)),
+        trigger=AfterWatermark(late=AfterCount(1)), lateness_rule=LatenessRule.WINDOW_EXPIRED,
+        allowed_lateness=Duration.seconds(30), watermark_delay=Duration.seconds(5),
+        timestamp_field="ts", key_field="key", value_field="value", late_stream="late",
+    ), parallelism).fields_grouping("forward", ["key"])
+    result = complete_topology(b.create_topology(), CONF, runner=runner)
+    assert not result.errors
+    assert sorted(tuple(p[:6]) for p in result.tuples("max")) == [
+        ("a", 0, 10_000, 10, "ON_TIME", 0), ("a", 0, 10_000, 99, "LATE", 1),
+        ("b", 40_000, 50_000, 5, "ON_TIME", 0)]
+    assert result.tuples("max", "late") == []
+
+
+def test_a_source_without_the_operators_field_behind_a_bolt_is_named_in_a_warning(caplog):
+    """The operator's timestamp field is made by the bolt: the source cannot give positions,
+    and the builder says so, naming the operator, the source and the key to set."""
+    from squall.connectors import MemorySource
+    from squall.windows import TimeWindows
+
+    b = TopologyBuilder()
+    b.set_spout("events", MemorySource([[["a", 1]]], Fields("key", "when")))
+    b.set_bolt("forward", Forward(["key", "ts"])).shuffle_grouping("events")
+    b.set_bolt("count", KeyedWindowedOperator(
+        accumulation=accumulations.Count(), window=TimeWindows(Duration.seconds(10)),
+        watermark_delay=Duration(0), timestamp_field="ts", key_field="key",
+        value_field="key")).fields_grouping("forward", ["key"])
+    with caplog.at_level("WARNING", logger="squall"):
+        topology = b.create_topology()
+    assert "squall.source.event.time.field" in caplog.text and "'count'" in caplog.text
+    assert "events" in caplog.text
+    assert topology.components["events"].conf.get("squall.source.event.time.field") is None
+    # Named by the user, the source carries positions.
+    b2 = TopologyBuilder()
+    b2.set_spout("events", MemorySource([[["a", 1]]], Fields("key", "when"))).add_configuration(
+        "squall.source.event.time.field", "when")
+    b2.set_bolt("forward", Forward(["key", "ts"])).shuffle_grouping("events")
+    b2.set_bolt("count", KeyedWindowedOperator(
+        accumulation=accumulations.Count(), window=TimeWindows(Duration.seconds(10)),
+        watermark_delay=Duration(0), timestamp_field="ts", key_field="key",
+        value_field="key")).fields_grouping("forward", ["key"])
+    subscribed = {(s.component, s.stream) for s in b2.create_topology().components[
+        "count"].inputs}
+    assert ("events", "_partitions") in subscribed

@@ -35,7 +35,11 @@ Operators that generate their watermark from event time read it per source parti
 (squall.partition_watermarks): a source tells them, on its control stream `_partitions`, which
 partitions each task owns, which partition its next tuples come from, and which partitions are
 idle (nothing new for `squall.watermark.idle.timeout.ms` of the runner's clock) or read to their
-end. It sends these only when some component subscribes to that stream.
+end. It sends these only when some component subscribes to that stream. With an event-time field
+(`squall.source.event.time.field`, which the builder sets from the operators' timestamp field)
+each record also carries its position, the largest event time of its partition before it, and
+the source tells the operators how far each partition has been read (`at`); a replayed record
+carries none (the operator judges it against its own watermark).
 
 Every source reads from its constructor's settings only: on Spark the executors unpickle a fresh
 copy, never `open` it, and call `read` on it. The built-in sources are in `squall.connectors`.
@@ -51,9 +55,18 @@ from typing import Any, NamedTuple
 
 from squall.components.base import Spout
 from squall.errors import SquallError
-from squall.partition_watermarks import DONE, FROM, IDLE, OWN, PARTITIONS_FIELDS, PARTITIONS_STREAM
+from squall.partition_watermarks import (
+    AT,
+    DONE,
+    FROM,
+    IDLE,
+    OWN,
+    PARTITIONS_FIELDS,
+    PARTITIONS_STREAM,
+    SourcePositions,
+)
 from squall.reliability.retries import DEAD_LETTER, DEAD_LETTER_FIELDS
-from squall.topology.config import idle_timeout_ms
+from squall.topology.config import SQUALL_SOURCE_EVENT_TIME_FIELD, idle_timeout_ms
 from squall.topology.fields import Fields
 
 MALFORMED = "malformed"
@@ -150,6 +163,9 @@ class PartitionedSource(Spout):
         # Shared by the component's tasks when the runner hosts them together (files).
         self.assignment: PartitionAssignment | None = None
         self._idle_ms: int | None = None
+        # Positions carried with the records (squall.partition_watermarks.SourcePositions):
+        # set up by `open` when the source has an event-time field and operators listen.
+        self.positions: SourcePositions | None = None
         self._forget_partition_events()
 
     def _forget_partition_events(self) -> None:
@@ -173,6 +189,7 @@ class PartitionedSource(Spout):
         self.assignment = None  # the restoring task hands the shared one again
         self.__dict__.setdefault("_idle_ms", None)
         self.__dict__.setdefault("_ends", {})
+        self.__dict__.setdefault("positions", None)
         self._forget_partition_events()
 
     # ---- what a subclass provides ---------------------------------------------------------
@@ -218,6 +235,13 @@ class PartitionedSource(Spout):
         self._tasks = len(context.this_component_tasks)
         self._watching = bool(context.this_targets.get(PARTITIONS_STREAM))
         self._idle_ms = idle_timeout_ms(conf)
+        index = event_time_index(self, conf)
+        if index is None or not self._watching:
+            self.positions = None
+        elif self.positions is None or self.positions.index != index:
+            self.positions = SourcePositions(index)
+        else:
+            self.positions.forget_told()  # restored from a snapshot: say everything again
         self._forget_partition_events()
 
     # Fixed partition lists (memory, Redis streams) are dealt out by position, evenly; partitions
@@ -326,7 +350,7 @@ class PartitionedSource(Spout):
             self._replay_records.popleft()
             self._last_error = None
             for off, values in records:
-                self._emit(p, off, values)
+                self._emit(p, off, values, replay=True)
             return
         if not self._buffer:
             try:
@@ -357,7 +381,7 @@ class PartitionedSource(Spout):
             self._last_error = str(exc)
             self.collector.report_error(exc)
 
-    def _emit(self, partition: str, offset: Any, values: Any) -> None:
+    def _emit(self, partition: str, offset: Any, values: Any, replay: bool = False) -> None:
         if self._watching and partition != self._from:
             self._from = partition
             self.collector.emit_control([FROM, [partition]], PARTITIONS_STREAM)
@@ -366,6 +390,16 @@ class PartitionedSource(Spout):
             self.collector.report_error(values)
             self.collector.emit([partition, offset, values.record, str(values)], msg_id=msg_id,
                                 stream=MALFORMED)
+        elif self.positions is not None:
+            # The record's position travels with everything derived from it; a replay's is
+            # not its first attempt's, so it carries none.
+            position = self.positions.position(partition, values)
+            collector = self.collector
+            collector.set_source_at(None if replay else position)
+            try:
+                collector.emit(values, msg_id=msg_id, stream=self.stream)
+            finally:
+                collector.set_source_at(None)
         else:
             self.collector.emit(values, msg_id=msg_id, stream=self.stream)
 
@@ -403,6 +437,12 @@ class PartitionedSource(Spout):
                 if self._from in idle:
                     self._from = None  # its next record says `from` again, which wakes it
                 emit([IDLE, idle], PARTITIONS_STREAM)
+        if self.positions is not None and not buffered:
+            # How far the partitions have been read, once every record planned is out (the
+            # operators apply it at their batch end). On Spark the executors say it per range.
+            progress = self.positions.progress()
+            if progress:
+                emit([AT, progress], PARTITIONS_STREAM)
         if self._bounds is not None:
             # Done once read out at the previous call as well: on Spark the ranges a plan made
             # are read after the rows the reader emits with it, so the event waits a plan.
@@ -481,3 +521,27 @@ class PartitionedSource(Spout):
                                 field=field)
         error.record = record if isinstance(record, str) else json.dumps(record, default=str)
         return error
+
+
+def event_time_index(source: PartitionedSource, conf: Mapping[str, Any]) -> int | None:
+    """The position of the source's event-time field (`squall.source.event.time.field`) in its
+    records, or None when it has none.
+
+    >>> class S(PartitionedSource): pass
+    >>> event_time_index(S(["word", "ts"]), {"squall.source.event.time.field": "ts"})
+    1
+    >>> event_time_index(S(["word"]), {"squall.source.event.time.field": "ts"})
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    squall.components.partitioned_source.SourceError: source 'S': ... is 'ts', which is not ...
+    """
+    name = conf.get(SQUALL_SOURCE_EVENT_TIME_FIELD)
+    if name is None:
+        return None
+    fields = source.fields.to_list()
+    if name not in fields:
+        raise SourceError(
+            f"source {source.component!r}: {SQUALL_SOURCE_EVENT_TIME_FIELD} is {name!r}, which "
+            f"is not a field of its stream {source.stream!r} ({fields}); name one of its "
+            "fields, or unset the key", component=source.component)
+    return fields.index(name)

@@ -362,14 +362,14 @@ class KafkaSource(PartitionedSource):
                 "read again later, nothing is lost", component=self.component) from None
 
     # ---- completions and the optional group commits -----------------------------------------
-    def _emit(self, partition: str, offset: Any, values: Any) -> None:
+    def _emit(self, partition: str, offset: Any, values: Any, replay: bool = False) -> None:
         # The local runner reads its ranges at once and emits record by record: from here on
         # the records are in flight, each until acked, instead of the ranges they came from.
         self._records_inflight.setdefault(partition, set()).add(int(offset))
         ranges = self._ranges_inflight.get(partition)
         if ranges:
             ranges.difference_update([s for s in ranges if s <= offset])
-        super()._emit(partition, offset, values)
+        super()._emit(partition, offset, values, replay)
 
     def ack(self, msg_id: Any) -> None:
         if isinstance(msg_id, Range):

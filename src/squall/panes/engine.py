@@ -422,6 +422,44 @@ class WindowedEngine:
         self._unexpired(key, ts, value, now, second, window, horizon)
         return True
 
+    def drops_at(self, ts: int, window: Window | None, watermark: int) -> bool:
+        """Whether `process_at` would drop a tuple at `ts` judged against `watermark`, which is
+        above the engine's own (the lateness rule alone; nothing changes).
+
+        >>> from squall.panes.accumulations import Max
+        >>> from squall.panes.beam_triggers import AfterWatermark
+        >>> from squall.panes.windows import TimeWindows
+        >>> e = WindowedEngine(TimeWindows(10_000), Max(), AfterWatermark(),
+        ...                    allowed_lateness_ms=30_000)
+        >>> e.drops_at(4_000, None, 35_000), e.drops_at(4_000, None, 45_000)
+        (False, True)
+        """
+        lateness = self.lateness
+        if lateness is None or ts >= watermark - lateness:
+            return False
+        return not self._window_rule or self._expired(ts, window, watermark - lateness)
+
+    def behind_unfired(self, ts: int, window: Window | None, watermark: int) -> bool:
+        """Whether a window of a tuple at `ts` ends at or below `watermark` (the tuple is behind
+        it there) but has not had its on-time pane here yet (the engine's watermark is below its
+        end). A session's window is the tuple's own, before any merge.
+
+        >>> from squall.panes.accumulations import Count
+        >>> from squall.panes.beam_triggers import AfterWatermark
+        >>> from squall.panes.windows import SessionWindows
+        >>> e = WindowedEngine(SessionWindows(5_000), Count(), AfterWatermark())  # [ts, ts + gap)
+        >>> [e.behind_unfired(4_000, None, w) for w in (8_000, 9_000)]
+        [False, True]
+        """
+        if window is not None:
+            ends = [window[1]]
+        elif self._merging:
+            ends = [ts + self.window.gap_ms]  # type: ignore[union-attr]
+        else:
+            ends = [w[1] for w in self.window.assign(ts)]  # type: ignore[union-attr]
+        own = self.watermark
+        return any(own < end <= watermark for end in ends)
+
     def _unexpired(self, key: Any, ts: int, value: Any, now: int, second: bool,
                    window: Window | None, horizon: int) -> None:
         """Beam's rule for a tuple behind the watermark: it counts in its windows that end

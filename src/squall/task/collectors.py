@@ -213,6 +213,19 @@ class _Emitter:
             stream=route.stream,
         )
 
+    def source_at(self) -> int | None:
+        """The event-time position in force on this task's host: the largest event time the
+        source partition had delivered before the record that what executes now derives from
+        (None: not known). Operators judge lateness by it (squall.partition_watermarks)."""
+        return getattr(self._host, "at", None)
+
+    def set_source_at(self, at: int | None) -> None:
+        """A partitioned source's: the position of the record it emits next (`source_at`);
+        None after it, so that what else executes carries none."""
+        set_at = getattr(self._host, "set_at", None)
+        if set_at is not None:
+            set_at(at)
+
     def report_error(self, error: BaseException) -> None:
         if not isinstance(error, BatchReport):  # a transactional task's report, not an error
             self._stats.errors += 1  # every reported error counts (squall.metrics)

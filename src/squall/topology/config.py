@@ -324,6 +324,7 @@ def retry_settings(conf: Mapping[str, Any]) -> tuple[int | None, int, float, int
 
 
 SQUALL_WATERMARK_IDLE_TIMEOUT_MS = "squall.watermark.idle.timeout.ms"
+SQUALL_SOURCE_EVENT_TIME_FIELD = "squall.source.event.time.field"
 
 
 def idle_timeout_ms(conf: Mapping[str, Any]) -> int | None:

@@ -231,6 +231,10 @@ KEYS: dict[str, KeySpec] = {
     "squall.watermark.idle.timeout.ms": KeySpec(
         "an integer number of milliseconds >= 0 (unset: a partition never counts as idle)",
         integer(0, unset_ok=True)),
+    "squall.source.event.time.field": KeySpec(
+        "the name of a field of the source's stream holding the event time (ms since the "
+        "epoch); unset: the builder takes the downstream operators' timestamp field",
+        lambda v: v is None or (isinstance(v, str) and bool(v))),
 }
 
 # What each key of `KEYS` does, in one sentence (the configuration reference prints it beside
@@ -348,6 +352,9 @@ MEANINGS: dict[str, str] = {
     "squall.watermark.idle.timeout.ms":
         "How long a source partition may send nothing before the watermark stops waiting for "
         "it.",
+    "squall.source.event.time.field":
+        "The field of a partitioned source's records that holds their event time, which the "
+        "source's watermark is taken from and its tuples carry downstream.",
 }
 
 # Storm's topology keys (storm-client's Config) that squall accepts and ignores, so a config

@@ -52,10 +52,12 @@ class Tuple:
     and stream share lives in one `Origin`. The private slots hold the reliability bookkeeping:
     `_anchors` maps each root id to this tuple's edge id (None when untracked), `_ack_val`
     accumulates the edge ids of tuples anchored to it, `_state` says whether it was acked or
-    failed, and `_task` is the task it was delivered to.
+    failed, and `_task` is the task it was delivered to. `_at`, set only where a runner queues
+    the tuple, is the event-time position of the source record it derives from (the host's `at`,
+    squall.partition_watermarks); read it with `getattr(tup, "_at", None)`.
     """
 
-    __slots__ = ("_ack_val", "_anchors", "_origin", "_state", "_task", "values")
+    __slots__ = ("_ack_val", "_anchors", "_at", "_origin", "_state", "_task", "values")
 
     def __init__(
         self,

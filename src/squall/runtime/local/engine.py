@@ -103,9 +103,15 @@ class LocalEngine(Controls, Reporting):
         # Tuples received per task: every queued tuple gets executed, so this is "executed"
         # once the queue is drained, without a per-tuple counter in the execute path.
         self.received = received = [0] * (max(topology.task_ids) + 1)
+        # The event-time position of the source record what executes now derives from (set by
+        # partitioned sources, squall.partition_watermarks): a tuple executed as it is emitted
+        # runs inside its emitter's call, with its position; a queued one takes it along.
+        self.at: int | None = None
 
         def send_queued(task_id: int, tup: Tuple) -> None:
             received[task_id] += 1
+            if self.at is not None:
+                tup._at = self.at  # type: ignore[attr-defined]  # (`drain` restores it)
             append((executors[task_id], tup))
 
         def send_direct(task_id: int, tup: Tuple) -> None:
@@ -207,6 +213,9 @@ class LocalEngine(Controls, Reporting):
     # an outcome's `latency_ms` is then in microseconds (the spout tasks scale it).
     ledger_unit_ms = 0.001
     latency_sample_every = 16  # complete latencies in the histogram: one tree in 16
+
+    def set_at(self, at: int | None) -> None:
+        self.at = at
 
     def now_us(self) -> int:
         return self.clock.now_us()
@@ -377,10 +386,12 @@ class LocalEngine(Controls, Reporting):
                 while q:
                     execute, tup = pop()
                     n += 1
+                    self.at = getattr(tup, "_at", None)
                     execute(tup)
             except Exception as exc:
                 assert tup._task is not None  # a queued tuple has its target task
                 self._execute_error(tup._task, tup, exc)
+        self.at = None
         return n
 
     def _execute_error(self, task_id: int, tup: Tuple, exc: Exception) -> None:

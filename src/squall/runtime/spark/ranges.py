@@ -7,6 +7,13 @@ turns each range into an input partition; `read_range` runs on an executor: it r
 routes them with the spout task's own groupings and emits them anchored to the range's root, then
 acks the range with its edge XOR the records' edges. Edges come from a generator seeded by the root,
 so a batch that Spark replays after a crash produces the same rows.
+
+A source with an event-time field gives each record its position (squall.partition_watermarks):
+the largest event time of its partition before it. A range starts where the partition's last
+range ended, read in an earlier batch, whose executor left the partition's largest event time at
+that offset in a small file beside the plan (`positions_path`); the range's rows carry the
+positions in their packet headers, and its end tells the operators how far the partition is read.
+A range whose start is not on file (an old range replayed) carries none.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import os
 import pickle
 import random
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,9 +36,10 @@ from squall.components.partitioned_source import (
     PartitionedSource,
     Range,
     RecordRange,
+    event_time_index,
 )
 from squall.errors import EmitError
-from squall.partition_watermarks import FROM, PARTITIONS_STREAM
+from squall.partition_watermarks import AT, FROM, PARTITIONS_STREAM, SourcePositions
 from squall.reliability.acker import plain_root, range_root, record_index, record_root
 from squall.runtime.gc_pause import gc_paused
 from squall.runtime.spark import row_schema
@@ -193,6 +202,36 @@ def read_range(part: RangePartition | RecordRangeGroup) -> Iterator[pa.RecordBat
             yield from _read_range(part)
 
 
+POSITIONS_KEPT = 16  # ends remembered per partition: enough for the ranges still replayable
+
+
+def positions_path(run_dir: str, component: str, partition: Any) -> str:
+    name = zlib.crc32(repr(partition).encode()) & 0xFFFFFFFF
+    return os.path.join(run_dir, "positions", component, f"{name:08x}.pkl")
+
+
+def _read_positions(path: str, partition: Any) -> dict[str, int | None] | None:
+    """The partition's largest event time at the ends of its last ranges (None: no file yet,
+    nothing read before)."""
+    try:
+        with open(path, "rb") as f:
+            kept = pickle.load(f)
+    except FileNotFoundError:
+        return None
+    return kept.get(repr(partition), {})
+
+
+def _write_positions(path: str, partition: Any, kept: dict[str, int | None]) -> None:
+    try:
+        with open(path, "rb") as f:
+            every = pickle.load(f)
+    except FileNotFoundError:
+        every = {}
+    every[repr(partition)] = dict(list(kept.items())[-POSITIONS_KEPT:])
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    write_atomic(path, pickle.dumps(every))
+
+
 def _read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
     plan, keys = _plan(part.run_dir)
     host = _RangeHost(keys, part.ts, part.seq)
@@ -212,11 +251,26 @@ def _read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
     streams: dict[str, int] = {}
     ack_val = 0
     events = task.routes.get(PARTITIONS_STREAM)
+    partition = part.range.partition
     if events is not None:
         # The operators' partition watermarks: this range's records come from its partition.
-        control = [FROM, [part.range.partition]]
+        control = [FROM, [partition]]
         for t in events.choose(control):
             host.send(t, _RuntimeTuple(control, events.origin, None, t))
+    index_ts = None if events is None else event_time_index(
+        source, {**plan["conf"], **plan["topology"].components[task.component_id].conf})
+    positions: SourcePositions | None = None
+    kept: dict[str, int | None] | None = None
+    path = ""
+    if index_ts is not None:
+        path = positions_path(part.run_dir, task.component_id, partition)
+        kept = _read_positions(path, partition)
+        start = repr(part.range.start)
+        if kept is None or start in kept:
+            known = None if kept is None else kept[start]
+            positions = SourcePositions(
+                index_ts, {} if known is None else {partition: known})
+    set_at = host.packets.set_at
     try:
         for index, (offset, values) in enumerate(source.read(*part.range)):
             records = index + 1
@@ -225,6 +279,9 @@ def _read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
                 host.report_error(task.component_id, task.task_id, values, stream)
                 stream = MALFORMED
                 values = [part.range.partition, offset, values.record, str(values)]
+                set_at(None)
+            elif positions is not None:
+                set_at(positions.position(partition, values))
             try:
                 route = check(stream, values, direct=False)
             except EmitError as exc:
@@ -258,6 +315,20 @@ def _read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
             host.rows.append(row_schema.messages_row(failed, host.ts))
         yield host.rows.to_batch()
         return
+    set_at(None)
+    if positions is not None:
+        # How far the partition is read: for the operators (applied at their batch end) and
+        # for the range that starts here, in a later batch (a range read again, replayed or
+        # retried by Spark, finds its end on file already and leaves the file alone).
+        assert events is not None  # positions only where operators listen
+        reached = positions.max_ts.get(partition)
+        if reached is not None:
+            told: list[Any] = [AT, [[partition, reached]]]
+            for t in events.choose(told):
+                host.send(t, _RuntimeTuple(told, events.origin, None, t))
+        end = repr(part.range.end)
+        if kept is None or end not in kept:
+            _write_positions(path, partition, {**(kept or {}), end: reached})
     if part.root is not None and part.edge is not None:  # tracking: a root comes with its edge
         host.rows.append(row_schema.messages_row(
             [(row_schema.ACK, -1, part.root, part.edge ^ ack_val),

@@ -182,14 +182,16 @@ def decode_report(blob: bytes) -> BatchReport:
 class Packets:
     """Tuples being emitted by one host, grouped by (source task, target task).
 
-    A pair's items are, in emission order: a header `(stream, ts, None)` whenever the stream or
-    the processing time of what follows changes, then one item per tuple: its values (a plain
-    list) when unanchored, `(values, anchors)` when anchored. Stream and time are thus stored
+    A pair's items are, in emission order: a header `(stream, ts, at)` whenever the stream, the
+    processing time or the event-time position (`at`, squall.partition_watermarks; None when
+    unknown) of what follows changes, then one item per tuple: its values (a plain list) when
+    unanchored, `(values, anchors)` when anchored. Stream, time and position are thus stored
     once per run of tuples instead of once per tuple, and an unanchored emit appends its values
     list and nothing else: the hot path of every stage.
 
-    Hosts keep `now` here (`set_now`) and append through `open`: `(origin, target) -> items` for
-    the pairs whose current header is the origin's stream at `now` (`channel` opens one).
+    Hosts keep `now` and `at` here (`set_now`, `set_at`) and append through `open`:
+    `(origin, target) -> items` for the pairs whose current header is the origin's stream at
+    `now` and `at` (`channel` opens one).
 
     >>> class O: task, stream = 1, "default"
     >>> p = Packets({2: 70}, iter(range(5, 100)).__next__)
@@ -199,15 +201,16 @@ class Packets:
     [(True, 2, 70, 1, [('default', 9, None), ['cow'], ['moo']], 9, 5)]
     """
 
-    __slots__ = ("_next_seq", "heads", "keys", "now", "open", "pairs", "seqs")
+    __slots__ = ("_next_seq", "at", "heads", "keys", "now", "open", "pairs", "seqs")
 
     def __init__(self, keys: dict[int, int], next_seq: Any) -> None:
         self.pairs: dict[tuple[int, int], list] = {}
         self.keys = keys
         self.seqs: dict[tuple[int, int], int] = {}  # pair -> seq of its packet (row order)
-        self.heads: dict[tuple[int, int], tuple] = {}  # pair -> (stream, ts, origin) in force
+        self.heads: dict[tuple[int, int], tuple] = {}  # pair -> (stream, ts, origin, at)
         self.open: dict[tuple[Any, int], list] = {}
         self.now = 0
+        self.at: int | None = None
         self._next_seq = next_seq
 
     def __len__(self) -> int:
@@ -218,6 +221,11 @@ class Packets:
             self.now = now
             self.open.clear()  # every pair needs a header with the new time first
 
+    def set_at(self, at: int | None) -> None:
+        if at != self.at:
+            self.at = at
+            self.open.clear()  # every pair needs a header with the new position first
+
     def channel(self, origin: Any, dst: int) -> list:
         """The items of pair (origin's task, dst), its header made origin's stream at `now`."""
         pair = (origin.task, dst)
@@ -226,12 +234,12 @@ class Packets:
             items = self.pairs[pair] = []
             self.seqs[pair] = self._next_seq()
         head = self.heads.get(pair)
-        stream, now = origin.stream, self.now
-        if head is None or head[0] != stream or head[1] != now:
-            items.append((stream, now, None))
+        stream, now, at = origin.stream, self.now, self.at
+        if head is None or head[0] != stream or head[1] != now or head[3] != at:
+            items.append((stream, now, at))
         if head is not None:
             self.open.pop((head[2], dst), None)  # one origin at a time appends to a pair
-        self.heads[pair] = (stream, now, origin)
+        self.heads[pair] = (stream, now, origin, at)
         self.open[(origin, dst)] = items
         return items
 

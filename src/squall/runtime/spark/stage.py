@@ -87,6 +87,9 @@ class StageHost:
         }
         self.packets = row_schema.Packets(self._key_of, self.next_seq)
         self.send = self.packets.send  # the Host's send: tuples go into packets
+        # The event-time position of what executes now (a packet header's, see `Packets`), which
+        # what it emits carries on (squall.partition_watermarks).
+        self.at: int | None = None
 
     def next_seq(self) -> int:
         self.seq += 1
@@ -97,6 +100,12 @@ class StageHost:
         if now != self.now:
             self.now = now
             self.packets.set_now(now)
+
+    def set_at(self, at: int | None) -> None:
+        """The event-time position of the tuples executed next (and so of what they emit)."""
+        if at != self.at:
+            self.at = at
+            self.packets.set_at(at)
 
     def ack_init(self, root: int, xor: int, spout_task: int) -> None:
         raise RuntimeError("bolts do not start tuple trees")
@@ -212,6 +221,7 @@ def _run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
                 if kinds[k] == row_schema.PACKET:
                     executed += _run_packet(task, topology, host, src, blobs[k], origins)
                     continue
+                host.set_at(None)  # a spout's row: no position
                 if src == END_OF_INPUT_SRC:  # sorts after the task's tuples of this batch
                     host.set_now(tss[k])
                     task.end_of_input()
@@ -228,6 +238,7 @@ def _run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
                     execute(tup)
                 else:  # timed now and then (squall.task.stats.ExecuteTimes)
                     task.times.timed(execute, tup)
+            host.set_at(None)  # what a batch end emits derives from no one record
             try:
                 task.end_batch(plan.batch_id)
             except BatchRetryError as exc:
@@ -280,12 +291,13 @@ def _run_packet(task: BoltTask, topology: Topology, host: StageHost, src: int, b
             tup = _RuntimeTuple(item, origin, None, task_id)
         elif len(item) == 2:
             tup = _RuntimeTuple(item[0], origin, item[1], task_id)
-        else:  # a header: stream and processing time of the tuples that follow
+        else:  # a header: stream, processing time and position of the tuples that follow
             stream = item[0]
             origin = origins.get((src, stream))
             if origin is None:
                 origin = origins[(src, stream)] = _origin(topology, src, stream)
             host.set_now(item[1])
+            host.set_at(item[2])
             continue
         n += 1
         if n % SAMPLE_EVERY == 1:  # timed now and then (squall.task.stats.ExecuteTimes)

@@ -18,15 +18,18 @@ from squall.components.context import TopologyContext
 from squall.components.operators import WATERMARK_STREAM
 from squall.partition_watermarks import PARTITIONS_STREAM
 from squall.protocols import OutputCollectorLike
+from squall.topology.config import SQUALL_SOURCE_EVENT_TIME_FIELD
 from squall.topology.tuple import TICK_STREAM, Tuple
 
 
 def source_partition_tasks(context: TopologyContext, n_inputs: int = 1,
                            input_of: Callable[[str], int] = lambda component: 0,
+                           carried: list[bool] | None = None,
                            ) -> list[dict[int, str] | None]:
     """Per input, the upstream source tasks (and their components) whose partition events the
-    component reads, when everything the input reads comes from such sources; else None (a
-    plain bolt in between does not pass partitions on, so the input keeps its own rule)."""
+    component reads, when everything the input reads comes from such sources, directly or, for
+    an input whose sources carry positions (`carried_inputs`), through bolts; else None (the
+    input keeps its own rule)."""
     tasks: list[dict[int, str]] = [{} for _ in range(n_inputs)]
     data: list[set[str]] = [set() for _ in range(n_inputs)]
     for cid, stream in context.this_sources:
@@ -35,7 +38,23 @@ def source_partition_tasks(context: TopologyContext, n_inputs: int = 1,
             tasks[i].update((t, cid) for t in context.component_tasks(cid))
         elif stream not in (TICK_STREAM, WATERMARK_STREAM):
             data[i].add(cid)
-    return [t if t and data[i] <= set(t.values()) else None for i, t in enumerate(tasks)]
+    return [t if t and (data[i] <= set(t.values()) or (carried is not None and carried[i]))
+            else None for i, t in enumerate(tasks)]
+
+
+def carried_inputs(context: TopologyContext, n_inputs: int = 1,
+                   input_of: Callable[[str], int] = lambda component: 0) -> list[bool]:
+    """Per input, whether its partitioned sources all carry positions with their records (each
+    has `squall.source.event.time.field`, which the builder sets; squall.partition_watermarks).
+    """
+    sources: list[list[str]] = [[] for _ in range(n_inputs)]
+    for cid, stream in context.this_sources:
+        if stream == PARTITIONS_STREAM:
+            sources[input_of(cid)].append(cid)
+    components = context.topology.components
+    return [bool(cids) and all(
+        components[c].conf.get(SQUALL_SOURCE_EVENT_TIME_FIELD) is not None for c in cids)
+        for cids in sources]
 
 
 class CountedLog:

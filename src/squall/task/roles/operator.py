@@ -18,6 +18,7 @@ docs/design/windowed-operators.md.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import pickle
 from collections.abc import Mapping
@@ -41,7 +42,13 @@ from squall.protocols import OutputCollectorLike
 from squall.reliability.retries import DEAD_LETTER, DEAD_LETTER_FIELDS
 from squall.state.base import KeyValueState
 from squall.task.collectors import OutputCollector
-from squall.task.roles.base import InvalidLog, LateLog, WindowRole, source_partition_tasks
+from squall.task.roles.base import (
+    InvalidLog,
+    LateLog,
+    WindowRole,
+    carried_inputs,
+    source_partition_tasks,
+)
 from squall.task.snapshot import SnapshotFormatError
 from squall.timestamps import valid_timestamp
 from squall.topology.config import Config, retry_settings
@@ -58,7 +65,7 @@ _MOVED = ACCEPTED | WATERMARK_MOVED
 # first tuple). The collectors among them pickle as references to the restoring task's.
 _SAVED = (
     "_out", "_bulk", "_inputs", "_n_inputs", "_sources", "_partition_tasks", "_dead_letters",
-    "_holding", "_sends_wm",
+    "_holding", "_sends_wm", "_carried", "_behind", "_behind_seq",
     "_fast", "_late_log", "_invalid_log",
     "_keyed", "_late_records", "_error_records",
     "engine", "watermarks", "_pending_wm", "late_tuples", "window_errors",
@@ -95,8 +102,11 @@ class OperatorRole(WindowRole):
                 sources[i].update(context.component_tasks(cid))
         self._inputs = inputs
         self._sources = [frozenset(s) for s in sources]
-        # Inputs read from partitioned sources take their watermark per source partition.
-        self._partition_tasks = source_partition_tasks(context, n_inputs, op.input_of)
+        # Inputs read from partitioned sources take their watermark per source partition; where
+        # the sources carry positions, also through bolts (squall.partition_watermarks).
+        self._carried = carried_inputs(context, n_inputs, op.input_of)
+        self._partition_tasks = source_partition_tasks(context, n_inputs, op.input_of,
+                                                       self._carried)
         # ... and hear of the records those sources dead-letter (the builder subscribes them).
         self._dead_letters = frozenset(
             cid for (cid, stream) in context.this_sources if stream == PARTITIONS_STREAM)
@@ -135,6 +145,9 @@ class OperatorRole(WindowRole):
         # of one upstream stream share it): an identity check instead of three name lookups.
         self._fast_fields: Fields | None = None
         self._fast_index = (0, 0, 0)
+        # The position the host carries for the tuple executing (squall.partition_watermarks).
+        collector = getattr(self._out, "_out", self._out)
+        self._source_at = getattr(collector, "source_at", None)
 
     def _fresh(self, store: StateWindowStore | None = None,
                sessions: StateSessions | None = None) -> None:
@@ -149,6 +162,12 @@ class OperatorRole(WindowRole):
         self._pending_wm: int | None = None
         self.late_tuples = 0
         self.window_errors = 0
+        # Tuples behind their own partition's watermark for a window that has not had its
+        # on-time pane here yet: applied when the operator's watermark reaches their position
+        # (`_release`), so they land in the panes they would have had in source order.
+        # (position, arrival number, key, ts, value, window, second) in a heap.
+        self._behind: list[tuple[Any, ...]] = []
+        self._behind_seq = 0
 
     def saved(self) -> dict[str, Any]:
         """The engine (in memory: its panes; stateful: what it loaded, the state is referenced),
@@ -168,6 +187,9 @@ class OperatorRole(WindowRole):
         saved.setdefault("_invalid_log", InvalidLog(log, saved["_late_log"].component))
         saved.setdefault("_dead_letters", frozenset())  # (written before holds existed)
         saved.setdefault("_holding", frozenset())
+        saved.setdefault("_carried", [False] * saved["_n_inputs"])  # (written before positions)
+        saved.setdefault("_behind", [])
+        saved.setdefault("_behind_seq", 0)
         for name in _SAVED:
             setattr(self, name, saved[name])
         self._reset_fast_cache()
@@ -193,6 +215,7 @@ class OperatorRole(WindowRole):
             self.watermarks = progress["watermarks"]
             self._pending_wm = progress["pending_wm"]
             self.late_tuples, self.window_errors = progress["counts"]
+            self._behind, self._behind_seq = progress.get("behind", ([], 0))
 
     def pre_prepare(self, txid: int) -> None:
         """Before the state prepares `txid`: write what changed since the last prepare."""
@@ -206,7 +229,8 @@ class OperatorRole(WindowRole):
         state.put(META_KEY, pickle.dumps({
             "engine": self.engine.progress(), "chunks": store.chunks,
             "watermarks": self.watermarks, "pending_wm": self._pending_wm,
-            "counts": (self.late_tuples, self.window_errors)}, protocol=pickle.HIGHEST_PROTOCOL))
+            "counts": (self.late_tuples, self.window_errors),
+            "behind": (self._behind, self._behind_seq)}, protocol=pickle.HIGHEST_PROTOCOL))
 
     def pre_commit(self, txid: int) -> None:
         """Nothing to do: the state commits what `pre_prepare` wrote."""
@@ -320,14 +344,33 @@ class OperatorRole(WindowRole):
         engine = self.engine
         task = tup._origin.task
         held = parts.held(task, tup.values) if parts.holds else None
-        # A replay of a tuple that failed here is judged as its first attempt was.
-        before = parts.before(task) if held is None else held
+        carried = self._carried[i]
+        before: int | None
+        if held is not None:
+            # A replay of a tuple that failed here is judged as its first attempt was.
+            before = held
+        elif carried:
+            # Its position came with it: its partition's watermark just before its record.
+            at = self._source_at() if self._source_at is not None else None
+            before = None if at is None else at - parts.delay
+        else:
+            before = parts.before(task)
         try:
             if before is None or before <= engine.watermark:
                 # Judged against the operator's watermark: the partition's is not known yet, or
                 # is behind it (a partition that was idle woke up late).
                 before = None
                 accepted = engine.process(key, ts, value, now_ms, i == 1, window)
+            elif carried and engine.behind_unfired(ts, window, before):
+                # Late for a window whose on-time pane is still to come here: it waits for the
+                # watermark to reach its position, unless the lateness rule drops it now.
+                accepted = not engine.drops_at(ts, window, before)
+                if accepted:
+                    self._behind_seq += 1
+                    heapq.heappush(self._behind, (before, self._behind_seq, key, ts, value,
+                                                  window, i == 1))
+                else:
+                    engine.dropped += 1
             else:
                 accepted = engine.process_at(key, ts, value, now_ms, i == 1, window, before)
         except Exception:
@@ -341,9 +384,19 @@ class OperatorRole(WindowRole):
             self._flush()
         if held is not None and parts.release(task, tup.values) is not None:
             self._refresh(now_ms)
-        if parts.observe(task, ts) is not None:
+        if not carried and parts.observe(task, ts) is not None:
             self._refresh(now_ms)
         self._out.ack(tup)
+
+    def _apply_positions(self, now_ms: int) -> None:
+        """The batch end of an input whose sources carry positions: the partitions' progress
+        the `at` events told moves the watermark, now that everything read before it arrived."""
+        moved = False
+        for i, parts in enumerate(self.watermarks.partitioned):
+            if parts is not None and self._carried[i] and parts.apply() is not None:
+                moved = True
+        if moved:
+            self._refresh(now_ms)
 
     def _refresh(self, now_ms: int) -> None:
         """An input's partition watermarks moved: so may the operator's."""
@@ -351,8 +404,21 @@ class OperatorRole(WindowRole):
         if w is not None:
             self._advance(w, now_ms)
 
+    def _release(self, limit: int | None, now_ms: int) -> None:
+        """The tuples waiting behind the watermark (`_behind`) up to position `limit` (None:
+        all), each applied with the engine's watermark at its position: the windows it is
+        late for have had their on-time panes, the others not."""
+        engine = self.engine
+        behind = self._behind
+        while behind and (limit is None or behind[0][0] <= limit):
+            before, _n, key, ts, value, window, second = heapq.heappop(behind)
+            engine.advance(before, now_ms)
+            engine.process_at(key, ts, value, now_ms, second, window, before)
+
     def _advance(self, w: int, now_ms: int) -> None:
         engine = self.engine
+        if self._behind:
+            self._release(w, now_ms)
         engine.advance(w, now_ms)
         if engine.out:
             self._flush()
@@ -389,6 +455,7 @@ class OperatorRole(WindowRole):
         if self._stale:
             self._load()
         engine = self.engine
+        self._apply_positions(now_ms)
         fixed = getattr(self.instance, "processing_time_watermark_ms", None)
         # Apex's processing-time watermark generator: applied at the batch end, before the time
         # triggers, if it is above the watermark the inputs give.
@@ -404,6 +471,9 @@ class OperatorRole(WindowRole):
         if self._stale:
             self._load()
         engine = self.engine
+        self._apply_positions(now_ms)
+        if self._behind:
+            self._release(None, now_ms)
         engine.end_of_input(now_ms)
         if engine.out:
             self._flush()
