@@ -561,27 +561,40 @@ def partitioned_inputs(draw):
     return parts
 
 
-def expected_panes(parts):
-    """Each record late against its own partition (Apex's rule), the rest counted per (key,
-    window), every pane on time: computed here directly."""
-    late, counts = set(), {}
+def expected_panes(parts, beam_rule=False):
+    """The panes and dropped records, computed here directly in each partition's own order.
+
+    A record is judged against its partition's watermark before it (the largest timestamp
+    before it less the delay): dropped when more than the allowed lateness behind it (Apex's
+    rule) or, with `beam_rule`, when its window has expired too; a record kept whose window has
+    ended below that watermark is a LATE pane of its own (discarding, a late firing per
+    record); the rest are counted in their window's ON_TIME pane."""
+    late, counts, late_panes = set(), {}, []
     for rows in parts:
         newest = None
         for key, ts, name in rows:
-            if newest is not None and ts < newest - DELAY - LATENESS:
+            w = ts - ts % WINDOW
+            mark = None if newest is None else newest - DELAY
+            if mark is not None and ts < mark - LATENESS and (
+                    not beam_rule or w + WINDOW <= mark - LATENESS):
                 late.add(name)
                 continue
             newest = ts if newest is None else max(newest, ts)
-            w = ts - ts % WINDOW
+            if mark is not None and w + WINDOW <= mark:
+                late_panes.append((key, w, w + WINDOW, 1, "LATE"))
+                continue
             counts[(key, w)] = counts.get((key, w), 0) + 1
-    return sorted((k, w, w + WINDOW, n, "ON_TIME") for (k, w), n in counts.items()), late
+    on_time = [(k, w, w + WINDOW, n, "ON_TIME") for (k, w), n in counts.items()]
+    return sorted(on_time + late_panes), late
 
 
-def partitioned_topology(parts, spout_parallelism, chain=(), operator_parallelism=1):
+def partitioned_topology(parts, spout_parallelism, chain=(), operator_parallelism=1,
+                         beam_rule=False):
     """`chain`: pass-through bolts between source and operator, each `(parallelism,
-    grouping)` with grouping "shuffle", "fields" (by key) or "local_or_shuffle"."""
+    grouping)` with grouping "shuffle", "fields" (by key) or "local_or_shuffle". A late firing
+    per late record; Apex's lateness rule, or Beam's with `beam_rule`."""
     from squall.connectors import MemorySource
-    from squall.windows import LatenessRule, TimeWindows
+    from squall.windows import AfterCount, AfterWatermark, LatenessRule, TimeWindows
 
     fields = ["key", "ts", "name"]
     b = TopologyBuilder()
@@ -598,9 +611,11 @@ def partitioned_topology(parts, spout_parallelism, chain=(), operator_parallelis
     b.set_bolt("count", KeyedWindowedOperator(
         accumulation=accumulations.Count(), window=TimeWindows(Duration(WINDOW)),
         allowed_lateness=Duration(LATENESS), watermark_delay=Duration(DELAY),
-        lateness_rule=LatenessRule.BEHIND_WATERMARK, timestamp_field="ts", key_field="key",
-        value_field="name", late_stream="late"), operator_parallelism).fields_grouping(
-            upstream, ["key"])
+        trigger=AfterWatermark(late=AfterCount(1)),
+        lateness_rule=(LatenessRule.WINDOW_EXPIRED if beam_rule
+                       else LatenessRule.BEHIND_WATERMARK),
+        timestamp_field="ts", key_field="key", value_field="name", late_stream="late"),
+        operator_parallelism).fields_grouping(upstream, ["key"])
     return b.create_topology()
 
 
@@ -615,7 +630,8 @@ def test_panes_do_not_depend_on_runner_cut_or_parallelism(runner, runner_conf):
     (its cut is its own), three of a fixed seed on each Spark cut (one shared session), each
     with partitions out of step and very late records, read directly or through zero to two
     pass-through bolts (parallelism 1-3; shuffle, fields or local-or-shuffle grouping), by an
-    operator of parallelism 1-3."""
+    operator of parallelism 1-3, under Apex's or Beam's lateness rule (Beam's keeps some very
+    late records as LATE panes, which must come after their window's ON_TIME pane)."""
     local = runner == "local"
     # On Spark, inputs worth a run: partitions out of step and very late records.
     inputs = partitioned_inputs() if local else partitioned_inputs().filter(
@@ -625,11 +641,12 @@ def test_panes_do_not_depend_on_runner_cut_or_parallelism(runner, runner_conf):
     @settings(max_examples=40 if local else 3, deadline=None, derandomize=local,
               database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(parts=inputs, spout_parallelism=st.integers(1, 2), chain=CHAINS,
-           operator_parallelism=st.integers(1, 3))
-    def check(parts, spout_parallelism, chain, operator_parallelism):
-        topology = partitioned_topology(parts, spout_parallelism, chain, operator_parallelism)
+           operator_parallelism=st.integers(1, 3), beam_rule=st.booleans())
+    def check(parts, spout_parallelism, chain, operator_parallelism, beam_rule):
+        topology = partitioned_topology(parts, spout_parallelism, chain, operator_parallelism,
+                                        beam_rule)
         result = complete_topology(topology, {**CONF, **runner_conf}, runner=runner)
-        panes, late = expected_panes(parts)
+        panes, late = expected_panes(parts, beam_rule)
         assert not result.errors
         assert sorted(tuple(p[:5]) for p in result.tuples("count")) == panes
         assert {row[2] for row in result.tuples("count", "late")} == late
