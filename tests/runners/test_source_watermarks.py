@@ -589,33 +589,41 @@ def expected_panes(parts, beam_rule=False):
 
 
 def partitioned_topology(parts, spout_parallelism, chain=(), operator_parallelism=1,
-                         beam_rule=False):
+                         beam_rule=False, two_sources=False):
     """`chain`: pass-through bolts between source and operator, each `(parallelism,
     grouping)` with grouping "shuffle", "fields" (by key) or "local_or_shuffle". A late firing
-    per late record; Apex's lateness rule, or Beam's with `beam_rule`."""
+    per late record; Apex's lateness rule, or Beam's with `beam_rule`. `two_sources`: the first
+    partition read by one source component, the others by another, both into the first bolt
+    (or the operator)."""
     from squall.connectors import MemorySource
     from squall.windows import AfterCount, AfterWatermark, LatenessRule, TimeWindows
 
     fields = ["key", "ts", "name"]
     b = TopologyBuilder()
-    b.set_spout("events", MemorySource(parts, Fields(*fields), records_per_range=3),
-                spout_parallelism)
-    upstream = "events"
+    split = [parts[:1], parts[1:]] if two_sources and len(parts) > 1 else [parts]
+    upstreams = [f"events{n}" for n in range(len(split))]
+    for name, some in zip(upstreams, split, strict=True):
+        b.set_spout(name, MemorySource(some, Fields(*fields), records_per_range=3),
+                    spout_parallelism)
+
+    def subscribe(declarer, grouping):
+        for upstream in upstreams:
+            if grouping == "fields":
+                declarer.fields_grouping(upstream, ["key"])
+            else:
+                getattr(declarer, f"{grouping}_grouping")(upstream)
+
     for n, (parallelism, grouping) in enumerate(chain):
-        declarer = b.set_bolt(f"bolt{n}", Forward(fields), parallelism)
-        if grouping == "fields":
-            declarer.fields_grouping(upstream, ["key"])
-        else:
-            getattr(declarer, f"{grouping}_grouping")(upstream)
-        upstream = f"bolt{n}"
-    b.set_bolt("count", KeyedWindowedOperator(
+        subscribe(b.set_bolt(f"bolt{n}", Forward(fields), parallelism), grouping)
+        upstreams = [f"bolt{n}"]
+    subscribe(b.set_bolt("count", KeyedWindowedOperator(
         accumulation=accumulations.Count(), window=TimeWindows(Duration(WINDOW)),
         allowed_lateness=Duration(LATENESS), watermark_delay=Duration(DELAY),
         trigger=AfterWatermark(late=AfterCount(1)),
         lateness_rule=(LatenessRule.WINDOW_EXPIRED if beam_rule
                        else LatenessRule.BEHIND_WATERMARK),
         timestamp_field="ts", key_field="key", value_field="name", late_stream="late"),
-        operator_parallelism).fields_grouping(upstream, ["key"])
+        operator_parallelism), "fields")
     return b.create_topology()
 
 
@@ -626,25 +634,27 @@ CHAINS = st.lists(st.tuples(st.integers(1, 3),
 
 @pytest.mark.runners("local", "spark", "spark-1tuple", "spark-1batch")
 def test_panes_do_not_depend_on_runner_cut_or_parallelism(runner, runner_conf):
-    """Against the panes and late records computed directly: 40 examples on the local runner
+    """Against the panes and late records computed directly: 80 examples on the local runner
     (its cut is its own), three of a fixed seed on each Spark cut (one shared session), each
     with partitions out of step and very late records, read directly or through zero to two
     pass-through bolts (parallelism 1-3; shuffle, fields or local-or-shuffle grouping), by an
     operator of parallelism 1-3, under Apex's or Beam's lateness rule (Beam's keeps some very
-    late records as LATE panes, which must come after their window's ON_TIME pane)."""
+    late records as LATE panes, which must come after their window's ON_TIME pane), from one
+    source component or two."""
     local = runner == "local"
     # On Spark, inputs worth a run: partitions out of step and very late records.
     inputs = partitioned_inputs() if local else partitioned_inputs().filter(
         lambda parts: len(parts) > 1 and bool(expected_panes(parts)[1]))
 
     @hypothesis_seed(49)
-    @settings(max_examples=40 if local else 3, deadline=None, derandomize=local,
+    @settings(max_examples=80 if local else 3, deadline=None, derandomize=local,
               database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(parts=inputs, spout_parallelism=st.integers(1, 2), chain=CHAINS,
-           operator_parallelism=st.integers(1, 3), beam_rule=st.booleans())
-    def check(parts, spout_parallelism, chain, operator_parallelism, beam_rule):
+           operator_parallelism=st.integers(1, 3), beam_rule=st.booleans(),
+           two_sources=st.booleans())
+    def check(parts, spout_parallelism, chain, operator_parallelism, beam_rule, two_sources):
         topology = partitioned_topology(parts, spout_parallelism, chain, operator_parallelism,
-                                        beam_rule)
+                                        beam_rule, two_sources)
         result = complete_topology(topology, {**CONF, **runner_conf}, runner=runner)
         panes, late = expected_panes(parts, beam_rule)
         assert not result.errors
