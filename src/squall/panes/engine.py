@@ -9,9 +9,11 @@ on_time_index, timestamp)`: the pane, then its pane info (`squall.panes.pane_inf
 
 Triggers: Apex's `TriggerOption` (its rules inlined: the operators' hot path) or a trigger of
 Beam's model (`squall.panes.beam_triggers`), run over a per-(key, window) state context. Each
-model is a trigger driver (`ApexTriggerDriver`, `GeneralTriggerDriver`), which the engine chooses
-once, when it is built or restored (`create_trigger_driver`, as Beam's), and calls where a pane
-may fire: the window bookkeeping, lateness, sessions and the panes themselves are the engine's.
+model is a trigger driver (`squall.panes.trigger_drivers`), which the engine chooses once, when
+it is built or restored, and calls where a pane may fire: the window bookkeeping, lateness,
+sessions and the panes themselves are the engine's. A driver sees the engine through
+`trigger_drivers.PaneHost` (`accumulate`, `fire`, `fire_on_time`, `windows_by_end` and a
+few attributes), never through its private fields.
 
 Rules (docs/design/windowed-operators.md has the reasons):
 - a tuple is dropped as too late (`dropped` counts it) by the `lateness_rule`: with Apex's
@@ -63,21 +65,10 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from abc import ABC, abstractmethod
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
-from squall.panes.beam_triggers import (
-    BATCH_END,
-    BEFORE_ELEMENT,
-    ELEMENT,
-    WATERMARK,
-    Node,
-    Trigger,
-    TriggerContext,
-    compile_trigger,
-    new_state,
-)
+from squall.panes.beam_triggers import Node, Trigger, compile_trigger
 
 # Re-exported: its home was this module, and operator snapshots written then name it here.
 from squall.panes.input_watermarks import InputWatermarks as InputWatermarks
@@ -89,6 +80,14 @@ from squall.panes.pane_info import (
     LatenessRule,
     OnTimeBehavior,
     TimestampCombiner,
+)
+from squall.panes.trigger_drivers import (
+    HI,
+    LO,
+    NONSPEC,
+    PaneRecord,
+    TriggerDriver,
+    create_trigger_driver,
 )
 from squall.panes.triggers import AccumulationMode, TriggerOption
 from squall.panes.windowing import Windowing
@@ -113,19 +112,14 @@ WATERMARK_MOVED = 2
 WATERMARK_DUE = 4
 
 
-# The slots of `PaneState.ext`: the smallest and largest timestamp since the last pane (for
-# TimestampCombiner), the next on-time (non-speculative) index and the trigger state (Beam
-# triggers only).
-LO, HI, NONSPEC, TRIG = 0, 1, 2, 3
-
-
 class PaneState:
     """The state of one (key, window): plain data, so it pickles into snapshots.
 
     `late` is False until the watermark reaches the window end (or the window is created behind
     it); then it is 1 + the pane index at that moment (True, which counts as 1, for a window
     created late), so that a later pane's on-time index is `index - late + 1` (Apex triggers).
-    `ext` is None or `[lo, hi, nonspec, trigger state]` (the slots LO, HI, NONSPEC, TRIG).
+    `ext` is None or `[lo, hi, nonspec, trigger state]` (the slots LO, HI, NONSPEC, TRIG of
+    `squall.panes.trigger_drivers`).
     """
 
     __slots__ = ("acc", "count", "ext", "fired_ms", "index", "last", "late", "updated")
@@ -252,7 +246,7 @@ class WindowedEngine:
         self._keep_last = self._retracting or self._only_updated
         self._on_time_always = self.on_time_behavior is OnTimeBehavior.FIRE_ALWAYS
         self._closing_always = self.closing_behavior is ClosingBehavior.FIRE_ALWAYS
-        self._track_ts = self.timestamp_combiner is not TimestampCombiner.OUTPUT_AT_EOW
+        self.track_ts = self.timestamp_combiner is not TimestampCombiner.OUTPUT_AT_EOW
         self._earliest = self.timestamp_combiner is TimestampCombiner.OUTPUT_AT_EARLIEST
         self._slide = window.slide_ms if isinstance(window, TimeWindows) else 0
         self._default = self.accumulation.default_accumulated_value
@@ -261,7 +255,8 @@ class WindowedEngine:
         self._window_rule = self.lateness_rule is LatenessRule.WINDOW_EXPIRED
         self._final = False  # panes fired now are the last of their (key, window)
         self._finals: set[tuple[Any, Window]] = set()  # ... and had one (closing FIRE_ALWAYS)
-        driver = self._driver = create_trigger_driver(self)
+        driver: TriggerDriver = create_trigger_driver(self.trigger, self._root, self._merging)
+        self._driver = driver
         # A pane with nothing new since the previous one: Apex repeats it in accumulating modes
         # (time triggers); Beam triggers and discarding panes skip it. On-time and final panes
         # follow the on-time and closing behaviours.
@@ -281,7 +276,7 @@ class WindowedEngine:
                           "_window_rule", "_nonspec_kept",
                           "_merging", "_discarding", "_retracting", "_only_updated",
                           "_keep_last", "_skip_empty", "_on_time_always", "_closing_always",
-                          "_track_ts", "_earliest", "_final", "_finals",
+                          "track_ts", "_earliest", "_final", "_finals",
                           "_early_count", "_late_count"))
 
     def __getstate__(self) -> dict[str, Any]:
@@ -352,7 +347,7 @@ class WindowedEngine:
             last = ts - ts % slide
             start = last - fixed + slide  # the earliest window: by end, as `assign`
             windows = self.windows
-            track = self._track_ts
+            track = self.track_ts
             while True:  # (not a loop over a range: for one tumbling window that costs more)
                 w = (start, start + fixed)
                 keys = windows.get(w)
@@ -366,11 +361,11 @@ class WindowedEngine:
                 st.updated = True
                 st.count += 1
                 if track:
-                    self._track(st, ts)
+                    self.track(st, ts)
                 if self._counting:
                     n = self._late_count if st.late else self._early_count
                     if n is not None and st.count >= n:
-                        self._fire(key, w, st, LATE if st.late else EARLY)
+                        self.fire(key, w, st, LATE if st.late else EARLY)
                 if start == last:
                     break
                 start += slide
@@ -506,10 +501,28 @@ class WindowedEngine:
         driver = self._driver
         st = keys.get(key)
         if st is None:
-            st = keys[key] = driver.new_pane(self, now, w[1] <= self.watermark)
+            st = keys[key] = PaneState(self._default(), now, w[1] <= self.watermark)
+            driver.init_pane(st)
         driver.element(self, key, w, st, value, ts, now, second)
 
-    def _track(self, st: PaneState, ts: int) -> None:
+    # ---- what trigger drivers use (`squall.panes.trigger_drivers.PaneHost`) ---------------
+    def accumulate(self, st: PaneRecord, value: Any, ts: int, second: bool) -> None:
+        """Add a tuple's `value` (at `ts`; `second`: from the merge operator's second input) to
+        the state of its (key, window): accumulated, counted, its timestamp noted for the pane's.
+        (`process` inlines this for time windows under Apex's triggers.)"""
+        acc = self.accumulation
+        st.acc = acc.accumulate2(st.acc, value) if second else acc.accumulate(  # type: ignore
+            st.acc, value)
+        st.updated = True
+        st.count += 1
+        if self.track_ts:
+            self.track(st, ts)
+
+    def windows_by_end(self) -> list[Window]:
+        """The live windows in firing order: by end, then start."""
+        return sorted(self.windows, key=_by_end)
+
+    def track(self, st: PaneRecord, ts: int) -> None:
         """Remember the smallest and largest timestamp since the last pane (TimestampCombiner)."""
         ext = st.ext
         if ext is None:
@@ -591,8 +604,12 @@ class WindowedEngine:
         self._driver.merged(self, key, w, st, parts, value, ts, now, second, emitted)
 
     # ---- firing --------------------------------------------------------------------------
-    def _fire(self, key: Any, w: Window, st: PaneState, timing: str, last: bool = False
-              ) -> None:
+    def fire(self, key: Any, w: Window, st: PaneRecord, timing: str, last: bool = False
+             ) -> None:
+        """(key, w) fires a pane of `timing` (`last`: no pane of it follows): after the
+        retraction of the previous one in accumulating-and-retracting mode, unless it is empty and
+        the on-time or closing behaviour (or the driver) skips it, or `only_updated` suppresses
+        an unchanged value."""
         if not st.updated:  # nothing arrived since the last pane
             if timing is ON_TIME:
                 if not (self._on_time_always or (last and self._closing_always)):
@@ -632,7 +649,46 @@ class WindowedEngine:
         if last and self._closing_always:
             self._finals.add((key, w))
 
-    def _retraction(self, key: Any, w: Window, st: PaneState, timing: str) -> Pane:
+    def fire_on_time(self, w: Window, keys: Mapping[Any, PaneRecord], final: bool) -> None:
+        """Every key of `w` not yet late becomes late and fires its ON_TIME pane (`final`: the
+        window is purged in this step, or input ended, so the panes are its last); keys already
+        late are left alone."""
+        if self._keep_last or self.track_ts:  # retractions, suppressed repeats, timestamps
+            for key, st in keys.items():
+                if not st.late:
+                    st.late = st.index + 1
+                    self.fire(key, w, st, ON_TIME, final)
+            return
+        # `fire` inlined for the common modes (no last value kept): a window's on-time firing
+        # is one pane per key, the bulk of all panes of a tumbling-window count.
+        start, end = w
+        append = self.out.append
+        get_output = self.accumulation.get_output
+        discarding = self._discarding
+        closing = final and self._closing_always  # the panes are final, and noted as such
+        skip = not self._on_time_always and not closing
+        default = self._default
+        now = self.now
+        stamp = end - 1
+        for key, st in keys.items():
+            if st.late:
+                continue
+            index = st.index
+            st.late = index + 1
+            if skip and not st.updated:
+                continue  # nothing arrived since the last pane (FIRE_IF_NON_EMPTY)
+            append((key, start, end, get_output(st.acc), ON_TIME, index, False, index == 0,
+                    final, 0, stamp))
+            st.count = 0
+            st.updated = False
+            st.fired_ms = now
+            st.index = index + 1
+            if discarding:
+                st.acc = default()
+            if closing:
+                self._finals.add((key, w))
+
+    def _retraction(self, key: Any, w: Window, st: PaneRecord, timing: str) -> Pane:
         """The retraction of the last pane of (key, w): its value retracted, the timing of the
         pane that replaces it, the retracted pane's index, on-time index and timestamp."""
         last = st.last
@@ -642,10 +698,10 @@ class WindowedEngine:
         return (key, w[0], w[1], self.accumulation.get_retraction(last[0]),
                 timing, index, True, index == 0, False, on_time_index, stamp)
 
-    def _stamp(self, st: PaneState, w: Window) -> int:
+    def _stamp(self, st: PaneRecord, w: Window) -> int:
         """The output timestamp of the pane (key, w) fires now; forgets the tuples' range."""
         ext = st.ext
-        if not self._track_ts or ext is None or ext[LO] is None:
+        if not self.track_ts or ext is None or ext[LO] is None:
             return w[1] - 1
         stamp = ext[LO] if self._earliest else ext[HI]
         ext[LO] = ext[HI] = None
@@ -714,7 +770,7 @@ class WindowedEngine:
         try:
             self.advance(MAX_TIMESTAMP, now)
             self.now = now
-            for w in sorted(self.windows, key=_by_end):
+            for w in self.windows_by_end():
                 for key, st in self.windows[w].items():
                     self._final_pane(key, w, st, False)
         finally:
@@ -728,312 +784,3 @@ class WindowedEngine:
 
 def _by_end(w: Window) -> tuple[int, int]:
     return (w[1], w[0])
-
-
-# ---- trigger drivers -------------------------------------------------------------------------
-
-class TriggerDriver(ABC):
-    """What one trigger model does where a pane may fire (Beam's `TriggerDriver`): a tuple of a
-    (key, window), a session merge, the watermark reaching a window's end, a window's close, a
-    batch end.
-
-    An engine chooses its driver once, when it is built or restored (`create_trigger_driver`),
-    and calls it at those points, so no per-tuple path asks which model it runs. A driver holds
-    only what it derives from the engine's configuration; the state is the engine's, passed to
-    every call as `e` (so the two do not refer to each other, and a snapshot of the engine
-    leaves the driver out).
-    """
-
-    # The engine's hot path for time windows (`WindowedEngine.process`) may do what `element`
-    # does itself: accumulate and check the count triggers `early_count` and `late_count`.
-    inlined = False
-    early_count: int | None = None
-    late_count: int | None = None
-    # A pane with nothing new since the previous one is skipped (discarding panes always are).
-    skips_empty_panes = False
-    # The on-time index is counted in the pane's state (`ext[NONSPEC]`), not derived from the
-    # pane index at the moment the window went late (`PaneState.late`).
-    keeps_on_time_index = False
-
-    def new_pane(self, e: WindowedEngine, now: int, late: bool) -> PaneState:
-        """The state of a (key, window) that has seen nothing."""
-        return PaneState(e._default(), now, late)
-
-    @abstractmethod
-    def element(self, e: WindowedEngine, key: Any, w: Window, st: PaneState, value: Any,
-                ts: int, now: int, second: bool) -> None:
-        """A tuple for (key, w): accumulate it, and fire what it makes due."""
-
-    @abstractmethod
-    def merged(self, e: WindowedEngine, key: Any, w: Window, st: PaneState,
-               parts: list[PaneState], value: Any, ts: int, now: int, second: bool,
-               emitted: bool) -> None:
-        """Sessions `parts` of `key` merged into `w` (state `st`, their data merged) because of
-        this tuple, which is not in it yet; `emitted`: some part had fired a pane."""
-
-    @abstractmethod
-    def on_time(self, e: WindowedEngine, w: Window, keys: dict[Any, PaneState],
-                final: bool) -> None:
-        """The watermark reached the end of `w`; `final`: the window is purged in this step
-        (or input ended), so the panes fired now are its last."""
-
-    @abstractmethod
-    def final_pane(self, e: WindowedEngine, key: Any, w: Window, st: PaneState,
-                   timer: bool) -> None:
-        """(key, w) closes holding data no pane has emitted (or with ClosingBehavior.FIRE_ALWAYS):
-        its last pane. `timer`: the watermark reached the window end in this step."""
-
-    @abstractmethod
-    def batch_end(self, e: WindowedEngine, now: int) -> None:
-        """A batch boundary at processing time `now`."""
-
-
-def create_trigger_driver(engine: WindowedEngine) -> TriggerDriver:
-    """The driver of the engine's trigger (Beam's `create_trigger_driver`): Apex's
-    `TriggerOption` runs with its rules inlined (`ApexTriggerDriver`, the operators' hot path);
-    a trigger of Beam's model, `TriggerOption.as_trigger()` included, runs compiled
-    (`GeneralTriggerDriver`), with the same panes for the same option.
-
-    >>> from squall.panes.accumulations import Sum
-    >>> from squall.panes.beam_triggers import AfterWatermark
-    >>> option = TriggerOption.at_watermark()
-    >>> for trigger in (option, option.as_trigger(), AfterWatermark()):
-    ...     engine = WindowedEngine(TimeWindows(10), Sum(), trigger)
-    ...     print(type(create_trigger_driver(engine)).__name__)
-    ApexTriggerDriver
-    GeneralTriggerDriver
-    GeneralTriggerDriver
-    """
-    trigger = engine.trigger
-    root = engine._root
-    if root is None:
-        assert isinstance(trigger, TriggerOption), "a trigger of Beam's model runs compiled"
-        return ApexTriggerDriver(trigger)
-    assert isinstance(trigger, Trigger)
-    return GeneralTriggerDriver(trigger, root, engine._merging)
-
-
-class ApexTriggerDriver(TriggerDriver):
-    """Apex's `TriggerOption`, its rules inlined: a count trigger fires at exactly the N-th tuple
-    of a (key, window) since its last pane, a time trigger at a batch end once its period has
-    passed since the last pane, the on-time pane when the watermark reaches the window end, the
-    final pane of a window LATE; a pane's on-time index follows from its pane index."""
-
-    inlined = True
-
-    def __init__(self, option: TriggerOption) -> None:
-        self.early_count = option.early_count
-        self.late_count = option.late_count
-        self._early_ms = option.early_ms
-        self._late_ms = option.late_ms
-        self._on_time_pane = option.on_time
-
-    def element(self, e: WindowedEngine, key: Any, w: Window, st: PaneState, value: Any,
-                ts: int, now: int, second: bool) -> None:
-        acc = e.accumulation
-        st.acc = acc.accumulate2(st.acc, value) if second else acc.accumulate(  # type: ignore
-            st.acc, value)
-        st.updated = True
-        st.count += 1
-        if e._track_ts:
-            e._track(st, ts)
-        n = self.late_count if st.late else self.early_count
-        if n is not None and st.count >= n:
-            e._fire(key, w, st, LATE if st.late else EARLY)
-
-    def merged(self, e: WindowedEngine, key: Any, w: Window, st: PaneState,
-               parts: list[PaneState], value: Any, ts: int, now: int, second: bool,
-               emitted: bool) -> None:
-        self.element(e, key, w, st, value, ts, now, second)
-        if st.late and emitted and st.updated:
-            # Behind the watermark no on-time pane will come: replace the superseded (and, in
-            # accumulating-and-retracting mode, retracted) panes at once.
-            e._fire(key, w, st, LATE)
-
-    def on_time(self, e: WindowedEngine, w: Window, keys: dict[Any, PaneState],
-                final: bool) -> None:
-        """Every key not yet late becomes late and fires its on-time pane
-        (`e._fire(key, w, st, ON_TIME)`). A key already late belongs to a duplicate schedule
-        of a re-created window: it fired once already."""
-        if not self._on_time_pane:
-            for st in keys.values():
-                if not st.late:
-                    st.late = st.index + 1
-            return
-        if e._keep_last or e._track_ts:  # retractions, suppressed repeats, timestamps
-            for key, st in keys.items():
-                if not st.late:
-                    st.late = st.index + 1
-                    e._fire(key, w, st, ON_TIME, final)
-            return
-        # `_fire` inlined for the common modes (no last value kept): a window's on-time firing
-        # is one pane per key, the bulk of all panes of a tumbling-window count.
-        start, end = w
-        append = e.out.append
-        get_output = e.accumulation.get_output
-        discarding = e._discarding
-        closing = final and e._closing_always  # the panes are final, and noted as such
-        skip = not e._on_time_always and not closing
-        default = e._default
-        now = e.now
-        stamp = end - 1
-        for key, st in keys.items():
-            if st.late:
-                continue
-            index = st.index
-            st.late = index + 1
-            if skip and not st.updated:
-                continue  # nothing arrived since the last pane (FIRE_IF_NON_EMPTY)
-            append((key, start, end, get_output(st.acc), ON_TIME, index, False, index == 0,
-                    final, 0, stamp))
-            st.count = 0
-            st.updated = False
-            st.fired_ms = now
-            st.index = index + 1
-            if discarding:
-                st.acc = default()
-            if closing:
-                e._finals.add((key, w))
-
-    def final_pane(self, e: WindowedEngine, key: Any, w: Window, st: PaneState,
-                   timer: bool) -> None:
-        e._fire(key, w, st, LATE, True)
-
-    def batch_end(self, e: WindowedEngine, now: int) -> None:
-        """Time triggers that are due fire, in window order."""
-        early, late = self._early_ms, self._late_ms
-        if not (early or late):
-            return
-        e.now = now
-        ended = e.watermark == MAX_TIMESTAMP
-        windows = e.windows
-        for w in sorted(windows, key=_by_end):
-            keys = windows[w]
-            for key, st in list(keys.items()):
-                period = late if st.late else early
-                if period and now - st.fired_ms >= period and (st.updated or not ended):
-                    e._fire(key, w, st, LATE if st.late else EARLY)
-
-
-class GeneralTriggerDriver(TriggerDriver):
-    """A trigger of Beam's model (`squall.panes.beam_triggers`), compiled into a tree of nodes
-    whose state is the pane's `ext[TRIG]`, asked as Beam's runners ask it: at each tuple
-    (after the processing-time firings due before it), when the watermark reaches the window
-    end (Beam's end-of-window timer), at batch ends if it uses processing time; never at the
-    close, whose pane is Beam Java's garbage-collection pane. A finished trigger closes its
-    (key, window): later tuples for it are dropped (`closed_drops`)."""
-
-    keeps_on_time_index = True
-
-    def __init__(self, trigger: Trigger, root: Node, merging: bool) -> None:
-        self._root = root
-        self._merging = merging
-        self._pt = trigger.uses_processing_time
-        self._has_on_time_pane = trigger.has_on_time_pane
-        self.skips_empty_panes = not trigger.fires_empty_panes
-
-    def new_pane(self, e: WindowedEngine, now: int, late: bool) -> PaneState:
-        st = PaneState(e._default(), now, late)
-        st.ext = [None, None, 0, new_state(self._root)]
-        return st
-
-    def element(self, e: WindowedEngine, key: Any, w: Window, st: PaneState, value: Any,
-                ts: int, now: int, second: bool) -> None:
-        """Processing-time firings due before the tuple, then the tuple, then the trigger (each
-        tuple is a bundle: results do not depend on how input is cut into batches)."""
-        ext = st.ext
-        assert ext is not None
-        trig = ext[TRIG]
-        root = self._root
-        if trig[0] & 1:  # the trigger finished: the window is closed for this key
-            e.closed_drops += 1
-            return
-        if self._pt:
-            c = TriggerContext(trig, w, e.watermark, now, self._merging, (), BEFORE_ELEMENT, st)
-            if root.should_fire(c):
-                self._fire(e, key, w, st, c, False)
-                if trig[0] & 1:
-                    e.closed_drops += 1
-                    return
-        acc = e.accumulation
-        st.acc = acc.accumulate2(st.acc, value) if second else acc.accumulate(  # type: ignore
-            st.acc, value)
-        st.updated = True
-        st.count += 1
-        if e._track_ts:
-            e._track(st, ts)
-        c = TriggerContext(trig, w, e.watermark, now, self._merging, (), ELEMENT, st)
-        root.on_element(c)
-        if root.should_fire(c):
-            self._fire(e, key, w, st, c, False)
-
-    def merged(self, e: WindowedEngine, key: Any, w: Window, st: PaneState,
-               parts: list[PaneState], value: Any, ts: int, now: int, second: bool,
-               emitted: bool) -> None:
-        """The trigger merges its parts' states (counts summed, the earliest due time, finished
-        bits after each trigger's rule); the pane index restarts (Beam Python)."""
-        root = self._root
-        if st.ext is None:
-            st.ext = [None, None, 0, None]
-        st.ext[TRIG] = new_state(root)
-        c = TriggerContext(st.ext[TRIG], w, e.watermark, now, True,
-                           [p.ext[TRIG] for p in parts], ELEMENT, st)  # type: ignore[index]
-        root.on_merge(c)
-        self.element(e, key, w, st, value, ts, now, second)
-
-    def on_time(self, e: WindowedEngine, w: Window, keys: dict[Any, PaneState],
-                final: bool) -> None:
-        """Each key's trigger is asked, as by Beam's end-of-window timer."""
-        root = self._root
-        watermark, now, merging = e.watermark, e.now, self._merging
-        for key, st in list(keys.items()):
-            st.late = st.late or st.index + 1
-            trig = st.ext[TRIG]  # type: ignore[index]
-            if trig[0] & 1:
-                continue
-            c = TriggerContext(trig, w, watermark, now, merging, (), WATERMARK, st)
-            if root.should_fire(c):
-                self._fire(e, key, w, st, c, True, final)
-
-    def final_pane(self, e: WindowedEngine, key: Any, w: Window, st: PaneState,
-                   timer: bool) -> None:
-        trig = st.ext[TRIG]  # type: ignore[index]
-        if trig[0] & 1:
-            return  # the trigger finished: its pane was the last
-        e._fire(key, w, st, self._timing(e, w, st, timer and self._has_on_time_pane), True)
-        trig[0] |= 1
-
-    def batch_end(self, e: WindowedEngine, now: int) -> None:
-        """Processing-time triggers (AfterProcessingTime) that are due fire, in window order."""
-        if not self._pt or e.watermark == MAX_TIMESTAMP:
-            return
-        e.now = now
-        root, watermark, merging = self._root, e.watermark, self._merging
-        windows = e.windows
-        for w in sorted(windows, key=_by_end):
-            for key, st in list(windows[w].items()):
-                trig = st.ext[TRIG]  # type: ignore[index]
-                if trig[0] & 1:
-                    continue
-                c = TriggerContext(trig, w, watermark, now, merging, (), BATCH_END, st)
-                if root.should_fire(c):
-                    self._fire(e, key, w, st, c, False)
-
-    def _fire(self, e: WindowedEngine, key: Any, w: Window, st: PaneState, c: TriggerContext,
-              timer: bool, last: bool = False) -> None:
-        """The trigger of (key, w) fires: its state moves on and the pane goes out (unless it is
-        empty and the behaviours say so). `timer`: fired by the watermark reaching the window
-        end, which makes the first non-early pane ON_TIME (Beam Python)."""
-        root = self._root
-        root.on_fire(c)
-        finished = c.finished(root)
-        e._fire(key, w, st, self._timing(e, w, st, timer), last or finished)
-        if finished:  # the window is closed for this key: its data is not kept
-            st.acc = e._default()
-            st.updated = False
-
-    @staticmethod
-    def _timing(e: WindowedEngine, w: Window, st: PaneState, timer: bool) -> str:
-        if e.watermark < w[1]:
-            return EARLY
-        return ON_TIME if timer and st.ext[NONSPEC] == 0 else LATE  # type: ignore[index]
