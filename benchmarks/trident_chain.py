@@ -25,8 +25,8 @@ import spark_jobs
 from trident_w1 import Split, TypedSplit
 from workloads import w1_sentences
 
-from squall.runtime.spark.trident import _Chain
 from squall.runtime.spark.trident import columns as cols
+from squall.runtime.spark.trident.chain import _Chain
 from squall.trident.plan import RowNode, RowOp
 
 

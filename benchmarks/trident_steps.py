@@ -34,7 +34,7 @@ import trident_w1 as tw
 from pyspark.sql.classic.dataframe import DataFrame
 from workloads import reference_counts, w1_sentences
 
-import squall.runtime.spark.trident.runner as runtime
+import squall.runtime.spark.trident.launch as runtime
 from squall.trident import execution
 
 spent: dict[str, float] = collections.defaultdict(float)

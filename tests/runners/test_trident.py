@@ -217,14 +217,15 @@ def test_driver_batches_reach_spark_staged_or_as_dataframes(staged, tmp_path):
      .aggregate(["len"], Sum(), ["letters"]).name("letters"))
     runner = TridentSparkRunner(t.build(), {}, checkpoint_location=str(tmp_path / "ckpt"),
                                 capture=True)
-    staging = runner._staging
+    launcher = runner.launcher
+    staging = launcher.staging
     assert staging == str(tmp_path / "ckpt" / "trident" / "staged")
     if not staged:
-        runner._staging = None  # as on a cluster master
+        launcher.staging = None  # as on a cluster master
     written: list[int] = []
-    dataframe = runner._dataframe
-    runner._dataframe = lambda table, ddl: (written.append(table.num_rows),
-                                            dataframe(table, ddl))[1]
+    dataframe = launcher.dataframe
+    launcher.dataframe = lambda table, ddl: (written.append(table.num_rows),
+                                             dataframe(table, ddl))[1]
     result = runner.run()
     assert result.extra["committed"] == [1, 2, 3]
     assert written == [2, 2, 2, 2, 1, 1], "one DataFrame per Spark path and batch"
@@ -350,16 +351,15 @@ def test_global_aggregate_builtins_and_empty_batch(runner):
 
 
 @pytest.mark.parametrize("plan", ["driver-combine", "spark-combine", "no-partials"])
-def test_builtin_combiners_agree_whatever_the_spark_plan(runner, plan, monkeypatch):
+def test_builtin_combiners_agree_whatever_the_spark_plan(runner, plan):
     """A built-in combiner's partials combined on the driver by Arrow (a few partitions, the
-    default), by Spark's JVM (more partitions), or every row aggregated by the JVM (partial
-    aggregation off): the same per-key values, of the same types, as the local runner; typed
-    and mixed-type keys and values."""
-    from squall.runtime.spark.trident import runner as spark_trident
+    default), by Spark's JVM (more partitions than `DRIVER_COMBINE`), or every row aggregated
+    by the JVM (partial aggregation off): the same per-key values, of the same types, as the
+    local runner; typed and mixed-type keys and values."""
+    from squall.runtime.spark.trident import DRIVER_COMBINE, PARTIAL
 
-    if plan == "spark-combine":
-        monkeypatch.setattr(spark_trident, "DRIVER_COMBINE", 0)
-    conf = {spark_trident.PARTIAL: False} if plan == "no-partials" else {}
+    conf = {"driver-combine": {}, "spark-combine": {DRIVER_COMBINE: 0},
+            "no-partials": {PARTIAL: False}}[plan]
     typed = [(f"w{i % 5}", i, f"s{i % 7}") for i in range(40)]
     # (Without partials, Spark groups keys of no one type as tagged bytes: every kind here.)
     mixed = [(k, v, f"s{i % 3}") for i, (k, v) in enumerate(
@@ -384,6 +384,15 @@ def test_builtin_combiners_agree_whatever_the_spark_plan(runner, plan, monkeypat
                 want.extend((k, fold(vs)) for k, vs in groups.items())
             got = rows(result, f"{name}-{agg}")
             assert sorted(got, key=repr) == sorted(want, key=repr), (name, agg)
+    # On Spark, the plan took the route asked for: the typed count's partials combined on the
+    # driver only when at most DRIVER_COMBINE partitions hold them.
+    routes = {(j["operations"], j["route"]) for j in result.extra.get("spark_jobs", [])}
+    if runner.startswith("spark"):
+        want_route = {"driver-combine": "driver", "spark-combine": "jvm",
+                      "no-partials": "jvm"}[plan]
+        assert (("typed-count",), want_route) in routes, routes
+    else:
+        assert routes == set()
 
 
 class SumOfSquares(CombinerAggregator):

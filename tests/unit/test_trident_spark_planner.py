@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 import pyarrow.compute as pc
 
 from squall.runtime.spark.trident import planner
+from squall.runtime.spark.trident.jobs import AggregateJob, QueryJob, StateJob, Tuning, WindowJob
 from squall.trident import (
     ROW,
     BatchFunction,
@@ -25,7 +26,14 @@ from squall.trident import (
     Sum,
     TridentTopology,
 )
-from squall.trident.plan import Node, PersistNode, Plan, SpoutNode, trident_plan
+from squall.trident.plan import (
+    Node,
+    PersistNode,
+    Plan,
+    SpoutNode,
+    StateQueryNode,
+    trident_plan,
+)
 from squall.trident.state import DurableMapState, MemoryMapState
 from squall.trident.state.partitioned import PARTITIONS_KEY, open_state
 
@@ -342,3 +350,45 @@ def test_aggregates_of_one_path_and_keys_into_states_alike_share_a_job(tmp_path)
     # States of other partition counts cannot share the job's one repartition.
     states["sum"] = opened(plan, tmp_path / "eight", partitions=8)["sum"]
     assert planner.state_jobs(paths, applied, states)["count"] == ["count"]
+
+
+# ---- spark_jobs ------------------------------------------------------------------------------
+
+def test_the_planner_emits_one_typed_job_per_kind_of_spark_work(tmp_path):
+    """A state query read in the tasks, aggregates into one state job, an aggregation whose
+    aggregates come back, an event-time window: each a typed job, in the order they run (the
+    query first: it reads its state before the batch's updates)."""
+    t = TridentTopology()
+    grouped = words(t, "counted").group_by(["word"])
+    counts = grouped.persistent_aggregate(DurableMapState.factory(), Count(), ["count"]) \
+        .name("count")
+    grouped.persistent_aggregate(DurableMapState.factory(), Sum(), ["n"]).name("sum")
+    words(t, "asked").state_query(counts, ["word"], MapGet(), ["c"]).name("ask")
+    words(t, "plain").group_by(["word"]).aggregate(Count(), ["k"]).name("agg")
+    sentences(t, "timed").tumbling_window(10, ["n"], Sum(), ["total"], timestamp_field="ts") \
+        .name("win")
+    plan = plan_of(t)
+    paths, _ = planner.spark_segments(plan, planner.query_in_tasks)
+    paths = dict(sorted(paths.items(), key=lambda p: not isinstance(p[1][-1],
+                                                                    StateQueryNode)))
+    states = opened(plan, tmp_path)
+    jobs = planner.spark_jobs(plan, paths, states, Tuning())
+    assert [(type(j).__name__, j.operations) for j in jobs] == [
+        ("QueryJob", ("ask",)), ("AggregateJob", ("agg",)), ("StateJob", ("count", "sum")),
+        ("WindowJob", ("win",))]
+    query, aggregate, state, window = jobs
+    assert isinstance(query, QueryJob) and query.partitions == 4
+    assert [n.cid for n in query.path] == [n.cid for n in paths["ask"]]
+    assert isinstance(aggregate, AggregateJob) and aggregate.partial \
+        and aggregate.driver_combine == Tuning().driver_combine
+    # Nothing reads the states' updates: their new rows stay in the tasks (or go to a caller
+    # that captures every operation's rows).
+    assert isinstance(state, StateJob) and state.partitions == 4
+    assert state.collect == (False, False)
+    assert planner.spark_jobs(plan, paths, states, Tuning(), capture=True)[2].collect \
+        == (True, True)
+    assert isinstance(window, WindowJob)
+    # Partial aggregation or the executors' state off: the aggregates come to the driver.
+    for tuning in (Tuning(partial=False), Tuning(in_executors=False)):
+        kinds_of = [type(j).__name__ for j in planner.spark_jobs(plan, paths, states, tuning)]
+        assert "StateJob" not in kinds_of and kinds_of.count("AggregateJob") == 3, tuning

@@ -203,6 +203,7 @@ KEYS: dict[str, KeySpec] = {
     "squall.trident.max.attempts": KeySpec(_ATTEMPTS, integer(1, unset_ok=True)),
     "squall.trident.spark.partial.aggregation": KeySpec("true or false", boolean),
     "squall.trident.spark.state.in.executors": KeySpec("true or false", boolean),
+    "squall.trident.spark.driver.combine.partitions": KeySpec("an integer >= 0", integer(0)),
     "squall.trident.state.partitions": KeySpec(
         "a positive integer (unset: 8 for a new state; a state keeps the number it was "
         "created with)", integer(1, unset_ok=True)),
@@ -325,6 +326,9 @@ MEANINGS: dict[str, str] = {
     "squall.trident.spark.state.in.executors":
         "On Spark, whether Trident map states are updated in the executors, where their keys "
         "are (false: on the driver, for measuring).",
+    "squall.trident.spark.driver.combine.partitions":
+        "On Spark, up to how many partitions' partials of a built-in Trident combiner are "
+        "combined on the driver (more are combined by Spark; default 16).",
     "squall.trident.state.partitions":
         "How many partitions a new Trident map state's keys are spread over.",
     "squall.spark.trigger.ms":

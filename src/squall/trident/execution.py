@@ -42,6 +42,7 @@ import pyarrow as pa
 from squall import tracebacks
 from squall.errors import SquallError
 from squall.topology.groupings import stable_hash
+from squall.trident.computed import Computed, Parts, Rows
 from squall.trident.operations import (
     ROW,
     Aggregator,
@@ -87,8 +88,6 @@ from squall.trident.windows import CountWindowStep, Segment, Window, WindowStep,
 
 log = logging.getLogger("squall")
 
-Rows = list[tuple[Any, ...]]
-Parts = list[Rows]
 
 
 class TridentOperationError(SquallError):
@@ -375,44 +374,41 @@ class BatchExecutor:
             state.begin_commit(txid)
 
     def run(self, txid: int, spout_batches: Mapping[str, Parts], *,
-            given: Mapping[str, Parts] | None = None,
-            partials: Mapping[str, Mapping[tuple[Any, ...], Any]] | None = None,
-            windows: Mapping[str, Any] | None = None,
-            skip: frozenset[str] = frozenset(), final: bool = False,
-            time_ms: int | None = None, begun: bool = False) -> dict[str, Parts]:
+            computed: Computed | None = None, final: bool = False,
+            time_ms: int | None = None) -> dict[str, Parts]:
         """Every operation's output for batch `txid`, given each spout's partitions.
 
         A runner that computed some operations elsewhere (the Spark runner, in Spark) passes
-        their outputs as `given`, the per-key aggregates of a `persistent_aggregate` as
-        `partials` (applied to the state at the operation's turn), a window operation's
-        `(partials by window, tuples per window, largest timestamp)` as `windows`, and the
-        operations nothing else here needs as `skip`. `final`: every spout's input ends with
-        this batch (windows' watermarks go to the end of time). `time_ms`: the transaction's
-        processing time (the same on every attempt), for processing-time windows. `begun`:
-        the runner called `begin(txid)` already."""
+        what it computed as `computed` (`squall.trident.computed`): operations' outputs, a
+        `persistent_aggregate`'s per-key aggregates (applied to the state at the operation's
+        turn), a window operation's partials, and the operations nothing here needs. `final`:
+        every spout's input ends with this batch (windows' watermarks go to the end of time).
+        `time_ms`: the transaction's processing time (the same on every attempt), for
+        processing-time windows."""
         out: dict[str, Parts] = {}
         self.final, self.time_ms = final, time_ms
-        if not begun:
+        done = computed or Computed(begun=False)
+        if not done.begun:
             self.begin(txid)
         for node in self.plan.nodes:
-            if windows is not None and node.cid in windows:
+            if node.cid in done.windows:
                 assert isinstance(node, WindowNode), node.cid
-                rows = self.window_step(node, txid, *windows[node.cid])
+                rows = self.window_step(node, txid, *done.windows[node.cid])
                 out[node.cid] = split_by_key(rows, node.parallelism, node)
                 continue
-            if given is not None and node.cid in given:
-                out[node.cid] = given[node.cid]
+            if node.cid in done.given:
+                out[node.cid] = done.given[node.cid]
                 continue
-            if partials is not None and node.cid in partials:
+            if node.cid in done.partials:
                 assert isinstance(node, PersistNode), node.cid
-                groups = dict(partials[node.cid])
+                groups = dict(done.partials[node.cid])
                 if not node.keys and not groups:
                     groups[()] = self.ops[node.cid][0].zero()
                 rows = self.apply_partials(node, self.ops[node.cid][0], groups, txid,
                                            partials=True)
                 out[node.cid] = split_by_key(rows, node.parallelism, node)
                 continue
-            if node.cid in skip:
+            if node.cid in done.skip:
                 continue
             if isinstance(node, SpoutNode):
                 out[node.cid] = [list(p) for p in spout_batches.get(node.cid, [[]])]

@@ -22,8 +22,8 @@ for an opaque spout one starting where the previous ended), then:
    in the tasks holding the state partitions of its keys (`trident.state_query`), before the
    transaction's updates, and only its output rows come back.
 2. **On the driver**, everything else runs through the same executor as the local runner
-   (`squall.trident.execution.BatchExecutor`), given the aggregates of step 1: map state
-   updates (in plan order, so in txid order: Spark runs one micro-batch at a time), state
+   (`squall.trident.execution.BatchExecutor`), given what step 1 computed (one `Computed`):
+   map state updates (in plan order, so in txid order: Spark runs one micro-batch at a time),
    other state queries, joins, merges and whatever follows a state.
 3. The next txid is recorded (the commit). A batch that failed is run again at once as a new
    attempt of the same txid (`squall.trident.max.attempts`; unset: for ever, with a growing
@@ -31,31 +31,29 @@ for an opaque spout one starting where the previous ended), then:
 
 Modules, each with one job:
 
-- `planner`: which operations run in Spark, and which fields and partials their workers pass
-  on (pure decisions over the plan: no Spark);
+- `planner`: which operations run in Spark, which fields and partials their workers pass on,
+  and the typed Spark jobs a transaction launches (pure decisions over the plan: no Spark);
+- `jobs`: those jobs, one frozen dataclass per kind, and the switches that shape them
+  (`Tuning`: `PARTIAL`, `IN_EXECUTORS`, `DRIVER_COMBINE`, configuration keys);
+- `launch`: `Launcher`, the one dispatch that runs a job over a transaction's batch and puts
+  what it computed into the `squall.trident.computed.Computed` the executor takes;
+- `schema`: every column the driver and the workers share, by name;
 - `chain`: the worker side, a path's row operations fused into one `mapInArrow`;
 - `combine`: a combiner's partial aggregation in the worker, and the partials combined into
   per-key aggregates on the driver or in Spark's JVM;
 - `files`: a file spout's batch read by Spark;
-- `runner`: `TridentSparkRunner`, the transactions and their Spark jobs;
+- `runner`: `TridentSparkRunner`, the transactions;
 - `columns`: how untyped fields travel in Spark's typed columns;
 - `state`, `state_query`: a `persistent_aggregate` applied, and a `state_query` read, in the
   tasks holding a partitioned state's partitions;
 - `windows`: event-time windows' partials in the worker, finished on the driver.
 
-The names below are re-exported for their importers. A test or benchmark that replaces one for
-a run (`DRIVER_COMBINE`, `_read_files`) patches it in `runner`, which reads it.
+Which jobs a run launched, and the route each took, are in its result
+(`RunResult.extra["spark_jobs"]`).
 Decisions and measurements: docs/design/trident.md.
 """
 
-from squall.runtime.spark.trident.chain import _Chain
-from squall.runtime.spark.trident.files import _read_files
-from squall.runtime.spark.trident.runner import (
-    DRIVER_COMBINE,
-    IN_EXECUTORS,
-    PARTIAL,
-    TridentSparkRunner,
-)
+from squall.runtime.spark.trident.jobs import DRIVER_COMBINE, IN_EXECUTORS, PARTIAL
+from squall.runtime.spark.trident.runner import TridentSparkRunner
 
-__all__ = ["DRIVER_COMBINE", "IN_EXECUTORS", "PARTIAL", "TridentSparkRunner", "_Chain",
-           "_read_files"]
+__all__ = ["DRIVER_COMBINE", "IN_EXECUTORS", "PARTIAL", "TridentSparkRunner"]

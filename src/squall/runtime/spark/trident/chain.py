@@ -16,12 +16,13 @@ from typing import Any
 
 import cloudpickle
 import pyarrow as pa
-from pyspark.accumulators import AccumulatorParam
+from pyspark.accumulators import Accumulator, AccumulatorParam
 
 from squall import tracebacks
 from squall.errors import SquallError
 from squall.runtime.gc_pause import gc_paused
 from squall.runtime.spark.trident import columns as cols
+from squall.runtime.spark.trident import schema as sc
 from squall.runtime.spark.trident import state as ts
 from squall.runtime.spark.trident import windows as tw
 from squall.runtime.spark.trident.combine import _Partials
@@ -42,6 +43,9 @@ from squall.trident.execution import (
 from squall.trident.operations import ROW, BatchFunction, BuiltinCombiner, Function
 from squall.trident.plan import PersistNode, Plan, RowNode, RowOp, WindowNode, user_op
 
+# Each operation's tuples in and out, added up over the workers (`_CountsParam`).
+Counts = Accumulator[dict[str, list[int]]]
+
 
 class _Chain:
     """Row operations fused into one `mapInArrow` (shipped to the workers), optionally ending
@@ -49,7 +53,7 @@ class _Chain:
 
     def __init__(self, nodes: list[RowNode], in_fields: tuple[str, ...],
                  out_fields: tuple[str, ...], conf: Mapping[str, Any], txid: int,
-                 partial: Terminal | None = None, counts: Any = None,
+                 partial: Terminal | None = None, counts: Counts | None = None,
                  types: cols.Types | None = None, cells: bool = False) -> None:
         self.nodes, self.in_fields, self.out_fields = nodes, in_fields, out_fields
         # The partials go to the driver as they are (no Spark aggregation after): as IPC cells.
@@ -63,7 +67,7 @@ class _Chain:
         if isinstance(partial, WindowNode):
             self.types = tw.partial_types(partial, self.types, kind)
         elif kind is not None:
-            self.types["$partial"] = kind
+            self.types[sc.PARTIAL] = kind
         self._identify()
 
     def _identify(self) -> None:
@@ -77,7 +81,7 @@ class _Chain:
         assert self.partial is not None
         if isinstance(self.partial, WindowNode):
             return cols.schema(tw.partial_fields(self.partial), self.types)
-        return cols.schema((*self.partial.keys, "$partial"), self.types)
+        return cols.schema((*self.partial.keys, sc.PARTIAL), self.types)
 
     def output_schema(self) -> str:
         if self.cells:
@@ -89,9 +93,9 @@ class _Chain:
         keys = self.partial.keys
         if isinstance(terminal_op(self.partial), BuiltinCombiner):
             # partials Spark aggregates further
-            return cols.spark_schema((*keys, "$partial"), self.types)
+            return cols.spark_schema((*keys, sc.PARTIAL), self.types)
         return ", ".join(filter(None, [cols.spark_schema(keys, self.types),
-                                       "`$partial` binary"]))
+                                       sc.ddl(sc.PARTIAL, "binary")]))
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         # As in a topology's stage (squall.runtime.spark.stage.run_stage): a per-tuple function
@@ -138,7 +142,7 @@ class _Chain:
             return [tw.WindowPartials(self.partial, ops[self.partial.cid], self.types, index)]
         return [_Partials(self.partial, ops, self.types)]
 
-    def _results(self, accs: list[Any]) -> Iterator[pa.RecordBatch]:
+    def _results(self, accs: list[_Partials | tw.WindowPartials]) -> Iterator[pa.RecordBatch]:
         (acc,) = accs
         if self.cells:
             yield from cols.to_cells(acc.result())
@@ -242,7 +246,7 @@ class _StateChain(_Chain):
 
     def __init__(self, nodes: list[RowNode], in_fields: tuple[str, ...],
                  conf: Mapping[str, Any], txid: int, terminals: Sequence[PersistNode],
-                 partitions: int, counts: Any, types: cols.Types) -> None:
+                 partitions: int, counts: Counts, types: cols.Types) -> None:
         super().__init__(nodes, in_fields, (), conf, txid, counts=counts, types=types)
         self.terminals, self.partitions = tuple(terminals), partitions
         self.keys = self.terminals[0].keys
@@ -258,16 +262,16 @@ class _StateChain(_Chain):
 
     def _accumulators(self, ops: dict[str, Any], index: int
                       ) -> list[_Partials | tw.WindowPartials]:
-        return [_Partials(t, ops, {**self.types, "$partial": k} if k in cols.PYTHON
+        return [_Partials(t, ops, {**self.types, sc.PARTIAL: k} if k in cols.PYTHON
                           else self.types)
                 for t, k in zip(self.terminals, self.kinds, strict=True)]
 
-    def _results(self, accs: list[Any]) -> Iterator[pa.RecordBatch]:
+    def _results(self, accs: list[_Partials | tw.WindowPartials]) -> Iterator[pa.RecordBatch]:
         yield from ts.stacked([a.result() for a in accs], self.keys, self.kinds,
                               self.partitions)
 
 
-class _CountsParam(AccumulatorParam):
+class _CountsParam(AccumulatorParam[dict[str, list[int]]]):
     """Adds `{operation: [tuples in, tuples out]}` counts from the workers."""
 
     def zero(self, value: dict[str, list[int]]) -> dict[str, list[int]]:

@@ -49,6 +49,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from squall.runtime.spark.trident.schema import IPC
 from squall.trident.operations import check_type
 
 VARIANTS = (("s", pa.string()), ("i", pa.int64()), ("d", pa.float64()), ("x", pa.binary()))
@@ -350,7 +351,6 @@ def decode_arrow(batch: Any, field: str) -> pa.Array:
 # and the driver reads the stream back without a copy (docs/design/trident.md, "Partials as
 # IPC cells"). Partials are never shuffled or aggregated by Spark
 # on this path, so Spark does not need to see their columns.
-IPC = "$ipc"
 IPC_SCHEMA = f"`{IPC}` binary"
 _CELL_BYTES = 1 << 30  # a binary cell's offsets are 32-bit: a stream per cell stays below 2 GiB
 
@@ -368,7 +368,7 @@ def to_cells(batch: pa.RecordBatch, limit: int = _CELL_BYTES) -> list[pa.RecordB
     >>> small = to_cells(b, limit=10)
     >>> len(small), from_cells(pa.Table.from_batches(small), b.schema).to_pydict()
     (3, {'w#s': ['a', 'b', 'c'], 'n#i': [1, 2, 3]})
-    >>> none = from_cells(pa.Table.from_batches([], pa.schema([("$ipc", pa.binary())])), b.schema)
+    >>> none = from_cells(pa.Table.from_batches([], pa.schema([(IPC, pa.binary())])), b.schema)
     >>> none.num_rows, none.schema == b.schema
     (0, True)
     """

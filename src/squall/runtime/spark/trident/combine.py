@@ -3,7 +3,7 @@
 `_Partials` aggregates one partition in the worker (Storm's partial aggregation before the
 transfer). The driver combines what comes back: a built-in combiner's typed partials by Arrow
 (`_combine_here`) or by a Spark SQL aggregation (`_aggregate`, read back by `_builtin_groups`),
-a user's combiner's pickled partials in Python (`_finish`). `_jvm_aggregates` are the Spark
+a user's combiner's pickled partials in Python (`_finish`). `jvm_aggregates` are the Spark
 aggregations of built-ins applied in the tasks holding their states
 (`trident.state.ApplyColumns`).
 """
@@ -18,9 +18,11 @@ from typing import Any
 import cloudpickle
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from squall.runtime.spark.trident import columns as cols
+from squall.runtime.spark.trident import schema as sc
 from squall.runtime.spark.trident import windows as tw
 from squall.runtime.spark.trident.planner import Terminal, terminal_input, terminal_op
 from squall.trident.execution import Parts, TridentOperationError
@@ -140,66 +142,66 @@ class _Partials:
                     old = self.combined.get(k, _MISSING)
                     self.combined[k] = v if old is _MISSING else self.op.combine(old, v)
             else:
-                out = (*keys, "$partial")
+                out = (*keys, sc.PARTIAL)
                 return pa.RecordBatch.from_pydict(
                     cols.encode_columns(out, [*kcols, values], self.types),
                     schema=cols.schema(out, self.types))
         combined = self.combined
         klists = [[k[i] for k in combined] for i in range(len(keys))]
         if self.builtin:
-            out = (*keys, "$partial")
+            out = (*keys, sc.PARTIAL)
             return pa.RecordBatch.from_pydict(
                 cols.encode_columns(out, [*klists, list(combined.values())], self.types),
                 schema=cols.schema(out, self.types))
         data = cols.encode_columns(keys, klists, self.types)
-        data["$partial"] = pa.array([cloudpickle.dumps(v) for v in combined.values()],
+        data[sc.PARTIAL] = pa.array([cloudpickle.dumps(v) for v in combined.values()],
                                     type=pa.binary())
-        schema = pa.schema([*cols.schema(keys, self.types), ("$partial", pa.binary())])
+        schema = pa.schema([*cols.schema(keys, self.types), (sc.PARTIAL, pa.binary())])
         return pa.RecordBatch.from_pydict(data, schema=schema)
 
 
-def _finish(terminal: Terminal, df: Any, keys: tuple[str, ...],
+def _finish(terminal: Terminal, df: DataFrame, keys: tuple[str, ...],
             value_fields: tuple[str, ...]) -> dict[tuple[Any, ...], Any]:
     """The per-key aggregates of `terminal` over `df`: a built-in combiner's by a Spark SQL
     aggregation (`_aggregate`), a user's combiner's pickled partials combined here."""
     op = terminal_op(terminal)
     if isinstance(op, BuiltinCombiner):
         result = _aggregate(terminal, df, keys, value_fields)
-        sql = "sum" if value_fields == ("$partial",) and op.sql == "count" else op.sql
+        sql = "sum" if value_fields == (sc.PARTIAL,) and op.sql == "count" else op.sql
         return _builtin_groups(result, keys, op, sql, terminal)
     result = df.toArrow()
     groups: dict[tuple[Any, ...], Any] = {}
     combine = op.combine
     kvals = [cols.decode(result, k) for k in keys]
-    for j, blob in enumerate(result.column("$partial").to_pylist()):
+    for j, blob in enumerate(result.column(sc.PARTIAL).to_pylist()):
         k = tuple(c[j] for c in kvals)
         v = cloudpickle.loads(blob)
         groups[k] = v if k not in groups else combine(groups[k], v)
     return groups
 
 
-def _aggregate(terminal: Terminal, df: Any, keys: tuple[str, ...],
+def _aggregate(terminal: Terminal, df: DataFrame, keys: tuple[str, ...],
                value_fields: tuple[str, ...]) -> pa.Table:
     """A built-in combiner as a Spark SQL aggregation by `keys` (encoded fields), one
     column per value type (`$v#s`, `$v#i`, `$v#d`, and `$v#xn` counting other values: no
     field can be named so); the result as Arrow on the driver."""
     op = terminal_op(terminal)
     sql = op.sql
-    if value_fields == ("$partial",):
+    if value_fields == (sc.PARTIAL,):
         sql = "sum" if sql == "count" else sql  # partial counts add up
-    aggs: list[Any] = []
+    aggs: list[Column] = []
     if sql == "count":
-        aggs.append(F.count(F.lit(1)).alias("$v#i"))
+        aggs.append(F.count(F.lit(1)).alias(sc.value("i")))
     else:
         v = value_fields[0]
         fn = {"sum": F.sum, "min": F.min, "max": F.max}[sql]
         names = df.columns
         for variant in ("s", "i", "d"):
             if sql == "sum" and variant == "s":
-                aggs.append(F.count(_col(names, f"{v}#s")).alias("$v#s"))
+                aggs.append(F.count(_col(names, f"{v}#s")).alias(sc.value("s")))
                 continue
-            aggs.append(fn(_col(names, f"{v}#{variant}")).alias(f"$v#{variant}"))
-        aggs.append(F.count(_col(names, f"{v}#x")).alias("$v#xn"))
+            aggs.append(fn(_col(names, f"{v}#{variant}")).alias(sc.value(variant)))
+        aggs.append(F.count(_col(names, f"{v}#x")).alias(sc.VALUE_OTHERS))
     grouped = [c for k in keys for c in _present(df.columns, k)]
     result = df.groupBy(*grouped).agg(*aggs) if keys else df.agg(*aggs)
     return result.toArrow()
@@ -217,7 +219,7 @@ def _combine_here(result: pa.Table, keys: tuple[str, ...], sql: str
     """A built-in combiner's typed partials from every partition, combined by Arrow: the
     per-key aggregates."""
     final = tw.FINAL[sql]
-    value = next(n for n in cols.names("$partial") if n in result.column_names)
+    value = next(n for n in cols.names(sc.PARTIAL) if n in result.column_names)
     by = [n for k in keys for n in cols.names(k) if n in result.column_names]
     if not by:
         if result.num_rows == 0:
@@ -229,7 +231,7 @@ def _combine_here(result: pa.Table, keys: tuple[str, ...], sql: str
     return dict(zip(zip(*kvals, strict=True), values, strict=True))
 
 
-def _builtin_groups(result: pa.Table, keys: tuple[str, ...], op: Any, sql: str,
+def _builtin_groups(result: pa.Table, keys: tuple[str, ...], op: BuiltinCombiner, sql: str,
                     node: Terminal) -> dict[tuple[Any, ...], Any]:
     kvals = [cols.decode(result, k) for k in keys]
     values = _builtin_values(result, op, sql, node)
@@ -238,13 +240,14 @@ def _builtin_groups(result: pa.Table, keys: tuple[str, ...], op: Any, sql: str,
         ({(): values[0]} if values else {})
 
 
-def _builtin_values(result: pa.Table, op: Any, sql: str, node: Terminal) -> list[Any]:
+def _builtin_values(result: pa.Table, op: BuiltinCombiner, sql: str, node: Terminal
+                    ) -> list[Any]:
     """A built-in combiner's value per result row, from its per-type columns."""
     if sql == "count":
-        return list(result.column("$v#i").to_pylist())
-    bad = result.column("$v#xn").to_pylist()
+        return list(result.column(sc.value("i")).to_pylist())
+    bad = result.column(sc.VALUE_OTHERS).to_pylist()
     if sql == "sum":
-        strings = result.column("$v#s").to_pylist()
+        strings = result.column(sc.value("s")).to_pylist()
         bad = [(b or 0) + (s or 0) for b, s in zip(bad, strings, strict=True)]
     if any(bad):
         raise TridentOperationError(
@@ -252,7 +255,7 @@ def _builtin_values(result: pa.Table, op: Any, sql: str, node: Terminal) -> list
             f"aggregates int, float{'' if sql == 'sum' else ' and str'} values in Spark; "
             "this batch has others (use a CombinerAggregator of your own for them)",
             component=node.cid)
-    parts = [result.column(f"$v#{v}").to_pylist() for v in (("i", "d") if sql == "sum"
+    parts = [result.column(sc.value(v)).to_pylist() for v in (("i", "d") if sql == "sum"
                                                              else ("s", "i", "d"))]
     values = []
     for j in range(result.num_rows):
@@ -266,23 +269,23 @@ def _builtin_values(result: pa.Table, op: Any, sql: str, node: Terminal) -> list
     return values
 
 
-def _jvm_aggregates(terminals: Sequence[PersistNode], types: cols.Types) -> list[Any]:
+def jvm_aggregates(terminals: Sequence[PersistNode], types: cols.Types) -> list[Column]:
     """The Spark aggregations `ApplyColumns` reads: `$p<i>` per terminal, and for a `Sum` how
-    many of its values were not None (`$c<i>`) against the key's tuples (`$rows`)."""
+    many of its values were not None (`$c<i>`) against the key's tuples (`$tuples`)."""
     out, sums = [], False
     for i, t in enumerate(terminals):
         if type(t.op) is Count:
-            out.append(F.count(F.lit(1)).alias(f"$p{i}"))
+            out.append(F.count(F.lit(1)).alias(sc.stacked(i)))
             continue
         value = F.col(f"`{t.input[0]}#{types[t.input[0]]}`")
-        out += [F.sum(value).alias(f"$p{i}"), F.count(value).alias(f"$c{i}")]
+        out += [F.sum(value).alias(sc.stacked(i)), F.count(value).alias(sc.valued(i))]
         sums = True
     if sums:
-        out.append(F.count(F.lit(1)).alias("$rows"))
+        out.append(F.count(F.lit(1)).alias(sc.KEY_TUPLES))
     return out
 
 
-def _col(df_columns: Sequence[str], name: str) -> Any:
+def _col(df_columns: Sequence[str], name: str) -> Column:
     """A column of the DataFrame, or a typed null when the field's layout lacks it (a typed
     field has one of its four columns)."""
     if name in df_columns:
@@ -290,6 +293,6 @@ def _col(df_columns: Sequence[str], name: str) -> Any:
     return F.lit(None).cast(cols.SQL[name[-1]])
 
 
-def _present(df_columns: Sequence[str], field: str) -> list[Any]:
+def _present(df_columns: Sequence[str], field: str) -> list[Column]:
     """The columns a field has in the DataFrame (one when typed or tagged, else four)."""
     return [F.col(f"`{n}`") for n in cols.stored(field) if n in df_columns]

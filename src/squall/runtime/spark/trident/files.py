@@ -8,10 +8,9 @@ type has no typed column leaves the batch to the driver (`_read_files` returns N
 
 from __future__ import annotations
 
-from typing import Any
-
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from squall.runtime.spark.trident import columns as cols
@@ -53,8 +52,8 @@ def _parquet_types(path: str, fields: tuple[str, ...]) -> dict[str, str] | None:
     return types
 
 
-def _read_files(spark: Any, batch: FileBatch, fields: tuple[str, ...]
-                ) -> tuple[Any, dict[str, str]] | None:
+def _read_files(spark: SparkSession, batch: FileBatch, fields: tuple[str, ...]
+                ) -> tuple[DataFrame, dict[str, str]] | None:
     """The files as a DataFrame of typed fields (each field the one column of its type), or
     None when a field's type has no typed column here (the driver then reads them, with the
     same values as the local runner)."""

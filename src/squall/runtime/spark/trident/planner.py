@@ -7,8 +7,9 @@ an operation (`_types_after`), what a combiner's partial aggregation reads and t
 of its partials (`_partial_reads`, `_partial_kind`), and whether Spark's JVM aggregates a
 batch's built-ins exactly as the combiners would (`_jvm_builtins`); which `persistent_aggregate`s
 are applied to their states' partitions in the Spark tasks (`applied_in_tasks`) and which of them
-share a job (`state_jobs`), and which `state_query`s read in the tasks (`query_in_tasks`). `runner`
-builds the Spark jobs from them; `chain` runs the row operations in the workers.
+share a job (`state_jobs`), and which `state_query`s read in the tasks (`query_in_tasks`); from
+them, the typed jobs a transaction launches (`spark_jobs`, of `trident.jobs`), which
+`launch.Launcher` runs; `chain` runs the row operations in the workers.
 """
 
 from __future__ import annotations
@@ -17,6 +18,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeGuard, assert_never
 
 from squall.runtime.spark.trident import columns as cols
+from squall.runtime.spark.trident.jobs import (
+    AggregateJob,
+    QueryJob,
+    SparkJob,
+    StateJob,
+    Tuning,
+    WindowJob,
+)
 from squall.trident.operations import BuiltinCombiner, CombinerAggregator, Count, Sum
 from squall.trident.plan import (
     AggregateNode,
@@ -290,3 +299,41 @@ def state_jobs(paths: Mapping[str, list[Node]], applied: Sequence[str],
         return (tuple(n.cid for n in path[:-1]), node.keys, states[node.state].partitions)
 
     return {c: [c, *(o for o in applied if o != c and shape(o) == shape(c))] for c in applied}
+
+
+def spark_jobs(plan: Plan, paths: Mapping[str, list[Node]], states: Mapping[str, Any],
+               tuning: Tuning, capture: bool = False) -> tuple[SparkJob, ...]:
+    """The Spark jobs of a transaction, in the order they run: one per path of `paths`
+    (`spark_segments`, in their order), a `persistent_aggregate` applied in the tasks
+    (`applied_in_tasks`; never with partial aggregation or the executors' state switched off)
+    sharing its job with those `state_jobs` puts with it. `states`: the opened states by name;
+    `capture`: every operation's rows go to the caller (a state job collects its new rows)."""
+    in_tasks = [c for c, p in paths.items() if tuning.partial and tuning.in_executors
+                and applied_in_tasks(p[-1], plan, paths, states)]
+    together = state_jobs(paths, in_tasks, states)
+    jobs: list[SparkJob] = []
+    covered: set[str] = set()
+    for cid, path in paths.items():
+        if cid in covered:  # applied in the job of an earlier one
+            continue
+        terminal = ending(path)
+        if cid in together:
+            terminals = tuple(_persisted(paths[c]) for c in together[cid])
+            covered.update(together[cid])
+            jobs.append(StateJob(tuple(path), terminals, states[terminals[0].state].partitions,
+                                 tuple(capture or bool(plan.children(t.cid))
+                                       for t in terminals)))
+        elif isinstance(terminal, StateQueryNode):
+            jobs.append(QueryJob(tuple(path), terminal, states[terminal.state].partitions))
+        elif isinstance(terminal, WindowNode):
+            jobs.append(WindowJob(tuple(path), terminal))
+        else:
+            jobs.append(AggregateJob(tuple(path), terminal, tuning.partial,
+                                     tuning.driver_combine))
+    return tuple(jobs)
+
+
+def _persisted(path: Sequence[Node]) -> PersistNode:
+    node = path[-1]
+    assert isinstance(node, PersistNode), node.cid
+    return node

@@ -27,13 +27,15 @@ import pyarrow.compute as pc
 from squall.errors import SquallError
 from squall.runtime.gc_pause import gc_paused
 from squall.runtime.spark.trident import columns as cols
+from squall.runtime.spark.trident import schema as sc
 from squall.trident.operations import Count, Sum
 from squall.trident.plan import PersistNode
 from squall.trident.state.partitioned import partition_indexes
 
-PARTITION = "$sp"
-TERMINAL = "$t"
-OUTPUT_SCHEMA = "`$t` int, `$sp` int, `$n` long, `$rows` binary"
+# What a task of a state job returns: per terminal and state partition, the keys written and
+# the new rows when collected.
+OUTPUT_SCHEMA = ", ".join([sc.ddl(sc.TERMINAL, "int"), sc.ddl(sc.STATE_PARTITION, "int"),
+                           sc.ddl(sc.WRITTEN, "long"), sc.ddl(sc.ROWS, "binary")])
 PICKLED = "b"  # a user's combiner's partials: pickled, one binary column
 ANY = "*"  # a built-in's partials of no one type: the four variant columns
 
@@ -41,17 +43,17 @@ ANY = "*"  # a built-in's partials of no one type: the four variant columns
 def stacked_schema(keys_ddl: str, kinds: Sequence[str]) -> str:
     """The Spark DDL of `stacked`'s output: the keys (`keys_ddl`), `$t`, each terminal's
     partial column(s) `$p<i>`, `$sp`."""
-    parts = [keys_ddl, f"`{TERMINAL}` int"]
+    parts = [keys_ddl, sc.ddl(sc.TERMINAL, "int")]
     for i, kind in enumerate(kinds):
-        name = f"$p{i}"
-        parts.append(f"`{name}` binary" if kind == PICKLED else
+        name = sc.stacked(i)
+        parts.append(sc.ddl(name, "binary") if kind == PICKLED else
                      cols.spark_schema((name,), {} if kind == ANY else {name: kind}))
-    parts.append(f"`{PARTITION}` int")
+    parts.append(sc.ddl(sc.STATE_PARTITION, "int"))
     return ", ".join(p for p in parts if p)
 
 
 def _partial_fields(i: int, kind: str) -> list[pa.Field]:
-    name = f"$p{i}"
+    name = sc.stacked(i)
     if kind == PICKLED:
         return [pa.field(name, pa.binary())]
     return list(cols.schema((name,), {} if kind == ANY else {name: kind}))
@@ -66,22 +68,22 @@ def stacked(results: Sequence[pa.RecordBatch], keys: Sequence[str], kinds: Seque
     out = []
     for i, rb in enumerate(results):
         rows = rb.num_rows
-        key_names = [f.name for f in rb.schema if not f.name.startswith("$partial")]
+        key_names = [f.name for f in rb.schema if not f.name.startswith(sc.PARTIAL)]
         arrays = [rb.column(name) for name in key_names]
         names = list(key_names)
         arrays.append(pa.array([i] * rows, pa.int32()))
-        names.append(TERMINAL)
+        names.append(sc.TERMINAL)
         for j, fs in enumerate(fields):
             for f in fs:
                 if j == i:
-                    arrays.append(rb.column("$partial" + f.name[len(f"$p{j}"):]))
+                    arrays.append(rb.column(sc.PARTIAL + f.name[len(sc.stacked(j)):]))
                 else:
                     arrays.append(pa.nulls(rows, f.type))
                 names.append(f.name)
         key_columns = [cols.decode(rb, k) for k in keys]
         key_rows = list(zip(*key_columns, strict=True)) if key_columns else [()] * rows
         arrays.append(pa.array(partition_indexes(key_rows, n), pa.int32()))
-        names.append(PARTITION)
+        names.append(sc.STATE_PARTITION)
         out.append(pa.RecordBatch.from_arrays(arrays, names=names))
     return out
 
@@ -109,7 +111,7 @@ class ApplyState:
         for rb in batches:
             if rb.num_rows == 0:
                 continue
-            terminal = rb.column(TERMINAL)
+            terminal = rb.column(sc.TERMINAL)
             for i, node in enumerate(self.nodes):
                 part = rb.filter(pc.equal(terminal, i))
                 if part.num_rows:
@@ -126,10 +128,10 @@ class ApplyState:
         """The partials of terminal `i` in `rb`, combined per (state partition, key)."""
         combine: Callable[[Any, Any], Any] = node.op.combine
         kcols = [cols.decode(rb, k) for k in node.keys]
-        name = f"$p{i}"
+        name = sc.stacked(i)
         values = [cloudpickle.loads(b) for b in rb.column(name).to_pylist()] \
             if self.kinds[i] == PICKLED else cols.decode(rb, name)
-        for sp, k, v in zip(rb.column(PARTITION).to_pylist(), zip(*kcols, strict=True),
+        for sp, k, v in zip(rb.column(sc.STATE_PARTITION).to_pylist(), zip(*kcols, strict=True),
                             values, strict=True):
             group = groups.get((i, sp))
             if group is None:
@@ -173,8 +175,9 @@ class _Written:
 
     def batch(self) -> pa.RecordBatch:
         return pa.RecordBatch.from_pydict(
-            {"$t": pa.array(self.t, pa.int32()), "$sp": pa.array(self.sp, pa.int32()),
-             "$n": pa.array(self.n, pa.int64()), "$rows": pa.array(self.rows, pa.binary())})
+            {sc.TERMINAL: pa.array(self.t, pa.int32()),
+             sc.STATE_PARTITION: pa.array(self.sp, pa.int32()),
+             sc.WRITTEN: pa.array(self.n, pa.int64()), sc.ROWS: pa.array(self.rows, pa.binary())})
 
 
 class _Combining:
@@ -206,7 +209,7 @@ class ApplyColumns:
     """The `mapInArrow` function applying built-in aggregates Spark's JVM computed (`Count`,
     `Sum` of an integer field) to this task's state partitions: each row one key (its fields in
     `key_columns`), its partition `$sp` and each terminal's aggregate `$p<i>` (`$c<i>`: how
-    many of a `Sum`'s values were not None, `$rows`: how many tuples the key had). Every key of
+    many of a `Sum`'s values were not None, `$tuples`: how many tuples the key had). Every key of
     a state partition is in one task (the rows were repartitioned by their key columns, and a
     task holds the keys of the state partition of its index)."""
 
@@ -225,7 +228,7 @@ class ApplyColumns:
         table = pa.Table.from_batches(parts) if parts else None
         if table is not None:
             self._check_sums(table)
-            sp_column = table.column(PARTITION)
+            sp_column = table.column(sc.STATE_PARTITION)
             for sp in sorted(pc.unique(sp_column).to_pylist()):
                 rows = table.filter(pc.equal(sp_column, sp))
                 keys = list(zip(*(rows.column(c).to_pylist() for c in self.key_columns),
@@ -236,7 +239,7 @@ class ApplyColumns:
                         f"belongs to {partition_indexes(keys[:1], self.n)[0]}",
                         component=self.nodes[0].cid)
                 for i, node in enumerate(self.nodes):
-                    values = rows.column(f"$p{i}").to_pylist()
+                    values = rows.column(sc.stacked(i)).to_pylist()
                     state = node.factory.make_partition(node.state,
                                                                 self.location, sp)
                     try:
@@ -250,10 +253,10 @@ class ApplyColumns:
         """A `Sum` meeting a None fails the batch, as `Sum.combine` does on the local runner
         (`a + None`); a key's lone None is its partial as it is (`Sum.init`)."""
         for i, node in enumerate(self.nodes):
-            name = f"$c{i}"
+            name = sc.valued(i)
             if name not in table.column_names:
                 continue
-            valued, rows = table.column(name), table.column("$rows")
+            valued, rows = table.column(name), table.column(sc.KEY_TUPLES)
             lone_none = pc.and_(pc.equal(valued, 0), pc.equal(rows, 1))
             if not pc.all(pc.or_(pc.equal(valued, rows), lone_none)).as_py():
                 raise SquallError(
@@ -267,7 +270,7 @@ def applied_rows(result: pa.Table, terminals: int
     """Per terminal of `ApplyState`'s output: the keys written and, if collected, the new
     rows."""
     out: list[tuple[int, list[tuple[Any, ...]] | None]] = []
-    ts, ns, cells = (result.column(c).to_pylist() for c in ("$t", "$n", "$rows"))
+    ts, ns, cells = (result.column(c).to_pylist() for c in (sc.TERMINAL, sc.WRITTEN, sc.ROWS))
     for i in range(terminals):
         mine = [(n, c) for t, n, c in zip(ts, ns, cells, strict=True) if t == i]
         rows: list[tuple[Any, ...]] | None = []

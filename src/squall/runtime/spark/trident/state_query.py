@@ -26,13 +26,14 @@ import pyarrow.compute as pc
 
 from squall.runtime.gc_pause import gc_paused
 from squall.runtime.spark.trident import columns as cols
+from squall.runtime.spark.trident import schema as sc
 from squall.trident.execution import TridentOperationContext, query_rows
 from squall.trident.plan import StateQueryNode
 from squall.trident.state.map_state import MapState
 from squall.trident.state.partitioned import by_partition, partition_indexes
 
-PARTITION = "$sp"
-OUTPUT_SCHEMA = "`$sp` int, `$rows` binary"
+# What a task of a query job returns: per state partition, the output rows (pickled).
+OUTPUT_SCHEMA = f"{sc.ddl(sc.STATE_PARTITION, 'int')}, {sc.ddl(sc.ROWS, 'binary')}"
 
 
 class KeyPartitions:
@@ -46,7 +47,7 @@ class KeyPartitions:
         for rb in batches:
             columns = [cols.decode(rb, k) for k in self.keys]
             keys = list(zip(*columns, strict=True)) if columns else [()] * rb.num_rows
-            yield rb.append_column(PARTITION, pa.array(partition_indexes(keys, self.n),
+            yield rb.append_column(sc.STATE_PARTITION, pa.array(partition_indexes(keys, self.n),
                                                        pa.int32()))
 
 
@@ -73,7 +74,7 @@ class QueryPartitions:
             state = TaskPartitions(self.node.factory, self.node.state,
                                    self.location, self.n)
             try:
-                column = table.column(PARTITION)
+                column = table.column(sc.STATE_PARTITION)
                 for sp in sorted(pc.unique(column).to_pylist()):
                     mine = table.filter(pc.equal(column, sp))
                     values = [cols.decode(mine, f) for f in self.fields]
@@ -83,8 +84,8 @@ class QueryPartitions:
                     cells.append(cloudpickle.dumps(out))
             finally:
                 state.close()
-        yield pa.RecordBatch.from_pydict({PARTITION: pa.array(sps, pa.int32()),
-                                          "$rows": pa.array(cells, pa.binary())})
+        yield pa.RecordBatch.from_pydict({sc.STATE_PARTITION: pa.array(sps, pa.int32()),
+                                          sc.ROWS: pa.array(cells, pa.binary())})
 
     def _op(self, sp: int) -> Any:
         """The query function, prepared for state partition `sp` (one copy per partition, as
@@ -99,7 +100,7 @@ class QueryPartitions:
 def output_rows(result: pa.Table) -> list[tuple[Any, ...]]:
     """`QueryPartitions`' output, collected: the query's rows, state partition by partition."""
     out: list[tuple[Any, ...]] = []
-    for cell in result.column("$rows").to_pylist():
+    for cell in result.column(sc.ROWS).to_pylist():
         out.extend(cloudpickle.loads(cell))
     return out
 

@@ -42,6 +42,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from squall.runtime.spark.trident import columns as cols
+from squall.runtime.spark.trident import schema as sc
+from squall.trident.computed import WindowSegments
 from squall.trident.execution import timestamp_of
 from squall.trident.plan import WindowNode
 from squall.trident.tuple import tuple_type
@@ -55,14 +57,16 @@ GROUP_EVERY = 1_000_000  # raw rows grouped together in one Arrow call
 def partial_types(node: WindowNode, types: cols.Types, kind: str | None) -> dict[str, str]:
     """The typed columns of a window operation's partial rows."""
     out = {f: k for f, k in types.items() if f in node.keys}
-    out.update({"$ws": "i", "$n": "i", "$max": "i", "$part": "i"})
+    out.update(dict.fromkeys((sc.WINDOW_START, sc.WINDOW_TUPLES, sc.WINDOW_MAX, sc.WINDOW_PART),
+                             "i"))
     if kind is not None:
-        out["$partial"] = kind
+        out[sc.PARTIAL] = kind
     return out
 
 
 def partial_fields(node: WindowNode) -> tuple[str, ...]:
-    return ("$ws", *node.keys, "$partial", "$n", "$max", "$part")
+    return (sc.WINDOW_START, *node.keys, sc.PARTIAL, sc.WINDOW_TUPLES, sc.WINDOW_MAX,
+            sc.WINDOW_PART)
 
 
 class WindowPartials:
@@ -317,20 +321,20 @@ def _regroup(t: pa.Table, by: list[str], sql: str) -> pa.Table:
 
 # ---- the driver --------------------------------------------------------------------------------
 
-def finish(result: pa.Table, node: WindowNode) -> tuple[list[Segment], dict[Window, int],
-                                                      int | None]:
+def finish(result: pa.Table, node: WindowNode) -> WindowSegments:
     """The partial rows of every partition combined: the window step's segments (one per
     window, in window order), tuples assigned per window, and the largest timestamp."""
     keys, op, size = node.keys, node.op, node.size
     if result.num_rows == 0:
-        return [], {}, None
+        return WindowSegments.none()
     have = set(result.column_names)
     key_cols = [n for k in keys for n in cols.names(k) if n in have]
-    value_col = next((n for n in cols.names("$partial") if n in have), None)
-    typed = len([n for n in cols.names("$partial") if n in have]) == 1 and value_col is not None
+    value_col = next((n for n in cols.names(sc.PARTIAL) if n in have), None)
+    typed = len([n for n in cols.names(sc.PARTIAL) if n in have]) == 1 and value_col is not None
     if typed:  # combined and ordered by Arrow
         assert value_col is not None
-        t = result.select(["$ws#i", *key_cols, value_col, "$n#i", "$max#i", "$part#i"])
+        t = result.select([_int(sc.WINDOW_START), *key_cols, value_col, _int(sc.WINDOW_TUPLES),
+                           _int(sc.WINDOW_MAX), _int(sc.WINDOW_PART)])
         by = ["ws", *[f"k{i}" for i in range(len(key_cols))]]
         t = t.rename_columns([*by, "v", "n", "max", "part"])
         t = _combine_shared(t, by, op.sql)
@@ -349,7 +353,7 @@ def finish(result: pa.Table, node: WindowNode) -> tuple[list[Segment], dict[Wind
     else:  # values of several types: combined in Python
         starts, kvals, values, counts, max_ts = _combine_python(result, keys, op)
     if len(starts) == 0:
-        return [], {}, None
+        return WindowSegments.none()
     rows_of = KeyColumns(kvals, len(starts))
     cuts = [0, *(np.flatnonzero(np.diff(starts)) + 1).tolist(), len(starts)]
     segments: list[Segment] = []
@@ -359,16 +363,21 @@ def finish(result: pa.Table, node: WindowNode) -> tuple[list[Segment], dict[Wind
         w = (int(starts[i]), int(starts[i]) + size)
         segments.append((w, rows_of[i:end], values[i:end]))
         assigned[w] = int(totals[j])
-    return segments, assigned, max_ts
+    return WindowSegments(segments, assigned, max_ts)
+
+
+def _int(field: str) -> str:
+    """The column of a partial row's integer field."""
+    return cols.names(field, {field: "i"})[0]
 
 
 def _combine_python(result: pa.Table, keys: tuple[str, ...], op: Any
                     ) -> tuple[Any, list[list[Any]], list[Any], Any, int]:
-    starts = result.column("$ws#i").to_pylist()
+    starts = result.column(_int(sc.WINDOW_START)).to_pylist()
     kvals = [cols.decode(result, k) for k in keys]
-    values = cols.decode(result, "$partial")
-    ns = result.column("$n#i").to_pylist()
-    maxes = result.column("$max#i").to_pylist()
+    values = cols.decode(result, sc.PARTIAL)
+    ns = result.column(_int(sc.WINDOW_TUPLES)).to_pylist()
+    maxes = result.column(_int(sc.WINDOW_MAX)).to_pylist()
     combined: dict[tuple[Any, ...], list[Any]] = {}
     for j, start in enumerate(starts):
         key = (start, *(kv[j] for kv in kvals))
