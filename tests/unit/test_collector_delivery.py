@@ -129,6 +129,7 @@ def emit_all(host: Any) -> tuple[Any, list[Tuple]]:
             basic.emit([word])
     out.emit(("e",))  # unanchored, values as a tuple
     out.emit(["f"], inputs[1])
+    out.emit(["f2"], inputs[1:])  # anchored to two inputs, three trees
     out.emit_many([["g"], ("h",)])
     return task, inputs
 
@@ -143,24 +144,25 @@ def test_every_delivery_gives_the_same_tuples_trees_and_counts(host_type):
     assert delivered(host) == delivered(reference)
     assert [i._ack_val for i in inputs] == [i._ack_val for i in ref_inputs]
     assert all(i._state == PENDING for i in inputs)
-    assert (task.stats.emitted, task.stats.transferred) == (8, 16)
+    assert (task.stats.emitted, task.stats.transferred) == (9, 18)
     if host_type is ExecutingHost:
-        assert host.received[7] == host.received[8] == 8
+        assert host.received[7] == host.received[8] == 9
 
 
-def test_bind_chooses_the_basic_collectors_emit_path_and_rebinding_switches_it():
+def test_bind_chooses_the_basic_collectors_delivery_and_rebinding_switches_it():
     task = Task(ExecutingHost())
     out = OutputCollector(task)  # type: ignore[arg-type]
     basic = BasicOutputCollector(out)
-    executing = type(basic)
-    assert executing is not BasicOutputCollector and isinstance(basic, BasicOutputCollector)
-    basic.bind(PacketsHost(), task.routes, task.rand64)  # type: ignore[arg-type]
-    assert type(basic) not in (executing, BasicOutputCollector)
-    queued = QueuedHost()
-    basic.bind(queued, task.routes, task.rand64)  # type: ignore[arg-type]
-    assert type(basic) is BasicOutputCollector  # the general path, through OutputCollector
-    basic.emit(["x"])
-    assert delivered(queued) == [(7, ["x"], None), (8, ["x"], None)]
+    assert type(basic) is not BasicOutputCollector and isinstance(basic, BasicOutputCollector)
+    tree = _RuntimeTuple(["c"], SPLIT, {5: 6}, 1)
+    for host in (PacketsHost(), QueuedHost(), ExecutingHost()):
+        basic.bind(host, task.routes, task.rand64)  # type: ignore[arg-type]
+        for basic.input in (None, tree):
+            basic.emit(["x"])
+        got = delivered(host)
+        assert [(t, values) for t, values, _ in got] == [(7, ["x"]), (7, ["x"]), (8, ["x"]),
+                                                         (8, ["x"])], host
+        assert [anchors is None for _, _, anchors in got] == [True, False, True, False], host
 
 
 def test_a_capturing_collector_emits_through_the_output_collector_on_any_host():

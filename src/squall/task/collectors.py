@@ -8,9 +8,9 @@ bolt emit creates one edge id per destination and anchor, XORed into the anchor'
 How a tuple reaches its target tasks depends on the host, and is chosen once, when a collector is
 bound to it (`bind`), not in every emit: into the packets of a host that buffers tuples (the
 Spark runner's stages), executed at once by the collector (the local runner on an acyclic
-topology), or through the host's `send` (a queue). An unanchored tuple goes through the bound
-`_Delivery`; a `BasicBolt`'s collector takes the class whose `emit` does its host's delivery
-inline (`BasicOutputCollector.bind`).
+topology), or through the host's `send` (a queue). Every tuple an emit sends goes through the
+bound `_Delivery`, the one place that knows the host's path: unanchored, anchored (the XOR
+bookkeeping of tuple trees), and a `BasicBolt`'s emit anchored to the input it executes.
 """
 
 from __future__ import annotations
@@ -43,20 +43,66 @@ def host_channels(host: Host) -> tuple[Mapping[Any, list[Any]] | None, Any]:
 
 
 class _Delivery:
-    """How unanchored tuples reach their target tasks on one host: through its `send`, which
-    queues or executes them (the host's choice). The collectors bind one per host (`_Emitter.bind`)
-    and call it without asking which host they are on."""
+    """How tuples reach their target tasks on one host: through its `send`, which queues or
+    executes them (the host's choice). The collectors bind one per host (`_Emitter.bind`) and
+    call it without asking which host they are on; the subclasses take a host's faster path
+    where it has one. `rand` gives the edge ids of anchored tuples."""
 
-    __slots__ = ("send",)
+    __slots__ = ("rand", "send")
 
-    def __init__(self, send: Callable[[int, Tuple], None]) -> None:
+    def __init__(self, send: Callable[[int, Tuple], None], rand: Callable[[], int]) -> None:
         self.send = send
+        self.rand = rand
 
     def unanchored(self, values: Sequence[Any], origin: Any, targets: list[int]) -> None:
         """Deliver an unanchored tuple to `targets`."""
         send = self.send
         for t in targets:
             send(t, _RuntimeTuple(values, origin, None, t))
+
+    def anchored(self, values: Sequence[Any], origin: Any, targets: list[int],
+                 anchors: Tuple | Sequence[Tuple]) -> None:
+        """Deliver a tuple anchored to `anchors` to `targets`: one edge id per target and
+        anchor, XORed into the anchor's ack value and into the tuple's tree."""
+        if isinstance(anchors, Tuple):
+            roots = anchors._anchors
+            if roots is None:
+                # An untracked input (a spout emit without a message id): nothing to anchor to,
+                # so this is an unanchored emit.
+                self.unanchored(values, origin, targets)
+                return
+            if len(roots) == 1:
+                # One anchor in one tree: what every BasicBolt emit is. Same XOR bookkeeping as
+                # the general loop below, without its per-target dict merging.
+                (root,) = roots
+                rand, send = self.rand, self.send
+                for t in targets:
+                    edge = rand()
+                    anchors._ack_val ^= edge
+                    send(t, _RuntimeTuple(values, origin, {root: edge}, t))
+                return
+            anchors = (anchors,)
+        rand, send = self.rand, self.send
+        for t in targets:
+            tree: dict[int, int] | None = None
+            for anchor in anchors:
+                roots = anchor._anchors
+                if not roots:
+                    continue
+                edge = rand()
+                anchor._ack_val ^= edge
+                if tree is None:
+                    tree = {}
+                for root in roots:
+                    tree[root] = tree.get(root, 0) ^ edge
+            send(t, _RuntimeTuple(values, origin, tree, t))
+
+    def executing(self, values: Sequence[Any], origin: Any, targets: list[int],
+                  anchors: Tuple) -> None:
+        """A BasicBolt's emit anchored to the input it executes, `anchors`, which is in a tuple
+        tree (its task acks or fails it when `execute` returns): `anchored`, unless the host has
+        a path of its own."""
+        self.anchored(values, origin, targets, anchors)
 
     def rows(self, rows: Sequence[Sequence[Any]], choose: Callable[[Sequence[Any]], list[int]],
              origin: Any) -> int:
@@ -76,14 +122,18 @@ class _Executed(_Delivery):
     """A host that executes a tuple as soon as it is sent (the local runner on an acyclic
     topology) and says how (`direct_delivery`: `(executors, received, on_error)`): the collector
     does what its `send` does, inline: count the tuple as received by its task, call the task's
-    executor, and hand an exception to `on_error(task, tuple, exc)`."""
+    executor, and hand an exception to `on_error(task, tuple, exc)`. A host that also folds acks
+    (`ack_folding`: `[child, parent, recent errors]`, see `OutputCollector.ack`) lets a
+    BasicBolt's children skip the ledger while they execute (`executing`)."""
 
-    __slots__ = ("direct", "executors", "on_error", "received")
+    __slots__ = ("direct", "executors", "fold", "on_error", "received")
 
-    def __init__(self, send: Callable[[int, Tuple], None], direct: Any) -> None:
-        super().__init__(send)
+    def __init__(self, send: Callable[[int, Tuple], None], rand: Callable[[], int],
+                 direct: Any, fold: list[Any] | None) -> None:
+        super().__init__(send, rand)
         self.direct = direct
         self.executors, self.received, self.on_error = direct
+        self.fold = fold
 
     def unanchored(self, values: Sequence[Any], origin: Any, targets: list[int]) -> None:
         executors, received = self.executors, self.received
@@ -95,16 +145,53 @@ class _Executed(_Delivery):
             except Exception as exc:
                 self.on_error(t, tup, exc)
 
+    def executing(self, values: Sequence[Any], origin: Any, targets: list[int],
+                  anchors: Tuple) -> None:
+        inp = anchors
+        roots = inp._anchors
+        fold = self.fold
+        # Through the host's send: more than one tree, or an anchor already acked or failed (a
+        # misuse: its child's ack must reach the ledger, which reports it).
+        if len(roots) > 1 or fold is None or inp._state != PENDING:  # type: ignore[arg-type]
+            self.anchored(values, origin, targets, inp)
+            return
+        (root,) = roots  # type: ignore[misc]
+        rand = self.rand
+        executors, received, on_error = self.executors, self.received, self.on_error
+        # An edge that is created and acked before the anchor is acked cancels out of the
+        # ledger's XOR: the child goes with edge 0, and its ack, if it comes while it executes,
+        # is folded into the anchor's (OutputCollector.ack). A child still pending afterwards
+        # (held by its bolt) gets its random edge then, XORed into the anchor as usual; a failed
+        # one fails its tree whatever its edge.
+        for t in targets:
+            tree = {root: 0}
+            tup = _RuntimeTuple(values, origin, tree, t)
+            received[t] += 1
+            outer, outer_anchor = fold[0], fold[1]
+            fold[0] = tup
+            fold[1] = inp
+            try:
+                executors[t](tup)
+            except Exception as exc:
+                on_error(t, tup, exc)
+            finally:
+                fold[0] = outer
+                fold[1] = outer_anchor
+            if tup._state == PENDING:
+                edge = tree[root] = rand()
+                inp._ack_val ^= edge
+
 
 class _Packets(_Delivery):
-    """A host that buffers tuples in packets (`host_channels`): an unanchored tuple's values go
-    straight into the list of each (origin, target) pair, without a Tuple or a call per tuple."""
+    """A host that buffers tuples in packets (`host_channels`): a tuple's values go straight
+    into the list of each (origin, target) pair, with its tree if anchored (what the host's
+    `send` does), without a Tuple or a call per tuple."""
 
     __slots__ = ("channel", "open")
 
-    def __init__(self, send: Callable[[int, Tuple], None], opened: Mapping[Any, list[Any]],
-                 channel: Any) -> None:
-        super().__init__(send)
+    def __init__(self, send: Callable[[int, Tuple], None], rand: Callable[[], int],
+                 opened: Mapping[Any, list[Any]], channel: Any) -> None:
+        super().__init__(send, rand)
         self.open, self.channel = opened, channel
 
     def unanchored(self, values: Sequence[Any], origin: Any, targets: list[int]) -> None:
@@ -116,6 +203,28 @@ class _Packets(_Delivery):
             if items is None:
                 items = self.channel(origin, t)
             items.append(values)
+
+    def anchored(self, values: Sequence[Any], origin: Any, targets: list[int],
+                 anchors: Tuple | Sequence[Tuple]) -> None:
+        roots = anchors._anchors if isinstance(anchors, Tuple) else None
+        if not roots or len(roots) > 1:
+            super().anchored(values, origin, targets, anchors)
+            return
+        # One anchor in one tree (every BasicBolt emit in a stage): `_Delivery.anchored`'s
+        # case, straight into the packets.
+        if values.__class__ is not list:
+            values = list(values)
+        (root,) = roots
+        rand, opened, channel = self.rand, self.open, self.channel
+        for t in targets:
+            edge = rand()
+            anchors._ack_val ^= edge  # type: ignore[union-attr]
+            items = opened.get((origin, t))
+            if items is None:
+                items = channel(origin, t)
+            items.append((values, {root: edge}))
+
+    executing = anchored  # every case of a BasicBolt's emit, without a call more
 
     def rows(self, rows: Sequence[Sequence[Any]], choose: Callable[[Sequence[Any]], list[int]],
              origin: Any) -> int:
@@ -134,15 +243,16 @@ class _Packets(_Delivery):
         return transferred
 
 
-def _delivery(host: Host) -> _Delivery:
-    """The delivery of unanchored tuples on `host` (see `_Delivery` and its subclasses)."""
+def _delivery(host: Host, rand: Callable[[], int]) -> _Delivery:
+    """The delivery of tuples on `host`, with edge ids from `rand` (see `_Delivery` and its
+    subclasses)."""
     opened, channel = host_channels(host)
     if opened is not None:
-        return _Packets(host.send, opened, channel)
+        return _Packets(host.send, rand, opened, channel)
     direct = getattr(host, "direct_delivery", None)
     if direct is not None:
-        return _Executed(host.send, direct)
-    return _Delivery(host.send)
+        return _Executed(host.send, rand, direct, getattr(host, "ack_folding", None))
+    return _Delivery(host.send, rand)
 
 
 class _Emitter:
@@ -163,9 +273,9 @@ class _Emitter:
         self._routes = routes
         self._rand = rand
         self._send = host.send
-        # How unanchored tuples go out on this host, chosen here once (called as
+        # How tuples go out on this host, chosen here once (called as
         # `self._delivery.unanchored(...)`: as cheap as a method of the collector's own).
-        self._delivery = _delivery(host)
+        self._delivery = _delivery(host, rand)
 
     _host: Host
     _routes: dict[str, StreamRoute]
@@ -317,7 +427,7 @@ class OutputCollector(_Emitter):
         # that dict as `ack_xor`; acks then update it inline.
         self._xor: dict[int, int] | None = host.ack_xor
         # A host that executes tuples as they are sent may fold acks (`_Emitter.bind`):
-        # `[child, parent, recent errors]`, see `ack` and BasicOutputCollector.emit.
+        # `[child, parent, recent errors]`, see `ack` and `_Executed.executing`.
         self._fold: list[Any] | None = getattr(host, "ack_folding", None)
         self._host_fail = host.fail
         self._host_reset = host.reset
@@ -331,17 +441,17 @@ class OutputCollector(_Emitter):
         if route is None or len(values) != route.arity or route.direct:
             route = self._route(stream, values, direct=False)
         targets = route.choose(values)
+        # `_deliver` inline: a call more would cost about a twentieth of an emit.
         route.emitted += 1
         stats = self._stats
         stats.emitted += 1
         stats.transferred += len(targets)
         if self._capture is not None:
             self._capture.append((stream, list(values)))
-        origin = route.origin
         if anchors is None or not self._tracking:
-            self._delivery.unanchored(values, origin, targets)
+            self._delivery.unanchored(values, route.origin, targets)
         else:
-            self._send_anchored(values, origin, targets, anchors)
+            self._delivery.anchored(values, route.origin, targets, anchors)
         return targets
 
     def emit_many(self, rows: Sequence[Sequence[Any]], stream: str = DEFAULT) -> None:
@@ -372,56 +482,30 @@ class OutputCollector(_Emitter):
     ) -> list[int]:
         route = self._route(stream, values, direct=True)
         targets = self._direct_targets(route, task_id)
+        self._deliver(route, values, targets, anchors)
+        return targets
+
+    def _deliver(self, route: StreamRoute, values: Sequence[Any], targets: list[int],
+                 anchors: Tuple | Sequence[Tuple] | None) -> None:
+        """An emit to `targets`, checked and routed: counted, captured, delivered (inline in
+        `emit`)."""
         route.emitted += 1
         stats = self._stats
         stats.emitted += 1
         stats.transferred += len(targets)
         if self._capture is not None:
-            self._capture.append((stream, list(values)))
+            self._capture.append((route.stream, list(values)))
         if anchors is None or not self._tracking:
-            for t in targets:
-                self._send(t, _RuntimeTuple(values, route.origin, None, t))
+            self._delivery.unanchored(values, route.origin, targets)
         else:
-            self._send_anchored(values, route.origin, targets, anchors)
-        return targets
+            self._delivery.anchored(values, route.origin, targets, anchors)
 
-    def _send_anchored(
-        self, values: Sequence[Any], origin: Any, targets: list[int],
-        anchors: Tuple | Sequence[Tuple], send: Callable[[int, Tuple], None] | None = None,
-    ) -> None:
-        rand = self._rand
-        send = send or self._send  # a system tuple's `send` does not count it (checkpoints)
-        if isinstance(anchors, Tuple):
-            roots = anchors._anchors
-            if roots is None:
-                # An untracked input (a spout emit without a message id): nothing to anchor to,
-                # so this is an unanchored emit.
-                for t in targets:
-                    send(t, _RuntimeTuple(values, origin, None, t))
-                return
-            if len(roots) == 1:
-                # One anchor in one tree: what every BasicBolt emit is. Same XOR bookkeeping as
-                # the general loop below, without its per-target dict merging.
-                (root,) = roots
-                for t in targets:
-                    edge = rand()
-                    anchors._ack_val ^= edge
-                    send(t, _RuntimeTuple(values, origin, {root: edge}, t))
-                return
-            anchors = (anchors,)
-        for t in targets:
-            tree: dict[int, int] | None = None
-            for anchor in anchors:
-                roots = anchor._anchors
-                if not roots:
-                    continue
-                edge = rand()
-                anchor._ack_val ^= edge
-                if tree is None:
-                    tree = {}
-                for root in roots:
-                    tree[root] = tree.get(root, 0) ^ edge
-            send(t, _RuntimeTuple(values, origin, tree, t))
+    def _send_anchored(self, values: Sequence[Any], origin: Any, targets: list[int],
+                       anchors: Tuple | Sequence[Tuple], send: Callable[[int, Tuple], None]
+                       ) -> None:
+        """An anchored tuple through `send` instead of the host's delivery: a system tuple's
+        (checkpoints), which the host does not count."""
+        _Delivery(send, self._rand).anchored(values, origin, targets, anchors)
 
     def _settle(self, tup: Tuple, verb: str, new_state: int) -> bool:
         """Check `tup` may be acked/failed here; report and refuse if not."""
@@ -458,7 +542,7 @@ class OutputCollector(_Emitter):
             fold = self._fold
             if fold is not None and tup is fold[0]:
                 # Acked while its emitter executes it, which made its edge 0 and did not XOR
-                # it into its anchor (BasicOutputCollector.emit): what this ack would send, the
+                # it into its anchor (`_Executed.executing`): what this ack would send, the
                 # anchor's own ack sends instead. The ledger's sum is the same.
                 fold[0] = None
                 if val:
@@ -515,18 +599,16 @@ class BasicOutputCollector:
     """What a `BasicBolt` emits with: every emit is anchored to the input being executed.
 
     `emit` here goes through the task's `OutputCollector`, which does everything (what tests
-    that capture emits take, and hosts that queue tuples). `bind` makes the collector one of the
-    subclasses below when its host is one they know: their `emit` does the same with the host's
-    delivery inline, since BasicBolt emits are the bulk of most topologies' tuples.
+    that capture emits take). Otherwise `bind` makes the collector a `_DeliveringBasicCollector`,
+    whose `emit` hands the tuple to the host's delivery itself, since BasicBolt emits are the
+    bulk of most topologies' tuples.
     """
 
-    __slots__ = ("_captured", "_channel", "_direct", "_fold", "_open", "_out", "_rand",
-                 "_routes", "_stats", "_untracked", "input")
-    # The shortcuts of the subclasses' emit paths, set by `bind` for the one it chooses.
-    _open: Mapping[Any, list[Any]]
-    _channel: Callable[[Any, int], list[Any]]
-    _direct: tuple[dict[int, Callable[[Tuple], None]], list[int],
-                   Callable[[int, Tuple, Exception], None]]
+    __slots__ = ("_anchored", "_captured", "_out", "_routes", "_stats", "_unanchored",
+                 "_untracked", "input")
+    # The delivery's methods the fast emit path calls, set by `bind` when it chooses that path.
+    _unanchored: Callable[[Sequence[Any], Any, list[int]], None]
+    _anchored: Callable[[Sequence[Any], Any, list[int], Tuple], None]
 
     def __init__(self, out: OutputCollector) -> None:
         self._out = out
@@ -544,22 +626,16 @@ class BasicOutputCollector:
         out = self._out
         self._routes = out._routes
         self._stats = out._stats
-        self._rand = out._rand
-        self._fold = out._fold
         self.input: Tuple | None = None  # no input is being executed
-        # The emit path of the host's delivery, chosen once: the class changes, the object
-        # stays (a snapshot of the bolt refers to it).
-        delivery = out._delivery
+        # The emit path, chosen once: the class changes, the object stays (a snapshot of the
+        # bolt refers to it).
         if self._captured:
             self.__class__ = BasicOutputCollector
-        elif isinstance(delivery, _Packets):
-            self._open, self._channel = delivery.open, delivery.channel
-            self.__class__ = _PacketsBasicCollector
-        elif isinstance(delivery, _Executed):
-            self._direct = delivery.direct
-            self.__class__ = _ExecutingBasicCollector
-        else:
-            self.__class__ = BasicOutputCollector
+            return
+        delivery = out._delivery
+        self._unanchored = delivery.unanchored
+        self._anchored = delivery.executing
+        self.__class__ = _DeliveringBasicCollector
 
     def emit(self, values: Sequence[Any], stream: str = DEFAULT) -> list[int]:
         return self._out.emit(values, self.input, stream)
@@ -577,19 +653,14 @@ class BasicOutputCollector:
         return (current_collector, ("basic",))
 
 
-class _ExecutingBasicCollector(BasicOutputCollector):
-    """A BasicBolt's collector on a host that executes tuples as they are sent (`_Executed`):
-    every BasicBolt emit on the local runner (acyclic topologies)."""
+class _DeliveringBasicCollector(BasicOutputCollector):
+    """A BasicBolt's collector that is not capturing: `OutputCollector.emit`'s checks and
+    routing inline, then the host's delivery (`_Delivery.unanchored`, or `executing` for an
+    input in a tuple tree), which `bind` took from the task's `OutputCollector`."""
 
     __slots__ = ()
 
     def emit(self, values: Sequence[Any], stream: str = DEFAULT) -> list[int]:
-        # OutputCollector.emit's checks and routing inline, for an input in no tuple tree or in
-        # one (the common cases); the rest goes through OutputCollector._send_anchored. The
-        # lines up to `origin` are _PacketsBasicCollector.emit's too, repeated on purpose: a
-        # call to share them would cost about a tenth of an emit.
-        inp = self.input
-        roots = None if self._untracked or inp is None else inp._anchors
         route = self._routes.get(stream)
         if route is None or len(values) != route.arity or route.direct:
             route = self._out._route(stream, values, direct=False)
@@ -598,92 +669,11 @@ class _ExecutingBasicCollector(BasicOutputCollector):
         stats = self._stats
         stats.emitted += 1
         stats.transferred += len(targets)
-        origin = route.origin
-        executors, received, on_error = self._direct
-        if not roots:  # `_Executed.unanchored`, inline (one call less a word)
-            for t in targets:
-                tup = _RuntimeTuple(values, origin, None, t)
-                received[t] += 1
-                try:
-                    executors[t](tup)
-                except Exception as exc:
-                    on_error(t, tup, exc)
-            return targets
-        fold = self._fold
-        # Through the host's send: more than one tree, or an anchor already acked or failed (a
-        # misuse: its child's ack must reach the ledger, which reports it).
-        if len(roots) > 1 or fold is None or inp._state != PENDING:  # type: ignore[union-attr]
-            self._out._send_anchored(values, origin, targets, inp)  # type: ignore[arg-type]
-            return targets
-        (root,) = roots
-        rand = self._rand
-        # An edge that is created and acked before the anchor is acked cancels out of the
-        # ledger's XOR: the child goes with edge 0, and its ack, if it comes while it executes,
-        # is folded into the anchor's (OutputCollector.ack). A child still pending afterwards
-        # (held by its bolt) gets its random edge then, XORed into the anchor as usual; a failed
-        # one fails its tree whatever its edge.
-        for t in targets:
-            anchors = {root: 0}
-            tup = _RuntimeTuple(values, origin, anchors, t)
-            received[t] += 1
-            outer, outer_anchor = fold[0], fold[1]
-            fold[0] = tup
-            fold[1] = inp
-            try:
-                executors[t](tup)
-            except Exception as exc:
-                on_error(t, tup, exc)
-            finally:
-                fold[0] = outer
-                fold[1] = outer_anchor
-            if tup._state == PENDING:
-                edge = anchors[root] = rand()
-                inp._ack_val ^= edge  # type: ignore[union-attr]
-        return targets
-
-
-class _PacketsBasicCollector(BasicOutputCollector):
-    """A BasicBolt's collector on a host that buffers tuples in packets (`_Packets`): every
-    BasicBolt emit in a Spark stage."""
-
-    __slots__ = ()
-
-    def emit(self, values: Sequence[Any], stream: str = DEFAULT) -> list[int]:
         inp = self.input
-        roots = None if self._untracked or inp is None else inp._anchors
-        route = self._routes.get(stream)
-        if route is None or len(values) != route.arity or route.direct:
-            route = self._out._route(stream, values, direct=False)
-        targets = route.choose(values)
-        route.emitted += 1
-        stats = self._stats
-        stats.emitted += 1
-        stats.transferred += len(targets)
-        origin = route.origin
-        if values.__class__ is not list:
-            values = list(values)
-        opened = self._open
-        if not roots:  # `_Packets.unanchored`, inline
-            for t in targets:
-                items = opened.get((origin, t))
-                if items is None:
-                    items = self._channel(origin, t)
-                items.append(values)
-            return targets
-        if len(roots) > 1:
-            self._out._send_anchored(values, origin, targets, inp)  # type: ignore[arg-type]
-            return targets
-        # OutputCollector._send_anchored's single-tree case, straight into the packets.
-        (root,) = roots
-        rand = self._rand
-        channel = self._channel
-        for t in targets:
-            edge = rand()
-            inp._ack_val ^= edge  # type: ignore[union-attr]
-            items = opened.get((origin, t))
-            if items is None:
-                items = channel(origin, t)
-            items.append((values, {root: edge}))
+        if self._untracked or inp is None or not inp._anchors:
+            self._unanchored(values, route.origin, targets)
+        else:
+            self._anchored(values, route.origin, targets, inp)
         return targets
 
 
