@@ -823,3 +823,42 @@ def test_a_source_without_the_operators_field_behind_a_bolt_is_named_in_a_warnin
     subscribed = {(s.component, s.stream) for s in b2.create_topology().components[
         "count"].inputs}
     assert ("events", "_partitions") in subscribed
+
+
+class TenSecondCounts(WindowedBolt):
+    """Storm's windowed bolt: words per 10 s of event time."""
+
+    def execute(self, window):
+        self.collector.emit([window.end_timestamp, len(window.get())])
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("end", "words"))
+
+
+@pytest.mark.runners("local", "spark", "spark-1batch")
+@pytest.mark.parametrize("parallelism", [1, 2])
+def test_a_storm_windowed_bolt_behind_a_parallel_bolt_gets_no_batching_lateness(
+        runner, runner_conf, parallelism):
+    """Storm's rule (the smallest over the upstream tasks of the largest timestamp each sent,
+    less the lag) through a split of parallelism 2: in-order sentences, lag 0, whatever the
+    cut and the bolt's parallelism, nothing late and every window's count exact."""
+    from squall.connectors import MemorySource
+
+    rows = sentences(200)
+    bolt = (TenSecondCounts().with_tumbling_window(Duration.seconds(10))
+            .with_timestamp_field("ts").with_lag(Duration(0)).with_late_tuple_stream("late"))
+    b = TopologyBuilder()
+    b.set_spout("sentences", MemorySource([rows], Fields("sentence", "ts")))
+    b.set_bolt("split", Split(), 2).shuffle_grouping("sentences")
+    b.set_bolt("count", bolt, parallelism).fields_grouping("split", ["word"])
+    result = complete_topology(b.create_topology(), {**CONF, **runner_conf}, runner=runner)
+    assert not result.errors
+    assert result.tuples("count", "late") == []
+    counts: dict[int, int] = {}
+    for end, words in result.tuples("count"):
+        counts[end] = counts.get(end, 0) + words
+    expected: dict[int, int] = {}
+    for _sentence, ts in rows:
+        end = -(-ts // 10_000) * 10_000  # Storm's windows: (end - 10 s, end]
+        expected[end] = expected.get(end, 0) + 8
+    assert counts == expected

@@ -218,7 +218,7 @@ def _read_positions(path: str, partition: Any) -> dict[str, int | None] | None:
             kept = pickle.load(f)
     except FileNotFoundError:
         return None
-    return kept.get(repr(partition), {})
+    return kept.get(repr(partition))  # (a file holds every partition of its name's hash)
 
 
 def _write_positions(path: str, partition: Any, kept: dict[str, int | None]) -> None:
