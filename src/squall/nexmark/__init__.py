@@ -1,0 +1,31 @@
+"""NEXMark, the online-auction benchmark of stream processors (Beam's queries 0-12, Flink's
+nexmark suite): a deterministic event generator, file writers, squall sources over the
+generator, and a batch reference of the queries (docs/nexmark.md).
+
+- `squall.nexmark.model`: the events `Person`, `Auction`, `Bid`, their flat row and Beam's JSON;
+- `squall.nexmark.generator`: `GeneratorConfig` and the event of each event number;
+- `squall.nexmark.files`: JSON-lines and Parquet partition files;
+"""
+
+from squall.nexmark.files import read_json_lines, read_parquet, write_json_lines, write_parquet
+from squall.nexmark.generator import GeneratorConfig, event, events
+from squall.nexmark.model import (
+    AUCTION,
+    BID,
+    PERSON,
+    ROW_FIELDS,
+    Auction,
+    Bid,
+    Event,
+    Person,
+    from_json,
+    from_row,
+    to_json,
+    to_row,
+)
+
+__all__ = [
+    "AUCTION", "BID", "PERSON", "ROW_FIELDS", "Auction", "Bid", "Event", "GeneratorConfig",
+    "Person", "event", "events", "from_json", "from_row", "read_json_lines", "read_parquet",
+    "to_json", "to_row", "write_json_lines", "write_parquet",
+]
