@@ -5,6 +5,9 @@ generator, and a batch reference of the queries (docs/nexmark.md).
 - `squall.nexmark.model`: the events `Person`, `Auction`, `Bid`, their flat row and Beam's JSON;
 - `squall.nexmark.generator`: `GeneratorConfig` and the event of each event number;
 - `squall.nexmark.files`: JSON-lines and Parquet partition files;
+- `squall.nexmark.sources`: `NexmarkSource` (partitioned, event-time watermarks) and
+  `NexmarkBatchSpout` (Trident);
+- `squall.nexmark.reference`: the queries computed in batch, apart from any streaming code.
 """
 
 from squall.nexmark.files import read_json_lines, read_parquet, write_json_lines, write_parquet
@@ -23,9 +26,11 @@ from squall.nexmark.model import (
     to_json,
     to_row,
 )
+from squall.nexmark.sources import NexmarkBatchSpout, NexmarkSource
 
 __all__ = [
     "AUCTION", "BID", "PERSON", "ROW_FIELDS", "Auction", "Bid", "Event", "GeneratorConfig",
-    "Person", "event", "events", "from_json", "from_row", "read_json_lines", "read_parquet",
-    "to_json", "to_row", "write_json_lines", "write_parquet",
+    "NexmarkBatchSpout", "NexmarkSource", "Person", "event", "events", "from_json",
+    "from_row", "read_json_lines", "read_parquet", "to_json", "to_row", "write_json_lines",
+    "write_parquet",
 ]

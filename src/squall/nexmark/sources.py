@@ -1,0 +1,104 @@
+"""squall sources over the NEXMark generator: events made where they are read, no files.
+
+- `NexmarkSource`, a `PartitionedSource` (squall.components.partitioned_source) for the Storm API
+  and the windowed operators: `partitions` partitions, partition `i` the events at positions
+  `i, i + n, i + 2n, ...` of the stream (so every partition covers the whole span of event
+  time at the same pace, and their union is the stream); offsets are positions within the
+  partition. Bounded by `config.max_events`. Its records are flat rows (`ROW_FIELDS`), and its
+  event-time field is `date_time` (`squall.source.event.time.field`), so operators that take
+  their watermark from source partitions get each partition's progress.
+- `NexmarkBatchSpout`, a transactional Trident `BatchSpout`: batch `b` is the events at
+  positions `(b - 1) x batch_size` to `b x batch_size`, the same rows whenever it is replayed.
+
+>>> from squall import TopologyBuilder
+>>> from squall.testing import complete_topology
+>>> from squall.nexmark.generator import GeneratorConfig
+>>> b = TopologyBuilder()
+>>> _ = b.set_spout("events", NexmarkSource(GeneratorConfig(max_events=100), partitions=2))
+>>> rows = complete_topology(b.create_topology()).tuples("events")
+>>> len(rows), sorted(r[0] for r in rows).count(2)
+(100, 92)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from squall.components.partitioned_source import PartitionedSource, Range
+from squall.nexmark.generator import GeneratorConfig, event, partition_size
+from squall.nexmark.model import ROW_FIELDS, to_row
+from squall.topology.config import SQUALL_SOURCE_EVENT_TIME_FIELD
+from squall.trident.spouts import BatchSpout
+
+EVENT_TIME_FIELD = "date_time"
+
+
+class NexmarkSource(PartitionedSource):
+    """The generated stream as `partitions` partitions named `nexmark-0`, `nexmark-1`, ...
+
+    `records_per_range` caps each range (a Spark input partition) as `MemorySource`'s does;
+    `records_per_call` is how many records the local runner plans at a time.
+    """
+
+    def __init__(self, config: GeneratorConfig | None = None, *, partitions: int = 1,
+                 stream: str = "default", records_per_range: int | None = None,
+                 records_per_call: int = 1000) -> None:
+        super().__init__(ROW_FIELDS, stream=stream, bounded=True,
+                         records_per_call=records_per_call)
+        if not isinstance(partitions, int) or isinstance(partitions, bool) or partitions < 1:
+            raise ValueError(f"NexmarkSource: partitions must be a positive int, got "
+                             f"{partitions!r}")
+        self.config = config or GeneratorConfig()
+        self.partitions = partitions
+        self.records_per_range = records_per_range
+
+    def get_component_configuration(self) -> Mapping[str, Any] | None:
+        return {SQUALL_SOURCE_EVENT_TIME_FIELD: EVENT_TIME_FIELD}
+
+    def _index(self, partition: str) -> int:
+        return int(partition.rsplit("-", 1)[1])
+
+    def discover(self) -> list[str]:
+        return [f"nexmark-{i}" for i in range(self.partitions)]
+
+    def initial_offset(self, partition: str) -> int:
+        return 0
+
+    def end_offset(self, partition: str, start: Any) -> int:
+        return partition_size(self.config, self._index(partition), self.partitions)
+
+    def cut(self, partition: str, start: Any, end: Any, budget: int) -> int:
+        return min(end, start + max(1, min(budget, self.records_per_range or budget)))
+
+    def estimate(self, r: Range) -> int:
+        return r.end - r.start
+
+    def read(self, partition: str, start: Any, end: Any) -> Iterator[tuple[Any, Any]]:
+        i, n, config = self._index(partition), self.partitions, self.config
+        for offset in range(start, end):
+            yield offset, to_row(event(config, i + offset * n))
+
+
+class NexmarkBatchSpout(BatchSpout):
+    """The generated stream in Trident batches of `batch_size` events (flat rows)."""
+
+    transactional = True
+
+    def __init__(self, config: GeneratorConfig | None = None, batch_size: int = 1000) -> None:
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ValueError(f"NexmarkBatchSpout: batch_size must be a positive int, got "
+                             f"{batch_size!r}")
+        self.config = config or GeneratorConfig()
+        self.batch_size = batch_size
+
+    def get_output_fields(self) -> Sequence[str]:
+        return ROW_FIELDS
+
+    def emit_batch(self, batch_id: int, collector: Any) -> None:
+        start = (batch_id - 1) * self.batch_size
+        for number in range(start, min(start + self.batch_size, self.config.max_events)):
+            collector.emit(to_row(event(self.config, number)))
+
+    def is_exhausted(self, batch_id: int) -> bool:
+        return (batch_id - 1) * self.batch_size >= self.config.max_events
