@@ -1,13 +1,12 @@
 """NEXMark, the online-auction benchmark of stream processors (Beam's queries 0-12, Flink's
-nexmark suite): a deterministic event generator, file writers, squall sources over the
-generator, and a batch reference of the queries (docs/nexmark.md).
+nexmark suite): a deterministic event generator, file writers and squall sources over the
+generator (docs/nexmark.md).
 
 - `squall.nexmark.model`: the events `Person`, `Auction`, `Bid`, their flat row and Beam's JSON;
 - `squall.nexmark.generator`: `GeneratorConfig` and the event of each event number;
 - `squall.nexmark.files`: JSON-lines and Parquet partition files;
 - `squall.nexmark.sources`: `NexmarkSource` (partitioned, event-time watermarks) and
-  `NexmarkBatchSpout` (Trident);
-- `squall.nexmark.reference`: the queries computed in batch, apart from any streaming code.
+  `NexmarkBatchSpout` (Trident).
 """
 
 from squall.nexmark.files import read_json_lines, read_parquet, write_json_lines, write_parquet
