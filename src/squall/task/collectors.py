@@ -9,8 +9,9 @@ How a tuple reaches its target tasks depends on the host, and is chosen once, wh
 bound to it (`bind`), not in every emit: into the packets of a host that buffers tuples (the
 Spark runner's stages), executed at once by the collector (the local runner on an acyclic
 topology), or through the host's `send` (a queue). Every tuple an emit sends goes through the
-bound `_Delivery`, the one place that knows the host's path: unanchored, anchored (the XOR
-bookkeeping of tuple trees), and a `BasicBolt`'s emit anchored to the input it executes.
+bound `_Delivery`, the one place that knows the host's path, unanchored or anchored (the XOR
+bookkeeping of tuple trees), except a `BasicBolt`'s emits on the two hosts that carry most
+tuples: `_InlineBasicCollector` does their delivery inline (see there why).
 """
 
 from __future__ import annotations
@@ -97,13 +98,6 @@ class _Delivery:
                     tree[root] = tree.get(root, 0) ^ edge
             send(t, _RuntimeTuple(values, origin, tree, t))
 
-    def executing(self, values: Sequence[Any], origin: Any, targets: list[int],
-                  anchors: Tuple) -> None:
-        """A BasicBolt's emit anchored to the input it executes, `anchors`, which is in a tuple
-        tree (its task acks or fails it when `execute` returns): `anchored`, unless the host has
-        a path of its own."""
-        self.anchored(values, origin, targets, anchors)
-
     def rows(self, rows: Sequence[Sequence[Any]], choose: Callable[[Sequence[Any]], list[int]],
              origin: Any) -> int:
         """Deliver unanchored rows, each to the targets `choose` gives it, in order; returns how
@@ -122,18 +116,15 @@ class _Executed(_Delivery):
     """A host that executes a tuple as soon as it is sent (the local runner on an acyclic
     topology) and says how (`direct_delivery`: `(executors, received, on_error)`): the collector
     does what its `send` does, inline: count the tuple as received by its task, call the task's
-    executor, and hand an exception to `on_error(task, tuple, exc)`. A host that also folds acks
-    (`ack_folding`: `[child, parent, recent errors]`, see `OutputCollector.ack`) lets a
-    BasicBolt's children skip the ledger while they execute (`executing`)."""
+    executor, and hand an exception to `on_error(task, tuple, exc)`."""
 
-    __slots__ = ("direct", "executors", "fold", "on_error", "received")
+    __slots__ = ("direct", "executors", "on_error", "received")
 
     def __init__(self, send: Callable[[int, Tuple], None], rand: Callable[[], int],
-                 direct: Any, fold: list[Any] | None) -> None:
+                 direct: Any) -> None:
         super().__init__(send, rand)
         self.direct = direct
         self.executors, self.received, self.on_error = direct
-        self.fold = fold
 
     def unanchored(self, values: Sequence[Any], origin: Any, targets: list[int]) -> None:
         executors, received = self.executors, self.received
@@ -144,42 +135,6 @@ class _Executed(_Delivery):
                 executors[t](tup)
             except Exception as exc:
                 self.on_error(t, tup, exc)
-
-    def executing(self, values: Sequence[Any], origin: Any, targets: list[int],
-                  anchors: Tuple) -> None:
-        inp = anchors
-        roots = inp._anchors
-        fold = self.fold
-        # Through the host's send: more than one tree, or an anchor already acked or failed (a
-        # misuse: its child's ack must reach the ledger, which reports it).
-        if len(roots) > 1 or fold is None or inp._state != PENDING:  # type: ignore[arg-type]
-            self.anchored(values, origin, targets, inp)
-            return
-        (root,) = roots  # type: ignore[misc]
-        rand = self.rand
-        executors, received, on_error = self.executors, self.received, self.on_error
-        # An edge that is created and acked before the anchor is acked cancels out of the
-        # ledger's XOR: the child goes with edge 0, and its ack, if it comes while it executes,
-        # is folded into the anchor's (OutputCollector.ack). A child still pending afterwards
-        # (held by its bolt) gets its random edge then, XORed into the anchor as usual; a failed
-        # one fails its tree whatever its edge.
-        for t in targets:
-            tree = {root: 0}
-            tup = _RuntimeTuple(values, origin, tree, t)
-            received[t] += 1
-            outer, outer_anchor = fold[0], fold[1]
-            fold[0] = tup
-            fold[1] = inp
-            try:
-                executors[t](tup)
-            except Exception as exc:
-                on_error(t, tup, exc)
-            finally:
-                fold[0] = outer
-                fold[1] = outer_anchor
-            if tup._state == PENDING:
-                edge = tree[root] = rand()
-                inp._ack_val ^= edge
 
 
 class _Packets(_Delivery):
@@ -224,8 +179,6 @@ class _Packets(_Delivery):
                 items = channel(origin, t)
             items.append((values, {root: edge}))
 
-    executing = anchored  # every case of a BasicBolt's emit, without a call more
-
     def rows(self, rows: Sequence[Sequence[Any]], choose: Callable[[Sequence[Any]], list[int]],
              origin: Any) -> int:
         opened, channel = self.open, self.channel
@@ -251,7 +204,7 @@ def _delivery(host: Host, rand: Callable[[], int]) -> _Delivery:
         return _Packets(host.send, rand, opened, channel)
     direct = getattr(host, "direct_delivery", None)
     if direct is not None:
-        return _Executed(host.send, rand, direct, getattr(host, "ack_folding", None))
+        return _Executed(host.send, rand, direct)
     return _Delivery(host.send, rand)
 
 
@@ -599,16 +552,18 @@ class BasicOutputCollector:
     """What a `BasicBolt` emits with: every emit is anchored to the input being executed.
 
     `emit` here goes through the task's `OutputCollector`, which does everything (what tests
-    that capture emits take). Otherwise `bind` makes the collector a `_DeliveringBasicCollector`,
-    whose `emit` hands the tuple to the host's delivery itself, since BasicBolt emits are the
-    bulk of most topologies' tuples.
+    that capture emits take, and hosts that queue tuples). `bind` makes the collector an
+    `_InlineBasicCollector` when its host executes tuples as they are sent or buffers them in
+    packets, since BasicBolt emits are the bulk of most topologies' tuples.
     """
 
-    __slots__ = ("_anchored", "_captured", "_out", "_routes", "_stats", "_unanchored",
-                 "_untracked", "input")
-    # The delivery's methods the fast emit path calls, set by `bind` when it chooses that path.
-    _unanchored: Callable[[Sequence[Any], Any, list[int]], None]
-    _anchored: Callable[[Sequence[Any], Any, list[int], Tuple], None]
+    __slots__ = ("_captured", "_channel", "_direct", "_executing", "_fold", "_open", "_out",
+                 "_rand", "_routes", "_stats", "_untracked", "input")
+    # The shortcuts of the inline emit path, set by `bind` for the host it has.
+    _open: Mapping[Any, list[Any]]
+    _channel: Callable[[Any, int], list[Any]]
+    _direct: tuple[dict[int, Callable[[Tuple], None]], list[int],
+                   Callable[[int, Tuple, Exception], None]]
 
     def __init__(self, out: OutputCollector) -> None:
         self._out = out
@@ -626,16 +581,23 @@ class BasicOutputCollector:
         out = self._out
         self._routes = out._routes
         self._stats = out._stats
+        self._rand = out._rand
+        self._fold = out._fold
         self.input: Tuple | None = None  # no input is being executed
-        # The emit path, chosen once: the class changes, the object stays (a snapshot of the
-        # bolt refers to it).
-        if self._captured:
-            self.__class__ = BasicOutputCollector
-            return
+        # The emit path of the host's delivery, chosen once: the class changes, the object
+        # stays (a snapshot of the bolt refers to it).
         delivery = out._delivery
-        self._unanchored = delivery.unanchored
-        self._anchored = delivery.executing
-        self.__class__ = _DeliveringBasicCollector
+        self.__class__ = BasicOutputCollector
+        if self._captured:
+            return
+        if isinstance(delivery, _Packets):
+            self._open, self._channel = delivery.open, delivery.channel
+            self._executing = False
+            self.__class__ = _InlineBasicCollector
+        elif isinstance(delivery, _Executed):
+            self._direct = delivery.direct
+            self._executing = True
+            self.__class__ = _InlineBasicCollector
 
     def emit(self, values: Sequence[Any], stream: str = DEFAULT) -> list[int]:
         return self._out.emit(values, self.input, stream)
@@ -653,14 +615,25 @@ class BasicOutputCollector:
         return (current_collector, ("basic",))
 
 
-class _DeliveringBasicCollector(BasicOutputCollector):
-    """A BasicBolt's collector that is not capturing: `OutputCollector.emit`'s checks and
-    routing inline, then the host's delivery (`_Delivery.unanchored`, or `executing` for an
-    input in a tuple tree), which `bind` took from the task's `OutputCollector`."""
+class _InlineBasicCollector(BasicOutputCollector):
+    """A BasicBolt's collector on a host that executes tuples as they are sent (`_Executed`:
+    the local runner on an acyclic topology) or buffers them in packets (`_Packets`: a Spark
+    stage).
+
+    `emit` is `OutputCollector.emit` with the host's delivery inline, for an input in no tuple
+    tree or in one (the common cases): `_Executed.unanchored`, `_Packets.unanchored` and
+    `_Packets.anchored`'s case of one tree, repeated here on purpose. A call to the delivery
+    instead is one Python call more per emit, 16 to 17 calls per word of W1 on the local
+    runner, which cost W1 about 6 % there (docs/performance.md). The rest goes through the
+    delivery. On the local runner a child executed inside the emit also has its ack folded
+    into its anchor's (see the comment below and `OutputCollector.ack`).
+    """
 
     __slots__ = ()
 
     def emit(self, values: Sequence[Any], stream: str = DEFAULT) -> list[int]:
+        inp = self.input
+        roots = None if self._untracked or inp is None else inp._anchors
         route = self._routes.get(stream)
         if route is None or len(values) != route.arity or route.direct:
             route = self._out._route(stream, values, direct=False)
@@ -669,11 +642,71 @@ class _DeliveringBasicCollector(BasicOutputCollector):
         stats = self._stats
         stats.emitted += 1
         stats.transferred += len(targets)
-        inp = self.input
-        if self._untracked or inp is None or not inp._anchors:
-            self._unanchored(values, route.origin, targets)
-        else:
-            self._anchored(values, route.origin, targets, inp)
+        origin = route.origin
+        if self._executing:
+            executors, received, on_error = self._direct
+            if not roots:
+                for t in targets:
+                    tup = _RuntimeTuple(values, origin, None, t)
+                    received[t] += 1
+                    try:
+                        executors[t](tup)
+                    except Exception as exc:
+                        on_error(t, tup, exc)
+                return targets
+            fold = self._fold
+            # Through the delivery: more than one tree, or an anchor already acked or failed (a
+            # misuse: its child's ack must reach the ledger, which reports it).
+            if len(roots) > 1 or fold is None or inp._state != PENDING:  # type: ignore[union-attr]
+                self._out._delivery.anchored(values, origin, targets, inp)  # type: ignore[arg-type]
+                return targets
+            (root,) = roots
+            rand = self._rand
+            # An edge that is created and acked before the anchor is acked cancels out of the
+            # ledger's XOR: the child goes with edge 0, and its ack, if it comes while it
+            # executes, is folded into the anchor's (OutputCollector.ack). A child still pending
+            # afterwards (held by its bolt) gets its random edge then, XORed into the anchor as
+            # usual; a failed one fails its tree whatever its edge.
+            for t in targets:
+                tree = {root: 0}
+                tup = _RuntimeTuple(values, origin, tree, t)
+                received[t] += 1
+                outer, outer_anchor = fold[0], fold[1]
+                fold[0] = tup
+                fold[1] = inp
+                try:
+                    executors[t](tup)
+                except Exception as exc:
+                    on_error(t, tup, exc)
+                finally:
+                    fold[0] = outer
+                    fold[1] = outer_anchor
+                if tup._state == PENDING:
+                    edge = tree[root] = rand()
+                    inp._ack_val ^= edge  # type: ignore[union-attr]
+            return targets
+        if values.__class__ is not list:
+            values = list(values)
+        opened, channel = self._open, self._channel
+        if not roots:
+            for t in targets:
+                items = opened.get((origin, t))
+                if items is None:
+                    items = channel(origin, t)
+                items.append(values)
+            return targets
+        if len(roots) > 1:
+            self._out._delivery.anchored(values, origin, targets, inp)  # type: ignore[arg-type]
+            return targets
+        (root,) = roots
+        rand = self._rand
+        for t in targets:
+            edge = rand()
+            inp._ack_val ^= edge  # type: ignore[union-attr]
+            items = opened.get((origin, t))
+            if items is None:
+                items = channel(origin, t)
+            items.append((values, {root: edge}))
         return targets
 
 
