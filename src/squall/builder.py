@@ -27,6 +27,7 @@ import cloudpickle
 from squall.components.base import BasicBolt, Bolt, Component, Spout
 from squall.components.operators import WindowedOperatorBase
 from squall.components.partitioned_source import PartitionedSource
+from squall.components.windowed import TIMESTAMP_FIELD
 from squall.errors import InvalidTopologyError, NotPicklableError
 from squall.partition_watermarks import PARTITIONS_STREAM
 from squall.topology import roles
@@ -254,22 +255,28 @@ class TopologyBuilder:
 def _carry_positions(records: Mapping[str, dict[str, Any]],
                      streams: Mapping[str, Mapping[str, StreamSpec]]) -> None:
     """Watermarks carried with the data (squall.partition_watermarks): for every operator that
-    generates its watermark from source partitions, its partitioned sources get an event-time
-    field (`squall.source.event.time.field`: the operator's timestamp field, where the source's
-    stream has it and the user did not name another), so that their records carry positions;
-    and an operator that reads them through plain bolts subscribes to their partition events.
-    An input that reads anything else (a plain spout, another windowed component) keeps the
-    watermark of its own input."""
+    generates its watermark from source partitions, and every windowed bolt in event time, its
+    partitioned sources get an event-time field (`squall.source.event.time.field`: the
+    component's timestamp field, where the source's stream has it and the user did not name
+    another), so that their records carry positions; and a component that reads them through
+    plain bolts subscribes to their partition events. An input that reads anything else (a
+    plain spout, another windowed component) keeps the watermark of its own input."""
     for cid, record in records.items():
         op = record["component"]
-        if (not isinstance(op, WindowedOperatorBase) or op.watermark_delay_ms is None
-                or not getattr(op, "source_watermarks", True) or op.n_inputs != 1):
+        if isinstance(op, WindowedOperatorBase):
+            if (op.watermark_delay_ms is None or not getattr(op, "source_watermarks", True)
+                    or op.n_inputs != 1):
+                continue
+            field = op.timestamp_fields[0]
+        elif op.role == roles.WINDOWED and getattr(op, "event_time", False):
+            # Storm's windowed bolt in event time: its timestamp field, if it names one.
+            field = (op.get_component_configuration() or {}).get(TIMESTAMP_FIELD)
+        else:
             continue
         found = _partitioned_sources(records, streams, record["inputs"])
         if found is None:
             continue
         sources, through_bolts = found
-        field = op.timestamp_fields[0]
         unnamed = []
         for src in sources:
             spec = records[src]
@@ -285,13 +292,13 @@ def _carry_positions(records: Mapping[str, dict[str, Any]],
         if unnamed:
             if through_bolts:
                 _log.warning(
-                    "operator %r reads the partitioned sources %s through bolts, but their "
-                    "records have no event-time field (its timestamp field is %r): it takes the "
-                    "watermark from the largest timestamp its task has seen, which depends on "
-                    "the order rows reach it; set %s on the sources to the field that holds "
-                    "the event time", cid, unnamed, field, SQUALL_SOURCE_EVENT_TIME_FIELD)
+                    "%r reads the partitioned sources %s through bolts, but their records have "
+                    "no event-time field (its timestamp field is %r): it takes the watermark "
+                    "from the largest timestamp its task has seen, which depends on the order "
+                    "rows reach it; set %s on the sources to the field that holds the event "
+                    "time", cid, unnamed, field, SQUALL_SOURCE_EVENT_TIME_FIELD)
             continue
-        if through_bolts:
+        if through_bolts or not isinstance(op, WindowedOperatorBase):
             have = {(sub.component, sub.stream) for sub in record["inputs"]}
             record["inputs"] = list(record["inputs"]) + [
                 Subscription(src, PARTITIONS_STREAM, AllGrouping())

@@ -200,9 +200,18 @@ class HourlyClicks(WindowedBolt):
         declarer.declare(Fields("end", "clicks"))
 
 
-def storm_topology(directory: Path, spout_parallelism: int, source_watermarks: bool):
-    bolt = (HourlyClicks().with_tumbling_window(Duration(60 * MINUTE)).with_timestamp_field("ts")
-            .with_lag(Duration(5 * MINUTE)).with_late_tuple_stream("late"))
+def click_time(tup):
+    return tup["ts"]
+
+
+def storm_topology(directory: Path, spout_parallelism: int, source_watermarks: bool,
+                   extractor: bool = False):
+    """`extractor`: the timestamp comes from a function of the tuple, which the source cannot
+    apply, so its records carry no positions."""
+    bolt = HourlyClicks().with_tumbling_window(Duration(60 * MINUTE))
+    bolt = (bolt.with_timestamp_extractor(click_time) if extractor
+            else bolt.with_timestamp_field("ts"))
+    bolt = bolt.with_lag(Duration(5 * MINUTE)).with_late_tuple_stream("late")
     if source_watermarks:
         bolt = bolt.with_source_watermarks()
     b = TopologyBuilder()
@@ -236,8 +245,27 @@ def hourly(events: list[dict]) -> dict[int, int]:
     return hours
 
 
-def test_storm_windowed_bolts_keep_storms_rule_by_default(logs):
-    result = complete_topology(storm_topology(logs[0], 1, False), STORM_CONF)
+@pytest.mark.parametrize(("runner", "parallelism"), [
+    ("local", 1), ("local", 2), pytest.param("spark", 2, marks=pytest.mark.spark)],
+    indirect=["runner"])
+def test_storm_windowed_bolts_judge_each_record_at_its_source_position(runner, logs,
+                                                                       parallelism):
+    """Without opting in, a windowed bolt whose timestamp field the source has judges each
+    record by Storm's rule at its position in its own file: the 20 very late clicks are late,
+    every hour exact, whatever the parallelism, runner and cut."""
+    directory, good, late = logs
+    result = complete_topology(storm_topology(directory, parallelism, False), STORM_CONF,
+                               runner=runner)
+    assert sorted(r[:3] for r in result.tuples("hourly", "late")) == sorted(
+        [e["user"], e["ts"], e["page"]] for e in late)
+    assert sorted(map(tuple, result.tuples("hourly"))) == sorted(hourly(good).items())
+
+
+def test_storm_windowed_bolts_keep_storms_rule_without_positions(logs):
+    """A timestamp extractor the source cannot apply: no positions, Storm's rule over the
+    input stream as tuples arrive (one file read before the other: over 1,000 good clicks
+    of the second are late)."""
+    result = complete_topology(storm_topology(logs[0], 1, False, extractor=True), STORM_CONF)
     assert len(result.tuples("hourly", "late")) > 1000
 
 
@@ -835,24 +863,16 @@ class TenSecondCounts(WindowedBolt):
         declarer.declare(Fields("end", "words"))
 
 
-BATCH_ORDER = pytest.mark.xfail(
-    strict=True, reason="Storm's rule takes the largest timestamp of the input stream in the "
-    "order tuples arrive; a Spark stage hands a task one upstream task's rows of a batch before "
-    "the other's, so in-order words from the second split task are late there (not yet carried "
-    "by positions, as the operators' are)")
-
-
 @pytest.mark.runners("local", "spark", "spark-1batch")
 @pytest.mark.parametrize("parallelism", [1, 2])
 def test_a_storm_windowed_bolt_behind_a_parallel_bolt_gets_no_batching_lateness(
-        request, runner, runner_conf, parallelism):
-    """Storm's rule (the largest timestamp of the input stream, less the lag) through a split
-    of parallelism 2: in-order sentences, lag 0, whatever the cut and the bolt's parallelism,
-    nothing late and every window's count exact."""
+        runner, runner_conf, parallelism):
+    """Storm's rule at each record's source position through a split of parallelism 2 (which
+    a Spark stage delivers one task's rows after the other's): in-order sentences, lag 0,
+    whatever the cut and the bolt's parallelism, nothing late and every window's count
+    exact."""
     from squall.connectors import MemorySource
 
-    if runner == "spark":
-        request.applymarker(BATCH_ORDER)
     rows = sentences(200)
     bolt = (TenSecondCounts().with_tumbling_window(Duration.seconds(10))
             .with_timestamp_field("ts").with_lag(Duration(0)).with_late_tuple_stream("late"))

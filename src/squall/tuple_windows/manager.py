@@ -93,9 +93,14 @@ class WindowManager:
     # With source watermarks (`partition_tasks`): the upstream sources' partitions, which make
     # the watermark and judge lateness instead of the per-stream rule (squall.partition_watermarks).
     partitions: PartitionWatermarks | None = None
+    # With positions carried from the sources (`carried`): each tuple is judged against its
+    # partition's watermark at its source position, and the watermark that closes windows, the
+    # smallest over the partitions, moves at batch ends (`apply_positions`).
+    carried = False
 
     def __init__(self, spec: WindowSpec, streams: Iterable[Hashable] = (),
-                 partition_tasks: dict[int, str] | None = None) -> None:
+                 partition_tasks: dict[int, str] | None = None,
+                 carried: bool = False) -> None:
         self.spec = spec
         self.eviction = eviction_for(spec)
         self.tracker = (WatermarkTracker(streams, spec.watermark_lag_ms) if spec.event_time
@@ -103,6 +108,7 @@ class WindowManager:
         if partition_tasks and spec.event_time:
             self.partitions = PartitionWatermarks(frozenset(partition_tasks),
                                                   spec.watermark_lag_ms, dict(partition_tasks))
+            self.carried = carried
         self.events: list[Any] = []  # the queued values, in key order
         self.keys: list[tuple] = []  # (ts, source, seq) of each queued value
         self.ts: list[int] = []  # the timestamps alone, for bisecting
@@ -221,10 +227,55 @@ class WindowManager:
             self._evaluate_event_time()
         return self._flush() if self._out else ()
 
+    def add_at(self, event: Any, now_ms: int, ts: int, source: tuple[Hashable, int],
+               at: int | None) -> list[Action]:
+        """An event-time event whose source position `at` came with it (`carried`): late when
+        below the watermark at that position (the position less the lag), or below the
+        watermark the windows have closed at. Nothing closes here: `apply_positions` does.
+
+        >>> from squall.duration import Duration
+        >>> m = WindowManager(WindowSpec(Duration(10), Duration(10), event_time=True, lag_ms=2,
+        ...                              watermark_interval_ms=0), ["s"], {1: "src"}, True)
+        >>> m.add_at("a", 0, 30, ("s", 5), None), m.add_at("b", 0, 9, ("s", 6), 30)
+        ([], [Late('b', ts=9, watermark=28)])
+        >>> m.add_at("c", 0, 29, ("s", 6), 30), len(m.events)
+        ([], 2)
+        """
+        tracker = self.tracker
+        assert tracker is not None and self.carried
+        watermark = tracker.watermark
+        if at is not None:
+            own = at - self.spec.watermark_lag_ms
+            if watermark is None or own > watermark:
+                watermark = own
+        if watermark is not None and ts < watermark:
+            self.late_count += 1
+            return [Late(event, ts, watermark)]
+        self._insert(event, ts, source)
+        return self._flush()
+
+    def apply_positions(self) -> list[Action]:
+        """A batch end (`carried`): the `at` events received since the last one tell how far
+        the partitions are read, and everything read before them has arrived: the watermark
+        (the smallest over the partitions, idle and finished ones aside, less the lag) moves
+        and the windows it passes close."""
+        watched, tracker = self.partitions, self.tracker
+        if watched is None or tracker is None or not self.carried:
+            return []
+        watched.apply()
+        tracker.advance(watched.value)  # (idle and finished partitions move it too)
+        self._evaluate_event_time()
+        return self._flush()
+
     def partition_event(self, source_task: int, event: str, partitions: list[Any],
                         now_ms: int) -> list[Action]:
         """A partition event of an upstream source task (squall.partition_watermarks)."""
         watched = self.partitions
+        if watched is not None and self.carried:
+            # Positions: `at` events wait for the batch end; the others say which partitions
+            # there are (what `apply_positions` waits for) and move nothing themselves.
+            watched.control(source_task, event, partitions)
+            return []
         if watched is not None and self.tracker is not None:
             if watched.control(source_task, event, partitions) is not None:
                 self.tracker.advance(watched.value)

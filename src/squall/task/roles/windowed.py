@@ -30,7 +30,7 @@ from squall.components.windowed import (
 from squall.partition_watermarks import PARTITIONS_STREAM
 from squall.protocols import OutputCollectorLike
 from squall.task.collectors import WindowedOutputCollector
-from squall.task.roles.base import WindowRole, source_partition_tasks
+from squall.task.roles.base import WindowRole, carried_inputs, source_partition_tasks
 from squall.timestamps import valid_timestamp
 from squall.topology.tuple import Tuple, is_tick_tuple
 from squall.tuple_windows.manager import Activation, Expired, Late, WindowManager
@@ -85,8 +85,12 @@ class WindowedRole(WindowRole):
         """The task's window manager over its input streams (with source watermarks, over the
         upstream sources' partitions)."""
         streams = [s for s in context.this_sources if s[1] != PARTITIONS_STREAM]
-        return WindowManager(spec, streams, source_partition_tasks(context)[0] if conf.get(
-            SOURCE_WATERMARKS) else None)
+        # Positions carried from the sources (squall.partition_watermarks): each tuple judged
+        # at its source position, against its own partition (docs/design/source-watermarks.md).
+        carried = bool(spec.event_time and carried_inputs(context)[0])
+        tasks = source_partition_tasks(context, carried=[carried])[0] if (
+            carried or conf.get(SOURCE_WATERMARKS)) else None
+        return WindowManager(spec, streams, tasks, carried=carried and bool(tasks))
 
     def saved(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in _SAVED if name in self.__dict__}
@@ -127,9 +131,19 @@ class WindowedRole(WindowRole):
         except Exception as exc:
             self.invalid(tup, exc)
             return
-        actions = self.manager.add_event(tup, now_ms, ts, source)
+        manager = self.manager
+        actions: Sequence[Any]
+        if manager.carried:
+            actions = manager.add_at(tup, now_ms, ts, source, self._source_at())
+        else:
+            actions = manager.add_event(tup, now_ms, ts, source)
         if actions:
             self.apply(actions)
+
+    def _source_at(self) -> int | None:
+        """The position the host carries for the tuple executing (squall.partition_watermarks)."""
+        at = getattr(getattr(self.out, "_out", self.out), "source_at", None)
+        return None if at is None else at()
 
     def _entry(self, tup: Tuple) -> tuple[Any, int | None]:
         """(source, index) for the tuples of `tup`'s origin: `source` is what
@@ -156,7 +170,14 @@ class WindowedRole(WindowRole):
             return
         self.apply(manager.add(tup, now_ms))  # processing time (`_entry`)
 
+    def end_batch(self, batch_id: int, now_ms: int) -> None:
+        """With positions, the watermark moves at batch ends (`WindowManager.apply_positions`)."""
+        if self.manager.carried:
+            self.apply(self.manager.apply_positions())
+
     def end_of_input(self, now_ms: int) -> None:
+        if self.manager.carried:
+            self.apply(self.manager.apply_positions())
         self.apply(self.manager.end_of_input(now_ms))
 
     def timestamp(self, tup: Tuple) -> int:
