@@ -91,15 +91,12 @@ class LocalEngine(Controls, Reporting):
         # Logged rate-limited per component and error kind, on the engine's clock; all counted.
         self.error_log = ErrorLog(log, traceback=user_error)
         self._recent_error: dict[str, tuple[str, str]] = {}
-        if n_ackers:
-            self.ack = self._fast_ack()  # type: ignore[method-assign, assignment]
         # Acks folded into their anchor's (squall.task.collectors.OutputCollector.ack): the
         # tuple executing now, its anchor, and the record of components' last errors.
         self.ack_folding: list[Any] | None = None
         # Task id -> what executes its tuples (replaced for one call to time it).
         executors: dict[int, Callable[[Tuple], None]] = {}
         self._executors = executors
-        append = self.queue.append
         # Tuples received per task: every queued tuple gets executed, so this is "executed"
         # once the queue is drained, without a per-tuple counter in the execute path.
         self.received = received = [0] * (max(topology.task_ids) + 1)
@@ -107,39 +104,16 @@ class LocalEngine(Controls, Reporting):
         # partitioned sources, squall.partition_watermarks): a tuple executed as it is emitted
         # runs inside its emitter's call, with its position; a queued one takes it along.
         self.at: int | None = None
-
-        def send_queued(task_id: int, tup: Tuple) -> None:
-            received[task_id] += 1
-            if self.at is not None:
-                tup._at = self.at  # type: ignore[attr-defined]  # (`drain` restores it)
-            append((executors[task_id], tup))
-
-        def send_direct(task_id: int, tup: Tuple) -> None:
-            received[task_id] += 1
-            try:
-                executors[task_id](tup)
-            except Exception as exc:
-                self._execute_error(task_id, tup, exc)
-
         # In an acyclic topology a tuple is executed as soon as it is emitted (depth first):
         # no bolt can be re-entered, each task still sees its inputs in emission order, and the
         # queue round trip per tuple is saved. A cycle needs the queue, or execute would recurse.
         self.direct = is_acyclic(topology)
-        self.send = send_direct if self.direct else send_queued
-
-        def send_system(task_id: int, tup: Tuple) -> None:
-            # A system tuple (Storm's checkpoint tuples): delivered as `send` does, not
-            # counted in the task's executed (docs/metrics.md).
-            if not self.direct:
-                append((executors[task_id], tup))
-                return
-            try:
-                executors[task_id](tup)
-            except Exception as exc:
-                self._execute_error(task_id, tup, exc)
-
-        self.send_system = send_system
-        # What `send_direct` does, for collectors to do inline (one call less per tuple):
+        # The Host's `send` and `send_system`, chosen here once (see `_send_direct`).
+        if self.direct:
+            self.send, self.send_system = self._send_direct, self._send_direct_system
+        else:
+            self.send, self.send_system = self._send_queued, self._send_queued_system
+        # What `_send_direct` does, for collectors to do inline (one call less per tuple):
         # `(executors, received, on_error)`; None when tuples go through the queue.
         self.direct_delivery: tuple[dict[int, Callable[[Tuple], None]], list[int],
                                     Callable[[int, Tuple, Exception], None]] | None = (
@@ -204,10 +178,37 @@ class LocalEngine(Controls, Reporting):
         if is_stateful_topology(topology) and self.transactions is None:
             self.checkpoint = CheckpointSpoutTask(self, max(topology.task_ids) + 1)
 
-    # ---- Host protocol (send is the per-instance closure set in __init__) -----------------
+    # ---- Host protocol (`send` and `send_system` are chosen in __init__) ------------------
     send: Callable[[int, Tuple], None]
     send_system: Callable[[int, Tuple], None]  # a system tuple: delivered, not counted
     now_ms: Callable[[], int]  # the clock's (set in __init__)
+
+    def _send_direct(self, task_id: int, tup: Tuple) -> None:
+        """`send` in an acyclic topology: the tuple is executed now, inside its emitter's call."""
+        self.received[task_id] += 1
+        try:
+            self._executors[task_id](tup)
+        except Exception as exc:
+            self._execute_error(task_id, tup, exc)
+
+    def _send_direct_system(self, task_id: int, tup: Tuple) -> None:
+        """`send_system` in an acyclic topology: a system tuple (Storm's checkpoint tuples),
+        executed as `send` does, not counted in the task's executed (docs/metrics.md)."""
+        self._send_direct(task_id, tup)
+        self.received[task_id] -= 1  # (as OutputCollector.ack_system: counted, then not)
+
+    def _send_queued(self, task_id: int, tup: Tuple) -> None:
+        """`send` with a cycle: the tuple is queued, with the event-time position in force
+        (`at`), which `drain` restores when it executes it."""
+        self.received[task_id] += 1
+        at = self.at
+        if at is not None:
+            tup._at = at  # type: ignore[attr-defined]
+        self.queue.append((self._executors[task_id], tup))
+
+    def _send_queued_system(self, task_id: int, tup: Tuple) -> None:
+        """`send_system` with a cycle: queued, not counted in the task's executed."""
+        self.queue.append((self._executors[task_id], tup))
 
     # The ledgers run on microseconds, so complete latencies have sub-millisecond resolution;
     # an outcome's `latency_ms` is then in microseconds (the spout tasks scale it).
@@ -228,36 +229,22 @@ class LocalEngine(Controls, Reporting):
             self._settle(outcome, None)
 
     def ack(self, root: int, value: int, component: str) -> None:
-        if self._recent_error:  # the component went on: its last error failed nothing later
-            self._recent_error.pop(component, None)
-        outcome = self.ackers[root % len(self.ackers)].ack(root, value, self.now_us())
+        """An ack for the collectors: the XOR goes into the ledger's entry inline, and the clock
+        is read only when the tree completes (or the root is not pending)."""
+        recent = self._recent_error
+        if recent:  # the component went on: its last error failed nothing later
+            recent.pop(component, None)
+        ackers = self.ackers  # (a restore replaces its ledgers, not their number)
+        ledger = ackers[root % len(ackers)]
+        entry = ledger.entries.get(root)
+        if entry is not None:
+            value ^= entry.val
+            entry.val = value
+            if value or entry.spout_task < 0:
+                return
+        outcome = ledger.ack(root, value, self.clock.now_us())
         if outcome is not None:
-            self._settle(outcome, component)
-
-    def _fast_ack(self) -> Callable[[int, int, str], None]:
-        """`ack` for the collectors: the XOR goes into the ledger's entry inline, and the clock
-        is read only when the tree completes (or the root is not pending); same outcomes."""
-        # `ackers` is looked into on every call: a restore replaces its ledgers (not their
-        # number).
-        ackers, recent, settle = self.ackers, self._recent_error, self.settlement.settle
-        n = len(ackers)
-        now_us = self.clock.now_us
-
-        def ack(root: int, value: int, component: str) -> None:
-            if recent:  # the component went on: its last error failed nothing later
-                recent.pop(component, None)
-            ledger = ackers[root % n if n > 1 else 0]
-            entry = ledger.entries.get(root)
-            if entry is not None:
-                value ^= entry.val
-                entry.val = value
-                if value or entry.spout_task < 0:
-                    return
-            outcome = ledger.ack(root, value, now_us())
-            if outcome is not None:
-                settle(outcome, component)
-
-        return ack
+            self.settlement.settle(outcome, component)
 
     def fail(self, root: int, component: str) -> None:
         outcome = self.ackers[root % len(self.ackers)].fail(root, self.now_us())
