@@ -12,8 +12,8 @@ Beam's model (`squall.panes.beam_triggers`), run over a per-(key, window) state 
 model is a trigger driver (`squall.panes.trigger_drivers`), which the engine chooses once, when
 it is built or restored, and calls where a pane may fire: the window bookkeeping, lateness,
 sessions and the panes themselves are the engine's. A driver sees the engine through
-`trigger_drivers.PaneHost` (`accumulate`, `fire`, `fire_on_time`, `windows_by_end` and a
-few attributes), never through its private fields.
+`trigger_drivers.PaneHost` (`fire`, `fire_on_time`, `track`, `windows_by_end` and a few
+attributes), never through its private fields.
 
 Rules (docs/design/windowed-operators.md has the reasons):
 - a tuple is dropped as too late (`dropped` counts it) by the `lateness_rule`: with Apex's
@@ -506,18 +506,6 @@ class WindowedEngine:
         driver.element(self, key, w, st, value, ts, now, second)
 
     # ---- what trigger drivers use (`squall.panes.trigger_drivers.PaneHost`) ---------------
-    def accumulate(self, st: PaneRecord, value: Any, ts: int, second: bool) -> None:
-        """Add a tuple's `value` (at `ts`; `second`: from the merge operator's second input) to
-        the state of its (key, window): accumulated, counted, its timestamp noted for the pane's.
-        (`process` inlines this for time windows under Apex's triggers.)"""
-        acc = self.accumulation
-        st.acc = acc.accumulate2(st.acc, value) if second else acc.accumulate(  # type: ignore
-            st.acc, value)
-        st.updated = True
-        st.count += 1
-        if self.track_ts:
-            self.track(st, ts)
-
     def windows_by_end(self) -> list[Window]:
         """The live windows in firing order: by end, then start."""
         return sorted(self.windows, key=_by_end)
