@@ -109,6 +109,8 @@ class _SeamDriver:
 
     def __getattr__(self, name):
         method = getattr(self._driver, name)
+        if not callable(method):
+            return method  # what the driver says of itself
         return lambda *args: method(*(self._view if a is self._engine else a for a in args))
 
 

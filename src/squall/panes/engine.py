@@ -709,13 +709,21 @@ class WindowedEngine:
         windows = self.windows
         heap = self.on_time_heap
         horizon = None if self.lateness is None else watermark - self.lateness
-        on_time = self._driver.on_time
+        driver = self._driver
+        # A driver whose on-time step is `fire_on_time` and nothing else (Apex's) is not called
+        # per window: a call more per window is one per tuple with sessions.
+        fire_all = self.fire_on_time if driver.fires_on_time_panes else None
+        on_time = driver.on_time
         while heap and heap[0][0] <= watermark:
             end, start = heapq.heappop(heap)
             w = (start, end)
             keys = windows.get(w)
             if keys:  # else merged away
-                on_time(self, w, keys, self._final or (horizon is not None and end <= horizon))
+                final = self._final or (horizon is not None and end <= horizon)
+                if fire_all is not None:
+                    fire_all(w, keys, final)
+                else:
+                    on_time(self, w, keys, final)
         if horizon is not None:
             self._purge(horizon, previous)
         self._update_due()

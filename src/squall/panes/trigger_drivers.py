@@ -123,6 +123,9 @@ class TriggerDriver(ABC):
     # The on-time index is counted in the pane's state (`ext[NONSPEC]`), not derived from the
     # pane index at the moment the window went late (`PaneState.late`).
     keeps_on_time_index = False
+    # `on_time` is `e.fire_on_time(w, keys, final)` and nothing else, which the engine then
+    # calls itself.
+    fires_on_time_panes = False
 
     @abstractmethod
     def init_pane(self, st: PaneRecord) -> None:
@@ -196,7 +199,7 @@ class ApexTriggerDriver(TriggerDriver):
         self.late_count = option.late_count
         self._early_ms = option.early_ms
         self._late_ms = option.late_ms
-        self._on_time_pane = option.on_time
+        self._on_time_pane = self.fires_on_time_panes = option.on_time
 
     def init_pane(self, st: PaneRecord) -> None:
         """Apex's rules keep no state besides the engine's record."""
