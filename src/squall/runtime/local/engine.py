@@ -81,6 +81,7 @@ class LocalEngine(Controls, Reporting):
         # How long a ledger remembers a failed root: the timeout even when timeouts are off.
         timeout_ms = configured_message_timeout_ms(self.conf)
         self.ackers = [AckerLedger(memory_ms=timeout_ms * 1000) for _ in range(n_ackers)]
+        self._n_ackers = n_ackers  # (a restore replaces the ledgers, not their number)
         self.queue: deque[tuple[Callable[[Tuple], None], Tuple]] = deque()
         self.errors: list[ErrorRecord] = []
         self.settlement = Settlement(self._deliver, self._report_unknown)
@@ -234,8 +235,7 @@ class LocalEngine(Controls, Reporting):
         recent = self._recent_error
         if recent:  # the component went on: its last error failed nothing later
             recent.pop(component, None)
-        ackers = self.ackers  # (a restore replaces its ledgers, not their number)
-        ledger = ackers[root % len(ackers)]
+        ledger = self.ackers[root % self._n_ackers]
         entry = ledger.entries.get(root)
         if entry is not None:
             value ^= entry.val
