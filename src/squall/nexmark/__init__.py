@@ -6,7 +6,9 @@ generator (docs/nexmark.md).
 - `squall.nexmark.generator`: `GeneratorConfig` and the event of each event number;
 - `squall.nexmark.files`: JSON-lines and Parquet partition files;
 - `squall.nexmark.sources`: `NexmarkSource` (partitioned, event-time watermarks) and
-  `NexmarkBatchSpout` (Trident).
+  `NexmarkBatchSpout` (Trident);
+- `squall.nexmark.reference`: every query's definition computed in batch, the reference a
+  streaming run is compared with (imported on its own).
 """
 
 from squall.nexmark.files import read_json_lines, read_parquet, write_json_lines, write_parquet
