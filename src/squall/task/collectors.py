@@ -624,9 +624,9 @@ class _InlineBasicCollector(BasicOutputCollector):
     tree or in one (the common cases): `_Executed.unanchored`, `_Packets.unanchored` and
     `_Packets.anchored`'s case of one tree, repeated here on purpose. A call to the delivery
     instead is one Python call more per emit, 16 to 17 calls per word of W1 on the local
-    runner, which cost W1 about 6 % there (docs/performance.md). The rest goes through the
-    delivery. On the local runner a child executed inside the emit also has its ack folded
-    into its anchor's (see the comment below and `OutputCollector.ack`).
+    runner, which cost W1 about 6 % there. The rest goes through the delivery. On the local
+    runner a child executed inside the emit also has its ack folded into its anchor's (see
+    the comment below and `OutputCollector.ack`).
     """
 
     __slots__ = ()
