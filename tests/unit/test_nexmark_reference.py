@@ -43,7 +43,7 @@ from squall.nexmark.reference import (
     shard,
     side_input,
 )
-from squall.nexmark.reference.lateness import sliding
+from squall.nexmark.reference.lateness import sliding, status
 
 DAY = 86_400_000
 HOUR = 3_600_000
@@ -203,14 +203,16 @@ def test_q7_highest_bids_in_fixed_windows_with_ties_and_lateness():
     stream = [B(1, price=5, ts=1000), B(2, price=9, ts=2000), B(3, price=9, ts=3000),
               B(4, price=7, ts=11000),
               B(5, price=20, ts=9000),   # watermark 11 s: late for [0, 10 s), 10 + 2 > 11
-              B(7, price=1, ts=12500),
-              B(6, price=30, ts=8000),   # watermark 12.5 s: [0, 10 s) expired, 10 + 2 <= 12.5
+              B(7, price=1, ts=12000),
+              B(6, price=30, ts=8000),   # watermark 12 s: [0, 10 s) expired, 10 + 2 <= 12
               B(8, price=7, ts=15000)]   # ties auction 4's 7 in [10 s, 20 s)
     time = EventTime(allowed_lateness_ms=2000)
     assert [s for e, _, s in judge(stream, time, lambda e: [(0, 10000)] if e.date_time < 10000
                                    else [])] == [ON_TIME] * 3 + [LATE, DROPPED]
     assert q7(stream, time) == [(0, 10000, 5, 1, 20, 9000),
                                 (10000, 20000, 4, 1, 7, 11000), (10000, 20000, 8, 1, 7, 15000)]
+    # one millisecond more lateness and the window has not expired at 12 s: 30 counts
+    assert q7(stream, EventTime(allowed_lateness_ms=2001))[0] == (0, 10000, 6, 1, 30, 8000)
     # without lateness the late 20 is dropped too: auctions 2 and 3 tie at 9
     assert q7(stream)[:2] == [(0, 10000, 2, 1, 9, 2000), (0, 10000, 3, 1, 9, 3000)]
 
@@ -370,6 +372,12 @@ def test_no_generated_event_is_late_with_the_configs_out_of_orderness_as_delay()
     # with no delay, the shuffled and delayed events are behind their partitions' watermarks
     assert LATE in {s for *_, s in judge(stream, EventTime(partitions=2, allowed_lateness_ms=
                                                             60_000), sliding(10_000, 5_000))}
+
+
+def test_a_window_is_late_from_its_end_and_expired_from_its_end_plus_the_lateness():
+    time = EventTime(allowed_lateness_ms=2000)
+    assert [status((0, 10000), w, time) for w in (None, 9999, 10000, 11999, 12000)] == [
+        ON_TIME, ON_TIME, LATE, LATE, DROPPED]
 
 
 def test_event_time_settings_are_checked():
