@@ -616,13 +616,45 @@ def expected_panes(parts, beam_rule=False):
     return sorted(on_time + late_panes), late
 
 
+class KeyCounts(WindowedBolt):
+    """Storm's windowed bolt: per window, the tuples of each key, as (key, end, count)."""
+
+    def execute(self, window):
+        counts: dict[str, int] = {}
+        for tup in window.get():
+            counts[tup["key"]] = counts.get(tup["key"], 0) + 1
+        for key, n in sorted(counts.items()):
+            self.collector.emit([key, window.end_timestamp, n])
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("key", "end", "count"))
+
+
+def expected_storm_windows(parts):
+    """Storm's rule at each record's position in its partition (late below the largest
+    timestamp before it, less the lag), the rest counted per key in Storm's windows
+    (end - WINDOW, end]: computed here directly."""
+    late, counts = set(), {}
+    for rows in parts:
+        newest = None
+        for key, ts, name in rows:
+            if newest is not None and ts < newest - DELAY:
+                late.add(name)
+                continue
+            newest = ts if newest is None else max(newest, ts)
+            end = -(-ts // WINDOW) * WINDOW
+            counts[(key, end)] = counts.get((key, end), 0) + 1
+    return sorted((k, end, n) for (k, end), n in counts.items()), late
+
+
 def partitioned_topology(parts, spout_parallelism, chain=(), operator_parallelism=1,
-                         beam_rule=False, two_sources=False):
+                         beam_rule=False, two_sources=False, storm=False):
     """`chain`: pass-through bolts between source and operator, each `(parallelism,
     grouping)` with grouping "shuffle", "fields" (by key) or "local_or_shuffle". A late firing
     per late record; Apex's lateness rule, or Beam's with `beam_rule`. `two_sources`: the first
     partition read by one source component, the others by another, both into the first bolt
-    (or the operator)."""
+    (or the operator). `storm`: a Storm windowed bolt (tumbling, lag DELAY) instead of the
+    operator."""
     from squall.connectors import MemorySource
     from squall.windows import AfterCount, AfterWatermark, LatenessRule, TimeWindows
 
@@ -644,6 +676,11 @@ def partitioned_topology(parts, spout_parallelism, chain=(), operator_parallelis
     for n, (parallelism, grouping) in enumerate(chain):
         subscribe(b.set_bolt(f"bolt{n}", Forward(fields), parallelism), grouping)
         upstreams = [f"bolt{n}"]
+    if storm:
+        bolt = (KeyCounts().with_tumbling_window(Duration(WINDOW)).with_timestamp_field("ts")
+                .with_lag(Duration(DELAY)).with_late_tuple_stream("late"))
+        subscribe(b.set_bolt("count", bolt, operator_parallelism), "fields")
+        return b.create_topology()
     subscribe(b.set_bolt("count", KeyedWindowedOperator(
         accumulation=accumulations.Count(), window=TimeWindows(Duration(WINDOW)),
         allowed_lateness=Duration(LATENESS), watermark_delay=Duration(DELAY),
@@ -667,8 +704,9 @@ def test_panes_do_not_depend_on_runner_cut_or_parallelism(runner, runner_conf):
     with partitions out of step and very late records, read directly or through zero to two
     pass-through bolts (parallelism 1-3; shuffle, fields or local-or-shuffle grouping), by an
     operator of parallelism 1-3, under Apex's or Beam's lateness rule (Beam's keeps some very
-    late records as LATE panes, which must come after their window's ON_TIME pane), from one
-    source component or two."""
+    late records as LATE panes, which must come after their window's ON_TIME pane), or by a
+    Storm windowed bolt of parallelism 1-3 under Storm's rule, from one source component or
+    two."""
     local = runner == "local"
     # On Spark, inputs worth a run: partitions out of step and very late records.
     inputs = partitioned_inputs() if local else partitioned_inputs().filter(
@@ -678,14 +716,20 @@ def test_panes_do_not_depend_on_runner_cut_or_parallelism(runner, runner_conf):
     @settings(max_examples=80 if local else 3, deadline=None, derandomize=local,
               database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(parts=inputs, spout_parallelism=st.integers(1, 2), chain=CHAINS,
-           operator_parallelism=st.integers(1, 3), beam_rule=st.booleans(),
+           operator_parallelism=st.integers(1, 3), rule=st.sampled_from(["apex", "beam", "storm"]),
            two_sources=st.booleans())
-    def check(parts, spout_parallelism, chain, operator_parallelism, beam_rule, two_sources):
+    def check(parts, spout_parallelism, chain, operator_parallelism, rule, two_sources):
+        storm = rule == "storm"
         topology = partitioned_topology(parts, spout_parallelism, chain, operator_parallelism,
-                                        beam_rule, two_sources)
+                                        rule == "beam", two_sources, storm)
         result = complete_topology(topology, {**CONF, **runner_conf}, runner=runner)
-        panes, late = expected_panes(parts, beam_rule)
         assert not result.errors
+        if storm:
+            windows, late = expected_storm_windows(parts)
+            assert sorted(map(tuple, result.tuples("count"))) == windows
+            assert {row[2] for row in result.tuples("count", "late")} == late
+            return
+        panes, late = expected_panes(parts, rule == "beam")
         assert sorted(tuple(p[:5]) for p in result.tuples("count")) == panes
         assert {row[2] for row in result.tuples("count", "late")} == late
 
