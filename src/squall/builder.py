@@ -268,8 +268,10 @@ def _carry_positions(records: Mapping[str, dict[str, Any]],
                     or op.n_inputs != 1):
                 continue
             field = op.timestamp_fields[0]
-        elif op.role == roles.WINDOWED and getattr(op, "event_time", False):
-            # Storm's windowed bolt in event time: its timestamp field, if it names one.
+        elif getattr(op, "event_time", False) and (op.role == roles.WINDOWED or (
+                op.role == roles.STATEFUL_WINDOWED and getattr(op, "persistent", False))):
+            # Storm's windowed bolt in event time (a stateful one in persistent mode): its
+            # timestamp field, if it names one.
             field = (op.get_component_configuration() or {}).get(TIMESTAMP_FIELD)
         else:
             continue

@@ -907,19 +907,33 @@ class TenSecondCounts(WindowedBolt):
         declarer.declare(Fields("end", "words"))
 
 
+class StatefulTenSecondCounts(StatefulWindowedBolt):
+    """Storm's stateful windowed bolt: words per 10 s of event time."""
+
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, window):
+        self.collector.emit([window.end_timestamp, len(window.get())])
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("end", "words"))
+
+
 @pytest.mark.runners("local", "spark", "spark-1batch")
-@pytest.mark.parametrize("parallelism", [1, 2])
+@pytest.mark.parametrize(("parallelism", "stateful"), [(1, False), (2, False), (2, True)])
 def test_a_storm_windowed_bolt_behind_a_parallel_bolt_gets_no_batching_lateness(
-        runner, runner_conf, parallelism):
+        runner, runner_conf, parallelism, stateful):
     """Storm's rule at each record's source position through a split of parallelism 2 (which
     a Spark stage delivers one task's rows after the other's): in-order sentences, lag 0,
     whatever the cut and the bolt's parallelism, nothing late and every window's count
-    exact."""
+    exact; a stateful windowed bolt keeping its window in state too."""
     from squall.connectors import MemorySource
 
     rows = sentences(200)
-    bolt = (TenSecondCounts().with_tumbling_window(Duration.seconds(10))
-            .with_timestamp_field("ts").with_lag(Duration(0)).with_late_tuple_stream("late"))
+    bolt = (StatefulTenSecondCounts().with_persistence() if stateful else TenSecondCounts())
+    bolt = (bolt.with_tumbling_window(Duration.seconds(10)).with_timestamp_field("ts")
+            .with_lag(Duration(0)).with_late_tuple_stream("late"))
     b = TopologyBuilder()
     b.set_spout("sentences", MemorySource([rows], Fields("sentence", "ts")))
     b.set_bolt("split", Split(), 2).shuffle_grouping("sentences")

@@ -360,8 +360,9 @@ class PersistentWindowManager(WindowManager):
     """
 
     def __init__(self, spec: WindowSpec, streams: Iterable[Hashable] = (), *,
-                 queue: PartitionedQueue, partition_tasks: dict[int, str] | None = None) -> None:
-        super().__init__(spec, streams, partition_tasks)
+                 queue: PartitionedQueue, partition_tasks: dict[int, str] | None = None,
+                 carried: bool = False) -> None:
+        super().__init__(spec, streams, partition_tasks, carried)
         self.queue = queue
         self.events = _View(queue, _event)  # type: ignore[assignment]
         self.keys = _View(queue, _key)  # type: ignore[assignment]

@@ -35,7 +35,7 @@ from squall.partition_watermarks import PARTITIONS_STREAM, PartitionWatermarks
 from squall.protocols import OutputCollectorLike
 from squall.state.base import State
 from squall.task.collectors import WindowedOutputCollector
-from squall.task.roles.base import source_partition_tasks
+from squall.task.roles.base import carried_inputs, source_partition_tasks
 from squall.task.roles.windowed import WindowedRole
 from squall.topology.tuple import Tuple, is_tick_tuple
 from squall.tuple_windows.manager import Activation, Late, WindowManager
@@ -98,14 +98,18 @@ class StatefulWindowedRole(WindowedRole):
         `with_max_events_in_memory` events in memory); message-id mode: one that keeps the
         ids of what it holds."""
         streams = [s for s in context.this_sources if s[1] != PARTITIONS_STREAM]
-        partitions = source_partition_tasks(context)[0] if conf.get(SOURCE_WATERMARKS) else None
         if not self.persistent:
             return MessageIdWindowManager(spec, streams)
+        # Positions carried from the sources, as the plain windowed bolt's (WindowedRole).
+        carried = bool(spec.event_time and carried_inputs(context)[0])
+        partitions = source_partition_tasks(context, carried=[carried])[0] if (
+            carried or conf.get(SOURCE_WATERMARKS)) else None
         max_events = int(conf.get(MAX_EVENTS_IN_MEMORY) or DEFAULT_MAX_EVENTS_IN_MEMORY)
         fields = {(cid, stream): context.get_component_output_fields(cid, stream)
                   for cid, stream in streams}
         queue = PartitionedQueue(max_events, codec=TupleCodec(fields))
-        return PersistentWindowManager(spec, streams, queue=queue, partition_tasks=partitions)
+        return PersistentWindowManager(spec, streams, queue=queue, partition_tasks=partitions,
+                                       carried=carried and bool(partitions))
 
     def saved(self) -> dict[str, Any]:
         saved = super().saved()
@@ -332,6 +336,8 @@ class StatefulWindowedRole(WindowedRole):
         if self.persistent:
             manager = self.manager
             manager.listener = self.activate  # type: ignore[attr-defined]
+            if manager.carried:
+                self.apply(manager.apply_positions())
             self.apply(manager.end_of_input(now_ms))
             return
         if self.recovery is not None:
@@ -339,6 +345,15 @@ class StatefulWindowedRole(WindowedRole):
         self._record(self.manager.end_of_input(now_ms))
 
     # ---- persistent mode -----------------------------------------------------------------
+    def end_batch(self, batch_id: int, now_ms: int) -> None:
+        """With positions, the watermark moves at batch ends (persistent mode, once the window
+        state is attached)."""
+        manager = self.manager
+        if manager.carried and self.ready:
+            assert isinstance(manager, PersistentWindowManager)
+            manager.listener = self.activate
+            self.apply(manager.apply_positions())
+
     def _partition_event(self, tup: Tuple, now_ms: int) -> None:
         """A source's partition event (source watermarks): it moves the watermark, and windows
         are evaluated as on a tuple."""
@@ -365,8 +380,13 @@ class StatefulWindowedRole(WindowedRole):
                 self.invalid(tup, exc)
                 return
             origin = tup._origin
-            actions = manager.add(detached(tup), now_ms, ts,
-                                  (origin.component, origin.stream), origin.task)
+            if manager.carried:
+                actions = manager.add_at(detached(tup), now_ms, ts,
+                                         ((origin.component, origin.stream), origin.task),
+                                         self._source_at())
+            else:
+                actions = manager.add(detached(tup), now_ms, ts,
+                                      (origin.component, origin.stream), origin.task)
         late = any(isinstance(a, Late) for a in actions)
         self.apply([a if not isinstance(a, Late) else Late(tup, a.ts, a.watermark)
                     for a in actions])
