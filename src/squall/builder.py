@@ -263,48 +263,60 @@ def _carry_positions(records: Mapping[str, dict[str, Any]],
     plain spout, another windowed component) keeps the watermark of its own input."""
     for cid, record in records.items():
         op = record["component"]
+        data = [sub for sub in record["inputs"] if not sub.stream.startswith("_")]
         if isinstance(op, WindowedOperatorBase):
-            if (op.watermark_delay_ms is None or not getattr(op, "source_watermarks", True)
-                    or op.n_inputs != 1):
+            if op.watermark_delay_ms is None or not getattr(op, "source_watermarks", True):
                 continue
-            field = op.timestamp_fields[0]
+            # Per input (two for the merge operator): its subscriptions and timestamp field.
+            inputs = [([sub for sub in data if op.input_of(sub.component) == i],
+                       op.timestamp_fields[i]) for i in range(op.n_inputs)]
         elif getattr(op, "event_time", False) and (op.role == roles.WINDOWED or (
                 op.role == roles.STATEFUL_WINDOWED and getattr(op, "persistent", False))):
             # Storm's windowed bolt in event time (a stateful one in persistent mode): its
             # timestamp field, if it names one.
-            field = (op.get_component_configuration() or {}).get(TIMESTAMP_FIELD)
+            inputs = [(data, (op.get_component_configuration() or {}).get(TIMESTAMP_FIELD))]
         else:
             continue
-        found = _partitioned_sources(records, streams, record["inputs"])
-        if found is None:
+        for subs, field in inputs:
+            _carry_input(cid, record, records, streams, subs, field,
+                         isinstance(op, WindowedOperatorBase))
+
+
+def _carry_input(cid: str, record: dict[str, Any], records: Mapping[str, dict[str, Any]],
+                 streams: Mapping[str, Mapping[str, StreamSpec]], subs: list[Subscription],
+                 field: str | None, operator: bool) -> None:
+    """`_carry_positions` for one input of component `cid`: the data subscriptions `subs`,
+    read with timestamp field `field`."""
+    found = _partitioned_sources(records, streams, subs)
+    if found is None:
+        return
+    sources, through_bolts = found
+    unnamed = []
+    for src in sources:
+        spec = records[src]
+        conf = spec["conf"]
+        own = spec["component"].get_component_configuration() or {}
+        if conf.get(SQUALL_SOURCE_EVENT_TIME_FIELD, own.get(SQUALL_SOURCE_EVENT_TIME_FIELD)):
             continue
-        sources, through_bolts = found
-        unnamed = []
-        for src in sources:
-            spec = records[src]
-            conf = spec["conf"]
-            own = spec["component"].get_component_configuration() or {}
-            if conf.get(SQUALL_SOURCE_EVENT_TIME_FIELD, own.get(SQUALL_SOURCE_EVENT_TIME_FIELD)):
-                continue
-            stream = streams[src].get(spec["component"].stream)
-            if field is not None and stream is not None and field in stream.fields:
-                conf[SQUALL_SOURCE_EVENT_TIME_FIELD] = field
-            else:
-                unnamed.append(src)
-        if unnamed:
-            if through_bolts:
-                _log.warning(
-                    "%r reads the partitioned sources %s through bolts, but their records have "
-                    "no event-time field (its timestamp field is %r): it takes the watermark "
-                    "from the largest timestamp its task has seen, which depends on the order "
-                    "rows reach it; set %s on the sources to the field that holds the event "
-                    "time", cid, unnamed, field, SQUALL_SOURCE_EVENT_TIME_FIELD)
-            continue
-        if through_bolts or not isinstance(op, WindowedOperatorBase):
-            have = {(sub.component, sub.stream) for sub in record["inputs"]}
-            record["inputs"] = list(record["inputs"]) + [
-                Subscription(src, PARTITIONS_STREAM, AllGrouping())
-                for src in sources if (src, PARTITIONS_STREAM) not in have]
+        stream = streams[src].get(spec["component"].stream)
+        if field is not None and stream is not None and field in stream.fields:
+            conf[SQUALL_SOURCE_EVENT_TIME_FIELD] = field
+        else:
+            unnamed.append(src)
+    if unnamed:
+        if through_bolts:
+            _log.warning(
+                "%r reads the partitioned sources %s through bolts, but their records have "
+                "no event-time field (its timestamp field is %r): it takes the watermark "
+                "from the largest timestamp its task has seen, which depends on the order "
+                "rows reach it; set %s on the sources to the field that holds the event "
+                "time", cid, unnamed, field, SQUALL_SOURCE_EVENT_TIME_FIELD)
+        return
+    if through_bolts or not operator:
+        have = {(sub.component, sub.stream) for sub in record["inputs"]}
+        record["inputs"] = list(record["inputs"]) + [
+            Subscription(src, PARTITIONS_STREAM, AllGrouping())
+            for src in sources if (src, PARTITIONS_STREAM) not in have]
 
 
 def _partitioned_sources(records: Mapping[str, dict[str, Any]],

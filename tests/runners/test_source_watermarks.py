@@ -949,3 +949,37 @@ def test_a_storm_windowed_bolt_behind_a_parallel_bolt_gets_no_batching_lateness(
         end = -(-ts // 10_000) * 10_000  # Storm's windows: (end - 10 s, end]
         expected[end] = expected.get(end, 0) + 8
     assert counts == expected
+
+
+@pytest.mark.runners("local", "spark", "spark-1batch")
+def test_a_merge_operator_behind_parallel_bolts_takes_each_inputs_positions(runner, runner_conf):
+    """Orders and payments, each in event-time order, each through a pass-through bolt of
+    parallelism 2 into a join of 1 s windows (delay and allowed lateness 0): every order
+    joined with its payments, nothing late, on both runners and at every cut; each input's
+    watermark comes from its own source, the join's is the smaller."""
+    from squall.connectors import MemorySource
+    from squall.windows import AfterWatermark, TimeWindows, WindowedMergeOperator
+
+    orders = [[f"o{i}", f"item{i}", i * 250] for i in range(40)]
+    payments = [[f"o{i}", i, i * 250 + 100] for i in range(40) for _ in range(2)]
+    b = TopologyBuilder()
+    b.set_spout("orders", MemorySource([orders], Fields("order", "item", "ts")))
+    b.set_spout("payments", MemorySource([payments], Fields("order", "amount", "ts")))
+    b.set_bolt("o", Forward(["order", "item", "ts"]), 2).shuffle_grouping("orders")
+    b.set_bolt("p", Forward(["order", "amount", "ts"]), 2).shuffle_grouping("payments")
+    join = WindowedMergeOperator(
+        input1="o", input2="p", window=TimeWindows(Duration.seconds(1)),
+        accumulation=accumulations.InnerJoin(), trigger=AfterWatermark(),
+        allowed_lateness=Duration(0), watermark_delay=Duration(0), timestamp_field="ts",
+        key_field="order", value_field="item", value_field2="amount", late_stream="late")
+    (b.set_bolt("join", join, 2).fields_grouping("o", Fields("order"))
+     .fields_grouping("p", Fields("order")))
+    topology = b.create_topology()
+    subscribed = {(s.component, s.stream) for s in topology.components["join"].inputs}
+    assert {("orders", "_partitions"), ("payments", "_partitions")} <= subscribed
+    result = complete_topology(topology, {**CONF, **runner_conf}, runner=runner)
+    assert not result.errors
+    assert result.tuples("join", "late") == []
+    joined = {(p[0], p[1]): p[3] for p in result.tuples("join")}
+    assert joined == {(f"o{i}", i * 250 - i * 250 % 1000): [[f"item{i}", i], [f"item{i}", i]]
+                      for i in range(40)}

@@ -19,6 +19,7 @@ from squall.components.operators import WATERMARK_STREAM
 from squall.partition_watermarks import PARTITIONS_STREAM
 from squall.protocols import OutputCollectorLike
 from squall.topology.config import SQUALL_SOURCE_EVENT_TIME_FIELD
+from squall.topology.roles import is_windowed_role
 from squall.topology.tuple import TICK_STREAM, Tuple
 
 
@@ -32,8 +33,11 @@ def source_partition_tasks(context: TopologyContext, n_inputs: int = 1,
     input keeps its own rule)."""
     tasks: list[dict[int, str]] = [{} for _ in range(n_inputs)]
     data: list[set[str]] = [set() for _ in range(n_inputs)]
+    resolve = input_resolver(context, input_of)
     for cid, stream in context.this_sources:
-        i = input_of(cid)
+        i = resolve(cid)
+        if i is None:
+            return [None] * n_inputs
         if stream == PARTITIONS_STREAM:
             tasks[i].update((t, cid) for t in context.component_tasks(cid))
         elif stream not in (TICK_STREAM, WATERMARK_STREAM):
@@ -42,15 +46,55 @@ def source_partition_tasks(context: TopologyContext, n_inputs: int = 1,
             else None for i, t in enumerate(tasks)]
 
 
+def input_resolver(context: TopologyContext,
+                   input_of: Callable[[str], int]) -> Callable[[str], int | None]:
+    """`input_of` extended to the partitioned sources an input reads through plain bolts (whose
+    partition events the builder subscribes the component to): the input whose data passes
+    through them; None for a source that feeds both inputs of a merge operator.
+
+    Each direct data input's upstream is walked through bolts that are not windowed, as the
+    builder does when it subscribes the component."""
+    components = context.topology.components
+    reached: dict[str, int | None] = {}
+    walked: set[str] = set()
+    for cid, stream in context.this_sources:
+        if stream.startswith("_") or stream == "dead_letter" or cid in walked:
+            continue
+        walked.add(cid)
+        i = input_of(cid)
+        todo, seen = [cid], set()
+        while todo:
+            c = todo.pop()
+            if c in seen:
+                continue
+            seen.add(c)
+            spec = components[c]
+            if spec.kind == "spout":
+                reached[c] = i if reached.get(c, i) == i else None
+            elif not is_windowed_role(spec.role):
+                todo += [s.component for s in spec.inputs if not s.stream.startswith("_")]
+
+    def resolve(component: str) -> int | None:
+        if component in reached:
+            return reached[component]
+        return input_of(component)
+
+    return resolve
+
+
 def carried_inputs(context: TopologyContext, n_inputs: int = 1,
                    input_of: Callable[[str], int] = lambda component: 0) -> list[bool]:
     """Per input, whether its partitioned sources all carry positions with their records (each
     has `squall.source.event.time.field`, which the builder sets; squall.partition_watermarks).
     """
     sources: list[list[str]] = [[] for _ in range(n_inputs)]
+    resolve = input_resolver(context, input_of)
     for cid, stream in context.this_sources:
         if stream == PARTITIONS_STREAM:
-            sources[input_of(cid)].append(cid)
+            i = resolve(cid)
+            if i is None:
+                return [False] * n_inputs  # one source feeds both inputs: none is carried
+            sources[i].append(cid)
     components = context.topology.components
     return [bool(cids) and all(
         components[c].conf.get(SQUALL_SOURCE_EVENT_TIME_FIELD) is not None for c in cids)

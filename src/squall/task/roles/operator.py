@@ -47,6 +47,7 @@ from squall.task.roles.base import (
     LateLog,
     WindowRole,
     carried_inputs,
+    input_resolver,
     source_partition_tasks,
 )
 from squall.task.snapshot import SnapshotFormatError
@@ -96,8 +97,15 @@ class OperatorRole(WindowRole):
         n_inputs = self._n_inputs = op.n_inputs
         sources: list[set[int]] = [set() for _ in range(n_inputs)]
         inputs: dict[str, int] = {}
-        for (cid, stream) in context.this_sources:
-            i = inputs[cid] = op.input_of(cid)
+        resolve = input_resolver(context, op.input_of)
+        # Data streams first: a component's data always goes to the input it feeds directly;
+        # a source reached only through bolts takes the input behind them (None: both).
+        for (cid, stream) in sorted(context.this_sources, key=lambda s: s[1].startswith("_")):
+            i = (op.input_of(cid) if not stream.startswith("_")
+                 else inputs[cid] if cid in inputs else resolve(cid))
+            if i is None:
+                continue  # a source behind both inputs: its events count for neither
+            inputs[cid] = i
             if stream == WATERMARK_STREAM:
                 sources[i].update(context.component_tasks(cid))
         self._inputs = inputs
@@ -255,7 +263,11 @@ class OperatorRole(WindowRole):
             return
         if stream == TICK_STREAM:
             return  # a wake-up: the batch end that follows runs the time triggers
-        i = self._inputs[origin.component] if self._n_inputs > 1 else 0
+        i = self._inputs.get(origin.component, -1) if self._n_inputs > 1 else 0
+        if i < 0:  # a source behind both inputs (`input_resolver`): control for neither
+            if stream == DEAD_LETTER:
+                self._out.ack(tup)
+            return
         if stream == PARTITIONS_STREAM:
             parts = self.watermarks.partitioned[i]
             if parts is not None:
