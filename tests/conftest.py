@@ -83,7 +83,8 @@ MARKERS = {
     "workers",
     "long": "a sweep (many kill points, long chaos): not in the default run; -m long runs them",
     "extended": "a check CI runs after the default run (`-m extended`): a second kill schedule "
-    "of a path the default run already kills, or a real standalone cluster",
+    "of a path the default run already kills, a real standalone cluster, or the Spark cut of "
+    "one tuple per micro-batch of checks the default run makes at other cuts",
     "slow": "long-running",
     "chaos": "the chaos suite (tests/crash/chaos; SQUALL_CHAOS=long for the long version)",
     "runners(*variant_ids, spark_session=True)": "the runner variants of a test taking the "

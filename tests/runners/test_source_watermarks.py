@@ -697,7 +697,7 @@ CHAINS = st.lists(st.tuples(st.integers(1, 3),
                   max_size=2)
 
 
-@pytest.mark.runners("local", "spark", "spark-1tuple", "spark-1batch")
+@pytest.mark.runners("local", "spark", "spark-1batch")
 def test_panes_do_not_depend_on_runner_cut_or_parallelism(runner, runner_conf):
     """Against the panes and late records computed directly: 80 examples on the local runner
     (its cut is its own), three of a fixed seed on each Spark cut (one shared session), each
@@ -734,6 +734,13 @@ def test_panes_do_not_depend_on_runner_cut_or_parallelism(runner, runner_conf):
         assert {row[2] for row in result.tuples("count", "late")} == late
 
     check()
+
+
+@pytest.mark.extended  # one tuple per micro-batch: CI's second run (the suite's budget)
+@pytest.mark.runners("spark-1tuple")
+def test_panes_do_not_depend_on_one_tuple_batches(runner, runner_conf):
+    """The property above at the cut that differs most from the whole input."""
+    test_panes_do_not_depend_on_runner_cut_or_parallelism(runner, runner_conf)
 
 
 # ---- watermarks carried with the data: through bolts, per operator ----------------------------

@@ -536,8 +536,9 @@ def spark_run(cut: str = "spark") -> tuple[Any, dict[str, Expected]]:
 
 CASES = [pytest.param(r, t, id=f"{t.name}-{r}", marks=[pytest.mark.spark] if r == "spark" else [])
          for t in TRANSCRIPTS for r in t.runners if r != "core"]
-CASES += [pytest.param("spark-1tuple", t, id=f"{t.name}-spark-1tuple", marks=[pytest.mark.spark])
-          for t in CUTS]
+# The one-tuple cut runs in CI's second run (`extended`): the suite's budget.
+CASES += [pytest.param("spark-1tuple", t, id=f"{t.name}-spark-1tuple",
+                       marks=[pytest.mark.spark, pytest.mark.extended]) for t in CUTS]
 
 
 @pytest.mark.parametrize("runner,transcript", CASES, indirect=["runner"])
