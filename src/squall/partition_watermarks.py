@@ -214,6 +214,14 @@ class PartitionWatermarks:
     def control(self, task: int, event: str, partitions: Iterable[Hashable]) -> int | None:
         """A control event from upstream source task `task`; returns the input watermark if it
         moved."""
+        if event == AT:  # `[partition, largest event time]` pairs, applied at the batch end
+            pending = self.pending
+            progress: Iterable[tuple[Hashable, int]] = partitions  # type: ignore[assignment]
+            for p, m in progress:
+                key = self._key(task, p)
+                if m > pending.get(key, m - 1):
+                    pending[key] = m
+            return None
         keys = [self._key(task, p) for p in partitions]
         if event == FROM:
             p = keys[0]
@@ -227,14 +235,6 @@ class PartitionWatermarks:
             self.idle.update(keys)
         elif event == DONE:
             self.done.update(keys)
-        elif event == AT:
-            pending = self.pending
-            progress: Iterable[tuple[Hashable, int]] = partitions  # type: ignore[assignment]
-            for p, m in progress:
-                key = self._key(task, p)
-                if m > pending.get(key, m - 1):
-                    pending[key] = m
-            return None
         else:
             raise ValueError(f"unknown partition event {event!r}; expected one of "
                              f"{sorted(EVENTS)}")

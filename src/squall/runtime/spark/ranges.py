@@ -210,23 +210,18 @@ def positions_path(run_dir: str, component: str, partition: Any) -> str:
     return os.path.join(run_dir, "positions", component, f"{name:08x}.pkl")
 
 
-def _read_positions(path: str, partition: Any) -> dict[str, int | None] | None:
-    """The partition's largest event time at the ends of its last ranges (None: no file yet,
-    nothing read before)."""
+def _read_positions(path: str) -> dict[str, dict[str, int | None]]:
+    """Per partition of the file (every partition whose name hashes to it), its largest event
+    time at the ends of its last ranges; empty when nothing was read before."""
     try:
         with open(path, "rb") as f:
-            kept = pickle.load(f)
+            return pickle.load(f)
     except FileNotFoundError:
-        return None
-    return kept.get(repr(partition))  # (a file holds every partition of its name's hash)
+        return {}
 
 
-def _write_positions(path: str, partition: Any, kept: dict[str, int | None]) -> None:
-    try:
-        with open(path, "rb") as f:
-            every = pickle.load(f)
-    except FileNotFoundError:
-        every = {}
+def _write_positions(path: str, every: dict[str, dict[str, int | None]], partition: Any,
+                     kept: dict[str, int | None]) -> None:
     every[repr(partition)] = dict(list(kept.items())[-POSITIONS_KEPT:])
     os.makedirs(os.path.dirname(path), exist_ok=True)
     write_atomic(path, pickle.dumps(every))
@@ -261,10 +256,12 @@ def _read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
         source, {**plan["conf"], **plan["topology"].components[task.component_id].conf})
     positions: SourcePositions | None = None
     kept: dict[str, int | None] | None = None
+    every: dict[str, dict[str, int | None]] = {}
     path = ""
     if index_ts is not None:
         path = positions_path(part.run_dir, task.component_id, partition)
-        kept = _read_positions(path, partition)
+        every = _read_positions(path)
+        kept = every.get(repr(partition))  # None: the partition has read nothing yet
         start = repr(part.range.start)
         if kept is None or start in kept:
             known = None if kept is None else kept[start]
@@ -328,7 +325,7 @@ def _read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
                 host.send(t, _RuntimeTuple(told, events.origin, None, t))
         end = repr(part.range.end)
         if kept is None or end not in kept:
-            _write_positions(path, partition, {**(kept or {}), end: reached})
+            _write_positions(path, every, partition, {**(kept or {}), end: reached})
     if part.root is not None and part.edge is not None:  # tracking: a root comes with its edge
         host.rows.append(row_schema.messages_row(
             [(row_schema.ACK, -1, part.root, part.edge ^ ack_val),
