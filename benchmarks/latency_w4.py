@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/latency_w4.py --runner local --rates 1000,10000,100000
     .venv/bin/python benchmarks/latency_w4.py --runner spark --rates 1000,10000 --seconds 20
+    .venv/bin/python benchmarks/latency_w4.py --runner spark --rates 1000,10000 --pyspark
 
 For each rate (tuples/s; 0 = as fast as the runner goes) prints the rate reached and two
 latencies as p50, p99 and max (docs/benchmarks.md, W4):
@@ -15,6 +16,15 @@ clock), kept in histograms of 1 %-wide logarithmic buckets by the spout and the 
 which write them to a scratch directory (on Spark they run in other processes). The settings
 used and the load average are printed with the figures. The counts are checked against the
 reference, so a run that loses or repeats words fails.
+
+`--pyspark` measures, beside each squall run and in the same session, a plain PySpark query of the
+same shape: a Python streaming data source that makes sentence i available once `i / rate`
+seconds have passed, split in `mapInArrow`, `repartition` by word, counted in a dict per worker
+in `mapInArrow`, results collected in `foreachBatch`, Spark's default trigger. Its end-to-end
+latency runs from the planning of the micro-batch that first holds a sentence (what squall's
+spout reader does when it calls `next_tuple`) to the count of its last word; its "complete"
+column is the end of the `foreachBatch` that collected it (it has no acking). The word total is
+checked.
 """
 
 from __future__ import annotations
@@ -205,6 +215,141 @@ def measure(runner: str, sentences: list[str], rate: int, conf: dict[str, Any]
     return {"rate": reached, "complete": complete, "e2e": e2e, "elapsed": elapsed}
 
 
+class RateSource:
+    """A plain PySpark streaming source of `sentences` at `rate` per second (see --pyspark).
+
+    Defined as a factory so that the classes are made where PySpark is imported and pickled by
+    value with this script."""
+
+    @staticmethod
+    def make(sentences: list[str], rate: int) -> Any:
+        from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+        class Range(InputPartition):
+            def __init__(self, start: int, end: int, planned: float) -> None:
+                self.start, self.end, self.planned = start, end, planned
+
+        class Reader(DataSourceStreamReader):
+            def __init__(self) -> None:
+                self.t0: float | None = None
+                self.planned: dict[int, float] = {}  # an offset's planning time
+
+            def initialOffset(self) -> dict:
+                return {"i": 0}
+
+            def latestOffset(self) -> dict:
+                now = time.time()
+                if self.t0 is None:
+                    self.t0 = now
+                due = min(len(sentences), int((now - self.t0) * rate) + 1)
+                self.planned.setdefault(due, now)
+                return {"i": due}
+
+            def partitions(self, start: dict, end: dict) -> list:
+                planned = self.planned.get(end["i"], time.time())
+                a, b = start["i"], end["i"]
+                mid = (a + b) // 2
+                return [Range(a, mid, planned), Range(mid, b, planned)]
+
+            def read(self, partition: Any) -> Any:
+                for i in range(partition.start, partition.end):
+                    yield (sentences[i], partition.planned)
+
+            def commit(self, end: dict) -> None:
+                pass
+
+        class Source(DataSource):
+            @classmethod
+            def name(cls) -> str:
+                return "w4_rate"
+
+            def schema(self) -> str:
+                return "sentence string, emitted double"
+
+            def streamReader(self, schema: Any) -> Any:
+                return Reader()
+
+        return Source
+
+
+def _split(batches: Any) -> Any:
+    import pyarrow as pa
+
+    for batch in batches:
+        words: list[str] = []
+        marks: list[float | None] = []
+        for sentence, emitted in zip(*(c.to_pylist() for c in batch.columns), strict=True):
+            ws = sentence.split()
+            words.extend(ws)
+            marks.extend([None] * (len(ws) - 1))
+            marks.append(emitted)
+        yield pa.RecordBatch.from_arrays([pa.array(words, pa.string()),
+                                          pa.array(marks, pa.float64())], ["word", "emitted"])
+
+
+_COUNTS: dict[str, int] = {}  # the worker's counts, kept across batches as a stateful bolt's
+
+
+def _count(batches: Any) -> Any:
+    import pyarrow as pa
+
+    counts = _COUNTS
+    for batch in batches:
+        lat: list[float] = []
+        sent: list[float] = []
+        for w, emitted in zip(*(c.to_pylist() for c in batch.columns), strict=True):
+            counts[w] = counts.get(w, 0) + 1
+            if emitted is not None:
+                lat.append((time.time() - emitted) * 1000)
+                sent.append(emitted)
+        # One row per sentence counted, then one with the batch's word count.
+        yield pa.RecordBatch.from_arrays(
+            [pa.array([*lat, None], pa.float64()), pa.array([*sent, None], pa.float64()),
+             pa.array([0] * len(lat) + [batch.num_rows], pa.int64())],
+            ["ms", "emitted", "words"])
+
+
+def measure_pyspark(sentences: list[str], rate: int) -> dict[str, Any]:
+    """The plain PySpark query of W4's shape (see --pyspark), in the active session."""
+    from squall.runtime.spark.session import get_session
+
+    spark = get_session()
+    source = RateSource.make(sentences, rate)
+    spark.dataSource.register(source)
+    complete, e2e = Histogram(), Histogram()
+    words = [0]
+
+    def sink(df: Any, _batch_id: int) -> None:
+        table = df.toArrow()
+        done = time.time()
+        for ms in table.column("ms").drop_null().to_pylist():
+            e2e.add(ms)
+        words[0] += sum(table.column("words").to_pylist())
+        for emitted in table.column("emitted").drop_null().to_pylist():
+            complete.add((done - emitted) * 1000)
+
+    df = (spark.readStream.format("w4_rate").load()
+          .mapInArrow(_split, "word string, emitted double")
+          .repartition(2, "word")
+          .mapInArrow(_count, "ms double, emitted double, words long"))
+    t0 = time.perf_counter()
+    query = (df.writeStream.foreachBatch(sink)
+             .option("checkpointLocation", tempfile.mkdtemp(prefix="w4-pyspark-")).start())
+    try:
+        while e2e.n < len(sentences):
+            if query.exception() is not None:
+                raise AssertionError(f"the PySpark query failed: {query.exception()}")
+            time.sleep(0.05)
+    finally:
+        query.stop()
+    elapsed = time.perf_counter() - t0
+    expected = sum(reference_counts(sentences).values())
+    if words[0] != expected or e2e.n != len(sentences):
+        raise AssertionError(f"the PySpark query counted {words[0]} words of {expected}, "
+                             f"{e2e.n} sentences of {len(sentences)}")
+    return {"rate": rate, "complete": complete, "e2e": e2e, "elapsed": elapsed}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runner", choices=("local", "spark"), default="local")
@@ -212,6 +357,8 @@ def main() -> None:
                         help="tuples/s, comma-separated; 0: as fast as the runner goes")
     parser.add_argument("--seconds", type=float, default=10.0,
                         help="how long each rate emits (sentences = rate x seconds)")
+    parser.add_argument("--pyspark", action="store_true",
+                        help="also measure a plain PySpark query of the same shape (spark only)")
     parser.add_argument("-c", dest="conf", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
     conf: dict[str, Any] = {"topology.acker.executors": 1}
@@ -228,13 +375,17 @@ def main() -> None:
     for rate in (int(r) for r in args.rates.split(",")):
         n = int(rate * args.seconds) if rate else 200_000
         sentences = w1_sentences(n)
-        m = measure(args.runner, sentences, rate, conf)
-        c, e = m["complete"], m["e2e"]
-        load = os.getloadavg()[0]
-        print(f"{rate or 'max':>10} {m['rate']:>9.0f}  "
-              f"{c.quantile(0.5):9.2f} {c.quantile(0.99):9.2f} {c.max_ms:9.1f}    "
-              f"{e.quantile(0.5):9.2f} {e.quantile(0.99):9.2f} {e.max_ms:9.1f}    {load:4.1f}",
-              flush=True)
+        labels = ["squall"] + (["pyspark"] if args.pyspark and args.runner == "spark" and rate
+                               else [])
+        for label in labels:
+            m = (measure(args.runner, sentences, rate, conf) if label == "squall"
+                 else measure_pyspark(sentences, rate))
+            c, e = m["complete"], m["e2e"]
+            load = os.getloadavg()[0]
+            print(f"{rate or 'max':>10} {m['rate']:>9.0f}  "
+                  f"{c.quantile(0.5):9.2f} {c.quantile(0.99):9.2f} {c.max_ms:9.1f}    "
+                  f"{e.quantile(0.5):9.2f} {e.quantile(0.99):9.2f} {e.max_ms:9.1f}    {load:4.1f}"
+                  f"  {label}", flush=True)
 
 
 if __name__ == "__main__":
