@@ -8,14 +8,17 @@ trees and the same counts; rebinding (a task moved to another host) switches the
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
+import cloudpickle
 import pytest
 
 from squall.task.collectors import BasicOutputCollector, OutputCollector
 from squall.task.routing import StreamRoute
 from squall.task.stats import TaskStats
 from squall.topology.fields import Fields
+from squall.topology.groupings import FieldsGrouping, make_chooser
 from squall.topology.tuple import PENDING, Origin, Tuple, _RuntimeTuple
 
 SPLIT = Origin(Fields("sentence"), "spout", "default", 0)
@@ -172,3 +175,65 @@ def test_a_capturing_collector_emits_through_the_output_collector_on_any_host():
     assert type(basic) is BasicOutputCollector
     basic.emit(["x"])
     assert task.capture == [("default", ["x"])]
+
+
+class Word(str):
+    """A str subclass: the fields grouping hashes it as a value, not through its memo."""
+
+
+def fields_task(host: Any) -> Task:
+    """A task whose stream goes to TARGETS by a fields grouping on "word" (in second place)."""
+    task = Task(host)
+    choose = make_chooser(FieldsGrouping(("word",)), Fields("n", "word"), TARGETS, seed=0)
+    task.routes = {"default": StreamRoute("default", Fields("n", "word"), False, [choose],
+                                          frozenset(), WORDS)}
+    return task
+
+
+KEYS = ["cow", "moo", "cow", Word("cow"), 1, 1.0, True, ("cow",), "moo", "", "cow"]
+
+
+@pytest.mark.parametrize("host_type", [QueuedHost, ExecutingHost, PacketsHost])
+def test_a_fields_grouping_sends_a_key_where_its_chooser_does_memo_or_not(host_type):
+    # The reference: a fresh chooser per key, so no key is ever answered from a memo.
+    expected = [make_chooser(FieldsGrouping(("word",)), Fields("n", "word"), TARGETS, seed=0)(
+        [0, key]) for key in KEYS]
+    assert set(map(tuple, expected)) == {(7,), (8,)}  # the keys reach both tasks
+    task = fields_task(host_type())
+    route = task.routes["default"]
+    assert route.memo is not None and route.key == 1
+    out = OutputCollector(task)  # type: ignore[arg-type]
+    basic = BasicOutputCollector(out)
+    tree = _RuntimeTuple(["c"], SPLIT, {5: 6}, 1)
+    for basic.input in (None, tree):
+        assert [basic.emit([0, key]) for key in KEYS] == expected
+    assert [out.emit([0, key]) for key in KEYS] == expected
+    assert [out.emit([0, key], tree) for key in KEYS] == expected
+    assert set(route.memo) == {"cow", "moo", ""}  # only exact strings are memoized
+    got = delivered(task.host)
+    assert Counter((t, type(values[1]), repr(values[1])) for t, values, _ in got) == Counter(
+        (t, type(key), repr(key)) for _ in range(4) for (t,), key in zip(expected, KEYS,
+                                                                          strict=True))
+    assert (task.stats.emitted, task.stats.transferred) == (4 * len(KEYS), 4 * len(KEYS))
+    # The list an emit returns is the caller's: changing it changes no later routing.
+    basic.input = None
+    basic.emit([0, "cow"]).append(99)
+    assert basic.emit([0, "cow"]) == expected[0]
+
+
+def test_a_route_restored_from_a_snapshot_without_the_memo_routes_as_before():
+    task = fields_task(QueuedHost())
+    route = task.routes["default"]
+    out = OutputCollector(task)  # type: ignore[arg-type]
+    before = [out.emit([0, key]) for key in KEYS]
+    # What a snapshot of a version without the memo restores: the slots unset.
+    state = route.__reduce_ex__(2)[2][1]
+    del state["memo"], state["key"]
+    restored = object.__new__(StreamRoute)
+    for name, value in cloudpickle.loads(cloudpickle.dumps(state)).items():
+        setattr(restored, name, value)
+    restored.restored()
+    assert restored.memo is not None and restored.emitted == 0
+    task.routes = {"default": restored}
+    out.bind(task.host, task.routes, task.rand64)
+    assert [out.emit([0, key]) for key in KEYS] == before

@@ -393,7 +393,10 @@ class OutputCollector(_Emitter):
         route = self._routes.get(stream)
         if route is None or len(values) != route.arity or route.direct:
             route = self._route(stream, values, direct=False)
-        targets = route.choose(values)
+        memo = route.memo  # `route.choose` with its memo inline (StreamRoute.memo)
+        key = None if memo is None else values[route.key]
+        t = memo.get(key) if key.__class__ is str else None  # type: ignore[union-attr]
+        targets = route.choose(values) if t is None else [t]
         # `_deliver` inline: a call more would cost about a twentieth of an emit.
         route.emitted += 1
         stats = self._stats
@@ -637,7 +640,10 @@ class _InlineBasicCollector(BasicOutputCollector):
         route = self._routes.get(stream)
         if route is None or len(values) != route.arity or route.direct:
             route = self._out._route(stream, values, direct=False)
-        targets = route.choose(values)
+        memo = route.memo  # `route.choose` with its memo inline (StreamRoute.memo)
+        key = None if memo is None else values[route.key]
+        t = memo.get(key) if key.__class__ is str else None  # type: ignore[union-attr]
+        targets = route.choose(values) if t is None else [t]
         route.emitted += 1
         stats = self._stats
         stats.emitted += 1

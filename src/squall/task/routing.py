@@ -10,15 +10,15 @@ from typing import Any
 
 from squall.topology.description import Topology
 from squall.topology.fields import Fields
-from squall.topology.groupings import Chooser, DirectGrouping, make_chooser
+from squall.topology.groupings import Chooser, DirectGrouping, field_memo, make_chooser
 from squall.topology.tuple import Origin
 
 
 class StreamRoute:
     """One output stream of one task: its fields and the choosers of its subscribers."""
 
-    __slots__ = ("arity", "choose", "direct", "direct_targets", "emitted", "fields", "origin",
-                 "stream")
+    __slots__ = ("arity", "choose", "direct", "direct_targets", "emitted", "fields", "key", "memo",
+                 "origin", "stream")
 
     def __init__(
         self, stream: str, fields: Fields, direct: bool, choosers: list[Chooser],
@@ -28,6 +28,8 @@ class StreamRoute:
         self.origin = origin
         self.fields = fields
         self.emitted = 0  # tuples emitted on this stream by this task (squall.metrics)
+        self.key = 0
+        self.memo: dict[str, int] | None = None
         self.arity = len(fields)
         self.direct = direct
         self.direct_targets = direct_targets
@@ -43,6 +45,15 @@ class StreamRoute:
                 return out
 
             self.choose = choose_all
+        self.restored()
+
+    def restored(self) -> None:
+        """Start this run's counters and take the chooser's shortcut: called when built and
+        when restored from a snapshot (which may come from a version without the shortcut)."""
+        self.emitted = 0
+        # A one-field fields grouping's memo of string keys (`field_memo`): the collectors look
+        # `values[key]` up in it before calling `choose`, which is the same task without a call.
+        self.key, self.memo = field_memo(self.choose) or (0, None)
 
 
 def _no_targets(values: Sequence[Any]) -> list[int]:

@@ -92,7 +92,7 @@ def load_instance(task: RestorableTask, blob: bytes) -> None:
         # else a rescale renumbered the tasks: the routes built for the new topology stay
         task.rand64 = rand
     for route in task.routes.values():
-        route.emitted = 0  # a counter of this run (and absent from snapshots older than it)
+        route.restored()  # counters of this run, shortcuts (absent from older snapshots)
     task.instance = instance
     task.restore_framework(window, checkpointing)
     task.rebind()

@@ -151,6 +151,26 @@ def stable_hash(values: Sequence[Any]) -> int:
     return zlib.crc32(b"".join(out))
 
 
+_MEMO = "field_memo"
+
+
+def field_memo(chooser: Chooser) -> tuple[int, dict[str, int]] | None:
+    """`(index, memo)` of a one-field fields grouping's chooser, else None: the target task of
+    the string key `values[index]` is `memo[key]` when present (the chooser's own answer, which
+    it fills on a miss). Other keys, and keys not yet seen, go through the chooser.
+
+    >>> choose = make_chooser(FieldsGrouping(("word",)), Fields("n", "word"), [4, 5, 6], seed=0)
+    >>> index, memo = field_memo(choose)
+    >>> index, memo
+    (1, {})
+    >>> choose([1, "cow"]) == [memo["cow"]]
+    True
+    >>> field_memo(make_chooser(GlobalGrouping(), Fields("x"), [9], seed=0)) is None
+    True
+    """
+    return getattr(chooser, _MEMO, None)
+
+
 def make_chooser(
     grouping: Grouping,
     fields: Fields,
@@ -174,7 +194,7 @@ def make_chooser(
             # String keys repeat (words, user ids), so their task is memoized; only strings,
             # because 1, 1.0 and True are equal dict keys that stable_hash keeps apart. The cache
             # is dropped past 2^16 keys to bound memory on high-cardinality keys.
-            cache: dict[str, list[int]] = {}
+            cache: dict[str, int] = {}
 
             def choose_one_field(values: Sequence[Any]) -> list[int]:
                 v = values[i]
@@ -182,12 +202,15 @@ def make_chooser(
                     return [tasks[stable_hash((v,)) % n]]
                 chosen = cache.get(v)
                 if chosen is None:
-                    chosen = [tasks[zlib.crc32(v.encode("utf-8", "surrogatepass")) % n]]
+                    chosen = tasks[zlib.crc32(v.encode("utf-8", "surrogatepass")) % n]
                     if len(cache) >= 65_536:
                         cache.clear()
                     cache[v] = chosen
-                return list(chosen)
+                return [chosen]
 
+            # The memo is exposed (`field_memo`) so that a collector can look a known key up
+            # without calling the chooser; a miss still goes through it.
+            setattr(choose_one_field, _MEMO, (i, cache))
             return choose_one_field
         idx = [fields.field_index(f) for f in grouping.fields]
 
