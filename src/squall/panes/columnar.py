@@ -163,7 +163,15 @@ def per_tuple(engine: WindowedEngine, keys: Sequence[Any], timestamps: Sequence[
 
 
 class _Batch:
-    """One batch going column-wise through one engine (`process_columns`)."""
+    """One batch going column-wise through one engine (`process_columns`).
+
+    The tuples between two boundaries are not accumulated at once: each window keeps its
+    (tuple) pairs pending, in arrival order, and is brought up to date (`_settle`) only when
+    something reads it: a tuple that goes through the engine's own path touches it, the
+    watermark fires or purges it, or the batch ends. A (key, window) then costs one step per
+    window firing, not one per tuple. Windows are created (and scheduled) as soon as their first
+    tuple is met, in the per-tuple path's order; a key's state is created when its window
+    settles, in the order its tuples arrived."""
 
     def __init__(self, engine: WindowedEngine, keys: Sequence[Any], ts: np.ndarray,
                  values: Sequence[Any], now: int, delay: int) -> None:
@@ -184,16 +192,29 @@ class _Batch:
         before[0] = e.watermark
         before[1:] = after[:-1]
         self.after, self.before = after, before
+        self.before_list: list[int] = before.tolist()
         lateness = e.lateness
         if lateness is None:
             self.accepted = np.ones(n, dtype=bool)
         else:
             horizon = np.where(before == MIN_TIMESTAMP, MIN_TIMESTAMP, before - lateness)
             self.accepted = ts >= horizon
-        # The first window's start of each tuple (windows ordered by end, as `assign`).
-        self.first = ts - ts % self.s - self.d + self.s
+        # Each tuple's first window, as a slot (start // slide); its windows are the k slots
+        # from there (ordered by end, as `assign`).
+        self.slot0 = (ts - ts % self.s - self.d + self.s) // self.s
         self.due_of = self._due_contributions()
         self.kind, self.ints = _kernel(e.accumulation, values)
+        # Each tuple's key as a number, equal keys (as a dict sees them) the same number.
+        index = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+        self.key_codes = np.fromiter(map(index.__getitem__, keys), dtype=np.int64, count=n)
+        self.pending: dict[int, list[np.ndarray]] = {}  # slot -> its tuples not yet applied
+        self.pending_n: dict[int, int] = {}  # slot -> how many
+        # slot -> its window's keys. A window `advance` purges stays here: no later tuple of
+        # the batch belongs to it (it ended at or before watermark - allowed lateness, below
+        # which every later tuple is dropped).
+        self.known: dict[int, dict[Any, PaneState]] = {}
+        # slot -> at least the largest count of a key of its window (count triggers)
+        self.most: dict[int, int] = {}
         self.result = ColumnarResult()
 
     def _due_contributions(self) -> np.ndarray:
@@ -205,7 +226,7 @@ class _Batch:
         never = MAX_TIMESTAMP
         out = np.full(len(self.ts), never, dtype=np.int64)
         for m in range(self.k):
-            end = self.first + m * self.s + self.d
+            end = (self.slot0 + m) * self.s + self.d
             out = np.minimum(out, np.where(end > self.before, end, never))
             if e.lateness is not None:
                 out = np.minimum(out, end + e.lateness)
@@ -223,138 +244,141 @@ class _Batch:
                                                    min(e.due, MAX_TIMESTAMP)))
             after = self.after[pos:hi]
             hits = np.flatnonzero((after >= due) & (after > self.before[pos:hi]))
-            b = pos + int(hits[0]) if len(hits) else hi
-            groups = self._groups(pos, b)
-            states = self._states(groups)
-            if e._counting:
-                fires = self._count_fire(groups, states)
-                if fires < b:
-                    b = fires
-                    groups = self._groups(pos, b)
-                    states = self._states(groups)
-            self._accumulate(pos, b, groups, states)
-            if b < hi:
-                self._boundary(b)
-                pos = b + 1
+            due_at = pos + int(hits[0]) if len(hits) else n
+            end = min(due_at + 1, hi)  # the due tuple itself only accumulates (or is late)
+            fire_at = self._count_fire(pos, end) if e._counting else n
+            if fire_at < end:  # a count trigger fires there: through the engine
+                self._take(pos, fire_at)
+                self._through_engine(fire_at)
+                pos = fire_at + 1
+                chunk = _FIRST_CHUNK
+            elif due_at < hi:  # the watermark makes panes or purges due there
+                self._take(pos, due_at + 1)
+                self._advance(due_at)
+                pos = due_at + 1
                 chunk = _FIRST_CHUNK
             else:
+                self._take(pos, hi)
                 pos = hi
                 chunk *= 2
+        for slot in list(self.pending):
+            self._settle(slot)
         return self.result
 
-    def _groups(self, lo: int, hi: int) -> _Groups | None:
-        """The accepted tuples of [lo, hi) grouped by (key, window), groups in the order the
-        per-tuple path meets them (by their first (tuple, window) pair)."""
-        if hi <= lo:
-            return None
+    # ---- the tuples between boundaries -----------------------------------------------------
+    def _pairs(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """The accepted tuples of [lo, hi) as (tuple, window slot) pairs, in the per-tuple
+        path's order (by tuple, then window)."""
         idx = lo + np.flatnonzero(self.accepted[lo:hi])
-        if not len(idx):
-            return None
-        keys = self.keys
-        codes: dict[Any, int] = {}
-        setdefault = codes.setdefault
-        kcode = np.fromiter((setdefault(keys[i], len(codes)) for i in idx.tolist()),
-                            dtype=np.int64, count=len(idx))
-        k, s = self.k, self.s
-        # Pairs (tuple, window) in the per-tuple path's order: by tuple, then by window.
-        slot = (self.first[idx] // s)[:, None] + np.arange(k, dtype=np.int64)[None, :]
-        slot = slot.ravel()
-        tuples = np.repeat(idx, k)
-        pk = np.repeat(kcode, k)
-        low = int(slot.min())
-        span = int(slot.max()) - low + 1
-        gid = pk * span + (slot - low)
-        _u, first_pair, inverse, counts = np.unique(gid, return_index=True,
-                                                    return_inverse=True, return_counts=True)
-        order = np.argsort(first_pair, kind="stable")  # groups by first appearance
-        rank = np.empty_like(order)
-        rank[order] = np.arange(len(order))
-        group_of_pair = rank[inverse.ravel()]
-        counts = counts[order]
-        first_pair = first_pair[order]
-        # Pairs sorted by group, in arrival order within each group.
-        by_group = np.argsort(group_of_pair, kind="stable")
-        offsets = np.zeros(len(counts) + 1, dtype=np.int64)
-        np.cumsum(counts, out=offsets[1:])
-        return _Groups(starts=(slot[first_pair] * s).tolist(),
-                       first_tuple=tuples[first_pair].tolist(),
-                       counts=counts.tolist(), offsets=offsets, pair_tuple=tuples[by_group])
+        k = self.k
+        slots = (self.slot0[idx][:, None] + np.arange(k, dtype=np.int64)[None, :]).ravel()
+        return np.repeat(idx, k), slots
 
-    def _states(self, groups: _Groups | None) -> list[PaneState | None]:
-        """Each group's (key, window) state if it exists."""
-        if groups is None:
-            return []
-        windows, keys, d = self.e.windows, self.keys, self.d
-        out: list[PaneState | None] = []
-        for start, j in zip(groups.starts, groups.first_tuple, strict=True):
-            kd = windows.get((start, start + d))
-            out.append(None if kd is None else kd.get(keys[j]))
-        return out
-
-    def _count_fire(self, groups: _Groups | None, states: list[PaneState | None]) -> int:
-        """The first tuple at which a group's count trigger reaches its count (its count so
-        far, plus its tuples in the batch); a large number if none does."""
-        best = MAX_TIMESTAMP
-        if groups is None:
-            return best
-        e, d, before = self.e, self.d, self.before
-        early, late = e._early_count, e._late_count
-        for g, st in enumerate(states):
-            if st is None:
-                start = groups.starts[g]
-                is_late = start + d <= before[groups.first_tuple[g]]
-                c0 = 0
-            else:
-                is_late, c0 = bool(st.late), st.count
-            need = late if is_late else early
-            if need is None:
-                continue
-            k = max(1, need - c0)
-            if k <= groups.counts[g]:
-                j = int(groups.pair_tuple[groups.offsets[g] + k - 1])
-                if j < best:
-                    best = j
-        return best
-
-    def _accumulate(self, lo: int, hi: int, groups: _Groups | None,
-                    states: list[PaneState | None]) -> None:
-        """The tuples of [lo, hi), where nothing fires: dropped ones counted, groups
-        accumulated, windows and keys created as the per-tuple path creates them."""
+    def _take(self, lo: int, hi: int) -> None:
+        """Tuples [lo, hi), where nothing fires: dropped ones counted and reported, windows
+        created as the per-tuple path meets them, the others' tuples left pending."""
         e = self.e
         if hi <= lo:
             return
         steps = self.result.steps
-        before = self.before
-        for i in np.flatnonzero(~self.accepted[lo:hi]).tolist():
+        before_at = self.before_list
+        for i in (lo + np.flatnonzero(~self.accepted[lo:hi])).tolist():
             e.dropped += 1
-            steps.append((lo + i, LATE_TUPLE, int(before[lo + i])))
-        if groups is not None:
-            windows, keys, d, now = e.windows, self.keys, self.d, self.now
-            default = e._default
-            partial = self._partials(groups)
-            for g, st in enumerate(states):
-                if st is None:
-                    start, j = groups.starts[g], groups.first_tuple[g]
-                    w = (start, start + d)
-                    wb = int(before[j])
-                    e.watermark = wb  # the watermark when the per-tuple path creates it
-                    kd = windows.get(w)
-                    if kd is None:
-                        kd = windows[w] = {}
-                        e._scheduled(w)
-                    st = kd[keys[j]] = PaneState(default(), now, w[1] <= wb)
-                st.acc = partial(g, st.acc)
-                st.updated = True
-                st.count += groups.counts[g]
-            e.now = now
+            steps.append((i, LATE_TUPLE, before_at[i]))
+        tuples, slots = self._pairs(lo, hi)
+        if len(tuples):
+            uniq, first, inverse = np.unique(slots, return_index=True, return_inverse=True)
+            order = np.argsort(first, kind="stable")  # windows as the per-tuple path meets them
+            by_slot = np.argsort(inverse.ravel(), kind="stable")
+            bounds = np.searchsorted(inverse.ravel()[by_slot], np.arange(len(uniq) + 1))
+            grouped = tuples[by_slot]
+            first_tuple = tuples[first].tolist()
+            for u in order.tolist():
+                slot = int(uniq[u])
+                self._window(slot, first_tuple[u])
+                part = grouped[bounds[u]:bounds[u + 1]]
+                self.pending.setdefault(slot, []).append(part)
+                self.pending_n[slot] = self.pending_n.get(slot, 0) + len(part)
+            e.now = self.now
         e.watermark = int(self.after[hi - 1])  # moved by each tuple: nothing was due
 
-    def _partials(self, groups: _Groups) -> Any:
-        """`partial(g, acc)`: acc with group g's values accumulated, in arrival order."""
-        kind, offsets, counts = self.kind, groups.offsets, groups.counts
-        if kind == "count":
-            return lambda g, acc: acc + counts[g]
-        pair_tuple = groups.pair_tuple
+    def _window(self, slot: int, j: int) -> dict[Any, PaneState]:
+        """The keys of window `slot`, created (and scheduled) if new by tuple `j`."""
+        kd = self.known.get(slot)
+        if kd is None:
+            e = self.e
+            start = slot * self.s
+            w = (start, start + self.d)
+            kd = e.windows.get(w)
+            if kd is None:
+                e.watermark = self.before_list[j]  # as when the per-tuple path creates it
+                kd = e.windows[w] = {}
+                e._scheduled(w)
+                self.most[slot] = 0
+            self.known[slot] = kd
+        return kd
+
+    def _settle(self, slot: int) -> None:
+        """Window `slot` takes its pending tuples: per key, in arrival order, keys created in
+        the order they arrived."""
+        chunks = self.pending.pop(slot, None)
+        if chunks is None:
+            return
+        self.pending_n.pop(slot)
+        tuples = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+        codes = self.key_codes[tuples]
+        _u, first, inverse, counts = np.unique(codes, return_index=True, return_inverse=True,
+                                               return_counts=True)
+        order = np.argsort(first, kind="stable")  # keys as they arrived
+        inverse = inverse.ravel()
+        e, keys, now = self.e, self.keys, self.now
+        before_at = self.before_list
+        start = slot * self.s
+        end = start + self.d
+        kd = self.known[slot]
+        default = e._default
+        first_tuple = tuples[first].tolist()
+        count_list = counts.tolist()
+        if self.kind == "count":
+            for g in order.tolist():
+                j = first_tuple[g]
+                key = keys[j]
+                st = kd.get(key)
+                if st is None:
+                    st = kd[key] = PaneState(default(), now, end <= before_at[j])
+                c = count_list[g]
+                st.acc = st.acc + c
+                st.updated = True
+                st.count += c
+        else:
+            by_key = np.argsort(inverse, kind="stable")
+            offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+            np.cumsum(counts, out=offsets[1:])
+            partial = self._partials(tuples[by_key], offsets)
+            for g in order.tolist():
+                j = first_tuple[g]
+                key = keys[j]
+                st = kd.get(key)
+                if st is None:
+                    st = kd[key] = PaneState(default(), now, end <= before_at[j])
+                st.acc = partial(g, st.acc)
+                st.updated = True
+                st.count += count_list[g]
+        if self.e._counting:
+            self.most[slot] = max(self._most(slot), max(st.count for st in kd.values()))
+
+    def _most(self, slot: int) -> int:
+        """At least the largest count of a key of window `slot` (settled)."""
+        most = self.most.get(slot)
+        if most is None:
+            kd = self._window(slot, 0)
+            most = self.most[slot] = max((st.count for st in kd.values()), default=0)
+        return most
+
+    def _partials(self, pair_tuple: np.ndarray, offsets: np.ndarray) -> Any:
+        """`partial(g, acc)`: acc with key g's values (`pair_tuple[offsets[g]:offsets[g+1]]`)
+        accumulated, in arrival order."""
+        kind = self.kind
         if self.ints is not None:
             v = self.ints[pair_tuple]
             starts = offsets[:-1]
@@ -374,33 +398,103 @@ class _Batch:
             acc = accumulate(acc, values[j])
         return acc
 
-    def _boundary(self, b: int) -> None:
-        """Tuple `b`, where something may fire: through the engine's own per-tuple path."""
+    # ---- boundaries --------------------------------------------------------------------------
+    def _count_fire(self, lo: int, hi: int) -> int:
+        """The first tuple of [lo, hi) at which a (key, window)'s count trigger reaches its
+        count (its count so far plus its tuples since); `len(ts)` if none does. Windows whose
+        largest count plus their pending and new tuples cannot reach the smallest count are
+        not looked at key by key."""
         e = self.e
+        none = len(self.ts)
+        tuples, slots = self._pairs(lo, hi)
+        if not len(tuples):
+            return none
+        early, late = e._early_count, e._late_count
+        least = min(c for c in (early, late) if c is not None)
+        uniq, inverse, new = np.unique(slots, return_inverse=True, return_counts=True)
+        inverse = inverse.ravel()
+        candidates = []
+        for u, slot in enumerate(uniq.tolist()):
+            kd = self.known.get(slot)
+            existing = kd is not None or self.e.windows.get(
+                (slot * self.s, slot * self.s + self.d)) is not None
+            most = self._most(slot) if existing else 0
+            if most + self.pending_n.get(slot, 0) + int(new[u]) >= least:
+                candidates.append(u)
+        if not candidates:
+            return none
+        best = none
+        d, s, before_at, key_codes, keys = self.d, self.s, self.before_list, self.key_codes, \
+            self.keys
+        for u in candidates:
+            slot = int(uniq[u])
+            if slot in self.pending:
+                self._settle(slot)
+            mine = tuples[inverse == u]  # this window's new tuples, in arrival order
+            codes = key_codes[mine]
+            _c, first, kinv = np.unique(codes, return_index=True, return_inverse=True)
+            kinv = kinv.ravel()
+            kd = self.known.get(slot)
+            if kd is None:
+                kd = self.e.windows.get((slot * s, slot * s + d))
+            for g, f in enumerate(first.tolist()):
+                j = int(mine[f])
+                st = None if kd is None else kd.get(keys[j])
+                if st is None:
+                    is_late, c0 = slot * s + d <= before_at[j], 0
+                else:
+                    is_late, c0 = bool(st.late), st.count
+                need = late if is_late else early
+                if need is None:
+                    continue
+                k = max(1, need - c0)
+                hits = mine[kinv == g]
+                if k <= len(hits) and int(hits[k - 1]) < best:
+                    best = int(hits[k - 1])
+        return best
+
+    def _through_engine(self, b: int) -> None:
+        """Tuple `b`, at which a count trigger fires: its windows settled, then the engine's
+        own per-tuple path (`process`, and `advance` if its watermark is due)."""
+        e = self.e
+        if self.accepted[b]:
+            for m in range(self.k):
+                slot = int(self.slot0[b]) + m
+                self._settle(slot)
+        e.watermark = self.before_list[b]
         steps = self.result.steps
         ts = int(self.ts[b])
-        before = e.watermark
         r = e.process(self.keys[b], ts, self.values[b], self.now, False, None, self.delay)
+        for m in range(self.k):  # its windows as the engine left them (a count one more)
+            self.known.pop(int(self.slot0[b]) + m, None)
+            self.most.pop(int(self.slot0[b]) + m, None)
         if e.out:
             steps.append((b, PROCESSED, e.take()))
         if not r & ACCEPTED:
-            steps.append((b, LATE_TUPLE, before))
+            steps.append((b, LATE_TUPLE, self.before_list[b]))
         if r & WATERMARK_DUE:
+            self._settle_due(ts - self.delay)
             e.advance(ts - self.delay, self.now)
             if e.out:
                 steps.append((b, ADVANCED, e.take()))
 
+    def _advance(self, b: int) -> None:
+        """Tuple `b` (taken) generated a watermark that is due: the windows it fires or purges
+        settled, then the engine's `advance`."""
+        e = self.e
+        w = int(self.after[b])
+        self._settle_due(w)
+        e.watermark = self.before_list[b]
+        e.advance(w, self.now)
+        if e.out:
+            self.result.steps.append((b, ADVANCED, e.take()))
 
-@dataclass
-class _Groups:
-    """(key, window) groups of a run of tuples, in first-appearance order: each group's window
-    start, first tuple and size; its tuples are `pair_tuple[offsets[g]:offsets[g + 1]]`."""
-
-    starts: list[int]
-    first_tuple: list[int]
-    counts: list[int]
-    offsets: np.ndarray
-    pair_tuple: np.ndarray
+    def _settle_due(self, watermark: int) -> None:
+        """Settle the pending windows that end at or before `watermark` (what `advance` to it
+        fires or purges)."""
+        s, d = self.s, self.d
+        for slot in [x for x in self.pending if x * s + d <= watermark]:
+            self._settle(slot)
 
 
 def _kernel(accumulation: Any, values: Sequence[Any]) -> tuple[str, np.ndarray | None]:
