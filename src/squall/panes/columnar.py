@@ -339,33 +339,28 @@ class _Batch:
         default = e._default
         first_tuple = tuples[first].tolist()
         count_list = counts.tolist()
-        if self.kind == "count":
-            for g in order.tolist():
-                j = first_tuple[g]
-                key = keys[j]
-                st = kd.get(key)
-                if st is None:
-                    st = kd[key] = PaneState(default(), now, end <= before_at[j])
-                c = count_list[g]
-                st.acc = st.acc + c
-                st.updated = True
-                st.count += c
-        else:
+        count_only = self.kind == "count"
+        partial = None
+        if not count_only:
             by_key = np.argsort(inverse, kind="stable")
             offsets = np.zeros(len(counts) + 1, dtype=np.int64)
             np.cumsum(counts, out=offsets[1:])
             partial = self._partials(tuples[by_key], offsets)
-            for g in order.tolist():
-                j = first_tuple[g]
-                key = keys[j]
-                st = kd.get(key)
-                if st is None:
-                    st = kd[key] = PaneState(default(), now, end <= before_at[j])
-                st.acc = partial(g, st.acc)
-                st.updated = True
-                st.count += count_list[g]
-        if self.e._counting:
-            self.most[slot] = max(self._most(slot), max(st.count for st in kd.values()))
+        top = 0
+        for g in order.tolist():
+            j = first_tuple[g]
+            key = keys[j]
+            st = kd.get(key)
+            if st is None:
+                st = kd[key] = PaneState(default(), now, end <= before_at[j])
+            c = count_list[g]
+            st.acc = st.acc + c if partial is None else partial(g, st.acc)
+            st.updated = True
+            c = st.count = st.count + c
+            if c > top:
+                top = c
+        if e._counting:
+            self.most[slot] = max(self._most(slot), top)
 
     def _most(self, slot: int) -> int:
         """At least the largest count of a key of window `slot` (settled)."""
