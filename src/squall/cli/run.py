@@ -157,8 +157,9 @@ class _Terminal:
 
 def main(args: argparse.Namespace) -> int:
     try:
-        topology, conf = load_target(args.target)
-        conf = merge_conf(conf, parse_overrides(args.conf))
+        overrides = parse_overrides(args.conf)
+        topology, conf = load_target(args.target, overrides)
+        conf = merge_conf(conf, overrides)
         topology = topology.with_parallelism(parse_parallelism(args.parallelism))
         name = args.name or run_name(args.target)
         check_name(name)

@@ -1,12 +1,15 @@
 """Resolving a TARGET (`module:attribute` or `path/to/file.py:attribute`) to a topology.
 
-The attribute names a `Topology`, or a function returning a `Topology` or `(topology, conf)`.
+The attribute names a `Topology`, or a function returning a `Topology` or `(topology, conf)`; a
+function with a parameter `conf` is called with the run's `-c` overrides, so that configuration
+keys can shape the topology it builds.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import json
 import re
 import sys
@@ -57,7 +60,8 @@ def run_name(target: str) -> str:
     return name[:100] or "topology"
 
 
-def load_target(target: str) -> tuple[Topology, dict[str, Any]]:
+def load_target(target: str, overrides: Mapping[str, Any] | None = None,
+                ) -> tuple[Topology, dict[str, Any]]:
     module_part, attr, path = split_target(target)
     if path is not None:
         name = f"squall_target_{path.stem}"
@@ -79,7 +83,10 @@ def load_target(target: str) -> tuple[Topology, dict[str, Any]]:
     except AttributeError:
         raise TargetError(f"module {module_part!r} has no attribute {attr!r}") from None
     if callable(obj) and not isinstance(obj, Topology):
-        obj = obj()
+        try:
+            obj = obj(conf=dict(overrides or {})) if _takes_conf(obj) else obj()
+        except ConfigError as exc:  # a configuration key the function reads is wrong
+            raise TargetError(f"{target}: {exc}") from None
     conf: dict[str, Any] = {}
     if isinstance(obj, tuple) and len(obj) == 2:
         obj, conf_obj = obj
@@ -93,6 +100,13 @@ def load_target(target: str) -> tuple[Topology, dict[str, Any]]:
             f"returning a Topology or (topology, conf){hint}"
         )
     return obj, conf
+
+
+def _takes_conf(fn: Any) -> bool:
+    try:
+        return "conf" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def parse_overrides(pairs: list[str]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ True
 from __future__ import annotations
 
 import glob
+import json
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -92,6 +93,20 @@ def _table(rows: list[list]) -> pa.Table:
     return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, SCHEMA,
                                                                              strict=True)],
                                 schema=SCHEMA)
+
+
+def kafka_records(config: GeneratorConfig, partitions: int = 1,
+                  ) -> Iterator[tuple[None, bytes, int]]:
+    """The stream as Kafka records `(key, value, partition)` in stream order: the value a flat
+    row as a JSON object (`{"event_type": 2, "date_time": ..., ...}`, what a `KafkaSource` with
+    fields `ROW_FIELDS` and `value_deserialiser="json"` reads), position `i` to partition
+    `i mod partitions`, as the files split the stream."""
+    if not isinstance(partitions, int) or partitions < 1:
+        raise ValueError(f"NEXMark Kafka records: partitions must be a positive int, got "
+                         f"{partitions!r}")
+    for position, e in enumerate(events(config)):
+        row = dict(zip(ROW_FIELDS, to_row(e), strict=True))
+        yield None, json.dumps(row, separators=(",", ":")).encode(), position % partitions
 
 
 def read_json_lines(directory: str) -> Iterator[Event]:

@@ -26,8 +26,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from squall.components.partitioned_source import PartitionedSource, Range
+from squall.connectors.sources import JsonLinesSource, _Bad
 from squall.nexmark.generator import GeneratorConfig, event, partition_size
-from squall.nexmark.model import ROW_FIELDS, to_row
+from squall.nexmark.model import ROW_FIELDS, from_json, to_row
 from squall.topology.config import SQUALL_SOURCE_EVENT_TIME_FIELD
 from squall.trident.spouts import BatchSpout
 
@@ -78,6 +79,26 @@ class NexmarkSource(PartitionedSource):
         i, n, config = self._index(partition), self.partitions, self.config
         for offset in range(start, end):
             yield offset, to_row(event(config, i + offset * n))
+
+
+class NexmarkJsonLinesSource(JsonLinesSource):
+    """The JSON-lines partition files `squall.nexmark.files.write_json_lines` writes (Beam's
+    event JSON, one event a line), read as flat rows (`ROW_FIELDS`): one source partition per
+    file, each in its stream order, event-time field `date_time`. A line that is not an event
+    goes to the `malformed` stream with its file and line number."""
+
+    def __init__(self, directory: str, *, pattern: str = "*.jsonl", bounded: bool = True,
+                 **kwargs: Any) -> None:
+        super().__init__(directory, ROW_FIELDS, pattern=pattern, bounded=bounded, **kwargs)
+
+    def get_component_configuration(self) -> Mapping[str, Any] | None:
+        return {SQUALL_SOURCE_EVENT_TIME_FIELD: EVENT_TIME_FIELD}
+
+    def parse(self, partition: str, text: str) -> list[Any]:
+        try:
+            return to_row(from_json(text))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise _Bad(f"not a NEXMark event ({exc})") from None
 
 
 class NexmarkBatchSpout(BatchSpout):

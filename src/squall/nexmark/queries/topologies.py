@@ -1,0 +1,84 @@
+"""The topologies that hold the queries as branches: `storm_topology` (Storm's API and the
+windowed operators over one partitioned source) and `trident_topology` (Trident over one batch
+spout)."""
+
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from squall.builder import TopologyBuilder
+from squall.components.base import Bolt
+from squall.components.partitioned_source import PartitionedSource
+from squall.nexmark.queries import storm, trident, windowed
+from squall.nexmark.queries.windowed import EventTimeSettings
+from squall.topology.description import Topology
+from squall.trident.stream import Stream, TridentTopology
+
+STORM_QUERIES = ("q3", "q4", "q5", "q6", "q7", "q8", "q9", "q10", "q11", "q12", "q20")
+"""The queries `storm_topology` builds: Storm's API and the windowed operators."""
+TRIDENT_QUERIES = ("q0", "q1", "q2", "q13", "q14", "q15", "q16", "q17", "q18", "q19")
+"""The queries `trident_topology` builds."""
+
+
+def storm_topology(source: PartitionedSource, queries: Iterable[str] = STORM_QUERIES, *,
+                   time: EventTimeSettings | None = None,
+                   sink: Callable[[str], Bolt] | None = None, parallelism: int = 2) -> Topology:
+    """`queries` (of `STORM_QUERIES`) as branches over `source` (component `events`, flat rows
+    with the event-time field `date_time`). `sink(query)` gives a bolt that each query's output
+    goes to (component `<query>-sink`)."""
+    chosen = _check(queries, STORM_QUERIES)
+    time = time or EventTimeSettings()
+    b = TopologyBuilder()
+    b.set_spout("events", source, parallelism)
+    b.set_bolt("split", storm.Split(), parallelism).shuffle_grouping("events")
+    adders: dict[str, Callable[[], str]] = {
+        "q3": lambda: storm.add_q3(b, "split", parallelism),
+        "q20": lambda: storm.add_q20(b, "split", parallelism),
+        "q5": lambda: windowed.add_q5(b, "split", time),
+        "q7": lambda: windowed.add_q7(b, "split", time),
+        "q8": lambda: windowed.add_q8(b, "split", time, parallelism),
+        "q10": lambda: windowed.add_q10(b, "events", time, parallelism),
+        "q11": lambda: windowed.add_q11(b, "split", time, parallelism),
+        "q12": lambda: windowed.add_q12(b, "split", parallelism),
+    }
+    if {"q4", "q6", "q9"} & set(chosen):
+        storm.add_q9(b, "split", parallelism)  # the winning bids, which q4 and q6 read
+    adders["q9"] = lambda: "q9"
+    adders["q4"] = lambda: storm.add_q4(b, "q9", parallelism)
+    adders["q6"] = lambda: storm.add_q6(b, "q9", parallelism)
+    for q in chosen:
+        out = adders[q]()
+        if sink is not None:
+            b.set_bolt(f"{q}-sink", sink(q)).shuffle_grouping(out)
+    return b.create_topology()
+
+
+def trident_topology(spout: Any, queries: Iterable[str] = TRIDENT_QUERIES, *,
+                     state: Any = None, sink: Callable[[str, Stream], Any] | None = None,
+                     ) -> Topology:
+    """`queries` (of `TRIDENT_QUERIES`) as branches over the batch spout `spout` (flat rows).
+    `state`: the map states' factory (durable and transactional by default). `sink(query,
+    stream)` is called with each query's output stream."""
+    chosen = _check(queries, TRIDENT_QUERIES)
+    t = TridentTopology()
+    rows = t.new_stream("nexmark", spout)
+    plain = {"q0": trident.add_q0, "q1": trident.add_q1, "q2": trident.add_q2,
+             "q13": trident.add_q13, "q14": trident.add_q14}
+    stateful = {"q15": trident.add_q15, "q16": trident.add_q16, "q17": trident.add_q17,
+                "q18": trident.add_q18, "q19": trident.add_q19}
+    for q in chosen:
+        out = plain[q](rows) if q in plain else stateful[q](rows, state)
+        if sink is not None:
+            sink(q, out)
+    return t.build()
+
+
+def _check(queries: Iterable[str], known: tuple[str, ...]) -> list[str]:
+    chosen = list(queries)
+    unknown = [q for q in chosen if q not in known]
+    if unknown or not chosen:
+        raise ValueError(f"nexmark queries: {unknown or 'none'} not among {list(known)}")
+    return chosen
+

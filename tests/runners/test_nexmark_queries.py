@@ -1,0 +1,84 @@
+"""The NEXMark queries (squall.nexmark.queries) equal their reference (squall.nexmark.reference)
+exactly, on both runners, reading the files squall.nexmark.files writes.
+
+One stream of 4,000 events (out-of-order groups of 20 and 5 % delayed events, so that the
+windowed queries see late events and drop some; no hot auctions, sellers or bidders, so that
+every query has rows) is written as two JSON-lines and two Parquet partition files. The Storm-API
+and windowed queries run as branches of one topology over the JSON-lines files, the Trident
+queries as branches of one Trident topology over the Parquet files: two runs per runner, each
+shared by the tests of its queries.
+"""
+
+from __future__ import annotations
+
+import pytest
+from support.runs import complete_cached
+
+from squall.nexmark import GeneratorConfig, write_json_lines, write_parquet
+from squall.nexmark.generator import events
+from squall.nexmark.model import ROW_FIELDS
+from squall.nexmark.queries import (
+    STORM_QUERIES,
+    TRIDENT_QUERIES,
+    EventTimeSettings,
+    storm_topology,
+    trident_topology,
+)
+from squall.nexmark.queries.results import canonical
+from squall.nexmark.reference import DROPPED, LATE, QUERIES, WINDOWED, EventTime, judge
+from squall.nexmark.reference.lateness import fixed
+from squall.nexmark.sources import NexmarkJsonLinesSource
+from squall.trident import FileBatchSpout
+
+CONFIG = GeneratorConfig(max_events=4_000, out_of_order_group_size=20, prob_delayed_event=0.05,
+                         hot_auction_ratio=1, hot_sellers_ratio=1, hot_bidders_ratio=1)
+PARTITIONS = 2
+TIME = EventTimeSettings(watermark_delay_ms=100, allowed_lateness_ms=2_000)
+EVENT_TIME = EventTime(partitions=PARTITIONS, watermark_delay_ms=TIME.watermark_delay_ms,
+                       allowed_lateness_ms=TIME.allowed_lateness_ms)
+CONF = {"spark.sql.shuffle.partitions": 2}
+
+
+@pytest.fixture(scope="module")
+def stream():
+    return list(events(CONFIG))
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("nexmark")
+    write_json_lines(CONFIG, str(root / "json"), partitions=PARTITIONS)
+    write_parquet(CONFIG, str(root / "parquet"), partitions=PARTITIONS)
+    return root
+
+
+def reference(query, stream):
+    return QUERIES[query](stream, EVENT_TIME) if query in WINDOWED else QUERIES[query](stream)
+
+
+def test_the_stream_has_late_and_dropped_events(stream):
+    """The settings make the windowed queries meet both kinds (so their tests check them)."""
+    statuses = [s for *_, s in judge(stream, EVENT_TIME, fixed(10_000))]
+    assert statuses.count(LATE) >= 10 and statuses.count(DROPPED) >= 3
+
+
+@pytest.mark.parametrize("query", STORM_QUERIES)
+def test_storm_and_windowed_queries_equal_the_reference(request, runner, files, stream, query):
+    def build():
+        return storm_topology(NexmarkJsonLinesSource(str(files / "json")), time=TIME)
+    result = complete_cached(request, "storm", runner, build, CONF)
+    assert not result.errors
+    expected = reference(query, stream)
+    assert expected, f"{query}: the reference is empty, the test would check nothing"
+    assert canonical(query, result.tuples(query)) == expected
+
+
+@pytest.mark.parametrize("query", TRIDENT_QUERIES)
+def test_trident_queries_equal_the_reference(request, runner, files, stream, query):
+    def build():
+        return trident_topology(FileBatchSpout(str(files / "parquet"), list(ROW_FIELDS)))
+    result = complete_cached(request, "trident", runner, build, CONF)
+    assert not result.errors
+    expected = reference(query, stream)
+    assert expected, f"{query}: the reference is empty, the test would check nothing"
+    assert canonical(query, result.tuples(query)) == expected
