@@ -164,15 +164,17 @@ class MergeAccumulation(Accumulation, Protocol):
 # ---- runners -------------------------------------------------------------------------------
 # The runner protocol: what every runner offers to `squall.run`, the CLI and tests.
 #
-# A runner is built from a topology and its configuration, and `run` executes it, blocking, until
-# its bounded input is processed (`until_complete`), `duration_ms` passes, or the runner's own stop
-# condition; it returns the `RunResult`. While it runs, `on_progress` receives the runner's
-# `metrics()` (a `MetricsSnapshot`, public and documented) every `progress_every_ms`, and once
-# more when the run ends. `LocalEngine` and `LocalTridentRunner` (`runtime/local`), `SparkRunner`,
+# A runner is built from a topology and its configuration: `conf` is the user's keys as given
+# (what Storm hands a component), `config` the resolved `RunConfig` (`config.effective` has
+# Storm's defaults under the user's keys). `run` executes the topology, blocking, and returns
+# the `RunResult`; while it runs, `on_progress` receives the runner's `metrics()` (a
+# `MetricsSnapshot`, public and documented) every `progress_every_ms`, and once more when the run
+# ends. `LocalEngine` and `LocalTridentRunner` (`runtime/local`), `SparkRunner`,
 # `TransactionalSparkRunner` and `TridentSparkRunner` (`runtime/spark`) implement it;
 # `squall.runners.make_runner` returns one of them as a `Runner`, which mypy checks structurally.
 # Every way of starting a topology (`squall run`, `squall.run`, `LocalCluster`,
-# `complete_topology`) gets its runner from `make_runner`.
+# `complete_topology`) gets its runner from `make_runner`, and `complete_topology` asks it only
+# what this protocol offers.
 
 Progress = Callable[[MetricsSnapshot], None]
 
@@ -181,6 +183,7 @@ class Runner(Protocol):
     """A topology being run (see the comment above)."""
 
     topology: Topology
+    conf: Mapping[str, Any]  # the user's keys, as given
     errors: list[ErrorRecord]  # every error reported so far, in order
 
     def run(
@@ -188,16 +191,42 @@ class Runner(Protocol):
         *,
         duration_ms: int | None = None,
         until_complete: bool = True,
+        should_stop: Callable[[], bool] | None = None,
         on_progress: Progress | None = None,
         progress_every_ms: int = 1000,
     ) -> RunResult:
-        """Run until complete, for `duration_ms`, or until stopped; then the result."""
+        """Run until the first of these ends it, then return the result:
+
+        - `until_complete`: the bounded input is processed (`complete()`);
+        - `duration_ms`: that much time passed on the runner's own clock since `run` began (the
+          local runners': the `Clock` they were given, simulated time included; the Spark
+          runners': wall time);
+        - `should_stop()`: it returned True; the runner calls it between units of work (the
+          local runner: every scheduling round; a Trident or transactional runner: between
+          transactions; a Spark runner: every poll of its query, about every 50 ms);
+        - an operator's stop (`request_stop`).
+
+        The first two and `should_stop` end the run where it is: what is in flight is not
+        waited for (a restart from a checkpoint replays it).
+        """
         ...
 
     def complete(self) -> bool:
         """Whether the run has started and all its input is processed: every spout exhausted and
         everything it emitted settled (Trident and transactional topologies: every batch
         committed). Callable from another thread while running."""
+        ...
+
+    def incomplete(self) -> list[str]:
+        """What keeps `complete()` false, one phrase each (spouts not exhausted, tuple trees
+        pending, batches committed so far); empty once complete. For a message when a run
+        ends before completing."""
+        ...
+
+    def spout_instances(self) -> dict[int, Any]:
+        """Per spout task, the spout instance the run called, where it runs in this process
+        (the local runner of spouts and bolts); empty for a runner whose spouts run elsewhere
+        or are coordinated in batches."""
         ...
 
     def captured(self) -> dict[int, list[tuple[str, list[Any]]]]:

@@ -69,7 +69,7 @@ def run(
 
 def make_runner(
     topology: Topology,
-    conf: Mapping[str, Any] | None = None,
+    conf: Mapping[str, Any] | RunConfig | None = None,
     *,
     runner: str = DEFAULT_RUNNER,
     master: str | None = None,
@@ -83,7 +83,8 @@ def make_runner(
     micro-batch (`squall.transactional`); a Trident topology gets a Trident runner on either
     (`squall.trident`). This is the one place that chooses a runner: `squall run`, `squall.run`,
     `LocalCluster` and `complete_topology` all come here. `capture=True` keeps what every task
-    emits (`Runner.captured`), for tests.
+    emits (`Runner.captured`), for tests. `conf` is the user's keys, or a `RunConfig` already
+    resolved from them for this runner (`squall.runtime.run_config.resolve`).
     """
     check_runner(runner)
     if runner == "spark" and clock is not None:

@@ -17,8 +17,8 @@ from support.ports import free_port
 from support.processes import running
 
 from squall import Fields, TopologyBuilder
+from squall.runtime.fingerprint import CheckpointMismatchError
 from squall.runtime.spark.driver import SparkRunner
-from squall.runtime.spark.fingerprint import CheckpointMismatchError
 from squall.runtime.spark.session import SparkUnavailableError, get_session
 from squall.testing import FixedTupleSpout
 from squall.tracebacks import TRACE_NOTE

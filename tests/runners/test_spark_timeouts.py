@@ -80,7 +80,7 @@ def test_a_segment_planned_before_a_kill_is_not_timed_out_by_the_restart(
     notes = [r.getMessage() for r in caplog.records if "resuming from" in r.getMessage()]
     assert notes == [f"resuming from {ckpt}: no batch committed; {len(planned)} tuple trees "
                      "pending"]
-    result = runner.run(max_wait_ms=240_000)
+    result = runner.run(duration_ms=240_000)
 
     ids = Counter(r["id"] for r in read_jsonl(tmp_path / "out"))
     assert [i for i, n in ids.items() if n > 1] == []

@@ -44,7 +44,7 @@ def _run(runner: str, topology: Any, conf: dict, tmp: Path, spark_session: Any =
 
     r = TransactionalSparkRunner(topology, conf, session=spark_session,
                                  checkpoint_location=str(tmp / "ckpt"))
-    return r.run(max_wait_ms=240_000), r
+    return r.run(duration_ms=240_000), r
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import random
 import threading
 import time
 from collections import Counter
-from typing import Any
 
 import pytest
 from support.redis_server import start_redis
@@ -149,11 +148,6 @@ def test_an_idle_stream_starts_no_empty_transactions(runner, opaque, tmp_path, s
             tx = TransactionalSparkRunner(b.create_topology(), conf,
                                           session=session_for(runner),
                                           checkpoint_location=str(tmp_path / "ckpt"))
-
-            def stop_when_idle_again(_snapshot: Any) -> None:
-                if idle_again():
-                    tx.query.stop()
-
-            tx.run(on_progress=stop_when_idle_again, progress_every_ms=200, max_wait_ms=180_000)
+            tx.run(duration_ms=180_000, should_stop=idle_again)
         adder.join(1)
     assert batches() == [(1, 5), (2, 5)]

@@ -441,7 +441,7 @@ def test_late_and_invalid_tuples_are_counted(runner):
         from squall.runtime.spark.driver import SparkRunner
 
         spark = SparkRunner(b.create_topology(), BASE_CONF, capture=True)
-        spark.run(until_complete=True, max_wait_ms=120_000)
+        spark.run(until_complete=True, duration_ms=120_000)
         assert spark.completed
         (task,) = [t for t in spark.restored_bolts() if t.component_id == "w"]
         emitted = [v for _at, s, v in sorted(spark.captures[task.task_id]) if s == "default"]

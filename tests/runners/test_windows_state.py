@@ -84,7 +84,7 @@ def run_spark(topology, conf, checkpoint):
     from squall.runtime.spark.driver import SparkRunner
 
     runner = SparkRunner(topology, conf, capture=True, checkpoint_location=str(checkpoint))
-    result = runner.run(until_complete=True, max_wait_ms=300_000)
+    result = runner.run(until_complete=True, duration_ms=300_000)
     assert runner.completed
     tuples: dict[str, list] = {}
     for task, rows in runner.captures.items():

@@ -235,7 +235,7 @@ def test_a_checkpoint_of_an_older_plan_format_is_refused_by_the_local_runner(tmp
 def test_a_checkpoint_of_an_older_plan_format_is_refused_by_the_spark_runner(tmp_path):
     """Refused when the runner is made, before its Spark session: the topology's shape is the
     same (the plan format is not part of it), the progress's format is not."""
-    from squall.runtime.spark.fingerprint import check_fingerprint
+    from squall.runtime.fingerprint import check_fingerprint
     from squall.runtime.spark.trident import TridentSparkRunner
 
     ckpt = str(tmp_path / "ckpt")

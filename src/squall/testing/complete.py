@@ -29,12 +29,9 @@ from typing import Any
 
 import cloudpickle
 
-from squall.protocols import Runner
-from squall.results import ComponentStats, ErrorRecord, RunResult
+from squall.results import ComponentStats, ErrorRecord
 from squall.runners import check_runner, make_runner
 from squall.runtime.clock import SimulatedClock
-from squall.runtime.local.engine import LocalEngine
-from squall.runtime.local.trident import BATCH_INTERVAL, LocalTridentRunner
 from squall.runtime.run_config import resolve
 from squall.testing.fixed import FixedTupleSpout
 from squall.testing.time import current_clock
@@ -75,7 +72,7 @@ class CompleteTopologyResult:
     captures: dict[int, list[tuple[str, list[Any]]]]
     stats: dict[str, ComponentStats]
     errors: list[ErrorRecord]
-    spout_instances: dict[int, Any]  # local runner: the spout tasks' instances after the run
+    spout_instances: dict[int, Any]  # `Runner.spout_instances` after the run
     # Per spout task, the message ids the framework acked and failed on the spout, in order.
     settled_ids: dict[int, dict[str, list[Any]]]
     elapsed_ms: int
@@ -161,6 +158,10 @@ def with_mocked_trident_sources(topology: Topology, mocked: MockedSources) -> To
     return Topology(specs)
 
 
+TRIDENT_MAX_ATTEMPTS = "squall.trident.max.attempts"
+TRIDENT_TEST_ATTEMPTS = 10
+
+
 def complete_topology(
     topology: Topology,
     conf: Mapping[str, Any] | None = None,
@@ -169,137 +170,49 @@ def complete_topology(
     mocked_sources: MockedSources | None = None,
     max_time_ms: int | None = None,
 ) -> CompleteTopologyResult:
-    """Run until every spout is exhausted and every tracked tuple is acked or failed.
+    """Run until every spout is exhausted and every tracked tuple is acked or failed (Trident
+    and transactional topologies: every batch committed), on the runner `make_runner` gives.
 
-    Time is simulated: the active `simulated_time()` clock if there is one, otherwise a fresh
-    clock from 0, so timeouts take no real time and runs repeat exactly. Gives up with
-    `CompleteTopologyTimeout` after `max_time_ms` of simulated time (default: ten message
-    timeouts), naming the spouts that are not exhausted.
+    On the local runner time is simulated: the active `simulated_time()` clock if there is one,
+    otherwise a fresh clock from 0, so timeouts take no real time and runs repeat exactly (a
+    Trident batch takes Storm's batch emit interval of it). Gives up with
+    `CompleteTopologyTimeout` after `max_time_ms` of the runner's time (simulated on the local
+    runner, wall time on Spark; default: ten message timeouts and a minute), naming what kept
+    the run from completing (`Runner.incomplete`).
 
-    A Trident topology runs until its spouts are exhausted (on simulated time on the local
-    runner: each batch takes Storm's batch emit interval); `tuples(operation)` lists the
-    operation's output rows in batch order, `extra` has the committed transactions. A batch that
-    keeps failing fails the run after ten attempts (`squall.trident.max.attempts` when set)
-    instead of being replayed for ever.
+    A Trident topology's `tuples(operation)` lists the operation's output rows in batch order,
+    `extra` has the committed transactions. A batch that keeps failing fails the run after ten
+    attempts (`squall.trident.max.attempts` when set) instead of being replayed for ever.
     """
     check_runner(runner)
     if is_trident(topology):
         if mocked_sources is not None:
             topology = with_mocked_trident_sources(topology, mocked_sources)
-        return _complete_trident(topology, conf, runner, max_time_ms)
-    if mocked_sources is not None:
+        conf = {TRIDENT_MAX_ATTEMPTS: TRIDENT_TEST_ATTEMPTS, **(conf or {})}
+    elif mocked_sources is not None:
         topology = with_mocked_sources(topology, mocked_sources)
-    if runner == "spark":
-        return _complete_on_spark(topology, conf, max_time_ms)
-    config = resolve(topology, conf, runner="local")
+    config = resolve(topology, conf, runner=runner)
     if max_time_ms is None:
         max_time_ms = 10 * configured_message_timeout_ms(config.effective) + 60_000
-    clock = current_clock() or SimulatedClock()
-    engine = make_runner(topology, config.user, runner="local", clock=clock, capture=True)
-    # The local runner of a topology of spouts and bolts, transactional or not: its spout
-    # instances and its stop condition on the simulated clock are what a test inspects.
-    assert isinstance(engine, LocalEngine)
-    start = clock.now_ms()
-    result = engine.run(
-        until_complete=True, should_stop=lambda: clock.now_ms() - start > max_time_ms
-    )
-    if not engine.complete():
-        stuck = [s.component_id for s in engine.spouts if not s.exhausted()]
+    clock = (current_clock() or SimulatedClock()) if runner == "local" else None
+    # No Spark session given: a Spark runner takes the active one (a test module's).
+    chosen = make_runner(topology, config, runner=runner, clock=clock, capture=True)
+    result = chosen.run(until_complete=True, duration_ms=max_time_ms)
+    if not chosen.complete():
+        time = "simulated time" if runner == "local" else "wall time on Spark"
+        errors = "".join(f"; error: {e}" for e in result.errors[:3])
         raise CompleteTopologyTimeout(
-            f"topology did not complete within {max_time_ms} ms of simulated time: "
-            f"spouts not exhausted: {sorted(set(stuck))}; tracked tuples pending: "
-            f"{engine.pending()}. Spouts must say when they are done (Spout.is_exhausted) "
-            "or be replaced with MockedSources"
-        )
+            f"topology did not complete within {max_time_ms} ms of {time}: "
+            f"{'; '.join(chosen.incomplete())}{errors}. Spouts must say when they are done "
+            "(Spout.is_exhausted, a BatchSpout's is_exhausted; FixedBatchSpout: cycle=False) "
+            "or be replaced with MockedSources")
     return CompleteTopologyResult(
         topology=topology,
-        captures=engine.captured(),
+        captures=chosen.captured(),
         stats=result.stats,
         errors=result.errors,
-        spout_instances={t.task_id: t.instance for t in engine.spouts},
-        settled_ids=engine.settled_ids(),
+        spout_instances=chosen.spout_instances(),
+        settled_ids=chosen.settled_ids(),
         elapsed_ms=result.elapsed_ms,
+        extra=dict(result.extra),
     )
-
-
-def _complete_on_spark(
-    topology: Topology, conf: Mapping[str, Any] | None, max_time_ms: int | None
-) -> CompleteTopologyResult:
-    """`complete_topology` on the Spark runner (a transactional topology on its transactional
-    runner): real time, one run in a fresh checkpoint."""
-    runner = make_runner(topology, conf, runner="spark", capture=True)
-    wait = max_time_ms if max_time_ms is not None else 300_000
-    result = runner.run(until_complete=True, duration_ms=wait)
-    if not runner.complete():  # SparkRunner: stays true once a run ended by completing
-        ledger = getattr(runner, "ledger", None)  # the tuple trees still tracked, if any
-        raise CompleteTopologyTimeout(
-            f"topology did not complete on Spark within {wait} ms; errors: "
-            f"{[str(e) for e in result.errors[:3]]}; trees in the ledger: "
-            f"{None if ledger is None else len(ledger)}")
-    return CompleteTopologyResult(
-        topology=topology, captures=runner.captured(), stats=result.stats, errors=result.errors,
-        spout_instances={}, settled_ids=runner.settled_ids(), elapsed_ms=result.elapsed_ms,
-    )
-
-
-TRIDENT_MAX_ATTEMPTS = "squall.trident.max.attempts"
-TRIDENT_TEST_ATTEMPTS = 10
-
-
-def _complete_trident(topology: Topology, conf: Mapping[str, Any] | None, runner: str,
-                      max_time_ms: int | None) -> CompleteTopologyResult:
-    """`complete_topology` of a Trident topology: every operation's output captured.
-
-    A failed batch is replayed, but not for ever as in a real run: after
-    `TRIDENT_TEST_ATTEMPTS` attempts (unless the configuration sets
-    `squall.trident.max.attempts`) the run fails with the batch's error."""
-    conf = dict(conf or {})
-    conf.setdefault(TRIDENT_MAX_ATTEMPTS, TRIDENT_TEST_ATTEMPTS)
-    if runner == "spark":
-        # No session given: the runner takes the active one (a test module's).
-        chosen = make_runner(topology, conf, runner="spark", capture=True)
-        wait = max_time_ms if max_time_ms is not None else 300_000
-        result = chosen.run(until_complete=True, duration_ms=wait)
-        if not chosen.complete():
-            raise CompleteTopologyTimeout(
-                f"Trident topology did not complete on Spark within {wait} ms "
-                f"({len(result.extra['committed'])} batches committed)")
-    else:
-        chosen, result = _complete_trident_locally(topology, conf, max_time_ms)
-    return CompleteTopologyResult(
-        topology=topology, captures=chosen.captured(), stats=result.stats, errors=result.errors,
-        spout_instances={}, settled_ids={}, elapsed_ms=result.elapsed_ms,
-        extra=dict(result.extra))
-
-
-def _complete_trident_locally(topology: Topology, conf: Mapping[str, Any] | None,
-                              max_time_ms: int | None) -> tuple[Runner, RunResult]:
-    config = resolve(topology, conf, runner="local")
-    if max_time_ms is None:
-        max_time_ms = 10 * configured_message_timeout_ms(config.effective) + 60_000
-    clock = current_clock() or SimulatedClock()
-    chosen = make_runner(topology, config.user, runner="local", clock=clock, capture=True)
-    assert isinstance(chosen, LocalTridentRunner)
-    interval = int(config.effective.get(BATCH_INTERVAL) or 500)
-    step = chosen.step
-
-    def timed_step() -> bool:
-        # A batch takes Storm's emit interval of simulated time (an empty one already sleeps
-        # it), so a spout that never ends runs into max_time_ms instead of looping for ever.
-        emitted = step()
-        if emitted:
-            clock.sleep_ms(interval)
-        return emitted
-
-    chosen.step = timed_step  # type: ignore[method-assign]
-    result = chosen.run(until_complete=True, duration_ms=max_time_ms)
-    coordinator = chosen.coordinator
-    last = coordinator.next_txid - 1
-    stuck = sorted(cid for cid, e in coordinator.emitters.items() if not e.exhausted_after(last))
-    if stuck:
-        raise CompleteTopologyTimeout(
-            f"Trident topology did not complete within {max_time_ms} ms of simulated time "
-            f"({len(chosen.committed)} batches): spouts not exhausted: {stuck}. A BatchSpout "
-            "must say when it is done (is_exhausted; FixedBatchSpout: cycle=False) or be "
-            "replaced with MockedSources")
-    return chosen, result

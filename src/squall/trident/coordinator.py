@@ -298,6 +298,13 @@ class BatchCoordinator:
         last = self.next_txid - 1
         return all(e.exhausted_after(last) for e in self.emitters.values())
 
+    def incomplete(self) -> list[str]:
+        """What keeps the input from having ended (`Runner.incomplete`): the spouts whose input
+        did not end with the last committed transaction, and the transactions committed."""
+        last = self.next_txid - 1
+        stuck = sorted(cid for cid, e in self.emitters.items() if not e.exhausted_after(last))
+        return [f"spouts not exhausted: {stuck}", f"transactions committed: {last}"]
+
     def close(self) -> None:
         for e in self.emitters.values():
             e.close()

@@ -33,6 +33,7 @@ from squall.runtime.lifecycle import Controls, Lifecycle
 from squall.runtime.local.transactions import LocalTransactions
 from squall.runtime.reporting import Reporting, task_figures
 from squall.runtime.run_config import RunConfig, resolve
+from squall.runtime.run_dir import open_run_dir
 from squall.runtime.settlement import OutcomeReceiver, Settlement, deliver_to_spout
 from squall.task.checkpointing import CheckpointSpoutTask, is_stateful_topology
 from squall.task.end_of_input import EndOfInput
@@ -67,19 +68,19 @@ class LocalEngine(Controls, Reporting):
         capture: bool = False,
         checkpoint_location: str | None = None,
     ) -> None:
-        config = resolve(topology, conf, runner="local")
-        conf = config.user
+        self.config = config = resolve(topology, conf, runner="local")
+        self.conf = conf = config.user
+        effective = config.effective
         self.topology = topology
-        self.conf = config.effective
         self.clock: Clock = clock or RealClock()
         # The Host's clock is the engine's: its own method, bound here, so a read of the time
         # (a windowed bolt's every tuple, a spout's every tracked emit) is one call, not two.
         self.now_ms = self.clock.now_ms
-        self.seed = random_seed(self.conf)
-        n_ackers = num_ackers(self.conf)
+        self.seed = random_seed(effective)
+        n_ackers = num_ackers(effective)
         self.tracking = n_ackers > 0
         # How long a ledger remembers a failed root: the timeout even when timeouts are off.
-        timeout_ms = configured_message_timeout_ms(self.conf)
+        timeout_ms = configured_message_timeout_ms(effective)
         self.ackers = [AckerLedger(memory_ms=timeout_ms * 1000) for _ in range(n_ackers)]
         self._n_ackers = n_ackers  # (a restore replaces the ledgers, not their number)
         self.queue: deque[tuple[Callable[[Tuple], None], Tuple]] = deque()
@@ -128,7 +129,8 @@ class LocalEngine(Controls, Reporting):
         # stops the run, and a restart resumes from the last commit; otherwise tuples fail.
         self.transactional_batches = checkpoint_location is not None
         if checkpoint_location is not None:
-            self.transactions = LocalTransactions(checkpoint_location, topology, conf)
+            run_dir = open_run_dir(topology, checkpoint_location, fingerprinted=False)
+            self.transactions = LocalTransactions(run_dir.path, topology, conf)
         for task_id in topology.task_ids:
             cid = topology.task_component(task_id)
             spec = topology.components[cid]
@@ -136,7 +138,7 @@ class LocalEngine(Controls, Reporting):
             if capture_list is not None:
                 self.captures[task_id] = capture_list
             cls = SpoutTask if spec.kind == "spout" else BoltTask
-            task = cls(topology, task_id, conf or {}, self, seed=self.seed,
+            task = cls(topology, task_id, conf, self, seed=self.seed,
                        tracking=self.tracking, capture=capture_list)
             self.tasks[task_id] = task
             if isinstance(task, SpoutTask):
@@ -167,9 +169,9 @@ class LocalEngine(Controls, Reporting):
         self._spouts_active = True
         # With a checkpoint location a batch is the transaction, so a stateful topology's
         # checkpoint interval paces it unless the batch length is set.
-        batch_ms = self.conf.get("squall.local.batch.ms")
+        batch_ms = effective.get("squall.local.batch.ms")
         if batch_ms is None and self.transactions is not None and is_stateful_topology(topology):
-            batch_ms = checkpoint_interval_ms(self.conf)
+            batch_ms = checkpoint_interval_ms(effective)
         self.batch_ms = int(batch_ms or 1000)
         # [next tick time, period, task] per bolt task with topology.tick.tuple.freq.secs
         self.ticks: list[list[Any]] = [[0, b.tick_ms, b] for b in self.bolts if b.tick_ms]
@@ -470,9 +472,8 @@ class LocalEngine(Controls, Reporting):
         should_stop: Callable[[], bool] | None = None,
         on_progress: Progress | None = None,
         progress_every_ms: int = 1000,
-        max_idle_rounds: int | None = None,
     ) -> RunResult:
-        """Run until complete (bounded input), for `duration_ms`, or until `should_stop()`.
+        """As `squall.protocols.Runner.run`; `should_stop` is called every scheduling round.
 
         On a simulated clock an idle topology jumps time to the next timeout, so timeouts in
         tests take no real time.
@@ -481,7 +482,7 @@ class LocalEngine(Controls, Reporting):
             self.start()  # a run again goes on from the first run's start (`_start_ms`)
             return self.run_bracket(
                 lambda _started: self._drive(duration_ms, until_complete, should_stop,
-                                             on_progress, progress_every_ms, max_idle_rounds),
+                                             on_progress, progress_every_ms),
                 close=self.stop, on_progress=on_progress)
 
     def _drive(
@@ -491,14 +492,12 @@ class LocalEngine(Controls, Reporting):
         should_stop: Callable[[], bool] | None,
         on_progress: Progress | None,
         progress_every_ms: int,
-        max_idle_rounds: int | None,
     ) -> None:
         clock = self.clock
         start = clock.now_ms()
-        wait_ms = int(self.conf.get(TOPOLOGY_SLEEP_SPOUT_WAIT_MS) or 1)
+        wait_ms = int(self.config.effective.get(TOPOLOGY_SLEEP_SPOUT_WAIT_MS) or 1)
         next_progress = start + progress_every_ms
         next_batch_end = start + self.batch_ms
-        idle = 0
         life = self.lifecycle
         while True:
             if life.active != self._spouts_active:
@@ -526,7 +525,6 @@ class LocalEngine(Controls, Reporting):
                     not self.queue and self.pending() == 0):
                 break
             if work:
-                idle = 0
                 continue
             if self.end_of_input.due(self.spouts):
                 for bolt in self.end_of_input.order:  # upstream first: flushes flow down
@@ -537,9 +535,6 @@ class LocalEngine(Controls, Reporting):
                 continue
             if until_complete and self.complete() and (
                     self.checkpoint is None or self.checkpoint.settled()):
-                break
-            idle += 1
-            if max_idle_rounds is not None and idle > max_idle_rounds:
                 break
             if clock.simulated:
                 # The next thing that can happen: a timeout, or a batch end (which lets
@@ -569,6 +564,15 @@ class LocalEngine(Controls, Reporting):
             return out
 
         return [(task.task_id, counters(task)) for task in self.tasks.values()]
+
+    def incomplete(self) -> list[str]:
+        if self.complete():
+            return []
+        stuck = sorted({s.component_id for s in self.spouts if not s.exhausted()})
+        return [f"spouts not exhausted: {stuck}", f"tracked tuples pending: {self.pending()}"]
+
+    def spout_instances(self) -> dict[int, Any]:
+        return {t.task_id: t.instance for t in self.spouts}
 
     def captured(self) -> Captures:
         return self.captures

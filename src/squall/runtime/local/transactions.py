@@ -39,7 +39,6 @@ from squall.atomic_files import read_or_none, write_atomic
 from squall.components.batch_sink import BatchSink
 from squall.components.partitioned_source import PartitionedSource
 from squall.reliability.acker import AckerLedger
-from squall.runtime.checkpoint_location import prepare_location
 from squall.state.providers import DURABLE, new_state
 from squall.task.reshape import (
     RescaleError,
@@ -84,7 +83,7 @@ class LocalTransactions:
 
     def __init__(self, directory: str, topology: Topology,
                  conf: Mapping[str, Any] | None = None) -> None:
-        self.dir = prepare_location(directory)
+        self.dir = directory  # prepared by the engine (squall.runtime.run_dir)
         self.path = os.path.join(self.dir, COMMIT_FILE)
         self.topology = topology
         self.conf = dict(conf or {})

@@ -17,18 +17,17 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from squall.protocols import Progress
 from squall.redis_clients import wait_until_reachable
 from squall.results import Captures, ComponentStats, ErrorRecord, RunResult, rows_by_first_task
-from squall.runtime.checkpoint_location import prepare_location
 from squall.runtime.clock import Clock, RealClock
 from squall.runtime.lifecycle import Controls, Lifecycle
 from squall.runtime.reporting import Reporting
 from squall.runtime.run_config import RunConfig, resolve
+from squall.runtime.run_dir import open_run_dir
 from squall.topology.description import Topology
 from squall.transaction_kernel.progress_store import STORE
 from squall.trident.coordinator import (
@@ -54,13 +53,12 @@ class LocalTridentRunner(Controls, Reporting):
                  capture: bool = False) -> None:
         self.topology = topology
         self.plan = trident_plan(topology)
-        self.dir = prepare_location(checkpoint_location or
-                                    tempfile.mkdtemp(prefix="squall-trident-"))
-        config = resolve(topology, conf, runner="local").with_defaults(
+        self.dir = open_run_dir(topology, checkpoint_location).path
+        self.config = resolve(topology, conf, runner="local").with_defaults(
             {STORE: {"dir": os.path.join(self.dir, "trident")}})
-        self.user_conf, self.conf = config.user, config.effective
+        self.conf = self.config.user
         self.clock = clock or RealClock()
-        self.coordinator = BatchCoordinator(self.plan, self.user_conf, "local")
+        self.coordinator = BatchCoordinator(self.plan, self.conf, "local")
         self.executor: BatchExecutor | None = None
         self.stats = TridentStats(self.plan)
         self.errors: list[ErrorRecord] = []
@@ -77,7 +75,7 @@ class LocalTridentRunner(Controls, Reporting):
         assert self.executor is not None
         txid = self.coordinator.next_txid
         executor = self.executor
-        max_attempts = self.conf.get(MAX_ATTEMPTS)
+        max_attempts = self.config.effective.get(MAX_ATTEMPTS)
 
         def emit(attempt: int) -> dict[str, Any]:
             batches = self.coordinator.emit(txid)
@@ -111,14 +109,21 @@ class LocalTridentRunner(Controls, Reporting):
 
     # ---- running -----------------------------------------------------------------------------
     def run(self, *, duration_ms: int | None = None, until_complete: bool = True,
-            on_progress: Progress | None = None, progress_every_ms: int = 1000) -> RunResult:
+            should_stop: Callable[[], bool] | None = None, on_progress: Progress | None = None,
+            progress_every_ms: int = 1000) -> RunResult:
+        """As `squall.protocols.Runner.run`; `should_stop` is called between transactions.
+
+        A transaction whose batch was empty is followed by Storm's batch emit interval
+        (`topology.trident.batch.emit.interval.millis`) of sleep, as Storm's coordinator
+        throttles; on a simulated clock every other transaction takes that interval too, so a
+        run's duration counts batches and a spout that never ends runs into it."""
         def drive(_started: float) -> None:
             self.executor = None
             self.coordinator.open()
             # A state whose store is down when the run starts is waited for, as a batch that
             # meets it mid-run is attempted again; a stop meanwhile ends the run.
             self.executor = wait_until_reachable(
-                lambda: BatchExecutor(self.plan, self.user_conf, location=self.dir),
+                lambda: BatchExecutor(self.plan, self.conf, location=self.dir),
                 what="trident states", pause_ms=self.clock.sleep_ms,
                 stopping=lambda: self.lifecycle.stop_requested)
             if self.executor is None:
@@ -126,12 +131,14 @@ class LocalTridentRunner(Controls, Reporting):
                 return
             clock = self.clock
             start = clock.now_ms()
-            interval = int(self.conf.get(BATCH_INTERVAL) or 500)
+            interval = int(self.config.effective.get(BATCH_INTERVAL) or 500)
             next_progress = start + progress_every_ms
             while True:
                 if until_complete and self.coordinator.exhausted():
                     break
                 if duration_ms is not None and clock.now_ms() - start >= duration_ms:
+                    break
+                if should_stop is not None and should_stop():
                     break
                 # Between transactions nothing is in flight: a stop ends the run at once.
                 if self.lifecycle.should_stop(drained=True):
@@ -140,8 +147,10 @@ class LocalTridentRunner(Controls, Reporting):
                     clock.sleep_ms(interval)  # deactivated: no new transaction
                 else:
                     try:
-                        if not self.step():
-                            clock.sleep_ms(interval)  # nothing came: as Storm's throttle waits
+                        if not self.step() or clock.simulated:
+                            # Nothing came: as Storm's throttle waits. On a simulated clock a
+                            # batch takes the interval too (wall time is not slowed by it).
+                            clock.sleep_ms(interval)
                     except TransactionAbandoned:
                         self.lifecycle.abandon()  # stopping: the next round ends the run
                 if on_progress is not None and clock.now_ms() >= next_progress:
@@ -158,6 +167,12 @@ class LocalTridentRunner(Controls, Reporting):
     def complete(self) -> bool:
         """Opened, and every spout's input ended with the last committed transaction."""
         return self.executor is not None and self.coordinator.exhausted()
+
+    def incomplete(self) -> list[str]:
+        return [] if self.complete() else self.coordinator.incomplete()
+
+    def spout_instances(self) -> dict[int, Any]:
+        return {}  # batch spouts, driven by the coordinator
 
     def captured(self) -> Captures:
         return rows_by_first_task(self.topology, self.outputs) if self.capture else {}

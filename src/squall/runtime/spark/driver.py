@@ -15,10 +15,9 @@ import json
 import logging
 import os
 import pickle
-import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import cloudpickle
@@ -38,16 +37,15 @@ from squall.results import (
     ordered_captures,
     user_error,
 )
-from squall.runtime.checkpoint_location import prepare_location
 from squall.runtime.clock import wall_ms
 from squall.runtime.lifecycle import ACTIVE, STOPPING, Controls, Lifecycle
 from squall.runtime.reporting import Reporting
 from squall.runtime.run_config import RunConfig, resolve
+from squall.runtime.run_dir import open_run_dir
 from squall.runtime.settlement import Settlement
 from squall.runtime.spark import row_schema
 from squall.runtime.spark.ack_fold import fold
 from squall.runtime.spark.batch_rows import BatchRows, add_counters, decode_batch
-from squall.runtime.spark.fingerprint import check_fingerprint, checkpoint_id
 from squall.runtime.spark.query import batch_metrics, drive_query, routing_keys
 from squall.runtime.spark.reader_log import Relay
 from squall.runtime.spark.rescale import migrate
@@ -116,13 +114,12 @@ class SparkRunner(Controls, Reporting):
         session: Any = None,
     ) -> None:
         config = resolve(topology, conf, runner="spark")
-        self.user_conf, self.conf = config.user, config.effective
+        self.config, self.conf = config, config.user
         # Checks that need no Spark come first, so a wrong checkpoint fails in milliseconds.
-        self.dir = prepare_location(checkpoint_location or tempfile.mkdtemp(prefix="squall-"))
-        check_fingerprint(self.dir, topology, self.user_conf, migrate=migrate)
-        self.checkpoint_id = checkpoint_id(self.dir)
+        run_dir = open_run_dir(topology, checkpoint_location, conf=self.conf, migrate=migrate)
+        self.dir, self.checkpoint_id = run_dir.path, run_dir.checkpoint_id
         began = time.monotonic()
-        self.spark = session or get_session(master, self.user_conf)
+        self.spark = session or get_session(master, self.conf)
         # Start-up, for the metrics (squall.metrics.snapshot.MetricsSnapshot.startup): the
         # session (about 0 when it was running already), then from `run`'s start the query's
         # start, its first batch's start and end.
@@ -130,10 +127,10 @@ class SparkRunner(Controls, Reporting):
         self.spark.dataSource.register(SpoutSource)
         self.topology = portable(topology)
         self.capture = capture
-        self.seed = random_seed(self.conf)
-        self.tracking = num_ackers(self.conf) > 0
+        self.seed = random_seed(self.config.effective)
+        self.tracking = num_ackers(self.config.effective) > 0
         # How long the ledger remembers a failed root: the timeout even when timeouts are off.
-        self.timeout_ms = configured_message_timeout_ms(self.conf)
+        self.timeout_ms = configured_message_timeout_ms(self.config.effective)
         self.order = bolt_order(self.topology)
         self.keys = {cid: routing_keys(self.topology.components[cid].num_tasks)
                      for cid in self.order}
@@ -155,7 +152,7 @@ class SparkRunner(Controls, Reporting):
         self.completed = False  # set by `run` when it stopped because the topology completed
         self.stopping = False  # set by drive_query before it stops the query
         self.failure: SquallError | None = None  # why the runner stopped its query, if it did
-        self.retry_backoff_ms = int(self.conf.get(RETRY_BACKOFF_MS) or 1000)
+        self.retry_backoff_ms = int(self.config.effective.get(RETRY_BACKOFF_MS) or 1000)
         self.lifecycle = Lifecycle()
         self.reader_log = Relay()
         # A control file left inactive by a stopped run must not deactivate this one.
@@ -165,10 +162,10 @@ class SparkRunner(Controls, Reporting):
         if self.committed >= 0 or os.path.isdir(os.path.join(self.dir, "spouts")):
             log.info("%s", self.recovery_note())
         plan = {
-            "topology": self.topology, "conf": self.user_conf, "keys": self.keys,
+            "topology": self.topology, "conf": self.conf, "keys": self.keys,
             "seed": self.seed, "tracking": self.tracking, "capture": capture,
             "run": self.run_id,  # the reader's counters start from zero on a new run
-            "max_batch": int(self.conf.get(MAX_BATCH_TUPLES) or 100_000),
+            "max_batch": int(self.config.effective.get(MAX_BATCH_TUPLES) or 100_000),
             # A reader in this very process (tests build one) logs here already (reader_log).
             "driver_pid": os.getpid(),
         }
@@ -218,7 +215,7 @@ class SparkRunner(Controls, Reporting):
         if batch_id <= self.committed:
             return  # already applied: Spark replays a batch whose commit it did not log
         plan = StagePlan(
-            run_id=self.run_id, topology=self.topology, conf=self.user_conf, component="",
+            run_id=self.run_id, topology=self.topology, conf=self.conf, component="",
             batch_id=batch_id, committed=self.committed, state_dir=self.dir,
             keys=self.keys, seed=self.seed, tracking=self.tracking, capture=self.capture,
             checkpoint_id=self.checkpoint_id,
@@ -255,7 +252,7 @@ class SparkRunner(Controls, Reporting):
         for record in errors:
             self.errors.append(record)
         first = errors[0]
-        limit = self.conf.get(MAX_BATCH_ATTEMPTS)
+        limit = self.config.effective.get(MAX_BATCH_ATTEMPTS)
         what = f"[{first.component}:{first.task}] {type(first.error).__name__}: {first.error}"
         if limit is not None and attempt >= int(limit):
             raise self._fail(
@@ -365,10 +362,12 @@ class SparkRunner(Controls, Reporting):
         *,
         duration_ms: int | None = None,
         until_complete: bool = True,
+        should_stop: Callable[[], bool] | None = None,
         on_progress: Progress | None = None,
         progress_every_ms: int = 1000,
-        max_wait_ms: int | None = None,
     ) -> RunResult:
+        """As `squall.protocols.Runner.run` (`duration_ms` in wall time)."""
+
         def complete() -> bool:
             if until_complete and self.complete():
                 # Remembered: after this the reader may still plan a batch (ticks, say)
@@ -379,7 +378,7 @@ class SparkRunner(Controls, Reporting):
 
         def drive(started: float) -> None:
             drive_query(self, SpoutSource.name(), self._batch, done=complete, started=started,
-                        duration_ms=duration_ms, max_wait_ms=max_wait_ms,
+                        duration_ms=duration_ms, should_stop=should_stop,
                         on_progress=on_progress, progress_every_ms=progress_every_ms)
             self._cleanup()  # after a run that ended well only: a failed one restarts
 
@@ -392,7 +391,7 @@ class SparkRunner(Controls, Reporting):
         (tasks that never ran are skipped); their emits go nowhere.
         """
         plan = StagePlan(
-            run_id=self.run_id, topology=self.topology, conf=self.user_conf, component="",
+            run_id=self.run_id, topology=self.topology, conf=self.conf, component="",
             batch_id=self.committed, committed=self.committed, state_dir=self.dir,
             keys=self.keys, seed=self.seed, tracking=False, capture=False,
             checkpoint_id=self.checkpoint_id,
@@ -405,7 +404,7 @@ class SparkRunner(Controls, Reporting):
                     snapshot_path(self.dir, task_id, latest))
                 if blob is None:
                     continue
-                task = BoltTask(self.topology, task_id, self.user_conf, host, seed=self.seed,
+                task = BoltTask(self.topology, task_id, self.conf, host, seed=self.seed,
                                 tracking=False)
                 load_instance(task, blob)
                 yield task
@@ -466,6 +465,19 @@ class SparkRunner(Controls, Reporting):
         if status is None or not status["exhausted"] or status["pending"]:
             return False
         return self._processed(status["seg"]) and len(self.ledger) == 0
+
+    def incomplete(self) -> list[str]:
+        if self.complete():
+            return []
+        status = read_status(self.dir)
+        if status is None:
+            return ["no batch planned yet"]
+        return [f"spouts exhausted: {'yes' if status['exhausted'] else 'no'}",
+                f"tracked tuples pending: {status['pending']}",
+                f"trees in the ledger: {len(self.ledger)}"]
+
+    def spout_instances(self) -> dict[int, Any]:
+        return {}  # the spouts run in the reader's process
 
     def task_counters(self) -> list[tuple[int, dict[str, int]]]:
         status = read_status(self.dir) or {"spouts": {}}

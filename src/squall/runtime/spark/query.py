@@ -1,7 +1,7 @@
 """The streaming query both Spark runners drive, and the routing keys their stages shuffle by.
 
 A runner registers a Python data source, and `drive_query` runs `source -> foreachBatch(batch)`
-until the runner is done, its duration is over or it waited long enough, reporting progress on
+until the runner is done, its duration is over or its caller says stop, reporting progress on
 the way; `SparkRunner` and `TransactionalSparkRunner` differ only in the source and the batch.
 """
 
@@ -32,7 +32,7 @@ class QueryOwner(Protocol):
 
     spark: Any  # the SparkSession
     dir: str  # the checkpoint location (Spark's own checkpoint goes under `query/`)
-    conf: Any  # the effective configuration (a Config)
+    config: Any  # the run's configuration (a RunConfig: `config.effective` is read)
     query: Any  # set by drive_query: the running StreamingQuery
     stopping: bool  # set by drive_query before it stops the query
     failure: SquallError | None  # why the runner stopped its query, if it did
@@ -56,7 +56,7 @@ def drive_query(
     done: Callable[[], bool],
     started: float,
     duration_ms: int | None,
-    max_wait_ms: int | None,
+    should_stop: Callable[[], bool] | None,
     on_progress: Callable[[MetricsSnapshot], None] | None,
     progress_every_ms: int,
     finish_last_trigger: Callable[[], int] | None = None,
@@ -64,8 +64,9 @@ def drive_query(
     query_dir: str = "query",
 ) -> None:
     """Run the query `source` -> `foreachBatch(batch)` of a runner until `done()`, `duration_ms`
-    or `max_wait_ms` (counted from `started`, a `time.monotonic()`), or until a stop the operator
-    requested (`runner.lifecycle`) finds the runner `drained()` or is overdue, then stop it.
+    (counted from `started`, a `time.monotonic()`) or `should_stop()` (called at every poll of
+    the query, about every 50 ms), or until a stop the operator requested (`runner.lifecycle`)
+    finds the runner `drained()` or is overdue, then stop it.
 
     `on_progress` receives the runner's `metrics()` every `progress_every_ms`. A failed query
     raises the runner's `failure` if it set one, else a `SquallError` with Spark's reason.
@@ -76,7 +77,7 @@ def drive_query(
     began = time.monotonic()
     reader = runner.spark.readStream.format(source) \
         .options(**(options if options is not None else {"dir": runner.dir})).load()
-    trigger_ms = int(runner.conf.get(TRIGGER_MS) or 0)
+    trigger_ms = int(runner.config.effective.get(TRIGGER_MS) or 0)
     query = (
         reader.writeStream.foreachBatch(batch)
         .option("checkpointLocation", os.path.join(runner.dir, query_dir))
@@ -111,7 +112,7 @@ def drive_query(
                 break
             if duration_ms is not None and elapsed >= duration_ms:
                 break
-            if max_wait_ms is not None and elapsed >= max_wait_ms:
+            if should_stop is not None and should_stop():
                 break
     finally:
         if finished and finish_last_trigger is not None:

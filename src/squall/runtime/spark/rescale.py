@@ -34,7 +34,7 @@ from typing import Any
 
 from squall.atomic_files import read_or_none, write_atomic
 from squall.reliability.acker import Outcome
-from squall.runtime.spark.fingerprint import FINGERPRINT_FILE, CheckpointMismatchError
+from squall.runtime.fingerprint import FINGERPRINT_FILE, CheckpointMismatchError
 from squall.state.providers import DURABLE, new_state
 from squall.task.reshape import Reshape, key_fields, redistribute, shape
 from squall.topology.config import Config

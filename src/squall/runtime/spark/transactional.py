@@ -33,11 +33,10 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import cloudpickle
@@ -58,14 +57,13 @@ from squall.results import (
     ordered_captures,
     user_error,
 )
-from squall.runtime.checkpoint_location import prepare_location
 from squall.runtime.clock import wall_ms
 from squall.runtime.lifecycle import Controls, Lifecycle
 from squall.runtime.reporting import Reporting
 from squall.runtime.run_config import RunConfig, resolve
+from squall.runtime.run_dir import open_run_dir
 from squall.runtime.spark import row_schema
 from squall.runtime.spark.batch_rows import add_counters, decode_batch
-from squall.runtime.spark.fingerprint import check_fingerprint, checkpoint_id
 from squall.runtime.spark.query import batch_metrics, drive_query, routing_keys
 from squall.runtime.spark.session import get_session
 from squall.runtime.spark.shipping import portable
@@ -161,19 +159,18 @@ class TransactionalSparkRunner(Controls, Reporting):
         coords = [cid for cid in topology.spouts if cid.startswith("$coord-")]
         if len(coords) != 1 or len(topology.spouts) != 1:
             raise InvalidTopologyError("not a topology built by TransactionalTopologyBuilder")
-        self.dir = prepare_location(checkpoint_location or tempfile.mkdtemp(prefix="squall-tx-"))
-        check_fingerprint(self.dir, topology)
-        self.checkpoint_id = checkpoint_id(self.dir)
+        run_dir = open_run_dir(topology, checkpoint_location)
+        self.dir, self.checkpoint_id = run_dir.path, run_dir.checkpoint_id
         config = resolve(topology, conf, runner="spark").with_defaults(
             {STORE: {"dir": os.path.join(self.dir, "transactional")}}, forced={INBAND: True})
-        self.user_conf, self.conf = config.user, config.effective
+        self.config, self.conf = config, config.user
         coordinator = topology.components[coords[0]].new_instance()
         self.tx_id, self.spout = coordinator.tx_id, coordinator.spout
-        self.spout.open(self.user_conf, None)
-        self.store = open_store(self.user_conf, self.tx_id)
+        self.spout.open(self.conf, None)
+        self.store = open_store(self.conf, self.tx_id)
         self.core = Coordinator(self.store, 1)
         self.coord_task = topology.component_tasks(coordinator_id(self.tx_id))[0]
-        self.spark = session or get_session(master, self.user_conf)
+        self.spark = session or get_session(master, self.conf)
         self.spark.dataSource.register(TransactionalSource)
         # Ships the wrappers' user objects (batch bolts, the spout) by value as well.
         self.topology = portable(topology)
@@ -184,7 +181,7 @@ class TransactionalSparkRunner(Controls, Reporting):
                        if any(s.stream == BATCH for s in self.topology.components[c].inputs))
         self.emitter_tasks = self.topology.component_tasks(emitter)
         self.reporting_tasks = {t for c in self.order for t in self.topology.component_tasks(c)}
-        self.seed = random_seed(self.conf)
+        self.seed = random_seed(self.config.effective)
         self.run_id = uuid.uuid4().hex
         self.errors: list[ErrorRecord] = []
         # Logged rate-limited per component and error kind (batch time); every one is kept.
@@ -210,7 +207,7 @@ class TransactionalSparkRunner(Controls, Reporting):
         self.elapsed_ms = 0
         self.lifecycle = Lifecycle()  # stop requests; spouts cannot be deactivated
         write_atomic(_plan_path(self.dir), cloudpickle.dumps(
-            {"spout": self.spout, "conf": self.user_conf, "tx_id": self.tx_id}))
+            {"spout": self.spout, "conf": self.conf, "tx_id": self.tx_id}))
 
     # ---- one micro-batch = one transaction -------------------------------------------------
     def _batch(self, df: Any, batch_id: int) -> None:
@@ -221,9 +218,9 @@ class TransactionalSparkRunner(Controls, Reporting):
             raise SquallError(
                 f"micro-batch {batch_id} would be transaction {txid}, but transaction "
                 f"{self.core.curr} is the next to commit: the query checkpoint and the "
-                f"transactional store ({self.user_conf[STORE]}) belong to different runs")
+                f"transactional store ({self.conf[STORE]}) belong to different runs")
         started = time.perf_counter()  # for benchmarks: the transaction's time on the driver
-        max_attempts = self.conf.get(MAX_ATTEMPTS)
+        max_attempts = self.config.effective.get(MAX_ATTEMPTS)
         while True:
             ((_, attempt),) = self.core.sync()
             if max_attempts is not None and attempt.attempt_id > int(max_attempts):
@@ -271,7 +268,7 @@ class TransactionalSparkRunner(Controls, Reporting):
                         src=self.coord_task, values=[attempt, txid - 1], anchors=None, ts=now,
                         seq=i)
         plan = StagePlan(
-            run_id=self.run_id, topology=self.topology, conf=self.user_conf, component="",
+            run_id=self.run_id, topology=self.topology, conf=self.conf, component="",
             batch_id=txid, committed=txid - 1, state_dir=self.dir, keys=self.keys,
             seed=self.seed, tracking=False, capture=self.capture,
             checkpoint_id=self.checkpoint_id)
@@ -315,13 +312,15 @@ class TransactionalSparkRunner(Controls, Reporting):
         return not self.in_flight
 
     def run(self, *, duration_ms: int | None = None, until_complete: bool = True,
-            on_progress: Progress | None = None, progress_every_ms: int = 1000,
-            max_wait_ms: int | None = None) -> RunResult:
+            should_stop: Callable[[], bool] | None = None, on_progress: Progress | None = None,
+            progress_every_ms: int = 1000) -> RunResult:
+        """As `squall.protocols.Runner.run` (`duration_ms` in wall time)."""
+
         def drive(started: float) -> None:
             self.exhausted = partitions_exhausted(self.spout, self.store, self.core.curr - 1)
             drive_query(self, TransactionalSource.name(), self._batch,
                         done=lambda: until_complete and self.exhausted, started=started,
-                        duration_ms=duration_ms, max_wait_ms=max_wait_ms,
+                        duration_ms=duration_ms, should_stop=should_stop,
                         on_progress=on_progress, progress_every_ms=progress_every_ms)
 
         return self.run_bracket(drive, on_progress=on_progress)
@@ -332,6 +331,15 @@ class TransactionalSparkRunner(Controls, Reporting):
     def complete(self) -> bool:
         """Every partition of the spout read to its end, its last transaction committed."""
         return self.exhausted
+
+    def incomplete(self) -> list[str]:
+        if self.complete():
+            return []
+        return [f"spout {self.tx_id!r} not exhausted",
+                f"transactions committed: {len(self.committed_txids)}"]
+
+    def spout_instances(self) -> dict[int, Any]:
+        return {}  # the coordinator's spout emits batch metadata, not tuples
 
     def captured(self) -> Captures:
         return ordered_captures(self.captures)

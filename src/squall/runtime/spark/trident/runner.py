@@ -13,10 +13,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, assert_never
 
 from pyspark.sql import DataFrame, SparkSession
@@ -27,12 +26,11 @@ from squall.metrics.snapshot import BatchMetrics
 from squall.protocols import Progress
 from squall.redis_clients import wait_until_reachable
 from squall.results import Captures, ComponentStats, ErrorRecord, RunResult, rows_by_first_task
-from squall.runtime.checkpoint_location import prepare_location
 from squall.runtime.gc_pause import gc_paused
 from squall.runtime.lifecycle import Controls, Lifecycle
 from squall.runtime.reporting import Reporting
 from squall.runtime.run_config import RunConfig, resolve
-from squall.runtime.spark.fingerprint import check_fingerprint
+from squall.runtime.run_dir import open_run_dir
 from squall.runtime.spark.query import TICKS, batch_metrics, drive_query
 from squall.runtime.spark.session import get_session
 from squall.runtime.spark.shipping import ship_by_value
@@ -80,22 +78,20 @@ class TridentSparkRunner(Controls, Reporting):
                  session: SparkSession | None = None, capture: bool = False) -> None:
         self.topology = topology
         self.plan = trident_plan(topology)
-        self.dir = prepare_location(checkpoint_location or
-                                    tempfile.mkdtemp(prefix="squall-trident-"))
-        check_fingerprint(self.dir, topology)
+        self.dir = open_run_dir(topology, checkpoint_location).path
         config = resolve(topology, conf, runner="spark").with_defaults(
             {STORE: {"dir": os.path.join(self.dir, "trident")}})
-        self.user_conf, self.conf = config.user, config.effective
+        self.config, self.conf = config, config.user
         for node in self.plan.nodes:  # user classes from scripts travel by value
             for value in _user_objects(node):
                 ship_by_value(value)
-        self.coordinator = BatchCoordinator(self.plan, self.user_conf, "spark")
-        self.spark: SparkSession = session or get_session(master, self.user_conf)
-        self.tuning = Tuning.from_conf(self.conf)
+        self.coordinator = BatchCoordinator(self.plan, self.conf, "spark")
+        self.spark: SparkSession = session or get_session(master, self.conf)
+        self.tuning = Tuning.from_conf(self.config.effective)
         # Driver batches staged as files Spark reads (`launch`), in local mode only.
         staging = os.path.join(self.dir, "trident", "staged") \
             if str(self.spark.sparkContext.master).startswith("local") else None
-        self.launcher = Launcher(self.spark, self.plan, self.user_conf, self.dir, staging)
+        self.launcher = Launcher(self.spark, self.plan, self.conf, self.dir, staging)
         # State queries read in the tasks first: a query sees its state before the batch's
         # updates (`squall.trident.plan`), and those run in later jobs.
         paths, self.inside = spark_segments(
@@ -147,7 +143,7 @@ class TridentSparkRunner(Controls, Reporting):
         # tick that ran no transaction leaves no gap.
         txid = self.coordinator.next_txid
         started = time.perf_counter()
-        max_attempts = self.conf.get(MAX_ATTEMPTS)
+        max_attempts = self.config.effective.get(MAX_ATTEMPTS)
 
         def emit(attempt: int) -> dict[str, Any]:
             t_emit = time.perf_counter()
@@ -265,15 +261,17 @@ class TridentSparkRunner(Controls, Reporting):
         return not self.in_transaction
 
     def run(self, *, duration_ms: int | None = None, until_complete: bool = True,
-            on_progress: Progress | None = None, progress_every_ms: int = 1000,
-            max_wait_ms: int | None = None) -> RunResult:
+            should_stop: Callable[[], bool] | None = None, on_progress: Progress | None = None,
+            progress_every_ms: int = 1000) -> RunResult:
+        """As `squall.protocols.Runner.run` (`duration_ms` in wall time)."""
+
         def drive(started: float) -> None:
             self.executor, self._planned = None, None
             self.coordinator.open()
             # A state whose store is down when the run starts is waited for, as a batch that
             # meets it mid-run is attempted again; a stop meanwhile ends the run.
             self.executor = wait_until_reachable(
-                lambda: BatchExecutor(self.plan, self.user_conf, location=self.dir),
+                lambda: BatchExecutor(self.plan, self.conf, location=self.dir),
                 what="trident states", pause_ms=lambda ms: time.sleep(ms / 1000),
                 stopping=lambda: self.stopping or self.lifecycle.stop_requested)
             if self.executor is None:
@@ -283,7 +281,7 @@ class TridentSparkRunner(Controls, Reporting):
             if not (until_complete and self.exhausted):
                 drive_query(self, TICKS[0], self._batch, options=TICKS[1], query_dir="ticks",
                             done=lambda: until_complete and self.exhausted, started=started,
-                            duration_ms=duration_ms, max_wait_ms=max_wait_ms,
+                            duration_ms=duration_ms, should_stop=should_stop,
                             on_progress=on_progress, progress_every_ms=progress_every_ms,
                             finish_last_trigger=lambda: max(self.stats.batch_input, default=0))
 
@@ -315,6 +313,12 @@ class TridentSparkRunner(Controls, Reporting):
     def complete(self) -> bool:
         """Every spout's input ended with the last committed transaction."""
         return self.exhausted
+
+    def incomplete(self) -> list[str]:
+        return [] if self.complete() else self.coordinator.incomplete()
+
+    def spout_instances(self) -> dict[int, Any]:
+        return {}  # batch spouts, driven by the coordinator
 
     def captured(self) -> Captures:
         return rows_by_first_task(self.topology, self.outputs) if self.capture else {}

@@ -1,8 +1,10 @@
-"""The checkpoint fingerprint: which topology a Spark checkpoint location belongs to.
+"""The checkpoint fingerprint: which topology a checkpoint location belongs to.
 
-The Spark runners write the topology's shape (`squall.task.reshape.shape`: components, kinds,
+Every runner writes the topology's shape (`squall.task.reshape.shape`: components, kinds,
 roles, classes, streams, inputs with their groupings, numbers of tasks) to `topology.json` in a
-fresh checkpoint location, and each component's configuration as built to `components.pkl`.
+fresh checkpoint location (through `squall.runtime.run_dir`; the local runner of spouts and bolts
+keeps it in its commit record instead, `squall.runtime.local.transactions`), and each
+component's configuration as built to `components.pkl`.
 A start from an existing location compares them with the new topology: a structural change is
 refused naming each change; a change of parallelism is handed to `migrate` (the topology runner
 passes `squall.runtime.spark.rescale.migrate`) or refused (transactional and Trident runners);

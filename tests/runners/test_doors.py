@@ -1,0 +1,122 @@
+"""The runner protocol at every door: `make_runner`'s runners of each kind (Storm's API,
+transactional, Trident) honour `run(should_stop=...)` on both runners, `complete_topology` asks
+the protocol only, and the local Trident runner paces its batches on a simulated clock itself."""
+
+from __future__ import annotations
+
+import ast
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.examples import load_example
+
+import squall.testing.complete
+from squall import BasicBolt, Fields, TopologyBuilder
+from squall.runners import make_runner
+from squall.runtime.clock import SimulatedClock
+from squall.testing import FixedTupleSpout
+from squall.trident import FixedBatchSpout, Function, TridentTopology
+
+gc = load_example("transactional_global_count")
+
+CAP_MS = 120_000  # a run that ignores should_stop ends here, and fails the test
+
+
+class Sink(BasicBolt):
+    def execute(self, tup, collector):
+        pass
+
+
+class Upper(Function):
+    def execute(self, tup, collector):
+        collector.emit([tup["w"].upper()])
+
+
+def storm_topology() -> tuple[Any, dict]:
+    b = TopologyBuilder()
+    b.set_spout("words", FixedTupleSpout([["a"], ["b"], ["c"]], Fields("w")))
+    b.set_bolt("sink", Sink(), 2).shuffle_grouping("words")
+    return b.create_topology(), {}
+
+
+def transactional_topology(tmp: Path) -> tuple[Any, dict]:
+    data = {0: [["a"], ["b"]], 1: [["c"]]}
+    conf = {"global_count.db": {"provider": "durable", "dir": str(tmp / "db")}}
+    return gc.build(data).create_topology(), conf
+
+
+def trident_topology() -> tuple[Any, dict]:
+    t = TridentTopology()
+    t.new_stream("words", FixedBatchSpout(["w"], 2, ["a"], ["b"], ["c"])) \
+        .each(["w"], Upper(), ["u"]).name("upper")
+    return t.build(), {}
+
+
+KINDS = {
+    "storm": lambda tmp: storm_topology(),
+    "transactional": transactional_topology,
+    "trident": lambda tmp: trident_topology(),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_should_stop_ends_a_run_of_every_kind_on_its_runner(runner, kind, tmp_path):
+    """A bounded topology run with `until_complete=False` would idle until its duration; the
+    runner calls `should_stop` as it goes, and the run returns once it says so."""
+    topology, conf = KINDS[kind](tmp_path)
+    chosen = make_runner(topology, conf, runner=runner,
+                         checkpoint_location=str(tmp_path / "ckpt"))
+    asked = []
+
+    def done() -> bool:
+        asked.append(True)
+        return chosen.complete()
+
+    began = time.monotonic()
+    result = chosen.run(until_complete=False, duration_ms=CAP_MS, should_stop=done)
+    assert (time.monotonic() - began) * 1000 < CAP_MS / 2, "should_stop did not end the run"
+    assert asked and chosen.complete() and chosen.incomplete() == []
+    assert result.errors == []
+
+
+def test_complete_topology_imports_no_runner():
+    """`complete_topology` reaches its runner through `make_runner` and the runner protocol
+    only: its module imports nothing from `squall.runtime.local` or `squall.runtime.spark`."""
+    tree = ast.parse(Path(squall.testing.complete.__file__).read_text())
+    imported = [node.module for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and node.module]
+    imported += [a.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                 for a in node.names]
+    assert "squall.runners" in imported
+    assert [m for m in imported if m.startswith(("squall.runtime.local", "squall.runtime.spark"))
+            ] == []
+
+
+class _Sleeps(SimulatedClock):
+    """A simulated clock that records its sleeps; `simulated` as the test says."""
+
+    def __init__(self, simulated: bool) -> None:
+        super().__init__()
+        self.simulated = simulated
+        self.sleeps: list[int] = []
+
+    def sleep_ms(self, ms: int) -> None:
+        self.sleeps.append(ms)
+        super().sleep_ms(ms)
+
+
+@pytest.mark.parametrize("simulated", [True, False])
+def test_local_trident_batches_take_the_emit_interval_only_on_a_simulated_clock(simulated,
+                                                                              tmp_path):
+    """Storm's coordinator throttles batches to `topology.trident.batch.emit.interval.millis`:
+    on a simulated clock each batch takes it, so a duration counts batches; on a real clock a
+    batch that brought tuples is followed at once by the next."""
+    topology, _ = trident_topology()  # three rows, two per batch: two batches, then exhausted
+    clock = _Sleeps(simulated)
+    chosen = make_runner(topology, {"topology.trident.batch.emit.interval.millis": 200},
+                         runner="local", clock=clock, checkpoint_location=str(tmp_path))
+    result = chosen.run()
+    assert result.extra["committed"] == [1, 2]
+    assert clock.sleeps == ([200, 200] if simulated else [])
