@@ -15,30 +15,25 @@ import time
 
 import pytest
 from support.kafka_broker import running_broker
+from support.nexmark import CONF, EVENT_TIME, PARTITIONS, TIME, config, reference
 from support.runs import complete_cached
 
 from squall import Fields
 from squall.connectors import KafkaSource
 from squall.connectors.kafka import close_readers
-from squall.nexmark import ROW_FIELDS, GeneratorConfig, kafka_records
+from squall.nexmark import ROW_FIELDS, kafka_records
 from squall.nexmark.generator import events
-from squall.nexmark.queries import EventTimeSettings, storm_topology, trident_topology
+from squall.nexmark.queries import storm_topology, trident_topology
 from squall.nexmark.queries.results import canonical
-from squall.nexmark.reference import DROPPED, QUERIES, WINDOWED, EventTime, judge
+from squall.nexmark.reference import DROPPED, judge
 from squall.nexmark.reference.lateness import fixed
 from squall.transactional import KafkaTransactionalSpout
 
 pytestmark = pytest.mark.kafka
 
-CONFIG = GeneratorConfig(max_events=3_000, out_of_order_group_size=20, prob_delayed_event=0.05,
-                         hot_auction_ratio=1, hot_sellers_ratio=1, hot_bidders_ratio=1)
-PARTITIONS = 2
-TIME = EventTimeSettings(watermark_delay_ms=100, allowed_lateness_ms=2_000)
-EVENT_TIME = EventTime(partitions=PARTITIONS, watermark_delay_ms=TIME.watermark_delay_ms,
-                       allowed_lateness_ms=TIME.allowed_lateness_ms)
+CONFIG = config(3_000)
 STORM = ("q3", "q5", "q7", "q9", "q11")
 TRIDENT = ("q1", "q15", "q19")
-CONF = {"spark.sql.shuffle.partitions": 2}
 RUNNERS = [pytest.param("local", id="local"),
            pytest.param("spark", id="spark", marks=[pytest.mark.spark, pytest.mark.extended])]
 
@@ -65,9 +60,6 @@ def stream():
 def test_the_stream_drops_late_events(stream):
     assert DROPPED in {s for *_, s in judge(stream, EVENT_TIME, fixed(10_000))}
 
-
-def reference(query, stream):
-    return QUERIES[query](stream, EVENT_TIME) if query in WINDOWED else QUERIES[query](stream)
 
 
 @pytest.mark.parametrize("runner", RUNNERS, indirect=True)

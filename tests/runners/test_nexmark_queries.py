@@ -12,31 +12,25 @@ shared by the tests of its queries.
 from __future__ import annotations
 
 import pytest
+from support.nexmark import CONF, EVENT_TIME, PARTITIONS, TIME, config, reference
 from support.runs import complete_cached
 
-from squall.nexmark import GeneratorConfig, write_json_lines, write_parquet
+from squall.nexmark import write_json_lines, write_parquet
 from squall.nexmark.generator import events
 from squall.nexmark.model import ROW_FIELDS
 from squall.nexmark.queries import (
     STORM_QUERIES,
     TRIDENT_QUERIES,
-    EventTimeSettings,
     storm_topology,
     trident_topology,
 )
 from squall.nexmark.queries.results import canonical
-from squall.nexmark.reference import DROPPED, LATE, QUERIES, WINDOWED, EventTime, judge
+from squall.nexmark.reference import DROPPED, LATE, judge
 from squall.nexmark.reference.lateness import fixed
 from squall.nexmark.sources import NexmarkJsonLinesSource
 from squall.trident import FileBatchSpout
 
-CONFIG = GeneratorConfig(max_events=4_000, out_of_order_group_size=20, prob_delayed_event=0.05,
-                         hot_auction_ratio=1, hot_sellers_ratio=1, hot_bidders_ratio=1)
-PARTITIONS = 2
-TIME = EventTimeSettings(watermark_delay_ms=100, allowed_lateness_ms=2_000)
-EVENT_TIME = EventTime(partitions=PARTITIONS, watermark_delay_ms=TIME.watermark_delay_ms,
-                       allowed_lateness_ms=TIME.allowed_lateness_ms)
-CONF = {"spark.sql.shuffle.partitions": 2}
+CONFIG = config(4_000)
 
 
 @pytest.fixture(scope="module")
@@ -50,10 +44,6 @@ def files(tmp_path_factory):
     write_json_lines(CONFIG, str(root / "json"), partitions=PARTITIONS)
     write_parquet(CONFIG, str(root / "parquet"), partitions=PARTITIONS)
     return root
-
-
-def reference(query, stream):
-    return QUERIES[query](stream, EVENT_TIME) if query in WINDOWED else QUERIES[query](stream)
 
 
 def test_the_stream_has_late_and_dropped_events(stream):
