@@ -1,6 +1,6 @@
 """W1 (word count) on the Spark runner, against a hand-written PySpark job in the same session.
 
-    .venv/bin/python benchmarks/w1_spark.py [--sentences 200000] [--runs 2]
+    .venv/bin/python benchmarks/w1_spark.py [--sentences 200000] [--runs 2] [--tasks 2]
 
 Baseline (docs/benchmarks.md): sentences split in Python inside `mapInArrow`, `repartition` by word,
 counted in a Python dict per partition inside `mapInArrow`. squall: the same topology as
@@ -64,9 +64,10 @@ def baseline(spark, df) -> tuple[float, dict[str, int]]:
                              strict=True))
 
 
-def squall_run(spark, sentences, acking: bool, source: str = "spout", **run: Any
+def squall_run(spark, sentences, acking: bool, source: str = "spout", tasks: int = 2, **run: Any
                ) -> tuple[float, float, dict[str, int]]:
-    """W1 on Spark: (micro-batches' seconds, run's seconds, counts); `run` goes to `run`."""
+    """W1 on Spark: (micro-batches' seconds, run's seconds, counts); `tasks` of each bolt;
+    `run` goes to `run`."""
     builder = TopologyBuilder()
     if source == "spout":  # a user's Spout, hosted in the reader on the driver
         builder.set_spout("sentences", ListSpout(sentences, reliable=acking))
@@ -74,8 +75,8 @@ def squall_run(spark, sentences, acking: bool, source: str = "spout", **run: Any
         half = len(sentences) // 2
         parts = {"0": [[s] for s in sentences[:half]], "1": [[s] for s in sentences[half:]]}
         builder.set_spout("sentences", MemorySource(parts, Fields("sentence")), 2)
-    builder.set_bolt("split", Split(), 2).shuffle_grouping("sentences")
-    builder.set_bolt("count", Count(), 2).fields_grouping("split", Fields("word"))
+    builder.set_bolt("split", Split(), tasks).shuffle_grouping("sentences")
+    builder.set_bolt("count", Count(), tasks).fields_grouping("split", Fields("word"))
     conf = Config({"squall.spark.batch.max.tuples": len(sentences) + 1})
     conf.set_num_ackers(1 if acking else 0)
     runner = SparkRunner(builder.create_topology(), conf, session=spark,
@@ -112,6 +113,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sentences", type=int, default=200_000)
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--tasks", type=int, default=2,
+                        help="tasks of each bolt (the application has 2 cores)")
     args = parser.parse_args()
     spark = get_session("local[2]", {"spark.ui.enabled": "false"})
     sentences = w1_sentences(args.sentences)
@@ -128,7 +131,8 @@ def main() -> None:
         row = {"baseline": base_s}
         for source in ("spout", "source"):
             for acking in (False, True):
-                batch_s, total_s, counts = squall_run(spark, sentences, acking, source)
+                batch_s, total_s, counts = squall_run(spark, sentences, acking, source,
+                                                      args.tasks)
                 if counts != expected:
                     raise AssertionError(f"acking={acking}: counts differ from the reference")
                 name = f"{source} acking {'on' if acking else 'off'}"
@@ -139,7 +143,7 @@ def main() -> None:
               flush=True)
     last = rows[-1]
     print(f"W1 Spark runner (local[2]), {words:,} words, whole input as one micro-batch, "
-          f"run {args.runs} of {args.runs} (steady state)")
+          f"{args.tasks} tasks a bolt, run {args.runs} of {args.runs} (steady state)")
     base = last["baseline"]
     print(f"  hand-written PySpark job  {words / base / 1e6:6.3f} M words/s")
     for source, label in (("spout", "user Spout on the driver"),

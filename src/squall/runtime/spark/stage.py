@@ -1,19 +1,26 @@
 """Executor side: run one component's tasks over a micro-batch's rows (inside `mapInArrow`).
 
-Each partition holds the rows of one task (the driver routes by a key whose Spark hash lands in the
-task's partition). Rows for later components, and ack/report rows, pass through unchanged so that
-one lineage carries everything to the batch's single action.
+Each Spark partition holds the rows of one or more whole tasks (the driver routes by a key whose
+Spark hash lands in the task's shuffle partition, and a stage with more tasks than the application
+has cores coalesces those partitions into one per core); a partition runs its tasks in turn. Rows
+for later components, and ack/report rows, pass through unchanged so that one lineage carries
+everything to the batch's single action.
 
-A task's component instance is cached in the Python worker with the batch id it has reached. It is
-reused only when that id is the driver's last committed batch; otherwise (another worker ran the
-task last, or a batch is replayed after a crash) it is restored from the snapshot written at the end
-of the last committed batch. Every batch ends by writing the task's snapshot under its batch id.
+A task's component instance is cached in the Python worker with the batch it ran last and the id
+of the snapshot it equals. It is reused only when that batch is committed and that id is the newest
+snapshot at or before the driver's last committed batch; otherwise (another worker ran the task
+last, or a batch is replayed after a crash or a refused commit) it is restored from that snapshot.
+A batch ends by writing the task's snapshot under its batch id when its state changed (its bytes
+differ from the snapshot it started from); an unchanged task writes none and removes any snapshot
+a failed attempt of the batch left.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -41,8 +48,9 @@ from squall.topology.description import Topology
 from squall.topology.tuple import TICK_ORIGIN, Origin, _RuntimeTuple
 from squall.transaction_kernel.reports import BatchReport
 
-# (run id, task id) -> (batch id the instance has reached, task runtime)
-_TASKS: dict[tuple[str, int], tuple[int, BoltTask]] = {}
+# (run id, task id) -> (id of the snapshot the instance equals, the batch it ran last, task runtime,
+# the instance dumped when it last equalled that snapshot)
+_TASKS: dict[tuple[str, int], tuple[int, int, BoltTask, bytes]] = {}
 
 
 @dataclass(frozen=True)
@@ -137,17 +145,29 @@ class StageHost:
                         payload=row_schema.portable_error(error), ts=self.now, seq=self.seq)
 
 
-def _task(plan: StagePlan, task_id: int, host: StageHost) -> BoltTask:
+@dataclass
+class _Started:
+    """A task as a stage started it: the snapshot it continues from (its id, and its state dumped
+    in this process; None for a task that had none and was prepared)."""
+
+    task: BoltTask
+    snapshot: int | None
+    blob: bytes | None
+
+
+def _task(plan: StagePlan, task_id: int, host: StageHost) -> _Started:
     latest = latest_snapshot(plan.state_dir, task_id, plan.committed)
-    # Out of the cache while it runs, back in only when its snapshot is written: an attempt that
+    # Out of the cache while it runs, back in only when its batch is finished: an attempt that
     # dies halfway leaves no half-updated instance for the retry to reuse.
     cached = _TASKS.pop((plan.run_id, task_id), None)
-    if cached is not None and latest is not None and cached[0] == latest:
-        task = cached[1]
+    # An instance that ran a batch not committed (a retry, a replay) is not reused even when its
+    # snapshot is: what it keeps outside its snapshot may hold that batch's effects.
+    if cached is not None and cached[0] == latest and cached[1] <= plan.committed:
+        task = cached[2]
         task.set_host(host)
         if task.checkpointing is not None:  # stateful topology: state commits keyed by batch
             task.checkpointing.begin_batch(plan.batch_id, plan.committed)
-        return task
+        return _Started(task, latest, cached[3])
     task = BoltTask(plan.topology, task_id, plan.conf, host, seed=plan.seed,
                     tracking=plan.tracking, capture=[] if plan.capture else None)
     if task.checkpointing is not None:
@@ -155,6 +175,10 @@ def _task(plan: StagePlan, task_id: int, host: StageHost) -> BoltTask:
     blob = None if latest is None else read_or_none(snapshot_path(plan.state_dir, task_id, latest))
     if blob is not None:
         load_instance(task, blob)
+        # What an unchanged task dumps is compared with this, not with the file: pickle shares
+        # equal objects by identity, which a restore need not reproduce (an interned string
+        # becomes two), so the same state can pickle to other bytes in another process.
+        blob = dump_instance(task)
     else:
         task.prepare()  # first batch of this task: prepare runs once, as in Storm
         if isinstance(task.instance, BatchSink):
@@ -163,7 +187,7 @@ def _task(plan: StagePlan, task_id: int, host: StageHost) -> BoltTask:
             task.instance.bind_checkpoint(plan.checkpoint_id)
     if task.checkpointing is not None:
         task.checkpointing.begin_batch(plan.batch_id, plan.committed)
-    return task
+    return _Started(task, latest if blob is not None else None, blob)
 
 
 def run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -209,7 +233,8 @@ def _run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
             j = i
             while j < n and cols["task"][j] == task_id:
                 j += 1
-            task = _task(plan, task_id, host)
+            started = _task(plan, task_id, host)
+            task = started.task
             execute = task.execute
             origins: dict[tuple[int, str], Any] = {}
             decode, anchors_of = row_schema.decode_values, row_schema.anchors_of
@@ -247,7 +272,7 @@ def _run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
                 host.seq += 1
                 out.report(row_schema.ABORT, task=task_id, key=0, stream=None,
                            payload=row_schema.portable_error(exc), ts=host.now, seq=host.seq)
-            _finish_task(plan, task, host, out, executed=executed)
+            _finish_task(plan, started, host, out, executed=executed)
             i = j
     if host.xor:
         out.append(row_schema.ack_messages_row(_folded(host.xor), host.now))
@@ -328,8 +353,9 @@ def _timed(task: BoltTask, execute: Callable[[Any], None], direct: Callable[[Any
 
 
 def _finish_task(
-    plan: StagePlan, task: BoltTask, host: StageHost, out: row_schema.RowBuffer, executed: int
+    plan: StagePlan, started: _Started, host: StageHost, out: row_schema.RowBuffer, executed: int
 ) -> None:
+    task = started.task
     if task.capture:
         for stream, values in task.capture:
             host.seq += 1
@@ -346,9 +372,19 @@ def _finish_task(
     task.times.reset()
     for route in task.routes.values():
         route.emitted = 0
-    write_atomic(snapshot_path(plan.state_dir, task.task_id, plan.batch_id), dump_instance(task))
+    blob = dump_instance(task)
+    path = snapshot_path(plan.state_dir, task.task_id, plan.batch_id)
+    if started.snapshot is not None and blob == started.blob:
+        # Unchanged (a stateless bolt, or nothing its tuples changed): the snapshot it started
+        # from stays the newest at or before this batch once it commits, so it writes none. A
+        # snapshot of this batch a failed attempt wrote would shadow it: it goes.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        _TASKS[(plan.run_id, task.task_id)] = (started.snapshot, plan.batch_id, task, blob)
+        return
+    write_atomic(path, blob)
     prune_snapshots(plan.state_dir, task.task_id, plan.committed)
-    _TASKS[(plan.run_id, task.task_id)] = (plan.batch_id, task)
+    _TASKS[(plan.run_id, task.task_id)] = (plan.batch_id, plan.batch_id, task, blob)
 
 
 def _origin(topology: Topology, src: int, stream: str) -> Any:
@@ -369,10 +405,17 @@ def chain_stages(df: Any, plan: StagePlan, order: list[str]) -> Any:
 
     `plan` is the batch's plan (its `component` is ignored). Each stage repartitions by the
     routing key, so that every task's rows meet in its partition, and maps them with
-    `stage_function`; the result is one lineage for the batch's single action.
+    `stage_function`; the result is one lineage for the batch's single action. A component with
+    more tasks than the application has cores (Spark's default parallelism) runs them as one
+    Spark task per core: `coalesce` hands each Spark task whole partitions, hence whole Storm
+    tasks, which it runs in turn. Each Python task costs a worker's round (start, function, Arrow
+    stream), so there are no more of them than cores to run them.
     """
+    cores = df.sparkSession.sparkContext.defaultParallelism
     for cid in order:
         n = plan.topology.components[cid].num_tasks
-        df = df.repartition(n, "key").mapInArrow(
-            stage_function(dataclasses.replace(plan, component=cid)), row_schema.DDL)
+        df = df.repartition(n, "key")
+        if cores < n:
+            df = df.coalesce(cores)
+        df = df.mapInArrow(stage_function(dataclasses.replace(plan, component=cid)), row_schema.DDL)
     return df

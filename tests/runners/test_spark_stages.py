@@ -1,0 +1,148 @@
+"""How the Spark runner's stages run a component's tasks: as many Spark tasks as the application
+has cores, each running whole Storm tasks in turn, and a snapshot per task only for a batch that
+changed its state (a retried batch's leftovers never shadow the last committed one)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from squall import Bolt, Fields, TopologyBuilder, Values
+from squall.atomic_files import snapshot_ids
+from squall.errors import BatchRetryError
+from squall.runtime.spark.driver import SparkRunner
+from squall.testing import FixedTupleSpout
+
+pytestmark = pytest.mark.spark
+
+WORDS = ["a", "b", "c", "d", "e", "f", "g", "h"]
+
+
+class Where(Bolt):
+    """Emits each word with its task and the Spark partition that ran it."""
+
+    def execute(self, tup):
+        from pyspark import TaskContext
+
+        self.collector.emit(Values(tup["word"], self.context.this_task_id,
+                                   TaskContext.get().partitionId()))
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("word", "task", "partition"))
+
+
+class Pass(Bolt):
+    """Stateless: passes each word on."""
+
+    def execute(self, tup):
+        self.collector.emit(Values(tup["word"]))
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("word"))
+
+
+class Tally(Bolt):
+    """Counts the words it executed (its state changes with every tuple)."""
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.counts: dict[str, int] = {}
+
+    def execute(self, tup):
+        self.counts[tup["word"]] = self.counts.get(tup["word"], 0) + 1
+        self.collector.emit(Values(tup["word"], self.counts[tup["word"]]))
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("word", "n"))
+
+
+def run(topology, conf, tmp_path: Path, session) -> tuple[SparkRunner, Path]:
+    ckpt = tmp_path / "ckpt"
+    runner = SparkRunner(topology, conf, checkpoint_location=str(ckpt), capture=True,
+                         session=session)
+    runner.run(until_complete=True, duration_ms=120_000)
+    assert runner.complete()
+    return runner, ckpt
+
+
+def test_a_component_with_more_tasks_than_cores_runs_a_spark_task_per_core(
+        tmp_path, spark_session):
+    cores = spark_session.sparkContext.defaultParallelism
+    b = TopologyBuilder()
+    b.set_spout("words", FixedTupleSpout([[w] for w in WORDS * 3], Fields("word")))
+    b.set_bolt("where", Where(), cores + 2).fields_grouping("words", Fields("word"))
+    runner, _ = run(b.create_topology(), {}, tmp_path, spark_session)
+    seen = [v for t in runner.topology.component_tasks("where")
+            for s, v in runner.captured().get(t, []) if s == "default"]
+    assert sorted(w for w, _, _ in seen) == sorted(WORDS * 3)
+    assert {p for _, _, p in seen} <= set(range(cores))
+    assert len({t for _, t, _ in seen}) == cores + 2  # every Storm task ran, each in its own
+    by_word: dict[str, set[int]] = {}
+    for w, t, _ in seen:
+        by_word.setdefault(w, set()).add(t)
+    assert all(len(tasks) == 1 for tasks in by_word.values())  # fields grouping held
+
+
+def test_a_task_whose_state_did_not_change_writes_no_snapshot(tmp_path, spark_session):
+    b = TopologyBuilder()
+    b.set_spout("words", FixedTupleSpout([[w] for w in WORDS], Fields("word")))
+    b.set_bolt("pass", Pass(), 1).shuffle_grouping("words")
+    b.set_bolt("tally", Tally(), 1).shuffle_grouping("pass")
+    runner, ckpt = run(b.create_topology(), {"squall.spark.batch.max.tuples": 2}, tmp_path,
+                       spark_session)
+    [tally] = runner.topology.component_tasks("tally")
+    assert Counter(w for s, (w, _) in runner.captured()[tally] if s == "default") \
+        == Counter(WORDS)
+    [passing] = runner.topology.component_tasks("pass")
+    assert runner.batches >= 4
+    # The stateless bolt keeps the snapshot of the first batch it ran; the counting one the
+    # snapshot of its last batch.
+    assert snapshot_ids(str(ckpt), passing) == [0]
+    assert snapshot_ids(str(ckpt), tally)[-1] > 0
+
+
+class RefusesOnce(Bolt):
+    """Passes words on with how many commits it refused: when it sees `after` and `flag` does not
+    exist, it creates it, counts the refusal in its state and refuses the batch. The refusing
+    attempt is never committed, so every committed output says 0."""
+
+    def __init__(self, flag: str, after: str) -> None:
+        self.flag, self.after = flag, after
+        self.refused = 0
+        self.refuse = False
+
+    def execute(self, tup):
+        if tup["word"] == self.after and not Path(self.flag).exists():
+            Path(self.flag).touch()
+            self.refuse = True
+            self.refused += 1
+        self.collector.emit(Values(tup["word"], self.refused))
+        self.collector.ack(tup)
+
+    def on_batch_end(self, batch_id):
+        if self.refuse:
+            self.refuse = False
+            raise BatchRetryError("the store is down")
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("word", "refused"))
+
+
+def test_a_retried_batch_that_changes_nothing_leaves_no_snapshot_of_its_failed_attempt(
+        tmp_path, spark_session):
+    b = TopologyBuilder()
+    b.set_spout("words", FixedTupleSpout([[w] for w in WORDS], Fields("word")))
+    b.set_bolt("guard", RefusesOnce(str(tmp_path / "refused"), after="e"), 1) \
+        .shuffle_grouping("words")
+    conf = {"squall.spark.batch.max.tuples": 2, "squall.spark.batch.retry.backoff.ms": 1}
+    runner, _ = run(b.create_topology(), conf, tmp_path, spark_session)
+    assert (tmp_path / "refused").exists()  # the batch of "e" was refused once, then retried
+    [guard] = runner.topology.component_tasks("guard")
+    out = [v for s, v in runner.captured()[guard] if s == "default"]
+    assert sorted(w for w, _ in out) == sorted(WORDS)
+    assert [r for _, r in out] == [0] * len(WORDS)
