@@ -84,11 +84,14 @@ class ColumnarResult:
     `(tuple index, ADVANCED, panes)`, ordered by tuple index, then in that order within a tuple
     (a tuple's count-trigger panes, then its late record, then the panes its watermark fired).
     `columnar`: whether the batch went column-wise (else tuple by tuple, for `reason`).
+    `watermarks`: the engine's watermark after each tuple.
     """
 
     steps: list[tuple[int, int, Any]] = field(default_factory=list)
     columnar: bool = True
     reason: str | None = None
+    watermarks: Any = None
+    """The engine's watermark after each tuple (an int64 array)."""
 
     @property
     def panes(self) -> list[Any]:
@@ -127,6 +130,7 @@ def process_columns(engine: WindowedEngine, keys: Sequence[Any], timestamps: Any
     if not (len(keys) == n == len(values)):
         raise ValueError(f"columns of different lengths: {len(keys)} keys, {n} timestamps, "
                          f"{len(values)} values")
+    watermarks = np.maximum.accumulate(np.maximum(ts - delay, engine.watermark))
     reason = unsupported(engine)
     if reason is None and n and (int(ts.min()) < -_SAFE or int(ts.max()) > _SAFE
                                  or abs(delay) > _SAFE):
@@ -136,10 +140,13 @@ def process_columns(engine: WindowedEngine, keys: Sequence[Any], timestamps: Any
             _reported.add(reason)
             log.info("windowed operator: batches go tuple by tuple, not column-wise, for %s",
                      reason)
-        return per_tuple(engine, keys, ts.tolist(), values, now, delay, reason)
-    if n == 0:
-        return ColumnarResult()
-    return _Batch(engine, keys, ts, values, now, delay).run()
+        result = per_tuple(engine, keys, ts.tolist(), values, now, delay, reason)
+    elif n == 0:
+        result = ColumnarResult()
+    else:
+        result = _Batch(engine, keys, ts, values, now, delay).run()
+    result.watermarks = watermarks
+    return result
 
 
 def per_tuple(engine: WindowedEngine, keys: Sequence[Any], timestamps: Sequence[int],
@@ -490,6 +497,17 @@ class _Batch:
         s, d = self.s, self.d
         for slot in [x for x in self.pending if x * s + d <= watermark]:
             self._settle(slot)
+
+
+def cannot_fail(accumulation: Any, values: Sequence[Any]) -> bool:
+    """Whether accumulating `values` cannot raise: a count, or a sum, min or max of Python ints
+    (the numpy reductions). Another accumulation may fail on a value, which the per-tuple path
+    reports against that tuple alone.
+
+    >>> cannot_fail(Count(), ["x", None]), cannot_fail(Sum(), [1, 2]), cannot_fail(Sum(), [1, "2"])
+    (True, True, False)
+    """
+    return _kernel(accumulation, values)[0] != "fold"
 
 
 def _kernel(accumulation: Any, values: Sequence[Any]) -> tuple[str, np.ndarray | None]:

@@ -18,16 +18,20 @@ docs/design/windowed-operators.md.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import logging
 import pickle
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from squall.components.context import TopologyContext
 from squall.components.operators import WATERMARK_STREAM, WindowedOperatorBase
 from squall.components.side_records import LATE, SideRecords, watermark_ms
 from squall.components.windowed import ERROR_STREAM
+from squall.panes.columnar import LATE_TUPLE, cannot_fail, process_columns
 from squall.panes.engine import (
     ACCEPTED,
     WATERMARK_DUE,
@@ -57,6 +61,9 @@ from squall.topology.fields import Fields
 from squall.topology.tuple import TICK_STREAM, Tuple
 
 log = logging.getLogger("squall")
+
+# Streams `execute_columns` leaves to `execute` (control, not data).
+_CONTROL = frozenset((WATERMARK_STREAM, TICK_STREAM, PARTITIONS_STREAM, DEAD_LETTER))
 
 # The hot path's commonest results of `WindowedEngine.process(..., delay=)` besides ACCEPTED.
 _MOVED = ACCEPTED | WATERMARK_MOVED
@@ -400,6 +407,102 @@ class OperatorRole(WindowRole):
             self._refresh(now_ms)
         self._out.ack(tup)
 
+    def execute_columns(self, tuples: Sequence[Tuple], now_ms: int,
+                        on_error: Callable[[Tuple, Exception], None]) -> None:
+        """`execute` of each of `tuples` in turn (a batch's input, in arrival order), with the
+        same output in the same order, `on_error(tup, exc)` called where `execute` raises for a
+        tuple (the task fails it, as when it calls `execute` itself): where the hot path applies
+        (timestamp, key and value fields, one input, the watermark generated) and the
+        accumulation cannot fail on the values (`squall.panes.columnar.cannot_fail`), each run
+        of data tuples goes through the engine column-wise
+        (`squall.panes.columnar.process_columns`); every other tuple goes through `execute`."""
+        if self._stale:
+            self._load()
+        fast = self._fast
+        if fast is None:
+            self._execute_each(tuples, now_ms, on_error)
+            return
+        run: list[Tuple] = []
+        indices: list[tuple[int, int, int]] = []
+        ts_f, key_f, value_f, _delay = fast
+        cached: Fields | None = None
+        where = (0, 0, 0)
+        for tup in tuples:
+            origin = tup._origin
+            if origin.stream not in _CONTROL:
+                if origin.fields is not cached:
+                    index = origin.fields._index
+                    if ts_f in index and value_f in index and (key_f is None
+                                                               or key_f in index):
+                        cached = origin.fields
+                        where = (index[ts_f], -1 if key_f is None else index[key_f],
+                                 index[value_f])
+                    else:
+                        cached = None
+                if cached is not None and tup.values[where[0]].__class__ is int:
+                    run.append(tup)
+                    indices.append(where)
+                    continue
+            if run:
+                self._execute_run(run, indices, now_ms, on_error)
+                run, indices = [], []
+            self._execute_each((tup,), now_ms, on_error)
+        if run:
+            self._execute_run(run, indices, now_ms, on_error)
+
+    def _execute_each(self, tuples: Sequence[Tuple], now_ms: int,
+                      on_error: Callable[[Tuple, Exception], None]) -> None:
+        for tup in tuples:
+            try:
+                self.execute(tup, now_ms)
+            except Exception as exc:
+                on_error(tup, exc)
+
+    def _execute_run(self, run: list[Tuple], indices: list[tuple[int, int, int]],
+                     now_ms: int, on_error: Callable[[Tuple, Exception], None]) -> None:
+        """Data tuples of the hot path (`execute_columns`): column-wise where the accumulation
+        cannot fail on them, then their panes, late records and watermarks replayed in the
+        order `execute` sends them, and their acks."""
+        engine = self.engine
+        delay = self._fast[3]  # type: ignore[index]
+        keys = [t.values[i[1]] if i[1] >= 0 else None for t, i in zip(run, indices,
+                                                                      strict=True)]
+        tss = [t.values[i[0]] for t, i in zip(run, indices, strict=True)]
+        values = [t.values[i[2]] for t, i in zip(run, indices, strict=True)]
+        if not cannot_fail(engine.accumulation, values):
+            self._execute_each(run, now_ms, on_error)
+            return
+        start = engine.watermark
+        result = process_columns(engine, keys, tss, values, now_ms, delay)
+        # The watermark after each tuple, and the tuples that moved it: `execute` marks the
+        # watermark to be sent (before the next panes, or at the batch end) after each move,
+        # once the tuple's own panes and late record are out.
+        after = result.watermarks
+        moved = np.flatnonzero(after > np.concatenate(([start], after[:-1]))).tolist()
+        applied = 0  # the movers marked so far
+
+        def marked_before(limit: int) -> None:
+            nonlocal applied
+            k = bisect.bisect_left(moved, limit, applied)
+            if k > applied:
+                self._pending_wm = int(after[moved[k - 1]])
+                applied = k
+
+        ack = self._out.ack
+        acked = 0  # each tuple is acked once what it sent is out, as `execute` acks it
+        for i, kind, x in result.steps:
+            marked_before(i)
+            while acked < i:
+                ack(run[acked])
+                acked += 1
+            if kind == LATE_TUPLE:
+                self._late(run[i], tss[i], now_ms, x)
+            else:
+                self._emit_panes(x)
+        marked_before(len(run))
+        for tup in run[acked:]:
+            ack(tup)
+
     def _apply_positions(self, now_ms: int) -> None:
         """The batch end of an input whose sources carry positions: the partitions' progress
         the `at` events told moves the watermark, now that everything read before it arrived."""
@@ -441,9 +544,12 @@ class OperatorRole(WindowRole):
 
     # ---- output ----------------------------------------------------------------------------
     def _flush(self) -> None:
+        self._emit_panes(self.engine.take())
+
+    def _emit_panes(self, panes: list[Any]) -> None:
+        """The panes out, after the watermark not yet sent."""
         if self._pending_wm is not None:
             self._send_watermark()
-        panes = self.engine.take()
         # A pane is (key, the pane's six fields, its pane info): the operator's output fields.
         width = self.instance.output_width
         rows = ([list(p[:width]) for p in panes] if self._keyed
