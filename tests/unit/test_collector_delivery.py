@@ -237,3 +237,25 @@ def test_a_route_restored_from_a_snapshot_without_the_memo_routes_as_before():
     task.routes = {"default": restored}
     out.bind(task.host, task.routes, task.rand64)
     assert [out.emit([0, key]) for key in KEYS] == before
+
+
+class XorHost(PacketsHost):
+    """A host that XORs acks per root itself (`ack_xor`), as a Spark stage does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ack_xor: dict[int, int] = {}  # type: ignore[assignment]
+
+
+def test_acks_on_a_host_that_xors_per_root_fold_leaves_and_anchors_alike():
+    task = Task(XorHost())
+    out = OutputCollector(task)  # type: ignore[arg-type]
+    leaf = _RuntimeTuple(["a"], SPLIT, {5: 6}, 1)
+    two_trees = _RuntimeTuple(["b"], SPLIT, {5: 12, 9: 10}, 1)
+    anchor = _RuntimeTuple(["c"], SPLIT, {9: 3}, 1)
+    out.emit(["x"], anchor)  # anchor._ack_val gets the edge of each child
+    assert anchor._ack_val
+    for tup in (leaf, two_trees, anchor):
+        out.ack(tup)
+    assert task.host.ack_xor == {5: 6 ^ 12, 9: 10 ^ 3 ^ anchor._ack_val}
+    assert task.stats.acked == 3

@@ -508,8 +508,12 @@ class OutputCollector(_Emitter):
                 return
             xor = self._xor
             if xor is not None:  # the host XORs acks per root itself: no call per ack
-                for root, edge in roots.items():
-                    xor[root] = xor.get(root, 0) ^ edge ^ val
+                if val:
+                    for root, edge in roots.items():
+                        xor[root] = xor.get(root, 0) ^ edge ^ val
+                else:  # a leaf (nothing anchored to it): one 64-bit XOR less per root
+                    for root, edge in roots.items():
+                        xor[root] = xor.get(root, 0) ^ edge
                 return
             ack = self._host_ack
             for root, edge in roots.items():
