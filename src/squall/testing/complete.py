@@ -63,7 +63,7 @@ class MockedSources:
 
 
 class CompleteTopologyTimeout(RuntimeError):
-    """The topology did not complete within the simulated time allowed."""
+    """The topology did not complete within `max_time_ms` of its runner's clock."""
 
 
 @dataclasses.dataclass
