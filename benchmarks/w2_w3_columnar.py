@@ -1,7 +1,7 @@
 """W2's and W3's window work for one operator task, tuple by tuple and column-wise, in process.
 
     .venv/bin/python benchmarks/w2_w3_columnar.py [--sentences 200000] [--runs 5]
-        [--batches 1,10] [--workloads W2,W3]
+        [--batches 1,10] [--workloads W2,W3] [--role]
 
 The input of one of W2's and W3's two operator tasks (benchmarks/w2_w3_operators.py: the words
 of `w1_sentences`, a sentence every 10 ms; here the words whose CRC-32 is even, half of them as
@@ -14,7 +14,11 @@ due) and as columns (`process_columns`), cut into `--batches` equal batches. No 
 routing, no acking: the window work alone. Each run's panes and final snapshot are checked
 equal between the two; prints microseconds per word, the median of the runs (the columns are
 built before the clock starts: keys and values a list, timestamps an int64 array, as a
-batch's Arrow columns give them).
+batch's Arrow columns give them). `--role`: the same through the operator's task role instead
+(the operator's task built by the local runner, not run), `OperatorRole.execute` per tuple
+against `OperatorRole.execute_columns` per batch, with a collector that only counts what it is
+given (tuples built before the clock starts): the window work plus the role's per-tuple work
+(field extraction, the hot path's checks, an ack per tuple), still without routing.
 """
 
 from __future__ import annotations
@@ -35,12 +39,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from workloads import w1_sentences
 
+from squall import Bolt, Config, Duration, Fields, Spout, TopologyBuilder
 from squall.panes.accumulations import Count
 from squall.panes.columnar import per_tuple, process_columns
 from squall.panes.engine import WindowedEngine
 from squall.panes.triggers import TriggerOption
 from squall.panes.windows import TimeWindows
 from squall.runtime.gc_pause import full_collections_deferred
+from squall.runtime.local.engine import LocalEngine
+from squall.topology.tuple import Tuple
+from squall.windows import KeyedWindowedOperator
 
 
 def engine(workload: str) -> WindowedEngine:
@@ -62,6 +70,77 @@ def task_input(sentences: list[str]) -> tuple[list[str], list[int]]:
                 words.append(w)
                 tss.append(i * 10)
     return words, tss
+
+
+class _Words(Spout):
+    def next_tuple(self) -> None:
+        """Never called: the benchmark drives the operator's role itself."""
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(Fields("word", "ts"))
+
+
+class _Sink(Bolt):
+    def execute(self, tup: Any) -> None:
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        """Declares nothing."""
+
+
+class _Counting:
+    """A collector that counts what it is given."""
+
+    def __init__(self) -> None:
+        self.emitted = 0
+        self.acked = 0
+
+    def emit(self, values: Any, stream: str = "default", anchors: Any = None) -> None:
+        self.emitted += 1
+
+    def ack(self, tup: Any) -> None:
+        self.acked += 1
+
+
+def role_run(workload: str, words: list[str], tss: list[int], batches: int, columnar: bool
+             ) -> tuple[float, list[Any], bytes]:
+    e = engine(workload)
+    op = KeyedWindowedOperator(window=e.window, accumulation=Count(), trigger=e.trigger,
+                               allowed_lateness=Duration(0), watermark_delay=Duration(0),
+                               timestamp_field="ts", key_field="word", value_field="word")
+    b = TopologyBuilder()
+    b.set_spout("words", _Words())
+    b.set_bolt("windows", op).fields_grouping("words", Fields("word"))
+    b.set_bolt("sink", _Sink()).shuffle_grouping("windows")
+    local = LocalEngine(b.create_topology(), Config({}))
+    local.start()
+    try:
+        role = next(t for t in local.bolts if t.component_id == "windows").window
+        out = role._out = _Counting()
+        role._bulk = None
+        fields = Fields("word", "ts")
+        tuples = [Tuple([w, t], fields, "words", "default", 0)
+                  for w, t in zip(words, tss, strict=True)]
+        n = len(tuples)
+        cuts = [n * b // batches for b in range(batches + 1)]
+
+        def failed(tup: Any, exc: Exception) -> None:
+            raise exc
+
+        with full_collections_deferred():
+            t0 = time.perf_counter()
+            for now, (lo, hi) in enumerate(itertools.pairwise(cuts)):
+                if columnar:
+                    role.execute_columns(tuples[lo:hi], now, failed)
+                else:
+                    execute = role.execute
+                    for tup in tuples[lo:hi]:
+                        execute(tup, now)
+                role.end_batch(now, now)
+            elapsed = time.perf_counter() - t0
+        return elapsed, [out.emitted, out.acked], pickle.dumps(role.engine)
+    finally:
+        local.stop()
 
 
 def run(workload: str, words: list[str], tss: list[int], batches: int, columnar: bool
@@ -91,7 +170,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--batches", default="1,10", help="batches per input, comma-separated")
     parser.add_argument("--workloads", default="W2,W3")
+    parser.add_argument("--role", action="store_true",
+                        help="through the operator's task role (execute, execute_columns)")
     args = parser.parse_args()
+    measure = role_run if args.role else run
     words, tss = task_input(w1_sentences(args.sentences))
     print(f"{len(words):,} words for the task", flush=True)
     for workload in args.workloads.split(","):
@@ -100,15 +182,17 @@ def main() -> None:
             outputs: dict[bool, tuple[list[Any], bytes]] = {}
             for _ in range(args.runs):  # interleaved, so both see the same machine
                 for columnar in (False, True):
-                    elapsed, panes, snap = run(workload, words, tss, batches, columnar)
+                    elapsed, panes, snap = measure(workload, words, tss, batches, columnar)
                     times[columnar].append(elapsed)
                     outputs[columnar] = (panes, snap)
             if outputs[False] != outputs[True]:
                 raise AssertionError(f"{workload}: the column-wise panes or snapshot differ")
             tuple_us, col_us = (statistics.median(times[c]) / len(words) * 1e6
                                 for c in (False, True))
-            panes = sum(len(x) for _i, _k, x in outputs[True][0])
-            print(f"{workload}, {batches} batch(es), {panes:,} panes: tuple by tuple "
+            panes = (outputs[True][0][0] if args.role
+                     else sum(len(x) for _i, _k, x in outputs[True][0]))
+            where = "role" if args.role else "engine"
+            print(f"{workload} ({where}), {batches} batch(es), {panes:,} panes: tuple by tuple "
                   f"{tuple_us:.3f} us/word, column-wise {col_us:.3f} us/word "
                   f"({tuple_us / col_us:.1f}x)", flush=True)
 

@@ -23,6 +23,7 @@ import heapq
 import logging
 import pickle
 from collections.abc import Callable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -422,33 +423,35 @@ class OperatorRole(WindowRole):
         if fast is None:
             self._execute_each(tuples, now_ms, on_error)
             return
-        run: list[Tuple] = []
-        indices: list[tuple[int, int, int]] = []
+        run: list[Tuple] = []  # data tuples of the hot path, their fields at `where`
         ts_f, key_f, value_f, _delay = fast
         cached: Fields | None = None
         where = (0, 0, 0)
+        i_ts = 0
         for tup in tuples:
             origin = tup._origin
-            if origin.stream not in _CONTROL:
-                if origin.fields is not cached:
-                    index = origin.fields._index
-                    if ts_f in index and value_f in index and (key_f is None
-                                                               or key_f in index):
-                        cached = origin.fields
-                        where = (index[ts_f], -1 if key_f is None else index[key_f],
-                                 index[value_f])
-                    else:
-                        cached = None
-                if cached is not None and tup.values[where[0]].__class__ is int:
-                    run.append(tup)
-                    indices.append(where)
-                    continue
+            if origin.fields is not cached and origin.stream not in _CONTROL:
+                index = origin.fields._index
+                found = (ts_f in index and value_f in index
+                         and (key_f is None or key_f in index))
+                new = ((index[ts_f], -1 if key_f is None else index[key_f], index[value_f])
+                       if found else None)
+                if new != where and run:  # (a run has its fields at one place)
+                    self._execute_run(run, where, now_ms, on_error)
+                    run = []
+                cached = origin.fields if new is not None else None
+                if new is not None:
+                    where, i_ts = new, new[0]
+            if (origin.fields is cached and origin.stream not in _CONTROL
+                    and tup.values[i_ts].__class__ is int):
+                run.append(tup)
+                continue
             if run:
-                self._execute_run(run, indices, now_ms, on_error)
-                run, indices = [], []
+                self._execute_run(run, where, now_ms, on_error)
+                run = []
             self._execute_each((tup,), now_ms, on_error)
         if run:
-            self._execute_run(run, indices, now_ms, on_error)
+            self._execute_run(run, where, now_ms, on_error)
 
     def _execute_each(self, tuples: Sequence[Tuple], now_ms: int,
                       on_error: Callable[[Tuple, Exception], None]) -> None:
@@ -458,17 +461,18 @@ class OperatorRole(WindowRole):
             except Exception as exc:
                 on_error(tup, exc)
 
-    def _execute_run(self, run: list[Tuple], indices: list[tuple[int, int, int]],
-                     now_ms: int, on_error: Callable[[Tuple, Exception], None]) -> None:
-        """Data tuples of the hot path (`execute_columns`): column-wise where the accumulation
-        cannot fail on them, then their panes, late records and watermarks replayed in the
-        order `execute` sends them, and their acks."""
+    def _execute_run(self, run: list[Tuple], where: tuple[int, int, int], now_ms: int,
+                     on_error: Callable[[Tuple, Exception], None]) -> None:
+        """Data tuples of the hot path (`execute_columns`), their timestamp, key and value at
+        `where`: column-wise where the accumulation cannot fail on them, then their panes, late
+        records and watermarks replayed in the order `execute` sends them, and their acks."""
         engine = self.engine
         delay = self._fast[3]  # type: ignore[index]
-        keys = [t.values[i[1]] if i[1] >= 0 else None for t, i in zip(run, indices,
-                                                                      strict=True)]
-        tss = [t.values[i[0]] for t, i in zip(run, indices, strict=True)]
-        values = [t.values[i[2]] for t, i in zip(run, indices, strict=True)]
+        rows = [t.values for t in run]
+        i_ts, i_key, i_value = where
+        keys = list(map(itemgetter(i_key), rows)) if i_key >= 0 else [None] * len(rows)
+        tss = list(map(itemgetter(i_ts), rows))
+        values = list(map(itemgetter(i_value), rows))
         if not cannot_fail(engine.accumulation, values):
             self._execute_each(run, now_ms, on_error)
             return
