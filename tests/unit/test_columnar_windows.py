@@ -1,13 +1,13 @@
 """Column-wise windows (squall.panes.columnar) against the per-tuple pane engine.
 
 A property over generated input: keys, timestamps with disorder and tuples behind the watermark,
-tumbling and sliding windows, Apex's triggers (on-time, early and late count firings, none),
-the three accumulation modes, allowed lateness (none, zero, more), several accumulations, and a
-cut of the input into batches. Each batch goes through `process_columns` on one engine and tuple
-by tuple through another, as the operator's per-tuple path drives it (`process` with the
-generated watermark, `advance` where it is due, `batch_end` between batches); the panes, the late
-tuples with the watermark they were judged against, the order of both, and the engines' snapshots
-after every batch and after the end of input are the same.
+tumbling and sliding windows, Apex's triggers (on-time, early and late count firings, none, and
+time triggers), the three accumulation modes, allowed lateness (none, zero, more), several
+accumulations, and a cut of the input into batches. Each batch goes through `process_columns`
+on one engine and tuple by tuple through another, as the operator's per-tuple path drives it
+(`process` with the generated watermark, `advance` where it is due, `batch_end` between
+batches); the panes, the late tuples with the watermark they were judged against, the order of
+both, and the engines' snapshots after every batch and after the end of input are the same.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from squall import Duration
 from squall.panes import accumulations
 from squall.panes.accumulations import Average, Count, Max, Min, Sum, ToList, TopN
 from squall.panes.beam_triggers import AfterWatermark
@@ -86,6 +87,12 @@ def cases(draw: Any) -> dict[str, Any]:
         option = option.with_early_firings_at_every(early)
     if late:
         option = option.with_late_firings_at_every(late)
+    # Time triggers (at batch ends, a second of processing time apart: a batch each).
+    every = draw(st.sampled_from([None, "early", "late"]))
+    if every is not None:
+        period = Duration.seconds(1)
+        option = (option.with_early_firings_at_every(period) if every == "early"
+                  else option.with_late_firings_at_every(period))
     modes = ["discarding", "accumulating"]
     if acc in RETRACTABLE:
         modes.append("retracting")
