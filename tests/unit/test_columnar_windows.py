@@ -27,8 +27,10 @@ from squall.panes.beam_triggers import AfterWatermark
 from squall.panes.columnar import per_tuple, process_columns, unsupported
 from squall.panes.engine import WindowedEngine
 from squall.panes.pane_info import TimestampCombiner
+from squall.panes.state_mapping import StateWindowStore
 from squall.panes.triggers import TriggerOption
 from squall.panes.windows import SessionWindows, TimeWindows
+from squall.state.base import MemoryKeyValueState
 
 
 class MeanOfSquares:
@@ -173,6 +175,32 @@ def test_sliding_windows_with_an_early_count_trigger_fire_at_the_nth_tuple():
     assert result.steps == reference(b, keys, tss, [None] * len(keys), 0, 0)
     assert sum(p[4] == "EARLY" for p in result.panes) > 100
     assert snapshot(a) == snapshot(b)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_columnar_batches_over_a_state_store_equal_the_per_tuple_engine(case):
+    """The windows in a state provider (`stateful=True`), written back and forgotten between
+    batches as at a checkpoint: the same panes and late tuples, and the same windows read back."""
+    state = MemoryKeyValueState()
+    store = StateWindowStore(state)
+    columnar = WindowedEngine(TimeWindows(case["duration"], case["slide"]),
+                              ACCUMULATIONS[case["acc"]](), case["option"],
+                              allowed_lateness_ms=case["lateness"], store=store)
+    per_tuple_engine = engine_of(case)
+    bounds = [0, *case["cuts"], len(case["tss"])]
+    for batch, (lo, hi) in enumerate(itertools.pairwise(bounds)):
+        cols = [case["keys"][lo:hi], case["tss"][lo:hi], case["values"][lo:hi]]
+        result = process_columns(columnar, *cols, 1_000 * batch, case["delay"])
+        assert result.steps == reference(per_tuple_engine, *cols, 1_000 * batch, case["delay"])
+        columnar.batch_end(1_000 * batch)
+        per_tuple_engine.batch_end(1_000 * batch)
+        assert columnar.take() == per_tuple_engine.take()
+        store.flush()
+        read_back = {w: {k: st.__getstate__() for k, st in store[w].items()} for w in store}
+        assert read_back == {w: {k: st.__getstate__() for k, st in keys.items()}
+                             for w, keys in per_tuple_engine.windows.items()}
+        assert columnar.progress() == per_tuple_engine.progress()
 
 
 @pytest.mark.parametrize("build, reason", [
