@@ -52,6 +52,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -353,12 +354,10 @@ def child(args: argparse.Namespace) -> None:
 
 # ---- the sitting ----------------------------------------------------------------------------
 
-def run_child(contender: str, root: Path, partitions: int, timeout: float,
-              master: str | None = None) -> dict:
-    cmd = [sys.executable, __file__, "--child", contender, "--data", str(root),
-           "--partitions", str(partitions), *(["--master", master] if master else [])]
-    t0 = time.perf_counter()
-    # A session of its own: on a timeout the child, its JVM and its workers all go.
+def run_marked(cmd: list[str], marker: str, timeout: float) -> dict:
+    """Runs `cmd` in a session of its own (on a timeout the child, its JVM and its workers all
+    go); the JSON after `marker` on its output, or {"error": ...} with the exceptions it
+    printed."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
@@ -372,11 +371,24 @@ def run_child(contender: str, root: Path, partitions: int, timeout: float,
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     for line in stdout.splitlines():
-        if line.startswith("W5RESULT "):
-            out = json.loads(line[len("W5RESULT "):])
-            out["process"] = time.perf_counter() - t0
+        if line.startswith(marker + " "):
+            out: dict = json.loads(line[len(marker) + 1:])
             return out
-    return {"error": f"exit {proc.returncode}: " + stderr.strip()[-1500:]}
+    causes = [line for line in stderr.splitlines()
+              if re.match(r"^[\w.]*(Error|Exception)\b", line)]
+    return {"error": f"exit {proc.returncode}: " + ("\n".join(causes[-2:])[:1500]
+                                                   or stderr.strip()[-1500:])}
+
+
+def run_child(contender: str, root: Path, partitions: int, timeout: float,
+              master: str | None = None) -> dict:
+    cmd = [sys.executable, __file__, "--child", contender, "--data", str(root),
+           "--partitions", str(partitions), *(["--master", master] if master else [])]
+    t0 = time.perf_counter()
+    out = run_marked(cmd, "W5RESULT", timeout)
+    if "error" not in out:
+        out["process"] = time.perf_counter() - t0
+    return out
 
 
 def main() -> None:

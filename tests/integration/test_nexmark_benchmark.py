@@ -1,0 +1,63 @@
+"""benchmarks/nexmark.py at a tiny size: it writes the event files, runs queries of each API
+(Trident, Storm's, windowed operators) on the local runner, checks every output against the
+reference and prints its table; the Spark runner and Structured Streaming SQL run in CI's second
+run (`extended`). Its check tells a wrong output from the reference's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.processes import running
+
+from squall.nexmark import GeneratorConfig, events
+from squall.nexmark.reference import q1
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "nexmark.py"
+
+
+def _run(tmp_path: Path, *args: str, timeout: float) -> str:
+    cmd = [sys.executable, str(SCRIPT), "--events", "1200", "--batch", "400", "--data",
+           str(tmp_path / "data"), *args]
+    with running(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                 text=True) as proc:
+        out, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, out[-6000:]
+    return out
+
+
+def test_the_benchmark_runs_each_api_on_the_local_runner_and_checks_the_outputs(tmp_path):
+    out = _run(tmp_path, "--runners", "local", "--queries", "q1,q9,q11,q15", timeout=120)
+    assert out.count("equal to the reference's") == 4, out
+    table = out.split("| query |", 1)[1]
+    for query in ("q1", "q9", "q11", "q15"):
+        assert f"| {query} |  | " in table, table  # a local figure, no Spark one
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["e1200-b400-p2"]
+    assert len(list((tmp_path / "data" / "e1200-b400-p2" / "parquet").iterdir())) == 6
+
+
+def test_the_check_tells_a_wrong_output_from_the_reference():
+    spec = importlib.util.spec_from_file_location("nexmark_benchmark", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    stream = list(events(GeneratorConfig(max_events=300)))
+    rows = [list(r) for r in q1(stream)]
+    want = module.reference_fingerprint("q1", 300, 2)
+    assert module.output_fingerprint("q1", reversed(rows)) == want
+    rows[5][2] += 1
+    assert module.output_fingerprint("q1", rows) != want
+    assert module.output_fingerprint("q1", rows[:-1]) != want
+
+
+@pytest.mark.spark
+@pytest.mark.extended
+def test_the_benchmark_runs_on_spark_and_structured_streaming(tmp_path):
+    out = _run(tmp_path, "--runners", "spark,sql", "--queries", "q1,q11,q12", timeout=600)
+    assert out.count("equal to the reference's") == 5, out
+    assert "| q12 |" in out and "processing-time windows" in out
