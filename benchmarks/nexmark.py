@@ -206,30 +206,30 @@ def read_jsonl(directory: Path) -> Iterator[list[Any]]:
 # ---- squall ---------------------------------------------------------------------------------
 
 class JsonLinesBatches:
-    """A Trident state writing each batch's rows of a partition as one JSON-lines file
-    `t<txid>-<id>.jsonl` under `directory` (a replayed batch rewrites its file)."""
+    """A Trident state writing a batch's rows, of every partition it is given, as one JSON-lines
+    file `t<txid>-<id>.jsonl` under `directory`: the batch's first write starts the file, so a
+    replayed batch rewrites it."""
 
     def __init__(self, directory: str) -> None:
-        self.directory, self.id, self.txid = directory, uuid.uuid4().hex[:8], 0
+        self.directory, self.id = directory, uuid.uuid4().hex[:8]
+        self.txid, self.started = 0, False
 
     def begin_commit(self, txid: int) -> None:
-        self.txid = txid
+        self.txid, self.started = txid, False
 
     def commit(self, txid: int) -> None:
-        pass  # each batch's file is whole once written
+        pass  # each write is flushed when it returns
 
     def close(self) -> None:
         pass
 
     def write(self, tuples: Sequence[Any]) -> None:
-        if not tuples:
-            return
         os.makedirs(self.directory, exist_ok=True)
         path = os.path.join(self.directory, f"t{self.txid:012d}-{self.id}.jsonl")
-        with open(path + ".tmp", "w", encoding="utf-8") as f:
+        with open(path, "a" if self.started else "w", encoding="utf-8") as f:
             for t in tuples:
                 f.write(json.dumps(dict(zip(t.fields, t, strict=True)), default=str) + "\n")
-        os.replace(path + ".tmp", path)
+        self.started = True
 
 
 class JsonLinesBatchesFactory:

@@ -1,7 +1,7 @@
 """benchmarks/nexmark.py at a tiny size: it writes the event files, runs queries of each API
 (Trident, Storm's, windowed operators) on the local runner, checks every output against the
 reference and prints its table; the Spark runner and Structured Streaming SQL run in CI's second
-run (`extended`). Its check tells a wrong output from the reference's.
+run (`extended`); over Kafka, a topic on the test suite's broker. Its check tells a wrong output from the reference's.
 """
 
 from __future__ import annotations
@@ -39,6 +39,15 @@ def test_the_benchmark_runs_each_api_on_the_local_runner_and_checks_the_outputs(
         assert f"| {query} |  | " in table, table  # a local figure, no Spark one
     assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["e1200-b400-p2"]
     assert len(list((tmp_path / "data" / "e1200-b400-p2" / "parquet").iterdir())) == 6
+
+
+@pytest.mark.kafka
+def test_the_benchmark_reads_a_topic_of_two_partitions_on_the_local_runner(tmp_path):
+    """Trident's batches then hold both partitions' rows: each reaches the output."""
+    out = _run(tmp_path, "--source", "kafka", "--runners", "local,sql", "--queries", "q1,q5",
+               timeout=180)
+    assert out.count("equal to the reference's") == 2, out
+    assert "| q1 |  | " in out and "not run (no Kafka connector)" in out
 
 
 def test_the_check_tells_a_wrong_output_from_the_reference():
