@@ -1,7 +1,8 @@
 """benchmarks/nexmark.py at a tiny size: it writes the event files, runs queries of each API
 (Trident, Storm's, windowed operators) on the local runner, checks every output against the
 reference and prints its table; the Spark runner and Structured Streaming SQL run in CI's second
-run (`extended`); over Kafka, a topic on the test suite's broker. Its check tells a wrong output from the reference's.
+run (`extended`); over Kafka, a topic on the test suite's broker. Its check tells a wrong output
+from the reference's.
 """
 
 from __future__ import annotations
