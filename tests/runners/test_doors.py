@@ -1,6 +1,7 @@
 """The runner protocol at every door: `make_runner`'s runners of each kind (Storm's API,
 transactional, Trident) honour `run(should_stop=...)` on both runners, `complete_topology` asks
-the protocol only, and the local Trident runner paces its batches on a simulated clock itself."""
+the protocol only, and the local runners pace Trident batches and transactions on a simulated
+clock themselves, so a spout that never ends runs into `complete_topology`'s limit."""
 
 from __future__ import annotations
 
@@ -16,7 +17,12 @@ import squall.testing.complete
 from squall import BasicBolt, Fields, TopologyBuilder
 from squall.runners import make_runner
 from squall.runtime.clock import SimulatedClock
-from squall.testing import FixedTupleSpout
+from squall.testing import CompleteTopologyTimeout, FixedTupleSpout, complete_topology
+from squall.transactional import (
+    BatchBolt,
+    PartitionedTransactionalSpout,
+    TransactionalTopologyBuilder,
+)
 from squall.trident import FixedBatchSpout, Function, TridentTopology
 
 gc = load_example("transactional_global_count")
@@ -120,3 +126,83 @@ def test_local_trident_batches_take_the_emit_interval_only_on_a_simulated_clock(
     result = chosen.run()
     assert result.extra["committed"] == [1, 2]
     assert clock.sleeps == ([200, 200] if simulated else [])
+
+
+@pytest.mark.parametrize("simulated", [True, False])
+def test_local_transactions_take_the_emit_interval_only_on_a_simulated_clock(simulated,
+                                                                             tmp_path):
+    """The local runner's transactional coordinator is paced as a local Trident batch is: on a
+    simulated clock each transaction it starts takes the batch emit interval; on a real clock a
+    transaction is followed at once by the next."""
+    data = {0: [["a"], ["b"], ["c"], ["d"]]}  # three a batch: two transactions, then exhausted
+    conf = {"global_count.db": {"provider": "durable", "dir": str(tmp_path / "db")},
+            "topology.trident.batch.emit.interval.millis": 200}
+    clock = _Sleeps(simulated)
+    chosen = make_runner(gc.build(data).create_topology(), conf, runner="local", clock=clock)
+    result = chosen.run()
+    assert result.errors == [] and chosen.complete()
+    assert gc.open_db(conf).get(gc.GLOBAL) == 4
+    assert clock.sleeps.count(200) == (2 if simulated else 0)
+
+
+ENDLESS_CAP = 1000  # transactions: far beyond what the limit lets through (see the test)
+
+
+class Endless(PartitionedTransactionalSpout):
+    """One tuple per transaction, for ever: its partition never says it is exhausted (the cap
+    only keeps a runner that does not pace transactions from running for ever)."""
+
+    def declare_output_fields(self, declarer) -> None:
+        declarer.declare(Fields("attempt", "n"))
+
+    def num_partitions(self) -> int:
+        return 1
+
+    def emit_partition_batch_new(self, attempt, collector, partition, last_meta):
+        n = 0 if last_meta is None else last_meta + 1
+        self.emit_partition_batch(attempt, collector, partition, n)
+        return n
+
+    def emit_partition_batch(self, attempt, collector, partition, meta) -> None:
+        collector.emit([attempt, meta])
+
+    def is_exhausted(self, partition, meta) -> bool:
+        return meta is not None and meta >= ENDLESS_CAP
+
+
+class Drop(BatchBolt):
+    def prepare(self, conf, context, collector, attempt) -> None:
+        pass
+
+    def execute(self, tup) -> None:
+        pass
+
+    def finish_batch(self) -> None:
+        pass
+
+
+@pytest.mark.runners("local")
+def test_complete_topology_gives_up_on_a_transactional_spout_that_never_ends(runner):
+    """A transactional spout that never ends cannot complete: `complete_topology` raises its
+    timeout, naming the spout, once `max_time_ms` of the runner's clock has passed: simulated
+    time on the local runner (each transaction takes the batch emit interval of it, so the run
+    ends after a few transactions), wall time on Spark."""
+    builder = TransactionalTopologyBuilder("endless", "numbers", Endless(), 1)
+    builder.set_bolt("drop", Drop()).global_grouping("numbers")
+    interval, limit = 100, 2_000
+    began = time.monotonic()
+    with pytest.raises(CompleteTopologyTimeout) as raised:
+        complete_topology(builder.create_topology(),
+                          {"topology.trident.batch.emit.interval.millis": interval},
+                          runner=runner, max_time_ms=limit)
+    message = str(raised.value)
+    assert f"did not complete within {limit} ms" in message
+    assert "spout 'endless' not exhausted" in message
+    committed = int(message.split("transactions committed: ")[1].split(";")[0])
+    if runner == "local":
+        assert "simulated time" in message
+        # Paced: the limit let about limit / interval transactions through, no more.
+        assert 0 < committed <= limit // interval
+        assert time.monotonic() - began < 10
+    else:
+        assert "wall time on Spark" in message and committed < ENDLESS_CAP

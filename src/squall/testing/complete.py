@@ -175,7 +175,7 @@ def complete_topology(
 
     On the local runner time is simulated: the active `simulated_time()` clock if there is one,
     otherwise a fresh clock from 0, so timeouts take no real time and runs repeat exactly (a
-    Trident batch takes Storm's batch emit interval of it). Gives up with
+    Trident batch or a transaction takes Storm's batch emit interval of it). Gives up with
     `CompleteTopologyTimeout` after `max_time_ms` of the runner's time (simulated on the local
     runner, wall time on Spark; default: ten message timeouts and a minute), naming what kept
     the run from completing (`Runner.incomplete`).
@@ -204,7 +204,8 @@ def complete_topology(
         raise CompleteTopologyTimeout(
             f"topology did not complete within {max_time_ms} ms of {time}: "
             f"{'; '.join(chosen.incomplete())}{errors}. Spouts must say when they are done "
-            "(Spout.is_exhausted, a BatchSpout's is_exhausted; FixedBatchSpout: cycle=False) "
+            "(Spout.is_exhausted, a BatchSpout's is_exhausted, a TransactionalSpout's "
+            "is_exhausted(partition, meta); FixedBatchSpout: cycle=False) "
             "or be replaced with MockedSources")
     return CompleteTopologyResult(
         topology=topology,

@@ -38,6 +38,7 @@ TOPOLOGY_STATE_CHECKPOINT_INTERVAL = "topology.state.checkpoint.interval.ms"
 TOPOLOGY_STATE_PROVIDER = "topology.state.provider"
 TOPOLOGY_STATE_PROVIDER_CONFIG = "topology.state.provider.config"
 TOPOLOGY_SLEEP_SPOUT_WAIT_MS = "topology.sleep.spout.wait.strategy.time.ms"
+TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS = "topology.trident.batch.emit.interval.millis"
 # squall's own keys: the seed of every random choice (tuple ids, shuffle order), so runs repeat.
 SQUALL_RANDOM_SEED = "squall.random.seed"
 
@@ -181,6 +182,21 @@ def tick_period_ms(conf: Mapping[str, Any]) -> int | None:
     return _ms_of_secs(key, value, secs, allowed)
 
 
+def batch_emit_interval_ms(conf: Mapping[str, Any]) -> int:
+    """Storm's throttle of batches (`topology.trident.batch.emit.interval.millis`) in ms;
+    unset: 500, Storm's default. The local runners pace their transactions by it.
+
+    >>> batch_emit_interval_ms({}), batch_emit_interval_ms({
+    ...     "topology.trident.batch.emit.interval.millis": 0})
+    (500, 0)
+    """
+    key = TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS
+    value = conf.get(key)
+    if value is None:
+        return 500
+    return _non_negative(key, value, "an integer number of milliseconds >= 0")
+
+
 def max_spout_pending(conf: Mapping[str, Any]) -> int | None:
     """The bound on pending tuples per spout task, or None for no bound (unset or 0).
 
@@ -194,11 +210,7 @@ def max_spout_pending(conf: Mapping[str, Any]) -> int | None:
     value = conf.get(key)
     if not value:
         return None
-    allowed = "a positive integer (0 or unset: no bound)"
-    n = _integer(key, value, allowed)
-    if n < 0:
-        raise _bad(key, value, allowed)
-    return n
+    return _non_negative(key, value, "a positive integer (0 or unset: no bound)")
 
 
 def checkpoint_interval_ms(conf: Mapping[str, Any]) -> int:
@@ -215,11 +227,7 @@ def checkpoint_interval_ms(conf: Mapping[str, Any]) -> int:
     value = conf.get(key)
     if not value:
         return 1000
-    allowed = "a positive number of milliseconds"
-    ms = _integer(key, value, allowed)
-    if ms < 0:
-        raise _bad(key, value, allowed)
-    return ms
+    return _non_negative(key, value, "a positive number of milliseconds")
 
 
 def random_seed(conf: Mapping[str, Any]) -> int:
@@ -259,6 +267,13 @@ def _ms_of_secs(key: str, value: Any, secs: float, allowed: str) -> int:
     if not math.isfinite(ms):
         raise _bad(key, value, allowed)
     return int(ms)
+
+
+def _non_negative(key: str, value: Any, allowed: str) -> int:
+    n = _integer(key, value, allowed)
+    if n < 0:
+        raise _bad(key, value, allowed)
+    return n
 
 
 def _integer(key: str, value: Any, allowed: str) -> int:

@@ -276,7 +276,8 @@ MEANINGS: dict[str, str] = {
         "How long the local runner waits before asking a spout again after it emitted nothing.",
     "topology.trident.batch.emit.interval.millis":
         "The least time between the starts of two Trident batches on the local runner "
-        "(Storm's throttle).",
+        "(Storm's throttle); on a simulated clock, also what each transaction of a "
+        "transactional topology takes.",
     "topology.bolts.window.length.count":
         "A windowed bolt's window length in tuples (set by with_window).",
     "topology.bolts.window.length.duration.ms":

@@ -64,6 +64,9 @@ class CoordinatorSpout(Spout):
         # Unset means one batch in flight, as in Storm's transactional spout coordinator.
         max_active = max_spout_pending(conf) or 1
         self.core = Coordinator(self.store, max_active, ready=self._ready)
+        # Attempts started so far (a replay is a new attempt): the local runner paces them on a
+        # simulated clock (squall.runtime.local.engine).
+        self.attempts_started = 0
 
     def _exhausted_after(self, txid: int) -> bool:
         # Asked again every time, not cached: a source may grow (files, streams).
@@ -81,6 +84,7 @@ class CoordinatorSpout(Spout):
     def next_tuple(self) -> None:
         for kind, attempt in self.core.sync():
             if kind == "batch":
+                self.attempts_started += 1
                 self.collector.emit([attempt, self.core.curr - 1], msg_id=("batch", attempt),
                                     stream=BATCH)
             else:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from squall.errors import ReliabilityError
 from squall.protocols import Progress
@@ -42,6 +42,7 @@ from squall.task.tasks import BoltTask, SpoutTask, TaskRuntime
 from squall.topology.config import (
     TOPOLOGY_SLEEP_SPOUT_WAIT_MS,
     TOPOLOGY_TICK_TUPLE_FREQ_SECS,
+    batch_emit_interval_ms,
     checkpoint_interval_ms,
     configured_message_timeout_ms,
     num_ackers,
@@ -50,6 +51,7 @@ from squall.topology.config import (
 from squall.topology.description import Topology
 from squall.topology.graph import is_acyclic
 from squall.topology.tuple import Tuple, tick_tuple
+from squall.transactional.wrappers import CoordinatorSpout
 
 log = logging.getLogger("squall")
 
@@ -176,6 +178,13 @@ class LocalEngine(Controls, Reporting):
         # [next tick time, period, task] per bolt task with topology.tick.tuple.freq.secs
         self.ticks: list[list[Any]] = [[0, b.tick_ms, b] for b in self.bolts if b.tick_ms]
         self.end_of_input = EndOfInput(topology, self.bolts)
+        # A transactional topology's coordinator, on a simulated clock: a round in which it
+        # starts transactions takes Storm's batch emit interval, as a local Trident batch does,
+        # so a duration counts transactions and a spout that never ends runs into it. On a
+        # real clock the next transaction follows at once.
+        self._coordinators = [s for s in self.spouts if isinstance(s.spout, CoordinatorSpout)
+                              ] if self.clock.simulated else []
+        self._pace_ms = max(1, batch_emit_interval_ms(effective))  # time must move
         # Stateful topologies: Storm's checkpoint spout, as a task after the last one.
         self.checkpoint: CheckpointSpoutTask | None = None
         if is_stateful_topology(topology) and self.transactions is None:
@@ -460,6 +469,10 @@ class LocalEngine(Controls, Reporting):
             and all(s.exhausted() for s in self.spouts)
         )
 
+    def _attempts_started(self) -> int:
+        """Transaction attempts the paced coordinators (`_coordinators`) started so far."""
+        return sum(cast(CoordinatorSpout, t.spout).attempts_started for t in self._coordinators)
+
     def next_deadline(self) -> int | None:
         deadlines = [d for s in self.spouts if (d := s.next_deadline()) is not None]
         return min(deadlines) if deadlines else None
@@ -499,12 +512,17 @@ class LocalEngine(Controls, Reporting):
         next_progress = start + progress_every_ms
         next_batch_end = start + self.batch_ms
         life = self.lifecycle
+        paced = self._coordinators
+        started = self._attempts_started()
         while True:
             if life.active != self._spouts_active:
                 self._spouts_active = life.active
                 for spout in self.spouts:
                     spout.set_active(life.active)
             work = self.round()
+            if paced and (n := self._attempts_started()) != started:
+                started = n
+                clock.sleep_ms(self._pace_ms)  # the transactions it started took the interval
             now = clock.now_ms()
             if now >= next_batch_end:
                 self.end_batch()
@@ -569,7 +587,13 @@ class LocalEngine(Controls, Reporting):
         if self.complete():
             return []
         stuck = sorted({s.component_id for s in self.spouts if not s.exhausted()})
-        return [f"spouts not exhausted: {stuck}", f"tracked tuples pending: {self.pending()}"]
+        # A transactional topology's coordinator: its spout, named as on Spark.
+        coordinators = [s.spout for s in self.spouts if self.started
+                        and isinstance(s.spout, CoordinatorSpout) and not s.exhausted()]
+        return [phrase for c in coordinators for phrase in (
+                    f"transactional spout {c.tx_id!r} not exhausted",
+                    f"transactions committed: {len(c.core.committed)}")] + [
+            f"spouts not exhausted: {stuck}", f"tracked tuples pending: {self.pending()}"]
 
     def spout_instances(self) -> dict[int, Any]:
         return {t.task_id: t.instance for t in self.spouts}

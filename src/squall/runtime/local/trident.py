@@ -28,6 +28,7 @@ from squall.runtime.lifecycle import Controls, Lifecycle
 from squall.runtime.reporting import Reporting
 from squall.runtime.run_config import RunConfig, resolve
 from squall.runtime.run_dir import open_run_dir
+from squall.topology.config import TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS
 from squall.topology.description import Topology
 from squall.transaction_kernel.progress_store import STORE
 from squall.trident.coordinator import (
@@ -42,7 +43,7 @@ from squall.trident.stats import TridentStats
 
 log = logging.getLogger("squall")
 
-BATCH_INTERVAL = "topology.trident.batch.emit.interval.millis"  # Storm's throttle, default 500
+BATCH_INTERVAL = TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS  # Storm's throttle, default 500
 
 
 class LocalTridentRunner(Controls, Reporting):
