@@ -69,6 +69,8 @@ WORKLOADS = (
     Workload("state-apply", "state_apply.py",
              ("--keys", "2000", "--held", "20000", "--rounds", "1"), spark=False),
     Workload("kafka-w1", "kafka_w1.py", (*SENTENCES, "--runs", "1"), needs="kafka broker"),
+    Workload("nexmark", "nexmark.py",
+             ("--events", "2000", "--batch", "500", "--queries", "q1,q9,q11,q17")),
 )
 BY_NAME = {w.name: w for w in WORKLOADS}
 
