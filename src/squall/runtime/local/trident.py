@@ -28,7 +28,7 @@ from squall.runtime.lifecycle import Controls, Lifecycle
 from squall.runtime.reporting import Reporting
 from squall.runtime.run_config import RunConfig, resolve
 from squall.runtime.run_dir import open_run_dir
-from squall.topology.config import TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS
+from squall.topology.config import batch_emit_interval_ms
 from squall.topology.description import Topology
 from squall.transaction_kernel.progress_store import STORE
 from squall.trident.coordinator import (
@@ -42,8 +42,6 @@ from squall.trident.plan import Plan, trident_plan
 from squall.trident.stats import TridentStats
 
 log = logging.getLogger("squall")
-
-BATCH_INTERVAL = TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS  # Storm's throttle, default 500
 
 
 class LocalTridentRunner(Controls, Reporting):
@@ -132,7 +130,9 @@ class LocalTridentRunner(Controls, Reporting):
                 return
             clock = self.clock
             start = clock.now_ms()
-            interval = int(self.config.effective.get(BATCH_INTERVAL) or 500)
+            # Storm's throttle, read as every runner reads it; 0 counts as its default here,
+            # where a batch that brings nothing would otherwise be followed in a busy loop.
+            interval = batch_emit_interval_ms(self.config.effective) or 500
             next_progress = start + progress_every_ms
             while True:
                 if until_complete and self.coordinator.exhausted():
