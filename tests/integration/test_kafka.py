@@ -396,20 +396,25 @@ def test_bad_settings_are_refused_with_what_to_do(broker):
 
 # ---- the sink -------------------------------------------------------------------------------
 
-WORDS = {"p0": [[f"w{i}", i] for i in range(0, 25)], "p1": [[f"w{i}", i] for i in range(25, 40)]}
+WORDS = {"p0": [[f"w{i}", i, i % 2] for i in range(0, 25)],
+         "p1": [[f"w{i}", i, i % 2] for i in range(25, 40)]}
 
 
 def sink_topology(broker, topic, **kwargs):
     b = TopologyBuilder()
-    b.set_spout("words", MemorySource(WORDS, Fields("word", "n"), records_per_range=7), 2)
+    b.set_spout("words", MemorySource(WORDS, Fields("word", "n", "p"), records_per_range=7), 2)
+    # Partition p is written by out's task p alone: Tansu can lose the completion of
+    # transactions that overlap on a partition and commit at the same moment (see
+    # support/kafka_broker.py).
     b.set_bolt("out", KafkaSink(topic, bootstrap_servers=broker.bootstrap, key_field="word",
-                                value_field=None, **kwargs), 2).shuffle_grouping("words")
+                                value_field=None, partition_field="p", **kwargs),
+               2).fields_grouping("words", Fields("p"))
     return b.create_topology()
 
 
 @pytest.mark.parametrize("transactional", [False, True])
 def test_sink_writes_every_tuple(runner, broker, transactional):
-    topic = new_topic(broker, 3)
+    topic = new_topic(broker, 2)
     result = complete_topology(sink_topology(broker, topic, transactional=transactional),
                                {MAX_TUPLES: 9}, runner=runner)
     assert not result.errors
