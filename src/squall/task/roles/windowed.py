@@ -32,7 +32,8 @@ from squall.protocols import OutputCollectorLike
 from squall.task.collectors import WindowedOutputCollector
 from squall.task.roles.base import WindowRole, carried_inputs, source_partition_tasks
 from squall.timestamps import valid_timestamp
-from squall.topology.tuple import Tuple, is_tick_tuple
+from squall.topology.tuple import TICK_STREAM, Origin, Tuple, _RuntimeTuple, is_tick_tuple
+from squall.tuple_windows.columnar import process_columns, unsupported
 from squall.tuple_windows.manager import Activation, Expired, Late, WindowManager
 from squall.tuple_windows.spec import WindowSpec
 from squall.tuple_windows.window import TupleWindow
@@ -44,6 +45,41 @@ log = logging.getLogger("squall")
 _SAVED = ("out", "collector", "manager", "late_records", "error_records", "fatal", "field",
           "window_errors")
 _MAX_ENTRIES = 1024  # origins whose entry `execute` keeps (`_entry`)
+_reported: set[str] = set()  # why a role's batches went tuple by tuple, said once each
+
+
+class _Rows:
+    """A run's tuples, each made from its row when first asked for (`execute_columns`)."""
+
+    __slots__ = ("anchors", "lo", "made", "n", "origin", "rows", "task")
+
+    def __init__(self, rows: Sequence[list[Any]], origin: Origin,
+                 anchors: Sequence[dict[int, int] | None] | None, task: int,
+                 made: list[Tuple | None] | None = None, lo: int = 0, hi: int | None = None
+                 ) -> None:
+        self.rows, self.origin, self.anchors, self.task = rows, origin, anchors, task
+        self.made: list[Tuple | None] = [None] * len(rows) if made is None else made
+        self.lo = lo
+        self.n = (len(rows) if hi is None else hi) - lo
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> Tuple:
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        k = self.lo + i
+        tup = self.made[k]
+        if tup is None:
+            tup = self.made[k] = _RuntimeTuple(
+                self.rows[k], self.origin, None if self.anchors is None else self.anchors[k],
+                self.task)
+        return tup
+
+    def part(self, lo: int, hi: int) -> _Rows:
+        """Rows `lo` to `hi` of this run, sharing the tuples made."""
+        return _Rows(self.rows, self.origin, self.anchors, self.task, self.made,
+                     self.lo + lo, self.lo + hi)
 
 
 class WindowedRole(WindowRole):
@@ -139,6 +175,78 @@ class WindowedRole(WindowRole):
             actions = manager.add_event(tup, now_ms, ts, source)
         if actions:
             self.apply(actions)
+
+    def columns_reason(self) -> str | None:
+        """Why this task's input cannot go through the window manager column-wise
+        (`execute_columns`), or None if it can (`squall.tuple_windows.columnar.unsupported`)."""
+        if type(self).execute is not WindowedRole.execute:
+            return f"role {type(self).__name__} (it adds tuples its own way)"
+        return unsupported(self.manager)
+
+    def execute_columns(self, rows: Sequence[list[Any]], origin: Origin, now_ms: int,
+                        on_error: Callable[[Tuple, Exception], None],
+                        anchors: Sequence[dict[int, int] | None] | None = None,
+                        task_id: int = -1) -> None:
+        """`execute` of each of a run of input tuples of one origin (a source task's stream),
+        given as their values `rows` in arrival order (with `anchors`, each row's anchors;
+        None: all unanchored): the same acks, windows, late and error records in the same
+        order, `on_error(tup, exc)` where `execute` raises for a tuple (the task fails it).
+
+        Where the window manager can (`columns_reason`), the run's timestamps are read as a
+        column (by position, or through the extractor) and the run goes through the manager
+        column-wise (`squall.tuple_windows.columnar.process_columns`), split only at tuples
+        without a valid timestamp (routed as `execute` routes them); a tuple object is made for
+        a row when the manager keeps, expires or reports it. Otherwise, and for ticks and
+        partition events, each row goes through `execute` as a tuple; the reason is logged
+        once."""
+        tuples = _Rows(rows, origin, anchors, task_id)
+        n = len(rows)
+        reason = self.columns_reason()
+        control = origin.stream in (TICK_STREAM, PARTITIONS_STREAM)
+        if reason is not None or control or not n:
+            if reason is not None and reason not in _reported:
+                _reported.add(reason)
+                log.info("windowed bolt %s: tuples go one by one, not column-wise: %s",
+                         type(self.instance).__name__, reason)
+            self._execute_each(tuples, 0, n, now_ms, on_error)
+            return
+        manager = self.manager
+        if not manager.spec.event_time:
+            self.apply([a for _, a in process_columns(
+                manager, tuples, None, None, (), now_ms).actions])
+            return
+        source, index = self._entry(tuples[0])
+        assert source is not None
+        tss: list[int] = []
+        lo = 0
+        for k in range(n):
+            try:
+                tss.append(self.timestamp(tuples[k]) if index is None
+                           else valid_timestamp(rows[k][index]))
+            except Exception as exc:
+                self._execute_run(tuples.part(lo, k), tss, source, now_ms)
+                tss, lo = [], k + 1
+                try:
+                    self.invalid(tuples[k], exc)
+                except Exception as error:
+                    on_error(tuples[k], error)
+        self._execute_run(tuples.part(lo, n), tss, source, now_ms)
+
+    def _execute_run(self, tuples: _Rows, tss: list[int], source: tuple[Any, int],
+                     now_ms: int) -> None:
+        if len(tuples):
+            result = process_columns(self.manager, tuples, tss, [0] * len(tss), [source],
+                                     now_ms)
+            self.apply([a for _, a in result.actions])
+
+    def _execute_each(self, tuples: _Rows, lo: int, hi: int, now_ms: int,
+                      on_error: Callable[[Tuple, Exception], None]) -> None:
+        for k in range(lo, hi):
+            tup = tuples[k]
+            try:
+                self.execute(tup, now_ms)
+            except Exception as exc:
+                on_error(tup, exc)
 
     def _source_at(self) -> int | None:
         """The position the host carries for the tuple executing (squall.partition_watermarks)."""
