@@ -1,7 +1,7 @@
 """W2 (docs/benchmarks.md) with Storm's windowed bolt, on the local and the Spark runner.
 
     .venv/bin/python benchmarks/w2_windowed_bolts.py [--sentences 200000] [--runs 3] [--spark]
-        [--parts]
+        [--parts] [--role]
 
 W2: per-word count in 10 s tumbling event-time windows. Topology: list spout (sentence, ts) ->
 split x1 -> `WindowedBolt` x2 (`with_tumbling_window(10 s)`, event time from "ts", lag 0,
@@ -12,12 +12,16 @@ the same process. Prints words/s: the median of the runs after a warm-up on the 
 Spark the last of two runs (warm Python workers), the whole input as one micro-batch and 100,000
 sentences per batch, timed by the query's own trigger-execution durations. `--parts` also times
 the topology with the windowed bolt replaced by a bolt that only acks, and with windows that do
-not count or do not emit, to show where the time per word goes.
+not count or do not emit, to show where the time per word goes. `--role` times the windowed
+bolt's window bookkeeping alone in process (its task role, an empty `execute(window)`, a collector
+that only counts): `execute` per word (a tuple made per word, as a host makes it) against
+`execute_columns` per batch of rows (100,000 sentences' words a batch), the same windows and acks.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
 import tempfile
@@ -34,6 +38,7 @@ from workloads import w1_sentences
 from squall import Bolt, Config, Duration, Fields, TopologyBuilder, WindowedBolt
 from squall.runtime.gc_pause import full_collections_deferred
 from squall.runtime.local.engine import LocalEngine
+from squall.topology.tuple import Origin, _RuntimeTuple
 
 
 class WindowWordCount(WindowedBolt):
@@ -240,6 +245,88 @@ def parts(sentences: list[str], words: int, runs: int) -> None:
         print(f"  {name}: {t / words * 1e6:.2f} us per word", flush=True)
 
 
+class CountingOut:
+    """`--role`: the role's collector, counting what it acks and emits."""
+
+    def __init__(self) -> None:
+        self.acks = 0
+        self.emits = 0
+
+    def ack(self, tup) -> None:
+        self.acks += 1
+
+    def emit(self, values, anchors=None, stream="default") -> list[int]:
+        self.emits += 1
+        return []
+
+
+class CountedWindows(WindowWordCount):
+    """`--role`: an empty `execute(window)` that counts the windows."""
+
+    def execute(self, window) -> None:
+        self.windows = getattr(self, "windows", 0) + 1
+
+
+def role_bookkeeping(sentences: list[str], runs: int, per_batch: int = 100_000) -> None:
+    """The windowed bolt's window bookkeeping per word, per tuple (`execute`) and column-wise
+    (`execute_columns`), in process on the role of one task of W2's windowed bolt."""
+    rows = [[w, i * 10] for i, s in enumerate(sentences) for w in s.split()]
+    bounds = [0]  # batches of `per_batch` sentences' words
+    words_per = [len(s.split()) for s in sentences]
+    for lo in range(0, len(sentences), per_batch):
+        bounds.append(bounds[-1] + sum(words_per[lo:lo + per_batch]))
+    origin = Origin(Fields("word", "ts"), "split", "default", 1)
+
+    def role():
+        b = TopologyBuilder()
+        b.set_spout("sentences", ListSpout([]))
+        b.set_bolt("split", Split()).shuffle_grouping("sentences")
+        bolt = CountedWindows().with_tumbling_window(Duration.seconds(10))
+        bolt = bolt.with_timestamp_extractor(start_inclusive_ts)
+        b.set_bolt("windows", bolt).fields_grouping("split", Fields("word"))
+        engine = LocalEngine(b.create_topology(), Config())
+        engine.start()
+        r = next(t for t in engine.bolts if t.component_id == "windows").window
+        r.out = r.collector._out = CountingOut()
+        return engine, r
+
+    def per_tuple() -> tuple[float, Any]:
+        engine, r = role()
+        t0 = time.perf_counter()
+        for lo, hi in itertools.pairwise(bounds):
+            execute = r.execute
+            for row in rows[lo:hi]:
+                execute(_RuntimeTuple(row, origin, None, 1), 0)
+        r.end_of_input(1)
+        elapsed = time.perf_counter() - t0
+        engine.stop()
+        return elapsed, r
+
+    def columnar() -> tuple[float, Any]:
+        engine, r = role()
+        t0 = time.perf_counter()
+        for lo, hi in itertools.pairwise(bounds):
+            r.execute_columns(rows[lo:hi], origin, 0, lambda tup, exc: None, task_id=1)
+        r.end_of_input(1)
+        elapsed = time.perf_counter() - t0
+        engine.stop()
+        return elapsed, r
+
+    times: dict[str, list[float]] = {"execute per word": [], "execute_columns per batch": []}
+    for _ in range(runs + 1):  # the first round is a warm-up
+        for name, f in (("execute per word", per_tuple), ("execute_columns per batch", columnar)):
+            with full_collections_deferred():
+                elapsed, r = f()
+            times[name].append(elapsed)
+            if r.out.acks != len(rows) or r.instance.windows != -(-len(sentences) // 1000):
+                raise AssertionError(f"{name}: {r.out.acks} acks, {r.instance.windows} windows")
+    print(f"  window bookkeeping in process ({len(rows):,} words, {per_batch:,} sentences a "
+          "batch, one task, empty execute):", flush=True)
+    for name, ts in times.items():
+        print(f"    {name}: {statistics.median(ts[1:]) / len(rows) * 1e6:.3f} us per word",
+              flush=True)
+
+
 def run_spark(spark: Any, sentences: list[str], per_batch: int) -> tuple[float, dict]:
     from squall.runtime.spark.driver import SparkRunner
 
@@ -261,7 +348,13 @@ def main() -> None:
     parser.add_argument("--spark", action="store_true", help="also run on the Spark runner")
     parser.add_argument("--parts", action="store_true",
                         help="also time the topology's parts on the local runner (per word)")
+    parser.add_argument("--role", action="store_true",
+                        help="only time the window bookkeeping in process, per tuple against "
+                             "column-wise (the windowed bolt's role)")
     args = parser.parse_args()
+    if args.role:
+        role_bookkeeping(w1_sentences(args.sentences), args.runs)
+        return
     sentences = w1_sentences(args.sentences)
     words = sum(len(s.split()) for s in sentences)
     # The plain loop and the floor run under the collector settings of the local runner's runs

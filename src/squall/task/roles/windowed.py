@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 from squall.components.context import TopologyContext
@@ -46,40 +47,6 @@ _SAVED = ("out", "collector", "manager", "late_records", "error_records", "fatal
           "window_errors")
 _MAX_ENTRIES = 1024  # origins whose entry `execute` keeps (`_entry`)
 _reported: set[str] = set()  # why a role's batches went tuple by tuple, said once each
-
-
-class _Rows:
-    """A run's tuples, each made from its row when first asked for (`execute_columns`)."""
-
-    __slots__ = ("anchors", "lo", "made", "n", "origin", "rows", "task")
-
-    def __init__(self, rows: Sequence[list[Any]], origin: Origin,
-                 anchors: Sequence[dict[int, int] | None] | None, task: int,
-                 made: list[Tuple | None] | None = None, lo: int = 0, hi: int | None = None
-                 ) -> None:
-        self.rows, self.origin, self.anchors, self.task = rows, origin, anchors, task
-        self.made: list[Tuple | None] = [None] * len(rows) if made is None else made
-        self.lo = lo
-        self.n = (len(rows) if hi is None else hi) - lo
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int) -> Tuple:
-        if not 0 <= i < self.n:
-            raise IndexError(i)
-        k = self.lo + i
-        tup = self.made[k]
-        if tup is None:
-            tup = self.made[k] = _RuntimeTuple(
-                self.rows[k], self.origin, None if self.anchors is None else self.anchors[k],
-                self.task)
-        return tup
-
-    def part(self, lo: int, hi: int) -> _Rows:
-        """Rows `lo` to `hi` of this run, sharing the tuples made."""
-        return _Rows(self.rows, self.origin, self.anchors, self.task, self.made,
-                     self.lo + lo, self.lo + hi)
 
 
 class WindowedRole(WindowRole):
@@ -195,12 +162,16 @@ class WindowedRole(WindowRole):
         Where the window manager can (`columns_reason`), the run's timestamps are read as a
         column (by position, or through the extractor) and the run goes through the manager
         column-wise (`squall.tuple_windows.columnar.process_columns`), split only at tuples
-        without a valid timestamp (routed as `execute` routes them); a tuple object is made for
-        a row when the manager keeps, expires or reports it. Otherwise, and for ticks and
-        partition events, each row goes through `execute` as a tuple; the reason is logged
-        once."""
-        tuples = _Rows(rows, origin, anchors, task_id)
+        without a valid timestamp (routed as `execute` routes them). A tuple object is made for
+        every row (the window holds each row that is not late until it expires, and acks it).
+        Otherwise, and for ticks and partition events, each row goes through `execute` as a
+        tuple; the reason is logged once."""
         n = len(rows)
+        if anchors is None:
+            tuples = [_RuntimeTuple(r, origin, None, task_id) for r in rows]
+        else:
+            tuples = [_RuntimeTuple(r, origin, a, task_id)
+                      for r, a in zip(rows, anchors, strict=True)]
         reason = self.columns_reason()
         control = origin.stream in (TICK_STREAM, PARTITIONS_STREAM)
         if reason is not None or control or not n:
@@ -208,7 +179,7 @@ class WindowedRole(WindowRole):
                 _reported.add(reason)
                 log.info("windowed bolt %s: tuples go one by one, not column-wise: %s",
                          type(self.instance).__name__, reason)
-            self._execute_each(tuples, 0, n, now_ms, on_error)
+            self._execute_each(tuples, now_ms, on_error)
             return
         manager = self.manager
         if not manager.spec.event_time:
@@ -217,32 +188,46 @@ class WindowedRole(WindowRole):
             return
         source, index = self._entry(tuples[0])
         assert source is not None
-        tss: list[int] = []
-        lo = 0
-        for k in range(n):
+        # The timestamps as a column; the ones that are not ints read again one by one (a float
+        # is floored, anything else makes the tuple an error record where it stands).
+        raw: list[Any] | None = None
+        if index is not None:
+            raw = list(map(itemgetter(index), rows))
+        elif self.extractor is not None:
             try:
-                tss.append(self.timestamp(tuples[k]) if index is None
-                           else valid_timestamp(rows[k][index]))
+                raw = list(map(self.extractor, tuples))
+            except Exception:
+                raw = None  # (one by one below, each error where it stands)
+        if raw is None:
+            raw = [None] * n
+            odd = list(range(n))
+        else:
+            odd = [k for k, t in enumerate(raw) if t.__class__ is not int]
+        lo = 0
+        for k in odd:
+            try:
+                raw[k] = self.timestamp(tuples[k]) if index is None else valid_timestamp(raw[k])
             except Exception as exc:
-                self._execute_run(tuples.part(lo, k), tss, source, now_ms)
-                tss, lo = [], k + 1
+                self._execute_run(tuples, raw, lo, k, source, now_ms)
+                lo = k + 1
                 try:
                     self.invalid(tuples[k], exc)
                 except Exception as error:
                     on_error(tuples[k], error)
-        self._execute_run(tuples.part(lo, n), tss, source, now_ms)
+        self._execute_run(tuples, raw, lo, n, source, now_ms)
 
-    def _execute_run(self, tuples: _Rows, tss: list[int], source: tuple[Any, int],
-                     now_ms: int) -> None:
-        if len(tuples):
+    def _execute_run(self, tuples: Sequence[Tuple], tss: list[Any], lo: int, hi: int,
+                     source: tuple[Any, int], now_ms: int) -> None:
+        if hi > lo:
+            if lo or hi < len(tuples):
+                tuples, tss = tuples[lo:hi], tss[lo:hi]
             result = process_columns(self.manager, tuples, tss, [0] * len(tss), [source],
                                      now_ms)
             self.apply([a for _, a in result.actions])
 
-    def _execute_each(self, tuples: _Rows, lo: int, hi: int, now_ms: int,
+    def _execute_each(self, tuples: Sequence[Tuple], now_ms: int,
                       on_error: Callable[[Tuple, Exception], None]) -> None:
-        for k in range(lo, hi):
-            tup = tuples[k]
+        for tup in tuples:
             try:
                 self.execute(tup, now_ms)
             except Exception as exc:
