@@ -48,7 +48,7 @@ import logging
 from bisect import bisect_right
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -63,6 +63,14 @@ _SAFE = 2**61
 _NONE = -(2**62)  # "no timestamp yet" in the int64 columns
 
 _reported: set[str] = set()
+
+
+class Rows(Protocol):
+    """The rows of a batch, standing for its tuples: each asked for by its index only."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, i: int, /) -> Any: ...
 
 
 @dataclass
@@ -108,7 +116,7 @@ def _batch_unsupported(manager: WindowManager, timestamps: Sequence[Any], codes:
     return None
 
 
-def per_tuple(manager: WindowManager, rows: Sequence[Any], timestamps: Sequence[int] | None,
+def per_tuple(manager: WindowManager, rows: Rows, timestamps: Sequence[int] | None,
               source_codes: Sequence[int] | None, sources: Sequence[tuple[Hashable, int]],
               now_ms: int) -> ColumnarResult:
     """The rows one at a time (`add_event` in event time, `add` in processing time): the
@@ -116,16 +124,16 @@ def per_tuple(manager: WindowManager, rows: Sequence[Any], timestamps: Sequence[
     out: list[tuple[int, Action]] = []
     if manager.spec.event_time:
         assert timestamps is not None and source_codes is not None
-        for i, row in enumerate(rows):
-            out.extend((i, a) for a in manager.add_event(row, now_ms, timestamps[i],
+        for i in range(len(rows)):
+            out.extend((i, a) for a in manager.add_event(rows[i], now_ms, timestamps[i],
                                                           sources[source_codes[i]]))
     else:
-        for i, row in enumerate(rows):
-            out.extend((i, a) for a in manager.add(row, now_ms))
+        for i in range(len(rows)):
+            out.extend((i, a) for a in manager.add(rows[i], now_ms))
     return ColumnarResult(out)
 
 
-def process_columns(manager: WindowManager, rows: Sequence[Any],
+def process_columns(manager: WindowManager, rows: Rows,
                     timestamps: Sequence[int] | None, source_codes: Sequence[int] | None,
                     sources: Sequence[tuple[Hashable, int]], now_ms: int) -> ColumnarResult:
     """A batch of rows (in arrival order) through `manager` column-wise; see the module doc.
@@ -154,7 +162,7 @@ def process_columns(manager: WindowManager, rows: Sequence[Any],
 
 
 # ---- processing time -------------------------------------------------------------------------
-def _processing_time(manager: WindowManager, rows: Sequence[Any], now: int) -> ColumnarResult:
+def _processing_time(manager: WindowManager, rows: Rows, now: int) -> ColumnarResult:
     # The first row runs the timer and the time eviction; for the rows after it, at the same
     # time, both have nothing left to do (the timer's next end is after `now`, and everything
     # older than `now - 1 - length` is gone).
@@ -185,7 +193,7 @@ def _processing_time(manager: WindowManager, rows: Sequence[Any], now: int) -> C
 
 
 # ---- event time ------------------------------------------------------------------------------
-def _event_time(manager: WindowManager, rows: Sequence[Any], timestamps: Sequence[int],
+def _event_time(manager: WindowManager, rows: Rows, timestamps: Sequence[int],
                 source_codes: Sequence[int], sources: Sequence[tuple[Hashable, int]],
                 now: int) -> ColumnarResult:
     tracker = manager.tracker
@@ -289,7 +297,7 @@ def _event_time(manager: WindowManager, rows: Sequence[Any], timestamps: Sequenc
     return ColumnarResult(out)
 
 
-def _insert(manager: WindowManager, rows: Sequence[Any], which: Any, ts: Any, codes: Any,
+def _insert(manager: WindowManager, rows: Rows, which: Any, ts: Any, codes: Any,
             sources: Sequence[tuple[Hashable, int]]) -> None:
     """Rows `which` (indices, in arrival order) into the queue, each keyed (timestamp, source,
     arrival) as `WindowManager._insert` keys it."""
@@ -342,4 +350,4 @@ def _sorted(new_ts: Any, new_codes: Any, sources: Sequence[tuple[Hashable, int]]
     return bool((ranked[ties + 1] >= ranked[ties]).all())
 
 
-__all__ = ["ColumnarResult", "per_tuple", "process_columns", "unsupported"]
+__all__ = ["ColumnarResult", "Rows", "per_tuple", "process_columns", "unsupported"]
