@@ -16,8 +16,9 @@ equal between the two; prints microseconds per word, the median of the runs (the
 built before the clock starts: keys and values a list, timestamps an int64 array, as a
 batch's Arrow columns give them). `--role`: the same through the operator's task role instead
 (the operator's task built by the local runner, not run), `OperatorRole.execute` per tuple
-against `OperatorRole.execute_columns` per batch, with a collector that only counts what it is
-given (tuples built before the clock starts): the window work plus the role's per-tuple work
+against `OperatorRole.execute_columns` per batch (given the tuples' values, as a Spark stage
+gives it a packet's rows), with a collector that only counts what it is given (tuples and rows
+built before the clock starts): the window work plus the role's per-tuple work
 (field extraction, the hot path's checks, an ack per tuple), still without routing.
 """
 
@@ -98,8 +99,14 @@ class _Counting:
     def emit(self, values: Any, stream: str = "default", anchors: Any = None) -> None:
         self.emitted += 1
 
+    def emit_many(self, rows: Any, stream: str = "default") -> None:
+        self.emitted += len(rows)
+
     def ack(self, tup: Any) -> None:
         self.acked += 1
+
+    def ack_unanchored(self, n: int) -> None:
+        self.acked += n
 
 
 def role_run(workload: str, words: list[str], tss: list[int], batches: int, columnar: bool
@@ -116,11 +123,12 @@ def role_run(workload: str, words: list[str], tss: list[int], batches: int, colu
     local.start()
     try:
         role = next(t for t in local.bolts if t.component_id == "windows").window
-        out = role._out = _Counting()
-        role._bulk = None
+        out = role._out = role._bulk = _Counting()
         fields = Fields("word", "ts")
         tuples = [Tuple([w, t], fields, "words", "default", 0)
                   for w, t in zip(words, tss, strict=True)]
+        rows = [t.values for t in tuples]  # what a Spark stage gives `execute_columns`
+        origin = tuples[0]._origin
         n = len(tuples)
         cuts = [n * b // batches for b in range(batches + 1)]
 
@@ -131,7 +139,7 @@ def role_run(workload: str, words: list[str], tss: list[int], batches: int, colu
             t0 = time.perf_counter()
             for now, (lo, hi) in enumerate(itertools.pairwise(cuts)):
                 if columnar:
-                    role.execute_columns(tuples[lo:hi], now, failed)
+                    role.execute_columns(rows[lo:hi], origin, now, failed)
                 else:
                     execute = role.execute
                     for tup in tuples[lo:hi]:

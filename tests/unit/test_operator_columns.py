@@ -4,10 +4,12 @@ an ack per tuple), at every cut into batches.
 
 Each case builds the operator's task on the local runner (not run: its role is driven directly)
 twice, gives one role the tuples one by one (`execute`) and the other each batch at once
-(`execute_columns`), with a batch end after each, then the end of input; a recording collector
-takes what each role sends. Among the tuples: late ones, some whose timestamp is not an int (the
-general path), some without the key field (an error record), some whose value a `Sum` cannot add
-(the tuple fails: the batch goes tuple by tuple), and accumulations that go column-wise (`Count`,
+(`execute_columns`, as a Spark stage does: the values of each run of one origin, no tuple
+objects), with a batch end after each, then the end of input; a recording collector takes what
+each role sends (a tuple known by its values list, which the column path's tuples share). Among
+the tuples: late ones, some whose timestamp is not an int (the general path), some without the
+key field (an error record), some whose value a `Sum` cannot add (the tuple fails: the batch
+goes tuple by tuple), and accumulations that go column-wise (`Count`,
 `Sum` of ints) and one that does not (`ToList`).
 """
 
@@ -22,11 +24,13 @@ from hypothesis import strategies as st
 from squall import Bolt, Config, Duration, Fields, Spout, TopologyBuilder
 from squall.panes import accumulations
 from squall.runtime.local.engine import LocalEngine
-from squall.topology.tuple import Tuple
+from squall.topology.tuple import Origin, Tuple
 from squall.windows import KeyedWindowedOperator, TimeWindows, TriggerOption
 
 WORDS = Fields("word", "ts", "n")
 OTHER = Fields("ts", "n")  # no key field: an error record
+WORDS_ORIGIN = Origin(WORDS, "src", "default", 0)
+OTHER_ORIGIN = Origin(OTHER, "src", "default", 0)
 
 
 class Source(Spout):
@@ -46,18 +50,19 @@ class Sink(Bolt):
 
 
 class Recorder:
-    """The role's collector: what it emits and acks, in order (acks by tuple number)."""
+    """The role's collector: what it emits and acks, in order (acks by tuple number, a tuple
+    known by its values list)."""
 
     def __init__(self, numbers: dict[int, int]) -> None:
         self.numbers = numbers
         self.events: list[Any] = []
 
     def emit(self, values: Any, stream: str = "default", anchors: Any = None) -> None:
-        anchor = None if anchors is None else self.numbers[id(anchors)]
+        anchor = None if anchors is None else self.numbers[id(anchors.values)]
         self.events.append(("emit", stream, list(values), anchor))
 
     def ack(self, tup: Tuple) -> None:
-        self.events.append(("ack", self.numbers[id(tup)]))
+        self.events.append(("ack", self.numbers[id(tup.values)]))
 
 
 def role_of(operator: KeyedWindowedOperator, numbers: dict[int, int]) -> tuple[Any, Any]:
@@ -78,7 +83,7 @@ def role_of(operator: KeyedWindowedOperator, numbers: dict[int, int]) -> tuple[A
 
 def failed(role: Any, tup: Tuple, exc: Exception) -> None:
     """What the task does with a tuple its role raised for: fails it (here: records it)."""
-    role._out.events.append(("failed", role._out.numbers[id(tup)], type(exc).__name__))
+    role._out.events.append(("failed", role._out.numbers[id(tup.values)], type(exc).__name__))
 
 
 @st.composite
@@ -123,10 +128,10 @@ def operator_of(case: dict[str, Any]) -> KeyedWindowedOperator:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_execute_columns_sends_what_execute_sends_at_every_cut(case):
-    tuples = [Tuple([word, ts, n], WORDS, "src", "default", 0) if kind != "nokey"
-              else Tuple([ts, n], OTHER, "src", "default", 0)
+    tuples = [Tuple([word, ts, n], WORDS_ORIGIN) if kind != "nokey"
+              else Tuple([ts, n], OTHER_ORIGIN)
               for kind, word, ts, n in case["rows"]]
-    numbers = {id(t): i for i, t in enumerate(tuples)}
+    numbers = {id(t.values): i for i, t in enumerate(tuples)}
     one, by_tuple = role_of(operator_of(case), numbers)
     other, by_batch = role_of(operator_of(case), numbers)
     try:
@@ -137,8 +142,9 @@ def test_execute_columns_sends_what_execute_sends_at_every_cut(case):
                     by_tuple.execute(tup, batch)
                 except TypeError as exc:
                     failed(by_tuple, tup, exc)
-            by_batch.execute_columns(tuples[lo:hi], batch,
-                                     lambda tup, exc: failed(by_batch, tup, exc))
+            for origin, run in itertools.groupby(tuples[lo:hi], key=lambda t: t._origin):
+                by_batch.execute_columns([t.values for t in run], origin, batch,
+                                         lambda tup, exc: failed(by_batch, tup, exc))
             by_tuple.end_batch(batch, batch)
             by_batch.end_batch(batch, batch)
             assert by_batch._out.events == by_tuple._out.events

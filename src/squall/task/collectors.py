@@ -519,6 +519,12 @@ class OutputCollector(_Emitter):
             for root, edge in roots.items():
                 ack(root, edge ^ val, self._component)
 
+    def ack_unanchored(self, n: int) -> None:
+        """`ack` of `n` unanchored tuples of this task that a host executed as columns, without
+        a tuple object each (an operator's column path on Spark): counted as acked; they belong
+        to no tree, so there is nothing to XOR."""
+        self._stats.acked += n
+
     def ack_system(self, tup: Tuple) -> None:
         """Ack a system tuple (a checkpoint tuple): settled as `ack` does, not counted in the
         task's acked (docs/metrics.md)."""

@@ -32,7 +32,7 @@ from squall.components.context import TopologyContext
 from squall.components.operators import WATERMARK_STREAM, WindowedOperatorBase
 from squall.components.side_records import LATE, SideRecords, watermark_ms
 from squall.components.windowed import ERROR_STREAM
-from squall.panes.columnar import LATE_TUPLE, cannot_fail, process_columns
+from squall.panes.columnar import LATE_TUPLE, cannot_fail, process_columns, unsupported
 from squall.panes.engine import (
     ACCEPTED,
     WATERMARK_DUE,
@@ -59,7 +59,7 @@ from squall.task.snapshot import SnapshotFormatError
 from squall.timestamps import valid_timestamp
 from squall.topology.config import Config, retry_settings
 from squall.topology.fields import Fields
-from squall.topology.tuple import TICK_STREAM, Tuple
+from squall.topology.tuple import TICK_STREAM, Origin, Tuple, _RuntimeTuple
 
 log = logging.getLogger("squall")
 
@@ -408,76 +408,93 @@ class OperatorRole(WindowRole):
             self._refresh(now_ms)
         self._out.ack(tup)
 
-    def execute_columns(self, tuples: Sequence[Tuple], now_ms: int,
-                        on_error: Callable[[Tuple, Exception], None]) -> None:
-        """`execute` of each of `tuples` in turn (a batch's input, in arrival order), with the
-        same output in the same order, `on_error(tup, exc)` called where `execute` raises for a
-        tuple (the task fails it, as when it calls `execute` itself): where the hot path applies
-        (timestamp, key and value fields, one input, the watermark generated) and the
-        accumulation cannot fail on the values (`squall.panes.columnar.cannot_fail`), each run
-        of data tuples goes through the engine column-wise
-        (`squall.panes.columnar.process_columns`); every other tuple goes through `execute`."""
+    def columns_reason(self) -> str | None:
+        """Why this task's data tuples cannot go through the engine column-wise
+        (`execute_columns`), or None if they can: the hot path's conditions (timestamp, key and
+        value fields, one input, the watermark generated, no partitioned sources), then the
+        engine's (`squall.panes.columnar.unsupported`)."""
+        if self._fast is None:
+            return ("not the hot path (timestamp, key and value fields, one input, the "
+                    "watermark generated from event time, no partitioned sources)")
+        return unsupported(self.engine)
+
+    def execute_columns(self, rows: Sequence[list[Any]], origin: Origin, now_ms: int,
+                        on_error: Callable[[Tuple, Exception], None],
+                        anchors: Sequence[dict[int, int] | None] | None = None,
+                        task_id: int = -1) -> None:
+        """`execute` of each of a run of input tuples of one origin (a source task's stream),
+        given as their values `rows` in arrival order (with `anchors`, each row's anchors;
+        None: all unanchored) rather than as tuple objects: the same output in the same order,
+        `on_error(tup, exc)` where `execute` raises for a tuple (the task fails it, as when it
+        calls `execute` itself).
+
+        Where the hot path applies (`columns_reason`) the timestamp, key and value columns are
+        taken from the rows by position, and each run of int timestamps whose values the
+        accumulation cannot fail on (`squall.panes.columnar.cannot_fail`) goes through the
+        engine column-wise (`squall.panes.columnar.process_columns`); every other row goes
+        through `execute` as a tuple. A tuple object is made only for a row that needs one: a
+        late record's anchor, `execute`, `on_error`, an anchored or a wrapped collector's ack;
+        unanchored rows acked by the task's own collector are counted
+        (`OutputCollector.ack_unanchored`)."""
         if self._stale:
             self._load()
-        fast = self._fast
-        if fast is None:
-            self._execute_each(tuples, now_ms, on_error)
-            return
-        run: list[Tuple] = []  # data tuples of the hot path, their fields at `where`
-        ts_f, key_f, value_f, _delay = fast
-        cached: Fields | None = None
-        where = (0, 0, 0)
-        i_ts = 0
-        for tup in tuples:
-            origin = tup._origin
-            if origin.fields is not cached and origin.stream not in _CONTROL:
-                index = origin.fields._index
-                found = (ts_f in index and value_f in index
-                         and (key_f is None or key_f in index))
-                new = ((index[ts_f], -1 if key_f is None else index[key_f], index[value_f])
-                       if found else None)
-                if new != where and run:  # (a run has its fields at one place)
-                    self._execute_run(run, where, now_ms, on_error)
-                    run = []
-                cached = origin.fields if new is not None else None
-                if new is not None:
-                    where, i_ts = new, new[0]
-            if (origin.fields is cached and origin.stream not in _CONTROL
-                    and tup.values[i_ts].__class__ is int):
-                run.append(tup)
-                continue
-            if run:
-                self._execute_run(run, where, now_ms, on_error)
-                run = []
-            self._execute_each((tup,), now_ms, on_error)
-        if run:
-            self._execute_run(run, where, now_ms, on_error)
+        n = len(rows)
 
-    def _execute_each(self, tuples: Sequence[Tuple], now_ms: int,
+        def tuple_at(k: int) -> Tuple:
+            return _RuntimeTuple(rows[k], origin, None if anchors is None else anchors[k],
+                                 task_id)
+
+        fast = self._fast
+        where: tuple[int, int, int] | None = None
+        if fast is not None and origin.stream not in _CONTROL:
+            index = origin.fields._index
+            ts_f, key_f, value_f, _delay = fast
+            if ts_f in index and value_f in index and (key_f is None or key_f in index):
+                where = (index[ts_f], -1 if key_f is None else index[key_f], index[value_f])
+        if where is None:
+            self._execute_each(tuple_at, 0, n, now_ms, on_error)
+            return
+        tss = list(map(itemgetter(where[0]), rows))
+        lo = 0
+        for b in [k for k, ts in enumerate(tss) if ts.__class__ is not int] + [n]:
+            if b > lo:
+                self._execute_run(rows, tss, lo, b, where, tuple_at, anchors is None, now_ms,
+                                  on_error)
+            if b < n:  # not an int: the general path's checks and errors
+                self._execute_each(tuple_at, b, b + 1, now_ms, on_error)
+            lo = b + 1
+
+    def _execute_each(self, tuple_at: Callable[[int], Tuple], lo: int, hi: int, now_ms: int,
                       on_error: Callable[[Tuple, Exception], None]) -> None:
-        for tup in tuples:
+        """The per-tuple path of `execute_columns`: rows `lo` to `hi` through `execute`."""
+        for k in range(lo, hi):
+            tup = tuple_at(k)
             try:
                 self.execute(tup, now_ms)
             except Exception as exc:
                 on_error(tup, exc)
 
-    def _execute_run(self, run: list[Tuple], where: tuple[int, int, int], now_ms: int,
+    def _execute_run(self, rows: Sequence[list[Any]], tss: list[Any], lo: int, hi: int,
+                     where: tuple[int, int, int], tuple_at: Callable[[int], Tuple],
+                     unanchored: bool, now_ms: int,
                      on_error: Callable[[Tuple, Exception], None]) -> None:
-        """Data tuples of the hot path (`execute_columns`), their timestamp, key and value at
-        `where`: column-wise where the accumulation cannot fail on them, then their panes, late
-        records and watermarks replayed in the order `execute` sends them, and their acks."""
+        """Rows `lo` to `hi` of `execute_columns`, data of the hot path with int timestamps
+        `tss[lo:hi]`, their key and value at `where`: column-wise where the accumulation cannot
+        fail on them, then their panes, late records and watermarks replayed in the order
+        `execute` sends them, and their acks."""
         engine = self.engine
         delay = self._fast[3]  # type: ignore[index]
-        rows = [t.values for t in run]
-        i_ts, i_key, i_value = where
-        keys = list(map(itemgetter(i_key), rows)) if i_key >= 0 else [None] * len(rows)
-        tss = list(map(itemgetter(i_ts), rows))
-        values = list(map(itemgetter(i_value), rows))
+        whole = lo == 0 and hi == len(rows)
+        part = rows if whole else rows[lo:hi]
+        _i_ts, i_key, i_value = where
+        keys = list(map(itemgetter(i_key), part)) if i_key >= 0 else [None] * len(part)
+        ts = tss if whole else tss[lo:hi]
+        values = list(map(itemgetter(i_value), part))
         if not cannot_fail(engine.accumulation, values):
-            self._execute_each(run, now_ms, on_error)
+            self._execute_each(tuple_at, lo, hi, now_ms, on_error)
             return
         start = engine.watermark
-        result = process_columns(engine, keys, tss, values, now_ms, delay)
+        result = process_columns(engine, keys, ts, values, now_ms, delay)
         # The watermark after each tuple, and the tuples that moved it: `execute` marks the
         # watermark to be sent (before the next panes, or at the batch end) after each move,
         # once the tuple's own panes and late record are out.
@@ -492,20 +509,46 @@ class OperatorRole(WindowRole):
                 self._pending_wm = int(after[moved[k - 1]])
                 applied = k
 
-        ack = self._out.ack
-        acked = 0  # each tuple is acked once what it sent is out, as `execute` acks it
-        for i, kind, x in result.steps:
-            marked_before(i)
-            while acked < i:
-                ack(run[acked])
-                acked += 1
+        # Each tuple is acked once what it sent is out, as `execute` acks it: unanchored rows
+        # on the task's own collector by count, the others (and the late ones, whose record is
+        # anchored to their tuple) through their tuple.
+        out = self._out
+        counted = self._bulk if unanchored and self._bulk is out else None
+        made: list[tuple[int, Tuple]] = []  # (row in the run, its tuple), in row order
+        acked = 0  # the rows acked so far
+        taken = 0  # the tuples of `made` acked so far
+
+        def acked_before(limit: int) -> None:
+            nonlocal acked, taken
+            if limit <= acked:
+                return
+            if counted is None:
+                for k in range(acked, limit):
+                    if taken < len(made) and made[taken][0] == k:
+                        tup = made[taken][1]
+                        taken += 1
+                    else:
+                        tup = tuple_at(lo + k)
+                    out.ack(tup)
+            else:
+                first = taken
+                while taken < len(made) and made[taken][0] < limit:
+                    out.ack(made[taken][1])
+                    taken += 1
+                counted.ack_unanchored(limit - acked - (taken - first))
+            acked = limit
+
+        for k, kind, x in result.steps:
+            marked_before(k)
+            acked_before(k)
             if kind == LATE_TUPLE:
-                self._late(run[i], tss[i], now_ms, x)
+                tup = tuple_at(lo + k)
+                made.append((k, tup))
+                self._late(tup, ts[k], now_ms, x)
             else:
                 self._emit_panes(x)
-        marked_before(len(run))
-        for tup in run[acked:]:
-            ack(tup)
+        marked_before(hi - lo)
+        acked_before(hi - lo)
 
     def _apply_positions(self, now_ms: int) -> None:
         """The batch end of an input whose sources carry positions: the partitions' progress
