@@ -203,6 +203,34 @@ def test_disorder_within_the_watermark_interval_is_not_late(runner, runner_conf,
     assert windowed == sorted({"a", "b", "c", "d", "e"} - set(late))
 
 
+@pytest.mark.runners("local", "spark", "spark-1tuple")
+def test_a_tuple_not_late_behind_the_next_aligned_end_is_in_its_windows(runner, runner_conf):
+    # Lag 30 s, a watermark with every tuple. Sliding (20 s every 10 s): "b" (200 s) closes
+    # a's windows and finds only itself after them; "c" (175 s) is not late (watermark 170 s)
+    # and belongs to the windows ending 180 s and 190 s, which b's aligned end had skipped
+    # (c was acked without ever being in a window). Tumbling (10 s): "y" (75 s) is not late
+    # (watermark 70 s) and sorts before the first tuple's aligned end (100 s). The windows are
+    # Storm's: its trigger jumps only to events at or below the watermark.
+    b = TopologyBuilder()
+    b.set_spout("sliding_in", FixedTupleSpout([["a", 100_000], ["b", 200_000], ["c", 175_000]],
+                                              Fields("v", "ts")))
+    b.set_spout("tumbling_in", FixedTupleSpout([["x", 100_000], ["y", 75_000], ["z", 200_000]],
+                                               Fields("v", "ts")))
+    for name, length, slide in [("sliding", 20, 10), ("tumbling", 10, 10)]:
+        bolt = (Describe().with_window(Duration.seconds(length), Duration.seconds(slide))
+                .with_timestamp_field("ts").with_lag(Duration.seconds(30))
+                .with_watermark_interval(Duration(0)).with_late_tuple_stream("late"))
+        b.set_bolt(name, bolt).shuffle_grouping(f"{name}_in")
+    result = complete_topology(b.create_topology(), {**BASE_CONF, **runner_conf}, runner=runner)
+    assert [(end // 1000, values) for _s, end, values, _n, _x in rows(result, "sliding")] == [
+        (100, ["a"]), (110, ["a"]), (180, ["c"]), (190, ["c"]), (200, ["b"]), (210, ["b"])]
+    assert [(end // 1000, values) for _s, end, values, _n, _x in rows(result, "tumbling")] == [
+        (80, ["y"]), (100, ["x"]), (200, ["z"])]
+    assert result.tuples("sliding", "late") == result.tuples("tumbling", "late") == []
+    assert sorted(result.acked("sliding_in")) == sorted(result.acked("tumbling_in")) == [0, 1, 2]
+    assert result.errors == []
+
+
 # ---- processing-time count windows, several input streams, out of order within the lag -------
 
 class Sum(WindowedBolt):

@@ -197,3 +197,73 @@ def test_columns_of_different_lengths_are_refused():
     m = WindowManager(WindowSpec(Duration(10), event_time=True), ["s"])
     with pytest.raises(ValueError, match="different lengths"):
         process_columns(m, ["a"], [1, 2], [0], [("s", 1)], 0)
+
+
+def uncovered(tss: list[int], got: list) -> list[str]:
+    """The rows neither late nor in a window whose (start, end] holds their timestamp."""
+    late = {g[1] for g in got if g[0] == "late"}
+    covered = {row for g in got if g[0] == "window" for row in g[1]
+               if g[4] < tss[int(row[1:])] <= g[5]}
+    return [f"r{i}" for i in range(len(tss)) if f"r{i}" not in late | covered]
+
+
+@st.composite
+def covering_cases(draw: Any) -> dict[str, Any]:
+    """Event-time windows with a duration as length and slide, sliding by at most the length;
+    rows out of order by up to twice the lag, and jumps ahead (gaps between windows)."""
+    slide = draw(st.integers(3, 30))
+    length = slide * draw(st.integers(1, 3)) if draw(st.booleans()) else draw(
+        st.integers(slide, 60))
+    lag = draw(st.sampled_from([3, 15, 40]))
+    spec = WindowSpec(Duration(length), Duration(slide), event_time=True, lag_ms=lag,
+                      watermark_interval_ms=draw(st.sampled_from([0, 0, 10])))
+    n = draw(st.integers(1, 30))
+    tss, t = [], draw(st.integers(-40, 200))
+    for _ in range(n):
+        move = draw(st.sampled_from(["ahead", "ahead", "behind", "jump"]))
+        if move == "jump":
+            t += draw(st.integers(length, 4 * length + lag))
+            tss.append(t)
+        elif move == "ahead":
+            t += draw(st.integers(0, slide))
+            tss.append(t)
+        else:
+            tss.append(t - draw(st.integers(1, 2 * lag)))
+    cuts = sorted(draw(st.lists(st.integers(0, n), max_size=4)))
+    return {"spec": spec, "tss": tss, "codes": [0] * n, "cuts": cuts,
+            "gaps": draw(st.lists(st.integers(0, 30), min_size=len(cuts) + 1,
+                                  max_size=len(cuts) + 1)),
+            "ticks": draw(st.lists(st.booleans(), min_size=len(cuts) + 1,
+                                   max_size=len(cuts) + 1)),
+            "streams": {SOURCES[0][0]}}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(covering_cases())
+def test_every_row_not_late_is_in_a_window_that_covers_its_timestamp(case):
+    """Each row is late or in a window over its timestamp, on both paths: a window end behind
+    the watermark must not jump past a window that a later row, not late, still belongs to."""
+    *_, got = run_both(case)
+    assert uncovered(case["tss"], got) == []
+
+
+def test_a_row_behind_a_later_rows_aligned_end_but_not_late_is_in_its_windows():
+    """Lag 30, a watermark with every row: "c" (175) is not late (watermark 170) but sorts
+    before "b" (200), whose arrival moved the next window end past the closed windows; c is in
+    the windows ending 180 and 190, as in Storm (whose trigger jumps only to events at or
+    below the watermark). Tumbling: "b" (75) sorts before the first row's aligned end (100)."""
+    sliding = WindowSpec(Duration(20), Duration(10), event_time=True, lag_ms=30,
+                         watermark_interval_ms=0)
+    tumbling = WindowSpec(Duration(10), Duration(10), event_time=True, lag_ms=30,
+                          watermark_interval_ms=0)
+    for spec, tss, windows in [
+            (sliding, [100, 200, 175], [(100, ["r0"]), (110, ["r0"]), (180, ["r2"]),
+                                        (190, ["r2"]), (200, ["r1"]), (210, ["r1"])]),
+            (tumbling, [100, 75, 200], [(80, ["r1"]), (100, ["r0"]), (200, ["r2"])])]:
+        for cuts in ([], [1], [2], [1, 2]):
+            case = {"spec": spec, "tss": tss, "codes": [0] * len(tss), "cuts": cuts,
+                    "gaps": [0] * (len(cuts) + 1), "ticks": [False] * (len(cuts) + 1),
+                    "streams": {SOURCES[0][0]}}
+            *_, got = run_both(case)
+            assert [(g[5], g[1]) for g in got if g[0] == "window"] == windows
+            assert uncovered(tss, got) == []

@@ -385,10 +385,13 @@ class WindowManager:
     def _fire_time_windows(self, watermark: float, slide: int) -> None:
         # A window (end - length, end] closes once the watermark is past its end: every tuple
         # that could still belong to it would be late by then, so none is ever left out.
+        # The trigger jumps over empty windows to the aligned end of the next queued event, but
+        # never past the watermark's own aligned end (`_skip_to`): a window ending at or after
+        # the watermark is still open to tuples that are not late.
         count_length = self.spec.length_count is not None
         while self.events:
             if self.next_end is None:
-                self.next_end = aligned_end(self.ts[0], slide)
+                self.next_end = self._skip_to(self.ts[0], watermark, slide)
             end = self.next_end
             if not end < watermark:
                 return
@@ -404,7 +407,21 @@ class WindowManager:
                 return  # nothing after this end yet: it is found again when events arrive
             # Empty (or unchanged) window: jump to the aligned end of the next event, which
             # skips gaps in the input without activating empty windows.
-            self.next_end = aligned_end(self.ts[hi], slide)
+            self.next_end = self._skip_to(self.ts[hi], watermark, slide)
+
+    @staticmethod
+    def _skip_to(ts: int, watermark: float, slide: int) -> int:
+        """The next window end to evaluate when the queue's next event is at `ts`: its aligned
+        end if the event is at or below the watermark (every window skipped then ends before
+        `ts`, so before the watermark: closed, and empty), else the watermark's aligned end,
+        the first window still open to tuples that are not late (a tuple at or after the
+        watermark may still arrive before `ts`). Storm's trigger jumps the same way: only to
+        events at or below the watermark (`getNextAlignedWindowTs(end, watermark)`).
+
+        >>> WindowManager._skip_to(175, 200, 10), WindowManager._skip_to(200, 170, 10)
+        (180, 170)
+        """
+        return aligned_end(ts if ts <= watermark else int(watermark), slide)
 
     def _fire_count_windows(self, watermark: float, slide: int, final: bool) -> None:
         # Every slide-th event in timestamp order ends a window. Only events below the watermark
