@@ -1,7 +1,10 @@
 """The NEXMark queries written with Trident: q0, q1, q2, q13, q14 (`each`, one event at a time)
 and Flink's per-key aggregates q15, q16, q17, q18, q19 (`group_by(...).persistent_aggregate`:
 exactly-once map states, new values emitted per batch, so the last value per key is the
-result once the input has ended; `squall.nexmark.queries.results`).
+result once the input has ended; `squall.nexmark.queries.results`). q15 and q16 count distinct
+bidders and auctions: each batch's sets are built per group and partition first
+(`group_by(...).partition_aggregate` with a mutable `Aggregator`), so the map state is combined
+once per group and batch rather than once per bid.
 
 Each `add_*` function takes the stream of flat rows (`ROW_FIELDS`, from a `NexmarkBatchSpout`,
 a `FileBatchSpout` over the Parquet files, or Kafka) and names the query's output stream after
@@ -27,9 +30,15 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from squall.nexmark.model import BID, Bid
-from squall.trident.operations import CombinerAggregator, Filter, Function, MapFunction
+from squall.trident.operations import (
+    Aggregator,
+    CombinerAggregator,
+    Filter,
+    Function,
+    MapFunction,
+)
 from squall.trident.state import DurableMapState, StateType
-from squall.trident.stream import Stream
+from squall.trident.stream import Stream, TridentState
 
 BID_FIELDS = tuple(Bid.__dataclass_fields__)
 RANK_LIMITS = (10_000, 1_000_000)
@@ -126,22 +135,68 @@ class Day(Function):
         collector.emit((stamp[:10], stamp[11:]))
 
 
+class BatchStatistics(Aggregator):
+    """q15, q16: the statistics of one group in one partition of a batch, in mutable sets
+    while the batch is aggregated (each tuple costs a set insertion), emitted once as a
+    `Statistics` value: bids in total and per price rank, the distinct `(rank, bidder)` and
+    `(rank, auction)` pairs, and the latest minute. Input: `(price, bidder, auction,
+    minute)`.
+
+    >>> from squall.trident.execution import ListCollector
+    >>> agg, out = BatchStatistics(), ListCollector()
+    >>> s = agg.init(1, out)
+    >>> for t in [(5, 1, 9, "10:02"), (20_000, 1, 9, "10:01"), (7, 1, 8, "10:00")]:
+    ...     agg.aggregate(s, t, out)
+    >>> agg.complete(s, out)
+    >>> [(bids, sorted(bidders), sorted(auctions), minute)
+    ...  for (bids, bidders, auctions, minute), in out.rows]
+    [((3, 2, 1, 0), [(1, 1), (2, 1)], [(1, 8), (1, 9), (2, 9)], '10:02')]
+    """
+
+    def init(self, batch_id: Any, collector: Any) -> Any:
+        return [[0, 0, 0, 0], set(), set(), None]
+
+    def aggregate(self, state: Any, tup: Any, collector: Any) -> None:
+        r = _rank(tup[0])
+        bids = state[0]
+        bids[0] += 1
+        bids[r] += 1
+        state[1].add((r, tup[1]))
+        state[2].add((r, tup[2]))
+        if state[3] is None or tup[3] > state[3]:
+            state[3] = tup[3]
+
+    def complete(self, state: Any, collector: Any) -> None:
+        if state[0][0]:
+            collector.emit(((tuple(state[0]), frozenset(state[1]), frozenset(state[2]),
+                             state[3]),))
+
+
 class Statistics(CombinerAggregator):
-    """q15, q16: bids, distinct bidders and distinct auctions, in total and per price rank (as
-    sets until the output), and the latest minute. Input: `(price, bidder, auction, minute)`."""
+    """q15, q16: the statistics of a group so far, from `BatchStatistics`' values (input: one
+    such value): bids summed, the distinct pairs' sets united, the latest minute. A batch
+    makes one value per group and partition, so a group's state is combined once per batch,
+    in time linear in its sets. `combine` makes a new value: a stored value may be shared.
+
+    >>> a = ((2, 1, 1, 0), frozenset({(1, 1), (2, 1)}), frozenset({(1, 9)}), "10:02")
+    >>> b = ((1, 1, 0, 0), frozenset({(1, 2)}), frozenset({(1, 9)}), "10:05")
+    >>> bids, bidders, auctions, minute = Statistics().combine(a, b)
+    >>> bids, sorted(bidders), sorted(auctions), minute
+    ((3, 2, 1, 0), [(1, 1), (1, 2), (2, 1)], [(1, 9)], '10:05')
+    >>> a[1] == {(1, 1), (2, 1)}  # unchanged
+    True
+    """
 
     def init(self, tup: Any) -> Any:
-        r = _rank(tup[0])
-        bids = [1, int(r == 1), int(r == 2), int(r == 3)]
-        return (bids, [(r, tup[1])], [(r, tup[2])], tup[3])
+        return tup[0]
 
     def combine(self, a: Any, b: Any) -> Any:
         if a is None:
             return b
         if b is None:
             return a
-        return ([x + y for x, y in zip(a[0], b[0], strict=True)],
-                sorted(set(a[1]) | set(b[1])), sorted(set(a[2]) | set(b[2])), max(a[3], b[3]))
+        return (tuple(x + y for x, y in zip(a[0], b[0], strict=True)),
+                frozenset(a[1]).union(b[1]), frozenset(a[2]).union(b[2]), max(a[3], b[3]))
 
     def zero(self) -> Any:
         return None
@@ -274,16 +329,24 @@ def _days(rows: Stream) -> Stream:
     return bids(rows).each(["date_time"], Day(), ["day", "minute"])
 
 
+def _statistics(rows: Stream, keys: list[str], state: Any) -> TridentState:
+    """q15, q16: each batch's statistics per group and partition (`BatchStatistics`), then
+    per group into the map state (`Statistics`)."""
+    return (_days(rows).group_by(keys).partition_aggregate(STAT_INPUT, BatchStatistics(),
+                                                            ["partial"])
+            .group_by(keys)
+            .persistent_aggregate(state or default_state(), ["partial"], Statistics(),
+                                  ["stats"]))
+
+
 def add_q15(rows: Stream, state: Any = None) -> Stream:
-    return (_days(rows).group_by(["day"])
-            .persistent_aggregate(state or default_state(), STAT_INPUT, Statistics(), ["stats"])
+    return (_statistics(rows, ["day"], state)
             .new_values_stream().each(["stats"], Q15Row(), list(STAT_FIELDS))
             .project(["day", *STAT_FIELDS]).name("q15"))
 
 
 def add_q16(rows: Stream, state: Any = None) -> Stream:
-    return (_days(rows).group_by(["channel", "day"])
-            .persistent_aggregate(state or default_state(), STAT_INPUT, Statistics(), ["stats"])
+    return (_statistics(rows, ["channel", "day"], state)
             .new_values_stream().each(["stats"], Q16Row(), ["minute", *STAT_FIELDS])
             .project(["channel", "day", "minute", *STAT_FIELDS]).name("q16"))
 
