@@ -4,6 +4,7 @@ changed its state (a retried batch's leftovers never shadow the last committed o
 
 from __future__ import annotations
 
+import pickle
 from collections import Counter
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from squall import Bolt, Fields, TopologyBuilder, Values
 from squall.atomic_files import snapshot_ids
 from squall.errors import BatchRetryError
+from squall.runtime.spark import stage
 from squall.runtime.spark.driver import SparkRunner
 from squall.testing import FixedTupleSpout
 
@@ -146,3 +148,44 @@ def test_a_retried_batch_that_changes_nothing_leaves_no_snapshot_of_its_failed_a
     out = [v for s, v in runner.captured()[guard] if s == "default"]
     assert sorted(w for w, _ in out) == sorted(WORDS)
     assert [r for _, r in out] == [0] * len(WORDS)
+
+
+def test_the_first_bolt_runs_where_the_spouts_rows_are_read(tmp_path, spark_session):
+    """A batch's rows reach the first bolt without a shuffle of their own: every job the query
+    ran has one Spark stage per bolt (the spouts' rows read in the first bolt's stage), and each
+    of the first bolt's tasks still sees all its words (fields grouping) in one partition."""
+    b = TopologyBuilder()
+    b.set_spout("words", FixedTupleSpout([[w] for w in WORDS * 3], Fields("word")))
+    b.set_bolt("where", Where(), 2).fields_grouping("words", Fields("word"))
+    b.set_bolt("tally", Tally(), 2).fields_grouping("where", Fields("word"))
+    runner, _ = run(b.create_topology(), {}, tmp_path, spark_session)
+    seen = [v for t in runner.topology.component_tasks("where")
+            for s, v in runner.captured().get(t, []) if s == "default"]
+    assert sorted(w for w, _, _ in seen) == sorted(WORDS * 3)
+    assert len({(t, p) for _, t, p in seen}) == 2  # a task's tuples in one partition
+    tracker = spark_session.sparkContext.statusTracker()
+    jobs = tracker.getJobIdsForGroup(str(runner.query.runId))
+    assert jobs
+    stages = {len(tracker.getJobInfo(j).stageIds) for j in jobs}
+    assert stages == {2}, f"Spark stages per job: {stages}, not one per bolt"
+
+
+def test_a_stage_ships_its_plan_without_the_topology(tmp_path):
+    """A stage's closure is pickled every batch: it carries the run id, and the topology (here a
+    spout holding a megabyte of data) travels once, in a file a worker reads once per run."""
+    b = TopologyBuilder()
+    b.set_spout("words", FixedTupleSpout([["x" * 1000]] * 1000, Fields("word")))
+    b.set_bolt("pass", Pass(), 2).shuffle_grouping("words")
+    topology = b.create_topology()
+    plan = stage.StagePlan(
+        run_id="r1", topology=topology, conf={}, component="pass", batch_id=3, committed=2,
+        state_dir=str(tmp_path), keys={"pass": [0, 1]}, seed=1, tracking=True, capture=False,
+        checkpoint_id="c")
+    blob = pickle.dumps(plan)
+    assert len(blob) < 2_000
+    assert Path(stage.topology_path(str(tmp_path), "r1")).exists()
+    stage._TOPOLOGIES.clear()  # as in a fresh Python worker
+    shipped = pickle.loads(blob)
+    assert shipped.batch_id == 3 and shipped.component == "pass"
+    assert shipped.topology.component_tasks("pass") == topology.component_tasks("pass")
+    assert pickle.loads(blob).topology is shipped.topology  # read once per run

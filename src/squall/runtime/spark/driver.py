@@ -23,6 +23,7 @@ from typing import Any
 import cloudpickle
 
 from squall.atomic_files import latest_snapshot, read_or_none, snapshot_path, write_atomic
+from squall.components.partitioned_source import PartitionedSource
 from squall.errors import ReliabilityError, SquallError
 from squall.metrics.snapshot import BatchMetrics
 from squall.protocols import Progress
@@ -52,6 +53,7 @@ from squall.runtime.spark.rescale import migrate
 from squall.runtime.spark.session import get_session
 from squall.runtime.spark.shipping import portable
 from squall.runtime.spark.spouts import (
+    INPUT_PARTITIONS,
     SpoutSource,
     read_status,
     write_control,
@@ -134,6 +136,14 @@ class SparkRunner(Controls, Reporting):
         self.order = bolt_order(self.topology)
         self.keys = {cid: routing_keys(self.topology.components[cid].num_tasks)
                      for cid in self.order}
+        # The reader hands a batch's rows over partitioned for the first bolt, which then runs
+        # where they are read (spouts.INPUT_PARTITIONS); not with a built-in source, whose
+        # ranges are read, and their records routed, on the executors.
+        self.source_options = {"dir": self.dir}
+        if self.order and not any(isinstance(spec.new_instance(), PartitionedSource)
+                                  for spec in self.topology.spouts.values()):
+            self.source_options[INPUT_PARTITIONS] = str(
+                self.topology.components[self.order[0]].num_tasks)
         self.run_id = uuid.uuid4().hex
         self.errors: list[ErrorRecord] = []
         # Logged rate-limited per component and error kind (batch time); every one is kept.
@@ -220,7 +230,8 @@ class SparkRunner(Controls, Reporting):
             keys=self.keys, seed=self.seed, tracking=self.tracking, capture=self.capture,
             checkpoint_id=self.checkpoint_id,
         )
-        cur = chain_stages(df, plan, self.order)
+        cur = chain_stages(df, plan, self.order,
+                           partitioned=INPUT_PARTITIONS in self.source_options)
         attempt = 1
         while True:
             try:
@@ -379,7 +390,8 @@ class SparkRunner(Controls, Reporting):
         def drive(started: float) -> None:
             drive_query(self, SpoutSource.name(), self._batch, done=complete, started=started,
                         duration_ms=duration_ms, should_stop=should_stop,
-                        on_progress=on_progress, progress_every_ms=progress_every_ms)
+                        on_progress=on_progress, progress_every_ms=progress_every_ms,
+                        options=self.source_options)
             self._cleanup()  # after a run that ended well only: a failed one restarts
 
         return self.run_bracket(drive, on_progress=on_progress)

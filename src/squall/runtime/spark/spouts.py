@@ -25,6 +25,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from squall.atomic_files import read_or_none, write_atomic
 from squall.components.partitioned_source import PartitionedSource
 from squall.metrics.histogram import LatencyHistogram
+from squall.murmur3 import hash_long
 from squall.reliability.acker import Outcome
 from squall.runtime.clock import wall_ms  # planning time of a batch, recorded in its rows
 from squall.runtime.gc_pause import gc_paused
@@ -122,6 +123,22 @@ class SegmentPartition(InputPartition):
         self.path = path
 
 
+class SegmentSlice(InputPartition):
+    """Partition `index` of `n` of a batch's segments: the rows whose routing key Spark's hash
+    places in partition `index` of `n`, as `repartition(n, "key")` would (see `INPUT_PARTITIONS`).
+    """
+
+    def __init__(self, paths: list[str], index: int, n: int) -> None:
+        self.paths, self.index, self.n = paths, index, n
+
+
+# The source option by which the driver asks for a batch's rows already partitioned for its first
+# stage (that stage's task count): the first bolt then runs where the rows are read, with no
+# shuffle of the spouts' rows (`stage.chain_stages`). Not given when the topology has a built-in
+# source (`PartitionedSource`), whose ranges are read, and routed, on the executors.
+INPUT_PARTITIONS = "partitions"
+
+
 class SpoutReader(DataSourceStreamReader):
     """The spouts' host on the driver side (see the module's docstring).
 
@@ -135,6 +152,8 @@ class SpoutReader(DataSourceStreamReader):
 
     def __init__(self, options: Mapping[str, str]) -> None:
         self.run_dir = options["dir"]
+        partitions = options.get(INPUT_PARTITIONS)
+        self.input_partitions = int(partitions) if partitions else None
         self.opened = False
 
     def _open(self) -> None:
@@ -454,6 +473,12 @@ class SpoutReader(DataSourceStreamReader):
         write_atomic(os.path.join(self.run_dir, "status.pkl"), pickle.dumps(status))
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        if self.input_partitions is not None:
+            paths = [segment_path(self.run_dir, seg)
+                     for seg in range(int(start["seg"]) + 1, int(end["seg"]) + 1)]
+            paths = [path for path in paths if os.path.exists(path)]
+            n = self.input_partitions
+            return [SegmentSlice(paths, i, n) for i in range(n)]
         out: list[InputPartition] = []
         for seg in range(int(start["seg"]) + 1, int(end["seg"]) + 1):
             if os.path.exists(segment_path(self.run_dir, seg)):
@@ -464,6 +489,9 @@ class SpoutReader(DataSourceStreamReader):
     def read(self, partition: InputPartition):
         if isinstance(partition, (RangePartition, RecordRangeGroup)):
             yield from read_range(partition)
+            return
+        if isinstance(partition, SegmentSlice):
+            yield from _read_slice(partition)
             return
         assert isinstance(partition, SegmentPartition)
         with pa.OSFile(partition.path) as f:
@@ -483,6 +511,23 @@ class SpoutReader(DataSourceStreamReader):
             return
         for task in self.tasks.values():
             task.close()
+
+
+def _read_slice(part: SegmentSlice) -> Any:
+    """The rows of a batch's segments that Spark's hash of the routing key places in partition
+    `part.index` of `part.n` (a segment holds few rows: packets of up to 65,536 tuples)."""
+    index, n = part.index, part.n
+    for path in part.paths:
+        with pa.OSFile(path) as f:
+            reader = pa.ipc.open_file(f)
+            for i in range(reader.num_record_batches):
+                batch = reader.get_batch(i)
+                keys = batch.column("key").to_pylist()
+                mask = [hash_long(key or 0) % n == index for key in keys]
+                if all(mask):
+                    yield batch
+                elif any(mask):
+                    yield batch.filter(pa.array(mask))
 
 
 def delivered_path(run_dir: str) -> str:

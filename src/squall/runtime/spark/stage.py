@@ -21,10 +21,12 @@ import contextlib
 import dataclasses
 import functools
 import os
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import cloudpickle
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -52,6 +54,23 @@ from squall.transaction_kernel.reports import BatchReport
 # the instance dumped when it last equalled that snapshot)
 _TASKS: dict[tuple[str, int], tuple[int, int, BoltTask, bytes]] = {}
 
+# run id -> its topology, in the driver (written to the run's file) and in each Python worker (read
+# from it): a stage's closure carries the run id, not the topology (see `StagePlan`).
+_TOPOLOGIES: OrderedDict[str, Topology] = OrderedDict()
+_TOPOLOGIES_KEPT = 4
+
+
+def topology_path(state_dir: str, run_id: str) -> str:
+    """The file a run's stages read its topology from (written once, by the first stage shipped)."""
+    return os.path.join(state_dir, "stages", f"topology-{run_id}.pkl")
+
+
+def _keep_topology(run_id: str, topology: Topology) -> None:
+    _TOPOLOGIES[run_id] = topology
+    _TOPOLOGIES.move_to_end(run_id)
+    while len(_TOPOLOGIES) > _TOPOLOGIES_KEPT:
+        _TOPOLOGIES.popitem(last=False)
+
 
 @dataclass(frozen=True)
 class StagePlan:
@@ -69,6 +88,29 @@ class StagePlan:
     tracking: bool
     capture: bool
     checkpoint_id: str  # the location's (fingerprint.checkpoint_id): sinks name marks with it
+
+    # Pickled for every stage of every batch: the topology (which holds every component, and
+    # whatever data a spout keeps) travels once per run, in a file under the checkpoint location
+    # that every executor reads (as it reads snapshots), and a worker keeps it per run id. Per
+    # batch only the plan's small fields are pickled, shipped and unpickled.
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        if _TOPOLOGIES.get(self.run_id) is not self.topology:
+            write_atomic(topology_path(self.state_dir, self.run_id),
+                         cloudpickle.dumps(self.topology))
+            _keep_topology(self.run_id, self.topology)
+        state["topology"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        run_id = state["run_id"]
+        topology = _TOPOLOGIES.get(run_id)
+        if topology is None:
+            with open(topology_path(state["state_dir"], run_id), "rb") as f:
+                topology = cloudpickle.load(f)
+        _keep_topology(run_id, topology)
+        state["topology"] = topology
+        self.__dict__.update(state)
 
 
 class StageHost:
@@ -413,7 +455,7 @@ def stage_function(plan: StagePlan) -> Callable[[Iterator[pa.RecordBatch]],
     return functools.partial(run_stage, plan)
 
 
-def chain_stages(df: Any, plan: StagePlan, order: list[str]) -> Any:
+def chain_stages(df: Any, plan: StagePlan, order: list[str], *, partitioned: bool = False) -> Any:
     """`df` (a batch's input rows) through one stage per component of `order`, in that order.
 
     `plan` is the batch's plan (its `component` is ignored). Each stage repartitions by the
@@ -422,12 +464,15 @@ def chain_stages(df: Any, plan: StagePlan, order: list[str]) -> Any:
     more tasks than the application has cores (Spark's default parallelism) runs them as one
     Spark task per core: `coalesce` hands each Spark task whole partitions, hence whole Storm
     tasks, which it runs in turn. Each Python task costs a worker's round (start, function, Arrow
-    stream), so there are no more of them than cores to run them.
+    stream), so there are no more of them than cores to run them. `partitioned`: `df` holds its
+    rows in the partitions `repartition` would give them for the first component, so its stage
+    runs where they are read.
     """
     cores = df.sparkSession.sparkContext.defaultParallelism
-    for cid in order:
+    for i, cid in enumerate(order):
         n = plan.topology.components[cid].num_tasks
-        df = df.repartition(n, "key")
+        if i or not partitioned:
+            df = df.repartition(n, "key")
         if cores < n:
             df = df.coalesce(cores)
         df = df.mapInArrow(stage_function(dataclasses.replace(plan, component=cid)), row_schema.DDL)
