@@ -25,14 +25,24 @@ latency runs from the planning of the micro-batch that first holds a sentence (w
 spout reader does when it calls `next_tuple`) to the count of its last word; its "complete"
 column is the end of the `foreachBatch` that collected it (it has no acking). The word total is
 checked.
+
+`--batches` (spark) also prints, per run, Spark's progress reports of its micro-batches with
+input (the first, start-up, left out): their count, the median time between trigger starts,
+the median of each `durationMs` part (latestOffset, getBatch, queryPlanning, walCommit,
+addBatch, commitOffsets, triggerExecution), the median of squall's driver work after the job
+(`SparkRunner._apply`: the ledger fold, the outcome file, the commit record), and how many
+trigger starts fell between a sampled sentence's emit and its ack (1: the ack was delivered
+when the next batch was planned).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -104,6 +114,7 @@ class RateSpout(Spout):
         self.path = os.path.join(self.out_dir, f"spout-{context.this_task_id}.json")
         self.dumped = 0.0
         self.last = 0.0
+        self.pairs: list[tuple[float, float]] = []  # (emit, ack) of every 10th sentence
 
     def next_tuple(self) -> None:
         now = time.time()
@@ -121,9 +132,13 @@ class RateSpout(Spout):
     def ack(self, msg_id: Any) -> None:
         now = time.time()
         self.hist.add((now - msg_id[1]) * 1000)
+        if msg_id[0] % 10 == 0:
+            self.pairs.append((msg_id[1], now))
         if now - self.dumped > 0.5 or self.hist.n == len(self.sentences):
             self.hist.emitting = (self.t0, self.last)
             self.hist.dump(self.path)
+            with open(f"{self.path}.pairs", "w") as f:
+                json.dump(self.pairs, f)
             self.dumped = now
 
     def fail(self, msg_id: Any) -> None:
@@ -196,9 +211,12 @@ def measure(runner: str, sentences: list[str], rate: int, conf: dict[str, Any]
         raise AssertionError(f"errors: {result.errors[:3]}")
     complete, e2e = Histogram(), Histogram()
     counts: dict[str, int] = {}
+    pairs: list[tuple[float, float]] = []
     for name in os.listdir(out_dir):
         path = os.path.join(out_dir, name)
-        if name.startswith("spout-") and name.endswith(".json"):
+        if name.startswith("spout-") and name.endswith(".pairs"):
+            pairs += json.loads(Path(path).read_text())
+        elif name.startswith("spout-") and name.endswith(".json"):
             complete.merge(json.loads(Path(path).read_text()))
         elif name.startswith("count-") and name.endswith(".json"):
             e2e.merge(json.loads(Path(path).read_text()))
@@ -212,7 +230,80 @@ def measure(runner: str, sentences: list[str], rate: int, conf: dict[str, Any]
                              f"not {len(sentences)}")
     first, last = complete.emitting
     reached = len(sentences) / (last - first) if first is not None and last > first else 0.0
-    return {"rate": reached, "complete": complete, "e2e": e2e, "elapsed": elapsed}
+    return {"rate": reached, "complete": complete, "e2e": e2e, "elapsed": elapsed,
+            "pairs": pairs}
+
+
+PARTS = ("latestOffset", "getBatch", "queryPlanning", "walCommit", "addBatch", "commitOffsets",
+         "triggerExecution")
+
+
+class BatchLog:
+    """Spark's progress reports (a StreamingQueryListener) and the driver's time in
+    `SparkRunner._apply`, for --batches."""
+
+    def __init__(self, spark: Any) -> None:
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        from squall.runtime.spark.driver import SparkRunner
+
+        self.progress: list[dict[str, Any]] = []
+        self.apply_ms: list[float] = []
+        log = self
+
+        class Listener(StreamingQueryListener):
+            def onQueryStarted(self, event: Any) -> None:
+                pass
+
+            def onQueryProgress(self, event: Any) -> None:
+                log.progress.append(json.loads(event.progress.json))
+
+            def onQueryIdle(self, event: Any) -> None:
+                pass
+
+            def onQueryTerminated(self, event: Any) -> None:
+                pass
+
+        spark.streams.addListener(Listener())
+        apply = SparkRunner._apply
+
+        def timed(runner: Any, rows: Any, batch_id: int) -> None:
+            t = time.perf_counter()
+            apply(runner, rows, batch_id)
+            log.apply_ms.append((time.perf_counter() - t) * 1000)
+
+        setattr(SparkRunner, "_apply", timed)  # noqa: B010 (timed in place, for --batches)
+
+    def mark(self) -> tuple[int, int]:
+        return len(self.progress), len(self.apply_ms)
+
+    def report(self, since: tuple[int, int], pairs: list[tuple[float, float]]) -> str:
+        from datetime import datetime
+
+        time.sleep(1.0)  # the listener's last reports arrive after the query stopped
+        batches = [p for p in self.progress[since[0]:] if p.get("numInputRows")][1:]
+        if not batches:
+            return "    no batches with input"
+        starts = sorted(datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
+                        for p in batches)
+        gaps = [b - a for a, b in itertools.pairwise(starts)]
+        parts = " ".join(
+            f"{k} {statistics.median(p['durationMs'].get(k, 0) for p in batches):.0f}"
+            for k in PARTS)
+        line = (f"    {len(batches)} batches, rows p50 "
+                f"{statistics.median(p['numInputRows'] for p in batches):.0f}, between trigger "
+                f"starts p50 {statistics.median(gaps) * 1000 if gaps else 0:.0f} ms; "
+                f"durationMs p50: {parts}")
+        applied = self.apply_ms[since[1]:][1:]
+        if applied:
+            line += f"; driver _apply p50 {statistics.median(applied):.1f} ms"
+        if pairs:
+            rounds = [sum(1 for s in starts if e < s <= a) for e, a in pairs
+                      if starts[0] <= e <= starts[-1]]
+            if rounds:
+                line += ("; trigger starts between emit and ack: "
+                         + ", ".join(f"{n}: {rounds.count(n)}" for n in sorted(set(rounds))))
+        return line
 
 
 class RateSource:
@@ -359,6 +450,8 @@ def main() -> None:
                         help="how long each rate emits (sentences = rate x seconds)")
     parser.add_argument("--pyspark", action="store_true",
                         help="also measure a plain PySpark query of the same shape (spark only)")
+    parser.add_argument("--batches", action="store_true",
+                        help="also print the per-batch breakdown of each run (spark only)")
     parser.add_argument("-c", dest="conf", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
     conf: dict[str, Any] = {"topology.acker.executors": 1}
@@ -370,6 +463,11 @@ def main() -> None:
             conf[key] = raw
     print(f"W4 on the {args.runner} runner, {time.strftime('%Y-%m-%d %H:%M')}, settings {conf} "
           "(anything unset: the runner's default)")
+    batch_log = None
+    if args.batches and args.runner == "spark":
+        from squall.runtime.spark.session import get_session
+
+        batch_log = BatchLog(get_session(None, conf))
     print(f"{'rate asked':>10} {'reached':>9}  complete p50 / p99 / max ms"
           "        end-to-end p50 / p99 / max ms    load")
     for rate in (int(r) for r in args.rates.split(",")):
@@ -378,6 +476,7 @@ def main() -> None:
         labels = ["squall"] + (["pyspark"] if args.pyspark and args.runner == "spark" and rate
                                else [])
         for label in labels:
+            since = batch_log.mark() if batch_log is not None else (0, 0)
             m = (measure(args.runner, sentences, rate, conf) if label == "squall"
                  else measure_pyspark(sentences, rate))
             c, e = m["complete"], m["e2e"]
@@ -386,6 +485,8 @@ def main() -> None:
                   f"{c.quantile(0.5):9.2f} {c.quantile(0.99):9.2f} {c.max_ms:9.1f}    "
                   f"{e.quantile(0.5):9.2f} {e.quantile(0.99):9.2f} {e.max_ms:9.1f}    {load:4.1f}"
                   f"  {label}", flush=True)
+            if batch_log is not None:
+                print(batch_log.report(since, m.get("pairs", [])), flush=True)
 
 
 if __name__ == "__main__":
