@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -32,7 +33,7 @@ from squall import Config, Fields, TopologyBuilder
 from squall.runtime.gc_pause import gc_paused
 from squall.runtime.spark import row_schema
 from squall.runtime.spark import stage as stage_mod
-from squall.runtime.spark.spouts import ReaderHost
+from squall.runtime.spark.spouts import ReaderHost, end_of_input_rows
 from squall.runtime.spark.stage import StagePlan, run_stage
 from squall.task.tasks import SpoutTask
 
@@ -58,16 +59,15 @@ def plain(sentences: list[str]) -> tuple[float, float]:
     return t1 - t0, clock() - t1
 
 
-def squall_once(sentences: list[str], acking: bool) -> tuple[dict[str, float], dict[str, int]]:
-    topo = topology(sentences, acking)
-    conf = Config()
-    conf.set_num_ackers(1 if acking else 0)
-    keys = {cid: list(range(topo.components[cid].num_tasks)) for cid in topo.components}
-    key_of = {t: 0 for t in topo.task_ids}
-    times: dict[str, float] = {}
+def spout_batch(topo: Any, conf: Config, tracking: bool, end_of_input: bool = False
+                ) -> tuple[float, pa.RecordBatch]:
+    """The spout reader's rows of the whole input as one micro-batch (with `end_of_input`: and
+    the rows that tell every bolt task input ended, as the driver plans them when every spout
+    is exhausted), and the time it took."""
+    key_of = dict.fromkeys(topo.task_ids, 0)
     host = ReaderHost(key_of, capture=False)
     (spout_task_id,) = topo.component_tasks("sentences")
-    spout = SpoutTask(topo, spout_task_id, dict(conf), host, seed=0, tracking=acking)
+    spout = SpoutTask(topo, spout_task_id, dict(conf), host, seed=0, tracking=tracking)
     spout.open()
     t0 = clock()
     with gc_paused():
@@ -76,8 +76,19 @@ def squall_once(sentences: list[str], acking: bool) -> tuple[dict[str, float], d
         host.rows.rows.extend(host.packets.rows())
         if host.messages:
             host.rows.append(row_schema.messages_row(host.messages, host.now))
+        if end_of_input:
+            host.rows.rows.extend(end_of_input_rows(topo, key_of, host.now, host.seq + 1))
         batch = host.rows.to_batch()
-    times["spout (reader)"] = clock() - t0
+    return clock() - t0, batch
+
+
+def squall_once(sentences: list[str], acking: bool) -> tuple[dict[str, float], dict[str, int]]:
+    topo = topology(sentences, acking)
+    conf = Config()
+    conf.set_num_ackers(1 if acking else 0)
+    keys = {cid: list(range(topo.components[cid].num_tasks)) for cid in topo.components}
+    times: dict[str, float] = {}
+    times["spout (reader)"], batch = spout_batch(topo, conf, acking)
     state_dir = tempfile.mkdtemp(prefix="w1-stages-")
     stage_mod._TASKS.clear()
     for cid in ("split", "count"):

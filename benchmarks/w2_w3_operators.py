@@ -1,7 +1,7 @@
 """W2 and W3 (docs/benchmarks.md) with squall.windows operators, on the local and the Spark runner.
 
     .venv/bin/python benchmarks/w2_w3_operators.py [--sentences 200000] [--runs 3] [--spark]
-        [--spark-batches all,100000] [--no-local] [--workloads W2,W3,W3t] [--stateful]
+        [--spark-batches all,100000] [--no-local] [--workloads W2,W3,W3t,W2dict] [--stateful]
 
 W2: per-word count in 10 s tumbling event-time windows (`KeyedWindowedOperator`, `Count`, on-time
 trigger, discarding, allowed lateness 0, watermark = largest timestamp). W3: windows
@@ -15,10 +15,14 @@ the script prints them. W3t: W3 with an early firing every second of processing 
 the panes of a (word, window) add up to its count. Topology: list spout (sentence, ts) -> split x1
 -> operator x2 (fields grouping by word) -> sink x2 that adds the panes up per (window, word);
 every run is checked against the plain-Python reference, which is also the ratio's baseline (the
-per-word dict loop, in the same process). `--stateful`: the operators keep their windows in the
-state provider (`stateful=True`; memory on the local runner, durable SQLite under the checkpoint
-on Spark). Prints words/s: on the local runner the median of the runs after a warm-up; on Spark
-the second of two runs (warm Python workers) per micro-batch size of `--spark-batches`.
+per-word dict loop, in the same process). W2dict: W2's topology with the operator replaced by a
+bolt that counts per (window start, word) in a dict and emits nothing (same spout, split and
+fields grouping; its counts are checked against W2's reference): what W2 costs without the
+windowing, the baseline of the windowing's share. `--stateful`: the operators keep their
+windows in the state provider (`stateful=True`; memory on the local runner, durable SQLite under
+the checkpoint on Spark). Prints words/s: on the local runner the median of the runs after a
+warm-up; on Spark the second of two runs (warm Python workers) per micro-batch size of
+`--spark-batches`.
 """
 
 from __future__ import annotations
@@ -93,10 +97,30 @@ class Sink(Bolt):
         self.collector.ack(tup)
 
 
+class DictCount(Bolt):
+    """W2 without windows: counts per (10 s window start, word) in a dict, emits nothing."""
+
+    def prepare(self, conf, context, collector) -> None:
+        super().prepare(conf, context, collector)
+        self.counts: dict[tuple[int, str], int] = {}
+
+    def execute(self, tup) -> None:
+        word, ts = tup.values
+        key = (ts - ts % 10_000, word)
+        counts = self.counts
+        counts[key] = counts.get(key, 0) + 1
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer) -> None:
+        declarer.declare(Fields("word", "start", "end", "count", "timing"))
+
+
 STATEFUL = False
 
 
-def operator(workload: str) -> KeyedWindowedOperator:
+def operator(workload: str) -> Any:
+    if workload == "W2dict":
+        return DictCount()
     if workload == "W2":
         window = TimeWindows(Duration.seconds(10))
         trigger = TriggerOption.at_watermark()
@@ -123,7 +147,7 @@ def reference(sentences: list[str], workload: str) -> tuple[float, dict[tuple[in
     """The plain-Python per-word loop over the same windows."""
     t0 = time.perf_counter()
     counts: dict[tuple[int, str], int] = {}
-    if workload == "W2":
+    if workload in ("W2", "W2dict"):
         for i, line in enumerate(sentences):
             ts = i * 10
             start = ts - ts % 10_000
@@ -147,6 +171,9 @@ def sink_totals(tasks: Any) -> tuple[dict, int, int]:
     counts: dict = {}
     panes = early = 0
     for task in tasks:
+        if isinstance(task.instance, DictCount):
+            for k, v in task.instance.counts.items():
+                counts[k] = counts.get(k, 0) + v
         if task.component_id == "sink":
             for k, v in task.instance.counts.items():
                 counts[k] = counts.get(k, 0) + v
@@ -188,7 +215,7 @@ def main() -> None:
                         help="sentences per Spark micro-batch, comma-separated ('all': the "
                              "whole input in one)")
     parser.add_argument("--no-local", action="store_true", help="skip the local runner")
-    parser.add_argument("--workloads", default="W2,W3", help="W2, W3, W3t, comma-separated")
+    parser.add_argument("--workloads", default="W2,W3", help="W2, W3, W3t, W2dict, comma-separated")
     parser.add_argument("--stateful", action="store_true",
                         help="windows in the state provider (stateful=True)")
     args = parser.parse_args()
