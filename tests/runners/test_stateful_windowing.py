@@ -16,6 +16,7 @@ import time
 
 import pytest
 from support.redis_server import start_redis
+from support.run_until import run_until
 from support.runs import complete_cached
 
 from squall import (
@@ -195,8 +196,10 @@ class Log(StatefulWindowedBolt):
 @pytest.mark.parametrize("mode", ["ids", "persistent"])
 def test_window_contents_survive_a_restart(runner, mode, tmp_path):
     """Two runs on one state: the first leaves 20 events in the window (committed in the durable
-    provider), the second's first window is made of them and the new events."""
-    from squall import run
+    provider), the second's first window is made of them and the new events. The spout never
+    ends: each run stops once the ids below its limit are acked, all of them with persistent
+    windows (acked at the checkpoint), all but the last window's 20 by ids (a tuple is acked
+    when it leaves the window: those 20 stay in flight, and the stop ends at its deadline)."""
     from squall.state.providers import new_state
 
     bolt = Log().with_window(Count(20), Count(5))
@@ -212,14 +215,22 @@ def test_window_contents_survive_a_restart(runner, mode, tmp_path):
     kwargs = {}
     if runner == "spark":
         kwargs = {"master": "local[2]", "checkpoint_location": str(tmp_path / "ckpt")}
+    acked = tmp_path / "acked"
+    in_window = 0 if mode == "persistent" else 20
     for limit in (60, 80):
         (tmp_path / "limit").write_text(str(limit))
-        result = run(topology, {**conf, "test.dir": str(tmp_path)},
-                     runner=runner, duration=2 if runner == "local" else 12, **kwargs)
+        result = run_until(topology,
+                           lambda n=limit - in_window: _acked_ids(acked) >= set(range(n)),
+                           {**conf, "test.dir": str(tmp_path)}, runner=runner,
+                           stop_timeout_s=60 if mode == "persistent" else 2, **kwargs)
         assert result.errors == []
     task = topology.component_tasks("w")[0]
     log = new_state(conf, f"w-{task}").get("log")
     assert log == [(max(0, end - 19), end, min(20, end + 1)) for end in range(4, 80, 5)]
+
+
+def _acked_ids(path) -> set[int]:
+    return {int(x) for x in path.read_text().split()}
 
 
 def test_validation_names_the_component():

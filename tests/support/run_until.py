@@ -22,9 +22,12 @@ from squall.topology.description import Topology
 def run_until(topology: Topology, done: Callable[[], bool], conf: Mapping[str, Any] | None = None,
               *, runner: str, cap_s: float = 180.0, poll_s: float = 0.25,
               checkpoint_location: str | None = None, on_progress: Any = None,
-              master: str | None = None) -> RunResult:
+              master: str | None = None, stop_timeout_s: float = 60.0) -> RunResult:
     """Run `topology` on `runner` until `done()` is true (checked every `poll_s` from another
-    thread; an exception counts as not yet), then stop it gracefully; at most `cap_s`."""
+    thread; an exception counts as not yet), then stop it gracefully; at most `cap_s`. The stop
+    waits up to `stop_timeout_s` for the tuple trees in flight (a topology that holds trees
+    across runs, as a windowed bolt acking a tuple when it leaves its window, stops at that
+    deadline; a restart replays them)."""
     chosen = make_runner(topology, conf, runner=runner, checkpoint_location=checkpoint_location,
                          master=master)
     finished = threading.Event()
@@ -38,7 +41,7 @@ def run_until(topology: Topology, done: Callable[[], bool], conf: Mapping[str, A
             except Exception:  # the output is not there yet, or half written
                 pass
             finished.wait(poll_s)
-        chosen.request_stop(timeout_s=60)
+        chosen.request_stop(timeout_s=stop_timeout_s)
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
