@@ -204,7 +204,27 @@ KINDS: dict[str, Callable[[str, Path], None]] = {
 }
 
 
+# Kinds whose Spark case runs in CI's second run (`extended`), each with what the default run
+# keeps of it on Spark: the progress and summary of `squall run` here (the windowed, windowed
+# operator and transactional kinds); the word count example through `squall run`
+# (test_cli.py's main job: its result equal to the local runner's, its summary); a stateful
+# bolt's running counts in durable state through `squall run`, exact across a stop and a
+# restart, with its summary (test_stop.py, tests/support/stop_topology.py); the stateful
+# windowing example's result (test_stateful_windowing_example.py).
+EXTENDED_ON_SPARK = {"basic", "stateful", "stateful_windowed"}
+
+
+def _marks(kind: str, runner: str) -> list:
+    if runner == "local":
+        return []
+    return [pytest.mark.spark, *([pytest.mark.extended] if kind in EXTENDED_ON_SPARK else [])]
+
+
+CASES = [pytest.param(kind, runner, id=f"{runner}-{kind}", marks=_marks(kind, runner))
+         for runner in ("local", "spark") for kind in KINDS]
+
+
 @pytest.mark.runners(spark_session=False)
-@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize(("kind", "runner"), CASES, indirect=["runner"])
 def test_squall_run_with_default_options(kind: str, runner: str, tmp_path: Path) -> None:
     KINDS[kind](runner, tmp_path)

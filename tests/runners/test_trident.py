@@ -1281,7 +1281,13 @@ def _printed(proc: subprocess.CompletedProcess, prefix: str) -> list[str]:
             if line.startswith(prefix)]
 
 
+# On Spark in CI's second run (`extended`). The default run keeps on Spark: the reach example
+# through the CLI (below: a Trident topology's state and output from `squall run`), this
+# example through `squall submit` (test_cli.py) and a word count's state in process:
+# test_word_count_state_new_values_and_query_equal_a_dict_count.
 @pytest.mark.runners(spark_session=False)
+@pytest.mark.parametrize("runner", ["local", pytest.param(
+    "spark", marks=[pytest.mark.spark, pytest.mark.extended])], indirect=True)
 def test_trident_wordcount_example_through_the_cli(runner, tmp_path):
     wc = load_example("trident_wordcount")
     proc = _squall_run("examples/trident_wordcount.py:topology", runner, tmp_path / "ckpt")
