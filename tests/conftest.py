@@ -23,8 +23,8 @@ and `spark`; each file declares nothing::
     def test_word_count(runner):
         result = complete_topology(build(), runner=runner)
 
-Spark variants carry the `spark` marker (`-m "not spark"` runs the local ones only) and take the
-module's `spark_session` first, so every Spark test of a module shares one session.
+Spark variants carry the `spark` marker (`-m "not spark"` runs the local ones only) and take
+`spark_session` first, so every Spark test a process runs (an xdist worker) shares one session.
 
 Batch cuts: results must not depend on how input is cut into Spark micro-batches. A variant may
 add configuration, which the test reads from the `runner_conf` fixture (a fresh dict, empty for
@@ -83,8 +83,9 @@ MARKERS = {
     "workers",
     "long": "a sweep (many kill points, long chaos): not in the default run; -m long runs them",
     "extended": "a check CI runs after the default run (`-m extended`): a second kill schedule "
-    "of a path the default run already kills, a real standalone cluster, or the Spark cut of "
-    "one tuple per micro-batch of checks the default run makes at other cuts",
+    "of a path the default run already kills, a real standalone cluster, the Spark cut of "
+    "one tuple per micro-batch of checks the default run makes at other cuts, or a Spark case "
+    "whose parts other tests of the default run check on Spark (each says which)",
     "slow": "long-running",
     "chaos": "the chaos suite (tests/crash/chaos; SQUALL_CHAOS=long for the long version)",
     "runners(*variant_ids, spark_session=True)": "the runner variants of a test taking the "
@@ -263,9 +264,12 @@ def _check_nothing_left_running(terminalreporter, config) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def spark_session():
-    """One Spark session (local[2]) per test module, with squall's own defaults."""
+    """One Spark session (local[2]) per test process (each xdist worker), with squall's own
+    defaults, shared by the modules the process runs: a new session per module cost each
+    module's first Spark run 3-4 s more (Python workers started again). The runners stop their
+    queries and set no session configuration, so a module meets the session as a new one."""
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from squall.runtime.spark.session import get_session
