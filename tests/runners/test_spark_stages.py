@@ -189,3 +189,7 @@ def test_a_stage_ships_its_plan_without_the_topology(tmp_path):
     assert shipped.batch_id == 3 and shipped.component == "pass"
     assert shipped.topology.component_tasks("pass") == topology.component_tasks("pass")
     assert pickle.loads(blob).topology is shipped.topology  # read once per run
+    again = stage.StagePlan(**{**plan.__dict__, "run_id": "r2"})  # a restart: another run
+    pickle.dumps(again)
+    assert sorted(p.name for p in Path(stage.topology_path(str(tmp_path), "r2")).parent.iterdir()
+                  ) == ["topology-r2.pkl"]  # the earlier run's file removed

@@ -96,9 +96,13 @@ class StagePlan:
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         if _TOPOLOGIES.get(self.run_id) is not self.topology:
-            write_atomic(topology_path(self.state_dir, self.run_id),
-                         cloudpickle.dumps(self.topology))
+            path = topology_path(self.state_dir, self.run_id)
+            write_atomic(path, cloudpickle.dumps(self.topology))
             _keep_topology(self.run_id, self.topology)
+            for name in os.listdir(os.path.dirname(path)):  # earlier runs' (restarts)
+                if name.startswith("topology-") and name != os.path.basename(path):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(os.path.join(os.path.dirname(path), name))
         state["topology"] = None
         return state
 
