@@ -1,7 +1,8 @@
 """The runner protocol at every door: `make_runner`'s runners of each kind (Storm's API,
 transactional, Trident) honour `run(should_stop=...)` on both runners, `complete_topology` asks
 the protocol only, and the local runners pace Trident batches and transactions on a simulated
-clock themselves, so a spout that never ends runs into `complete_topology`'s limit."""
+clock themselves and move it while they stay busy, so a spout that never ends runs into
+`complete_topology`'s limit."""
 
 from __future__ import annotations
 
@@ -15,10 +16,16 @@ import pytest
 from support.examples import load_example
 
 import squall.testing.complete
-from squall import BasicBolt, Fields, TopologyBuilder
+from squall import BasicBolt, Fields, Spout, TopologyBuilder
 from squall.runners import make_runner
 from squall.runtime.clock import SimulatedClock
-from squall.testing import CompleteTopologyTimeout, FixedTupleSpout, complete_topology
+from squall.runtime.local.engine import LocalEngine
+from squall.testing import (
+    CompleteTopologyTimeout,
+    FixedTupleSpout,
+    complete_topology,
+    simulated_time,
+)
 from squall.transactional import (
     BatchBolt,
     PartitionedTransactionalSpout,
@@ -208,3 +215,73 @@ def test_complete_topology_gives_up_on_a_transactional_spout_that_never_ends(run
         assert time.monotonic() - began < 10
     else:
         assert "wall time on Spark" in message and committed < ENDLESS_CAP
+
+
+class Counter(Spout):
+    """A plain Storm spout that emits the next number, tracked, on every call and never says
+    it is done: the engine is never idle while it runs."""
+
+    def open(self, conf, context, collector) -> None:
+        super().open(conf, context, collector)
+        self.n = 0
+
+    def next_tuple(self) -> None:
+        self.collector.emit([self.n], msg_id=self.n)
+        self.n += 1
+
+    def declare_output_fields(self, declarer) -> None:
+        declarer.declare(Fields("n"))
+
+
+def counter_topology() -> Any:
+    b = TopologyBuilder()
+    b.set_spout("counter", Counter())
+    b.set_bolt("sink", Sink()).shuffle_grouping("counter")
+    return b.create_topology()
+
+
+@pytest.mark.timeout(60, func_only=True)  # the old local runner looped here for ever
+def test_complete_topology_gives_up_on_a_spout_that_emits_on_every_call(runner):
+    """A spout that emits on every call keeps every round of the local runner busy; its
+    simulated clock still moves (10 s per 10,000 busy rounds at one instant), so
+    `max_time_ms` ends the run and the timeout names the spout with what it emitted and had
+    acked. On Spark the limit is wall time: the run ends by it too."""
+    limit = 2_000
+    began = time.monotonic()
+    with simulated_time() as clock, pytest.raises(CompleteTopologyTimeout) as raised:
+        complete_topology(counter_topology(), runner=runner, max_time_ms=limit)
+    message = str(raised.value)
+    assert f"did not complete within {limit} ms" in message
+    if runner == "local":
+        assert "simulated time" in message and "spouts not exhausted: ['counter']" in message
+        counts = re.search(r"spout 'counter': emitted (\d+), acked (\d+), failed 0", message)
+        assert counts is not None, message
+        emitted, acked = int(counts.group(1)), int(counts.group(2))
+        # One busy step: the clock went from 0 past the limit once, after that many rounds.
+        assert emitted == LocalEngine.BUSY_ROUNDS_PER_STEP and 0 < acked <= emitted
+        assert clock.now_ms() == LocalEngine.BUSY_STEP_MS
+        assert time.monotonic() - began < 10
+    else:
+        # Ended by its duration of wall time (a query's start included), not by the cap.
+        assert "wall time on Spark" in message and time.monotonic() - began < 60
+
+
+def test_a_busy_local_run_moves_its_simulated_clock_in_steps():
+    """On a simulated clock the local runner does its work at one instant until it has been
+    busy for `BUSY_ROUNDS_PER_STEP` rounds there; the clock then moves `BUSY_STEP_MS`, so a run
+    that never goes idle ends by its duration. A bounded input shorter than that keeps the
+    clock where it was, as before."""
+    steps = 2
+    clock = SimulatedClock()
+    chosen = make_runner(counter_topology(), {}, runner="local", clock=clock)
+    result = chosen.run(until_complete=False, duration_ms=steps * LocalEngine.BUSY_STEP_MS)
+    assert clock.now_ms() == result.elapsed_ms == steps * LocalEngine.BUSY_STEP_MS
+    assert result.stats["counter"].emitted == steps * LocalEngine.BUSY_ROUNDS_PER_STEP
+    assert result.stats["sink"].executed == result.stats["counter"].emitted
+    assert result.errors == []
+
+    topology, _ = storm_topology()  # three tuples: done at the instant it began
+    with simulated_time(5_000) as clock:
+        result = complete_topology(topology)
+    assert clock.now_ms() == 5_000 and result.elapsed_ms == 0
+    assert result.acked("words") == [0, 1, 2]

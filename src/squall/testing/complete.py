@@ -175,10 +175,11 @@ def complete_topology(
 
     On the local runner time is simulated: the active `simulated_time()` clock if there is one,
     otherwise a fresh clock from 0, so timeouts take no real time and runs repeat exactly (a
-    Trident batch or a transaction takes Storm's batch emit interval of it). Gives up with
-    `CompleteTopologyTimeout` after `max_time_ms` of the runner's time (simulated on the local
-    runner, wall time on Spark; default: ten message timeouts and a minute), naming what kept
-    the run from completing (`Runner.incomplete`).
+    Trident batch or a transaction takes Storm's batch emit interval of it, and a run that is
+    never idle, a spout that emits on every call, moves it 10 s per 10,000 busy rounds). Gives
+    up with `CompleteTopologyTimeout` after `max_time_ms` of the runner's time (simulated on the
+    local runner, wall time on Spark; default: ten message timeouts and a minute), naming what
+    kept the run from completing (`Runner.incomplete`).
 
     A Trident topology's `tuples(operation)` lists the operation's output rows in batch order,
     `extra` has the committed transactions. A batch that keeps failing fails the run after ten
