@@ -275,8 +275,29 @@ def spark_session():
     from squall.runtime.spark.session import get_session
 
     spark = get_session("local[2]", {"spark.ui.enabled": "false"})
+    _SHARED_SPARK.append(spark)
     yield spark
+    _SHARED_SPARK.clear()
     spark.stop()
+
+
+_SHARED_SPARK: list = []  # the process's shared session, once a test has asked for it
+
+
+@pytest.fixture(autouse=True)
+def _no_query_outlives_its_test():
+    """The shared session meets every module as a new one: a streaming query a test leaves
+    running (a runner that did not stop it, a test that failed halfway) is stopped after the
+    test, and the test errors naming it."""
+    yield
+    if not _SHARED_SPARK:
+        return
+    left = list(_SHARED_SPARK[0].streams.active)
+    for query in left:
+        query.stop()
+    if left:
+        pytest.fail(f"streaming queries left running: {[q.name or q.id for q in left]}",
+                    pytrace=False)
 
 
 @dataclass(frozen=True)
