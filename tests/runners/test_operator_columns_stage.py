@@ -1,4 +1,4 @@
-"""A windowed operator's input as columns in a Spark stage (squall.runtime.spark.operator_columns).
+"""A windowed operator's input as columns in a Spark stage (squall.runtime.spark.window_columns).
 
 A stage gives a task of an operator whose windowing the column-wise core covers (here `fixed`:
 tumbling time windows under Apex's trigger options) its packets' rows as columns, no tuple
@@ -13,28 +13,22 @@ from __future__ import annotations
 
 import logging
 import random
-import tempfile
 from collections import defaultdict
 from typing import Any
 
-import pyarrow as pa
 import pytest
 from support.runs import complete_cached
+from support.stages import stage_outputs
 
-from squall import Bolt, Config, Duration, Fields, TopologyBuilder
-from squall.runtime.spark import operator_columns, row_schema
-from squall.runtime.spark import stage as stage_mod
-from squall.runtime.spark.spouts import ReaderHost, end_of_input_rows
-from squall.runtime.spark.stage import StagePlan, run_stage
+from squall import Bolt, Duration, Fields, TopologyBuilder
 from squall.task.roles.operator import OperatorRole
-from squall.task.snapshot import dump_instance
-from squall.task.tasks import SpoutTask
 from squall.testing import FixedTupleSpout
 from squall.windows import KeyedWindowedOperator, SessionWindows, TimeWindows, TriggerOption
 from squall.windows import accumulations as acc
 
 FIELDS = Fields("user", "amount", "ts")
 WINDOW_MS = 1_000
+STAGES = ["fixed", "sessions"]  # the operators, whose stages run in process
 
 
 def events() -> list[list[Any]]:
@@ -93,48 +87,6 @@ def expected_fixed() -> tuple[list[tuple], list[list[Any]]]:
     return panes, sorted(late)
 
 
-def stage_outputs(columns: bool, run_id: str) -> tuple[dict[str, list[Any]], dict[int, bytes]]:
-    """The spout reader, then the `fixed` and `sessions` stages, in this process, the whole
-    input as one batch: what each stage sends the sink (decoded packets, in row order)
-    and each operator task's snapshot. `columns=False`: the per-tuple path everywhere."""
-    topo = topology()
-    conf = Config()
-    conf.set_num_ackers(0)
-    keys = {cid: list(range(topo.components[cid].num_tasks)) for cid in topo.components}
-    key_of = dict.fromkeys(topo.task_ids, 0)
-    host = ReaderHost(key_of, capture=False)
-    (spout_id,) = topo.component_tasks("events")
-    spout = SpoutTask(topo, spout_id, dict(conf), host, seed=0, tracking=False)
-    spout.open()
-    while not spout.exhausted():
-        spout.next_tuple()
-    host.rows.rows.extend(host.packets.rows())
-    host.rows.rows.extend(end_of_input_rows(topo, key_of, host.now, host.seq + 1))
-    batch = host.rows.to_batch()
-    state_dir = tempfile.mkdtemp(prefix="operator-columns-")
-    stage_mod._TASKS.clear()
-    out: dict[str, list[Any]] = {}
-    role = operator_columns.column_role
-    try:
-        if not columns:
-            operator_columns.column_role = lambda task, run: None  # type: ignore[assignment]
-        for cid in ("fixed", "sessions"):
-            plan = StagePlan(run_id=run_id, topology=topo, conf=dict(conf), component=cid,
-                             batch_id=0, committed=-1, state_dir=state_dir, keys=keys, seed=0,
-                             tracking=False, capture=False, checkpoint_id=run_id)
-            rows = pa.Table.from_batches(list(run_stage(plan, iter([batch]))),
-                                         schema=row_schema.SCHEMA).to_pylist()
-            sinks = set(topo.component_tasks("sink"))
-            out[cid] = [(r["task"], row_schema.decode_values(r["values"])) for r in rows
-                        if r["kind"] == row_schema.PACKET and r["task"] in sinks]
-    finally:
-        operator_columns.column_role = role  # type: ignore[assignment]
-    snapshots = {task_id: dump_instance(cached[2]) for (_run, task_id), cached
-                 in stage_mod._TASKS.items()}
-    stage_mod._TASKS.clear()
-    return out, snapshots
-
-
 def test_a_stage_takes_columns_for_a_covered_operator_with_the_per_tuple_results(
         caplog, monkeypatch):
     executed: dict[str, int] = defaultdict(int)
@@ -146,7 +98,8 @@ def test_a_stage_takes_columns_for_a_covered_operator_with_the_per_tuple_results
 
     monkeypatch.setattr(OperatorRole, "execute", counted)
     caplog.set_level(logging.INFO, logger="squall")
-    by_columns, snapshots = stage_outputs(True, "columns-run")
+    by_columns, snapshots = stage_outputs(topology(), "events", STAGES, "sink", True,
+                                          "columns-run")
     lines = [r.getMessage() for r in caplog.records if "windowed operator" in r.getMessage()]
     assert lines == [
         "windowed operator 'fixed': its tasks take their input on Spark as columns",
@@ -156,7 +109,8 @@ def test_a_stage_takes_columns_for_a_covered_operator_with_the_per_tuple_results
     n = len(events())
     assert dict(executed) == {"sessions": n}  # `fixed`'s tuples: none through execute
     executed.clear()
-    by_tuple, reference = stage_outputs(False, "per-tuple-run")
+    by_tuple, reference = stage_outputs(topology(), "events", STAGES, "sink", False,
+                                          "per-tuple-run")
     assert dict(executed) == {"fixed": n, "sessions": n}
     assert by_columns == by_tuple
     assert by_columns["fixed"] and by_columns["sessions"]

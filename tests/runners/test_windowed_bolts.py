@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.bolts import Describe
 from support.runs import complete_cached
 
 from squall import (
@@ -29,24 +30,6 @@ from squall.runtime.local.engine import LocalEngine
 from squall.testing import FixedTupleSpout, complete_topology, current_clock, simulated_time
 
 BASE_CONF = {"topology.message.timeout.secs": 120, "spark.sql.shuffle.partitions": 2}
-
-
-class Describe(WindowedBolt):
-    """Emits (start, end, values, new values, expired values) of each window."""
-
-    def prepare(self, conf, context, collector):
-        self.collector = collector
-
-    def execute(self, window):
-        def vals(tuples):
-            return [t["v"] for t in tuples]
-
-        self.collector.emit(Values(window.start_timestamp, window.end_timestamp,
-                                   vals(window.get()), vals(window.get_new()),
-                                   vals(window.get_expired())))
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(Fields("start", "end", "values", "new", "expired"))
 
 
 FORMS = {  # name -> (length, slide) in ms for durations; the same shapes as test_windowing

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from squall import Fields, StatefulBolt, Values
+from squall import Fields, StatefulBolt, Values, WindowedBolt
 
 
 class RunningCount(StatefulBolt):
@@ -39,3 +39,22 @@ class WordCount(StatefulBolt):
 
     def declare_output_fields(self, declarer):
         declarer.declare(Fields("word", "count"))
+
+
+class Describe(WindowedBolt):
+    """Emits (start, end, values, new values, expired values) of each window, each tuple by
+    its field `v`. Shared by the windowed-bolt tests."""
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+
+    def execute(self, window):
+        def vals(tuples):
+            return [t["v"] for t in tuples]
+
+        self.collector.emit(Values(window.start_timestamp, window.end_timestamp,
+                                   vals(window.get()), vals(window.get_new()),
+                                   vals(window.get_expired())))
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("start", "end", "values", "new", "expired"))

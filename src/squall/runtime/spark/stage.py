@@ -42,7 +42,7 @@ from squall.errors import BatchRetryError
 from squall.reliability.acker import RECORD_FLAG, base_root
 from squall.runtime.gc_pause import gc_paused
 from squall.runtime.reporting import task_figures
-from squall.runtime.spark import operator_columns, row_schema
+from squall.runtime.spark import row_schema, window_columns
 from squall.task.end_of_input import END_OF_INPUT_SRC
 from squall.task.snapshot import dump_instance, load_instance
 from squall.task.tasks import BoltTask
@@ -349,9 +349,9 @@ def _run_packet(task: BoltTask, topology: Topology, host: StageHost, src: int, b
     """Execute every tuple of one packet (see `row_schema.Packets`), in emission order; returns how
     many."""
     items = row_schema.decode_values(blob)
-    role = operator_columns.column_role(task, host.plan.run_id)
-    if role is not None:  # a windowed operator's task: its rows as columns, no tuple each
-        return operator_columns.run_packet(
+    role = window_columns.column_role(task, host.plan.run_id)
+    if role is not None:  # a windowed task's rows as columns, no execute per tuple
+        return window_columns.run_packet(
             task, role, host, items, functools.partial(_source_origin, topology, src, origins),
             SAMPLE_EVERY)
     task_id = task.task_id
