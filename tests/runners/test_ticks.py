@@ -66,11 +66,13 @@ def test_ticks_on_spark_are_planned_with_the_batches(spark_session):
 # ---- reset_timeout on Spark: the reset reaches the spout reader's pending map ------------------
 
 
-class WallClockPings(FixedTupleSpout):
-    """Emits "hold", then a "ping" every second of wall time for 20 s, then "release".
+class PingsUntilControlTimesOut(FixedTupleSpout):
+    """Emits "hold" and "control" together, then a "ping" each time the previous one is acked,
+    and "release" once "control" has timed out.
 
-    Test code only: it paces itself on the wall clock so that the hold tuple outlives its 8 s
-    message timeout unless the pings reset it (a reset reaches the spout a batch or two later).
+    Both are held by the bolt and start their message timeouts with the same batch; only "hold"
+    is reset by the pings. The control's timeout is the condition waited on: when the spout
+    sees it fail, "hold" has outlived the timeout it would have had without the resets.
     """
 
     def __init__(self):
@@ -78,58 +80,62 @@ class WallClockPings(FixedTupleSpout):
 
     def open(self, conf, context, collector):
         super().open(conf, context, collector)
-        import time
-
-        self.clock = time.monotonic
-        self.start = None
-        self.sent = 0
-        self.done = False
+        self.started = self.done = False
+        self.ping_acked = True
+        self.pings = 0
 
     def next_tuple(self):
-        now = self.clock()
-        if self.start is None:
-            self.start = now
+        if not self.started:
+            self.started = True
             self.collector.emit(["hold"], msg_id="hold")
+            self.collector.emit(["control"], msg_id="control")
         elif self.done:
             return
-        elif now - self.start >= 20.0:
+        elif "control" in self.failed:
             self.collector.emit(["release"], msg_id="release")
             self.done = True
-        elif now - self.start >= self.sent + 1:
-            self.sent += 1
-            self.collector.emit(["ping"], msg_id=f"ping{self.sent}")
+        elif self.ping_acked:
+            self.ping_acked = False
+            self.pings += 1
+            self.collector.emit(["ping"], msg_id=f"ping{self.pings}")
+
+    def ack(self, msg_id):
+        super().ack(msg_id)
+        if str(msg_id).startswith("ping"):
+            self.ping_acked = True
 
     def is_exhausted(self):
         return self.done
 
 
 class HoldWithResets(Bolt):
-    """Holds "hold"; each "ping" resets its timeout; "release" acks it."""
+    """Holds "hold" and "control"; each "ping" resets the timeout of "hold" only; "release"
+    acks "hold" (the control has timed out by then)."""
 
     def prepare(self, conf, context, collector):
         super().prepare(conf, context, collector)
-        self.held = []
+        self.held = None
 
     def execute(self, tup):
         if tup["text"] == "hold":
-            self.held.append(tup)
-            return
-        for held in self.held:
-            if tup["text"] == "ping":
-                self.collector.reset_timeout(held)
-            else:
-                self.collector.ack(held)
-        if tup["text"] == "release":
-            self.held = []
-        self.collector.ack(tup)
+            self.held = tup
+        elif tup["text"] == "ping":
+            self.collector.reset_timeout(self.held)
+        elif tup["text"] == "release":
+            self.collector.ack(self.held)
+        if tup["text"] != "control":
+            self.collector.ack(tup)
 
 
 @pytest.mark.spark
 def test_reset_timeout_on_spark_postpones_the_spout_timeout(spark_session):
     b = TopologyBuilder()
-    b.set_spout("spout", WallClockPings())
+    b.set_spout("spout", PingsUntilControlTimesOut())
     b.set_bolt("bolt", HoldWithResets()).shuffle_grouping("spout")
     conf = {"topology.message.timeout.secs": 8, "spark.sql.shuffle.partitions": 2}
+    # The cap only ends a run whose control never times out.
     result = complete_topology(b.create_topology(), conf, runner="spark", max_time_ms=120_000)
-    assert result.failed("spout") == [], "without the resets, hold would time out after 8 s"
-    assert "hold" in result.acked("spout") and "release" in result.acked("spout")
+    assert result.failed("spout") == ["control"], "the control times out; hold must not"
+    acked = result.acked("spout")
+    assert "hold" in acked and "release" in acked
+    assert any(str(m).startswith("ping") for m in acked)
