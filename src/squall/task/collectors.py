@@ -309,7 +309,7 @@ class SpoutOutputCollector(_Emitter):
 
     def emit(self, values: Sequence[Any], msg_id: Any = None, stream: str = DEFAULT) -> list[int]:
         route = self._routes.get(stream)
-        if route is None or len(values) != route.arity or route.direct:
+        if route is None or len(values) != route.emit_arity:
             route = self._route(stream, values, direct=False)
         targets = route.choose(values)
         self._deliver(route, values, targets, msg_id)
@@ -391,7 +391,7 @@ class OutputCollector(_Emitter):
     ) -> list[int]:
         # The hot path of every topology: checks and routing inline.
         route = self._routes.get(stream)
-        if route is None or len(values) != route.arity or route.direct:
+        if route is None or len(values) != route.emit_arity:
             route = self._route(stream, values, direct=False)
         memo = route.memo  # `route.choose` with its memo inline (StreamRoute.memo)
         key = None if memo is None else values[route.key]
@@ -648,7 +648,7 @@ class _InlineBasicCollector(BasicOutputCollector):
         inp = self.input
         roots = None if self._untracked or inp is None else inp._anchors
         route = self._routes.get(stream)
-        if route is None or len(values) != route.arity or route.direct:
+        if route is None or len(values) != route.emit_arity:
             route = self._out._route(stream, values, direct=False)
         memo = route.memo  # `route.choose` with its memo inline (StreamRoute.memo)
         key = None if memo is None else values[route.key]
@@ -705,6 +705,12 @@ class _InlineBasicCollector(BasicOutputCollector):
             values = list(values)
         opened, channel = self._open, self._channel
         if not roots:
+            if t is not None:  # the memo's one target (`targets` is `[t]`): no loop
+                items = opened.get((origin, t))
+                if items is None:
+                    items = channel(origin, t)
+                items.append(values)
+                return targets
             for t in targets:
                 items = opened.get((origin, t))
                 if items is None:

@@ -17,8 +17,8 @@ from squall.topology.tuple import Origin
 class StreamRoute:
     """One output stream of one task: its fields and the choosers of its subscribers."""
 
-    __slots__ = ("arity", "choose", "direct", "direct_targets", "emitted", "fields", "key", "memo",
-                 "origin", "stream")
+    __slots__ = ("arity", "choose", "direct", "direct_targets", "emit_arity", "emitted", "fields",
+                 "key", "memo", "origin", "stream")
 
     def __init__(
         self, stream: str, fields: Fields, direct: bool, choosers: list[Chooser],
@@ -51,6 +51,9 @@ class StreamRoute:
         """Start this run's counters and take the chooser's shortcut: called when built and
         when restored from a snapshot (which may come from a version without the shortcut)."""
         self.emitted = 0
+        # What `emit` (not `emit_direct`) checks a tuple's length against: the arity, or -1 for
+        # a direct stream, which only `emit_direct` takes (one comparison per emit for both).
+        self.emit_arity = -1 if self.direct else self.arity
         # A one-field fields grouping's memo of string keys (`field_memo`): the collectors look
         # `values[key]` up in it before calling `choose`, which is the same task without a call.
         self.key, self.memo = field_memo(self.choose) or (0, None)

@@ -18,6 +18,7 @@ conversion preserves XOR.
 
 from __future__ import annotations
 
+import bisect
 import marshal
 import pickle
 from collections.abc import Sequence
@@ -201,13 +202,14 @@ class Packets:
     [(True, 2, 70, 1, [('default', 9, None), ['cow'], ['moo']], 9, 5)]
     """
 
-    __slots__ = ("_next_seq", "at", "heads", "keys", "now", "open", "pairs", "seqs")
+    __slots__ = ("_next_seq", "at", "heads", "keys", "marks", "now", "open", "pairs", "seqs")
 
     def __init__(self, keys: dict[int, int], next_seq: Any) -> None:
         self.pairs: dict[tuple[int, int], list] = {}
         self.keys = keys
         self.seqs: dict[tuple[int, int], int] = {}  # pair -> seq of its packet (row order)
         self.heads: dict[tuple[int, int], tuple] = {}  # pair -> (stream, ts, origin, at)
+        self.marks: dict[tuple[int, int], list[int]] = {}  # pair -> where its headers are
         self.open: dict[tuple[Any, int], list] = {}
         self.now = 0
         self.at: int | None = None
@@ -233,9 +235,11 @@ class Packets:
         if items is None:
             items = self.pairs[pair] = []
             self.seqs[pair] = self._next_seq()
+            self.marks[pair] = []
         head = self.heads.get(pair)
         stream, now, at = origin.stream, self.now, self.at
         if head is None or head[0] != stream or head[1] != now or head[3] != at:
+            self.marks[pair].append(len(items))
             items.append((stream, now, at))
         if head is not None:
             self.open.pop((head[2], dst), None)  # one origin at a time appends to a pair
@@ -260,30 +264,40 @@ class Packets:
         self.pairs.clear()
         self.seqs.clear()
         self.heads.clear()
+        self.marks.clear()
         self.open.clear()
 
     def rows(self) -> list[tuple]:
-        """One row per packet, at most `PACKET_MAX` items each; clears the buffer."""
+        """One row per packet, at most `PACKET_MAX` items each; clears the buffer.
+
+        A packet after a pair's first starts with the header in force where it starts (found
+        among the pair's header positions, not by scanning the items).
+
+        >>> class O: task, stream = 1, "default"
+        >>> p = Packets({2: 70}, iter(range(5, 100)).__next__)
+        >>> items = p.channel(O, 2)
+        >>> items.extend([[n] for n in range(PACKET_MAX + 1)])
+        >>> [decode_values(r[5])[:2] for r in p.rows()]
+        [[('default', 0, None), [0]], [('default', 0, None), [65535]]]
+        """
         out = []
         for pair, items in self.pairs.items():
             src, dst = pair
             key, seq = self.keys[dst], self.seqs[pair]
-            head = items[0]  # `channel` starts every pair with a header
+            if len(items) <= PACKET_MAX:  # the common case: one packet, no copy
+                out.append((PACKET, dst, key, None, src, encode_values(items), None, None,
+                            None, items[0][1], seq))
+                continue
+            marks = self.marks[pair]  # `channel` starts every pair with a header: marks[0] == 0
             for n, i in enumerate(range(0, len(items), PACKET_MAX)):
                 chunk = items[i:i + PACKET_MAX]
-                if not _is_header(chunk[0]):
-                    chunk.insert(0, head)  # every packet starts with the header in force
-                if i + PACKET_MAX < len(items):  # another packet follows: its header in force
-                    head = next(item for item in reversed(chunk) if _is_header(item))
+                head = marks[bisect.bisect_right(marks, i) - 1]
+                if head != i:
+                    chunk.insert(0, items[head])  # every packet starts with the header in force
                 out.append((PACKET, dst, key, None, src, encode_values(chunk), None, None, None,
                             chunk[0][1], seq + n))
         self.clear()
         return out
-
-
-def _is_header(item: Any) -> bool:
-    """A packet item that is a `(stream, ts, None)` header (see `Packets`), not a tuple."""
-    return item.__class__ is tuple and len(item) == 3
 
 
 class RowBuffer:
