@@ -8,6 +8,7 @@ against a fake terminal whose screen the test reconstructs from the ANSI sequenc
 
 from __future__ import annotations
 
+import contextlib
 import io
 import itertools
 import json
@@ -18,13 +19,15 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from squall.cli.control import ControlServer
 from squall.cli.progress import ProgressDisplay, summary
-from squall.cli.prometheus import CONTENT_TYPE, render
+from squall.cli.prometheus import CONTENT_TYPE, MetricsServer, render
 from squall.metrics import (
     BatchMetrics,
     ComponentMetrics,
@@ -504,3 +507,23 @@ def test_submit_passes_the_metrics_options_to_the_driver(tmp_path):
     assert run[run.index("--metrics-port") + 1] == "9464"
     assert run[run.index("--metrics-host") + 1] == "0.0.0.0"
     assert "--verbose" in run
+
+
+def test_the_control_and_metrics_servers_close_without_waiting_out_a_poll():
+    """`squall run` closes its control endpoint (and the Prometheus one) as it exits, often
+    just after serving a request (`squall list`, a scrape): closing must not wait out the
+    serving loop's poll (half a second by default, paid by every run)."""
+    control = ControlServer(lambda: None, name="closing", runner_name="local", checkpoint=None,
+                            stop_timeout_s=1.0, on_kill=lambda _wait: None,
+                            on_rebalance=lambda _changes, _wait: "")
+    metrics = MetricsServer("127.0.0.1", 0, "local")
+    for server, url in ((control, f"http://127.0.0.1:{control.port}/"), (metrics, metrics.url)):
+        server.start()
+        try:
+            with contextlib.suppress(urllib.error.HTTPError):  # served: any status will do
+                urllib.request.urlopen(url, timeout=30).close()
+        finally:
+            began = time.monotonic()
+            server.close()
+            took = time.monotonic() - began
+        assert took < 0.25, f"{type(server).__name__}.close() took {took:.2f} s"

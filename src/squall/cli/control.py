@@ -37,6 +37,7 @@ from squall.errors import SquallError
 from squall.protocols import Runner
 
 TOKEN_HEADER = "X-Squall-Token"
+SHUTDOWN_POLL_S = 0.05  # how often a serving thread checks for its shutdown
 
 
 class ControlError(Exception):
@@ -93,8 +94,10 @@ class ControlServer:
         self.httpd = ThreadingHTTPServer((host, 0), Handler)
         self.httpd.daemon_threads = True
         self.port = int(self.httpd.server_address[1])
+        # `close` waits for serve_forever to notice the shutdown: every 0.05 s, not the
+        # default 0.5 s, which every run paid at its exit.
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="squall-control",
-                                       daemon=True)
+                                       kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True)
 
     def start(self) -> None:
         self.thread.start()

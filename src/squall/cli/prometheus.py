@@ -58,6 +58,7 @@ from collections.abc import Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from squall.cli.control import SHUTDOWN_POLL_S
 from squall.cli.progress import counters, gauges, latencies
 from squall.metrics.snapshot import ComponentMetrics, MetricsSnapshot
 
@@ -268,7 +269,7 @@ class MetricsServer:
         self.host = host
         self.port = int(self.httpd.server_address[1])
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="squall-metrics",
-                                       daemon=True)
+                                       kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True)
 
     @property
     def url(self) -> str:
