@@ -109,16 +109,19 @@ def make_runner(
 def _spark_runner(topology: Topology, conf: RunConfig, master: str | None,
                   checkpoint_location: str | None, capture: bool) -> Runner:
     # Imported here, not at the top: the Spark runners import pyspark, which takes seconds to
-    # load, and `import squall` (and the local runner) must not need it.
-    from squall.runtime.spark.driver import SparkRunner  # noqa: PLC0415
-    from squall.runtime.spark.transactional import TransactionalSparkRunner  # noqa: PLC0415
-    from squall.runtime.spark.trident import TridentSparkRunner  # noqa: PLC0415
-
+    # load, and `import squall` (and the local runner) must not need it. Only the runner chosen
+    # is imported: every import here delays Spark's start (the Trident runner's brings pandas).
     if is_trident(topology):
+        from squall.runtime.spark.trident import TridentSparkRunner  # noqa: PLC0415
+
         return TridentSparkRunner(topology, conf, master=master,
                                   checkpoint_location=checkpoint_location, capture=capture)
     if is_transactional(topology):
+        from squall.runtime.spark.transactional import TransactionalSparkRunner  # noqa: PLC0415
+
         return TransactionalSparkRunner(topology, conf, master=master,
                                         checkpoint_location=checkpoint_location, capture=capture)
+    from squall.runtime.spark.driver import SparkRunner  # noqa: PLC0415
+
     return SparkRunner(topology, conf, master=master, checkpoint_location=checkpoint_location,
                        capture=capture)

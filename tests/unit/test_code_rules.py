@@ -107,3 +107,35 @@ def test_the_pyspark_contract_names_every_module_outside_runtime_spark():
         and name not in modules
         and not any(name == p or name.startswith(p + ".") for p in packages))
     assert uncovered == [], f"add to [importlinter:contract:spark] in .importlinter: {uncovered}"
+
+
+def test_a_spark_runner_imports_only_its_own_runner_before_spark_starts():
+    """Everything `make_runner` imports delays Spark's start: a plain topology's runner must not
+    bring the Trident runner (and pandas with it) or the transactional one."""
+    script = textwrap.dedent("""
+        import sys
+        from squall import Fields, TopologyBuilder
+        from squall.runners import make_runner
+        from squall.runtime.spark import driver
+        from squall.testing import FixedTupleSpout
+
+        class SparkWouldStartHere(Exception):
+            pass
+
+        def get_session(*args, **kwargs):
+            raise SparkWouldStartHere()
+
+        driver.get_session = get_session
+        b = TopologyBuilder()
+        b.set_spout("numbers", FixedTupleSpout([[1]], Fields("n")))
+        try:
+            make_runner(b.create_topology(), runner="spark")
+        except SparkWouldStartHere:
+            pass
+        print(sorted(m for m in ("pandas", "squall.runtime.spark.trident",
+                                 "squall.runtime.spark.transactional") if m in sys.modules))
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]", proc.stdout
