@@ -1,6 +1,7 @@
 """W1 (word count) on the Spark runner, against a hand-written PySpark job in the same session.
 
     .venv/bin/python benchmarks/w1_spark.py [--sentences 200000] [--runs 2] [--tasks 2]
+        [--sources spout,source] [--parts]
 
 Baseline (docs/benchmarks.md): sentences split in Python inside `mapInArrow`, `repartition` by word,
 counted in a Python dict per partition inside `mapInArrow`. squall: the same topology as
@@ -9,7 +10,8 @@ one micro-batch, acking off and on; then the same with the built-in `MemorySourc
 read on the executors) in place of the user's spout. Reported: the data batch's time
 (`triggerExecution` of the query's progress) of the last run, i.e. steady state with warm Python
 workers, and the idle micro-batch cost next to an empty `foreachBatch` query's. Counts are checked
-every run.
+every run. `--parts` prints each data batch's `durationMs` parts (`latestOffset` holds the spout
+reader's planning, `addBatch` the stages' job and the driver's commit).
 """
 
 from __future__ import annotations
@@ -88,11 +90,18 @@ def squall_run(spark, sentences, acking: bool, source: str = "spout", tasks: int
         raise AssertionError(result.errors[:3])
     batches = [p for p in runner.query.recentProgress if p["numInputRows"] > 0]
     batch_s = sum(p["durationMs"]["triggerExecution"] for p in batches) / 1000
+    if PARTS:
+        for p in batches:
+            print(f"    {source} acking {'on' if acking else 'off'}, batch {p['batchId']}: "
+                  + ", ".join(f"{k} {v}" for k, v in sorted(p["durationMs"].items())) + " ms")
     counts: dict[str, int] = {}
     for task in runner.restored_bolts():
         if task.component_id == "count":
             counts.update(task.instance.counts)
     return batch_s, total, counts
+
+
+PARTS = False  # --parts: print each data batch's durationMs parts
 
 
 def idle_batches(spark, squall_idle: bool) -> float:
@@ -115,7 +124,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--tasks", type=int, default=2,
                         help="tasks of each bolt (the application has 2 cores)")
+    parser.add_argument("--parts", action="store_true",
+                        help="print each data batch's durationMs parts (Spark's progress report)")
+    parser.add_argument("--sources", default="spout,source",
+                        help="which squall sources to run: spout, source or both")
     args = parser.parse_args()
+    global PARTS
+    PARTS = args.parts
+    sources = args.sources.split(",")
     spark = get_session("local[2]", {"spark.ui.enabled": "false"})
     sentences = w1_sentences(args.sentences)
     words = sum(len(s.split()) for s in sentences)
@@ -129,7 +145,7 @@ def main() -> None:
         base_s, base_counts = baseline(spark, df)
         assert base_counts == expected
         row = {"baseline": base_s}
-        for source in ("spout", "source"):
+        for source in sources:
             for acking in (False, True):
                 batch_s, total_s, counts = squall_run(spark, sentences, acking, source,
                                                       args.tasks)
@@ -148,6 +164,8 @@ def main() -> None:
     print(f"  hand-written PySpark job  {words / base / 1e6:6.3f} M words/s")
     for source, label in (("spout", "user Spout on the driver"),
                           ("source", "MemorySource on executors")):
+        if source not in sources:
+            continue
         for mode in ("off", "on"):
             t = last[f"squall {source} acking {mode}"]
             print(f"  squall, {label}, acking {mode:<3}  {words / t / 1e6:6.3f} M words/s   "
