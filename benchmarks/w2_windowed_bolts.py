@@ -1,7 +1,7 @@
 """W2 (docs/benchmarks.md) with Storm's windowed bolt, on the local and the Spark runner.
 
     .venv/bin/python benchmarks/w2_windowed_bolts.py [--sentences 200000] [--runs 3] [--spark]
-        [--parts] [--role]
+        [--no-local] [--per-batch 100000] [--parts] [--role]
 
 W2: per-word count in 10 s tumbling event-time windows. Topology: list spout (sentence, ts) ->
 split x1 -> `WindowedBolt` x2 (`with_tumbling_window(10 s)`, event time from "ts", lag 0,
@@ -10,7 +10,9 @@ fields grouping by word) whose `execute(window)` counts the window's words and e
 plain-Python per-word loop over the same windows, which is also the ratio's baseline, measured in
 the same process. Prints words/s: the median of the runs after a warm-up on the local runner; on
 Spark the last of two runs (warm Python workers), the whole input as one micro-batch and 100,000
-sentences per batch, timed by the query's own trigger-execution durations. `--parts` also times
+sentences per batch (`--per-batch`), timed by the query's own trigger-execution durations;
+`--no-local` skips the floor and the local runner (the plain loop still checks the counts).
+`--parts` also times
 the topology with the windowed bolt replaced by a bolt that only acks, and with windows that do
 not count or do not emit, to show where the time per word goes. `--role` times the windowed
 bolt's window bookkeeping alone in process (its task role, an empty `execute(window)`, a collector
@@ -346,6 +348,10 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=200_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--spark", action="store_true", help="also run on the Spark runner")
+    parser.add_argument("--no-local", action="store_true",
+                        help="skip the floor and the local runner (with --spark)")
+    parser.add_argument("--per-batch", type=int, default=100_000,
+                        help="sentences per micro-batch of the second Spark configuration")
     parser.add_argument("--parts", action="store_true",
                         help="also time the topology's parts on the local runner (per word)")
     parser.add_argument("--role", action="store_true",
@@ -364,6 +370,26 @@ def main() -> None:
         base_s, expected = reference(sentences, "W2")
     print(f"W2 windowed bolt: {len(expected):,} (window, word) counts; plain-Python loop "
           f"{words / base_s / 1e6:.3f} M words/s", flush=True)
+    if not args.no_local:
+        local(sentences, words, base_s, expected, args)
+    if args.spark:
+        from squall.runtime.spark.session import get_session
+
+        spark = get_session("local[2]", {"spark.ui.enabled": "false"})
+        for per_batch in (args.sentences + 1, args.per_batch):
+            elapsed = 0.0
+            for _ in range(2):
+                elapsed, counts = run_spark(spark, sentences, per_batch)
+                if counts != expected:
+                    raise AssertionError("spark: counts differ from the reference")
+            print(f"  spark runner, {per_batch:,} sentences per batch: "
+                  f"{words / elapsed / 1e6:.3f} M words/s, ratio to the plain loop "
+                  f"{base_s / elapsed:.1%}", flush=True)
+
+
+def local(sentences: list[str], words: int, base_s: float, expected: dict,
+          args: argparse.Namespace) -> None:
+    """The Storm-shaped floor and the local runner (with `--parts`, its parts)."""
     floors = []
     for _ in range(args.runs):
         with full_collections_deferred():
@@ -388,19 +414,6 @@ def main() -> None:
         print(f"  floor: {floor / words * 1e6:.2f} us per word; local runner "
               f"{t / words * 1e6:.2f}", flush=True)
         parts(sentences, words, args.runs)
-    if args.spark:
-        from squall.runtime.spark.session import get_session
-
-        spark = get_session("local[2]", {"spark.ui.enabled": "false"})
-        for per_batch in (args.sentences + 1, 100_000):
-            elapsed = 0.0
-            for _ in range(2):
-                elapsed, counts = run_spark(spark, sentences, per_batch)
-                if counts != expected:
-                    raise AssertionError("spark: counts differ from the reference")
-            print(f"  spark runner, {per_batch:,} sentences per batch: "
-                  f"{words / elapsed / 1e6:.3f} M words/s, ratio to the plain loop "
-                  f"{base_s / elapsed:.1%}", flush=True)
 
 
 if __name__ == "__main__":
