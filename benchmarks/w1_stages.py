@@ -1,6 +1,7 @@
 """W1's Spark stages run in this process, without Spark: the Python cost per word of each part.
 
     .venv/bin/python benchmarks/w1_stages.py [--sentences 200000] [--runs 3] [--acking] [--cpu]
+        [--reader]
 
 The Spark runner's time per word is the JVM's (rows, shuffles) plus the Python work of the
 spout reader and of each stage's `mapInArrow` function. This script runs exactly those Python
@@ -10,12 +11,16 @@ and noise; the plain split and count loops of the hand-written job run in the sa
 the baseline. Counts are checked against the reference every run. Reported: the median over
 `--runs` of each part's time in microseconds per word, and the ratio of the whole to the plain
 loops. `--cpu` times the parts in this process's CPU time instead of wall time, which other
-processes on a shared machine disturb less.
+processes on a shared machine disturb less. `--reader` also times the whole plan of the data
+batch as Spark's streaming process makes it (`SpoutReader.latestOffset` on a fresh run
+directory: the plan file read, the spout opened, the `next_tuple` loop, the segment and the
+spouts' snapshot written), the part Spark reports as `latestOffset`.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -25,15 +30,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import cloudpickle
 import pyarrow as pa
 from w1_local import Count, ListSpout, Split
 from workloads import reference_counts, w1_sentences
 
 from squall import Config, Fields, TopologyBuilder
+from squall.atomic_files import write_atomic
 from squall.runtime.gc_pause import gc_paused
 from squall.runtime.spark import row_schema
 from squall.runtime.spark import stage as stage_mod
-from squall.runtime.spark.spouts import ReaderHost, end_of_input_rows
+from squall.runtime.spark.spouts import ReaderHost, SpoutReader, end_of_input_rows
 from squall.runtime.spark.stage import StagePlan, run_stage
 from squall.task.tasks import SpoutTask
 
@@ -82,6 +89,22 @@ def spout_batch(topo: Any, conf: Config, tracking: bool, end_of_input: bool = Fa
     return clock() - t0, batch
 
 
+def reader_plan(topo: Any, conf: Config, tracking: bool, sentences: int) -> float:
+    """The time of the first `latestOffset` of a run's `SpoutReader`, whose plan file is written
+    as the driver writes it (whole input in one batch)."""
+    run_dir = tempfile.mkdtemp(prefix="w1-reader-")
+    keys = {cid: list(range(topo.components[cid].num_tasks)) for cid in topo.components}
+    plan = {"topology": topo, "conf": dict(conf), "keys": keys, "seed": 0, "tracking": tracking,
+            "capture": False, "run": "bench", "max_batch": sentences + 1,
+            "driver_pid": os.getpid()}
+    write_atomic(os.path.join(run_dir, "plan.pkl"), cloudpickle.dumps(plan))
+    reader = SpoutReader({"dir": run_dir})
+    t0 = clock()
+    if reader.latestOffset({"seg": -1}) != {"seg": 0}:
+        raise AssertionError("the reader planned no segment")
+    return clock() - t0
+
+
 def squall_once(sentences: list[str], acking: bool) -> tuple[dict[str, float], dict[str, int]]:
     topo = topology(sentences, acking)
     conf = Config()
@@ -114,6 +137,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--acking", action="store_true")
     parser.add_argument("--cpu", action="store_true", help="CPU time instead of wall time")
+    parser.add_argument("--reader", action="store_true",
+                        help="also time the reader's whole plan of the batch (latestOffset)")
     args = parser.parse_args()
     global clock
     if args.cpu:
@@ -127,6 +152,11 @@ def main() -> None:
         times, counts = squall_once(sentences, args.acking)
         if counts != expected:
             raise AssertionError("counts differ from the reference")
+        if args.reader:
+            conf = Config()
+            conf.set_num_ackers(1 if args.acking else 0)
+            times["reader plan"] = reader_plan(topology(sentences, args.acking), conf,
+                                               args.acking, len(sentences))
         rows.append({"plain split": split_s, "plain count": count_s, **times})
     med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
     us = {k: v / words * 1e6 for k, v in med.items()}
