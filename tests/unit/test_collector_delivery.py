@@ -14,6 +14,7 @@ from typing import Any
 import cloudpickle
 import pytest
 
+from squall.errors import EmitError
 from squall.task.collectors import BasicOutputCollector, OutputCollector
 from squall.task.routing import StreamRoute
 from squall.task.stats import TaskStats
@@ -259,3 +260,49 @@ def test_acks_on_a_host_that_xors_per_root_fold_leaves_and_anchors_alike():
         out.ack(tup)
     assert task.host.ack_xor == {5: 6 ^ 12, 9: 10 ^ 3 ^ anchor._ack_val}
     assert task.stats.acked == 3
+
+
+def checked_task(host: Any) -> Task:
+    """A task with a plain stream of one field and a direct stream (to TARGETS)."""
+    task = Task(host)
+    task.routes["direct"] = StreamRoute("direct", Fields("word"), True, [],
+                                        frozenset(TARGETS), WORDS)
+    return task
+
+
+def without_emit_arity(route: StreamRoute) -> StreamRoute:
+    """`route` as a snapshot of a version without `emit_arity` restores it."""
+    state = route.__reduce_ex__(2)[2][1]
+    del state["emit_arity"]
+    restored = object.__new__(StreamRoute)
+    for name, value in cloudpickle.loads(cloudpickle.dumps(state)).items():
+        setattr(restored, name, value)
+    restored.restored()
+    return restored
+
+
+@pytest.mark.parametrize("restored", [False, True])
+@pytest.mark.parametrize("host_type", [QueuedHost, ExecutingHost, PacketsHost])
+def test_every_emit_path_refuses_a_wrong_arity_and_a_plain_emit_on_a_direct_stream(
+        host_type, restored):
+    task = checked_task(host_type())
+    if restored:
+        task.routes = {s: without_emit_arity(r) for s, r in task.routes.items()}
+    out = OutputCollector(task)  # type: ignore[arg-type]
+    basic = BasicOutputCollector(out)
+    tree = _RuntimeTuple(["c"], SPLIT, {5: 6}, 1)
+    emits = [lambda v, s: out.emit(v, None, s), lambda v, s: out.emit(v, tree, s)]
+    for basic.input in (None, tree):
+        emits.append(lambda v, s: basic.emit(v, s))
+    for emit in emits:
+        for values, stream, text in [(["a", "b"], "default", "emitted 2 values"),
+                                     ([], "default", "emitted 0 values"),
+                                     (["a"], "direct", "use emit_direct"),
+                                     (["a", "b"], "direct", "emitted 2 values")]:
+            with pytest.raises(EmitError, match=text) as info:
+                emit(values, stream)
+            assert (info.value.component, info.value.stream) == ("split", stream)
+    assert delivered(task.host) == [] and task.stats.emitted == 0
+    assert out.emit_direct(8, ["a"], None, "direct") == [8]
+    assert basic.emit(["a"]) == TARGETS
+    assert [t for t, _, _ in delivered(task.host)] == [7, 8, 8]
