@@ -298,9 +298,7 @@ def _run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
                     task.end_of_input()
                     continue
                 executed += 1
-                origin = origins.get((src, stream))
-                if origin is None:
-                    origin = origins[(src, stream)] = _origin(topology, src, stream)
+                origin = _source_origin(topology, src, origins, stream)
                 host.set_now(tss[k])
                 root = roots[k]
                 anchors = None if root is None else anchors_of(root, edges[k], mores[k])
@@ -369,9 +367,7 @@ def _run_packet(task: BoltTask, topology: Topology, host: StageHost, src: int, b
             tup = _RuntimeTuple(item[0], origin, item[1], task_id)
         else:  # a header: stream, processing time and position of the tuples that follow
             stream = item[0]
-            origin = origins.get((src, stream))
-            if origin is None:
-                origin = origins[(src, stream)] = _origin(topology, src, stream)
+            origin = _source_origin(topology, src, origins, stream)
             host.set_now(item[1])
             host.set_at(item[2])
             continue
@@ -391,6 +387,7 @@ def _run_packet(task: BoltTask, topology: Topology, host: StageHost, src: int, b
 
 def _source_origin(topology: Topology, src: int, origins: dict[tuple[int, str], Any],
                    stream: str) -> Any:
+    """The origin of `src`'s `stream`, made once per stage run (`origins` memoizes it)."""
     origin = origins.get((src, stream))
     if origin is None:
         origin = origins[(src, stream)] = _origin(topology, src, stream)
