@@ -1,16 +1,17 @@
 """W2's Spark stages run in this process, without Spark: the Python cost per word of each part.
 
     .venv/bin/python benchmarks/w2_stages.py [--sentences 200000] [--runs 3] [--cpu]
-        [--workloads W2,W2dict,W2bolt] [--profile 25]
+        [--workloads W2,W2dict,W2dictemit,W2bolt] [--profile 25]
 
 The Python side of W2 on the Spark runner (benchmarks/w2_w3_operators.py's topology: list spout
 -> split -> operator x2 by word -> sink x2) as `benchmarks/w1_stages.py` runs W1's: the spout
 reader's host and task, then each component's `run_stage` over the rows the previous one
 produced, the whole input as one micro-batch, no JVM. W2dict is the same topology with the
 operator replaced by a bolt that counts per (window, word) in a dict (the windowing's share:
-the operator's stage against that bolt's); W2bolt is W2 with Storm's windowed bolt
-(benchmarks/w2_windowed_bolts.py's topology: `execute(window)` counts the window's words and
-emits a row per word). Counts are checked against the plain-Python
+the operator's stage against that bolt's), W2dictemit the same bolt emitting each window's
+counts to the sink when the window closes (a hand-written windowed count); W2bolt is W2 with
+Storm's windowed bolt (benchmarks/w2_windowed_bolts.py's topology: `execute(window)` counts
+the window's words and emits a row per word). Counts are checked against the plain-Python
 reference every run. Reported: the median over `--runs` of each stage's time in microseconds
 per word; `--profile N` also prints the N most expensive functions (cumulative) of the windowed
 stage under cProfile (one more run), which splits it into decoding packets, building tuples or
@@ -35,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pyarrow as pa
 import w1_stages
 import w2_windowed_bolts
-from w2_w3_operators import DictCount, reference, topology
+from w2_w3_operators import DictCount, DictCountEmit, reference, topology
 from workloads import w1_sentences
 
 from squall import Config
@@ -74,7 +75,7 @@ def stages_once(sentences: list[str], workload: str, profile: cProfile.Profile |
     counts: dict[tuple[int, str], int] = {}
     for cached in stage_mod._TASKS.values():
         task = cached[2]  # (snapshot batch, batch, task, state blob)
-        if task.component_id == "sink" or isinstance(task.instance, DictCount):
+        if task.component_id == "sink" or isinstance(task.instance, (DictCount, DictCountEmit)):
             for k, v in task.instance.counts.items():
                 counts[k] = counts.get(k, 0) + v
     return times, counts

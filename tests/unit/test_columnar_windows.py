@@ -22,6 +22,8 @@ from hypothesis import strategies as st
 
 from squall import Duration
 from squall.panes import accumulations
+from squall.panes import columnar as columnar_mod
+from squall.panes import engine as engine_mod
 from squall.panes.accumulations import Average, Count, Max, Min, Sum, ToList, TopN
 from squall.panes.beam_triggers import AfterWatermark
 from squall.panes.columnar import per_tuple, process_columns, unsupported
@@ -175,6 +177,65 @@ def test_sliding_windows_with_an_early_count_trigger_fire_at_the_nth_tuple():
     assert result.steps == reference(b, keys, tss, [None] * len(keys), 0, 0)
     assert sum(p[4] == "EARLY" for p in result.panes) > 100
     assert snapshot(a) == snapshot(b)
+
+
+@st.composite
+def on_time_cases(draw: Any) -> dict[str, Any]:
+    """W2's shape, small: time mostly advancing, so that windows are made, fired on time and
+    purged within a batch (the panes made straight from a window's pending tuples), with some
+    disorder, tuples behind the watermark, windows left open across a cut, and early counts,
+    retractions or a lateness that keep a window's state (the engine's own firing)."""
+    n = draw(st.integers(1, 80))
+    tss, t = [], draw(st.integers(-2_000, 2_000))
+    for step in draw(st.lists(st.integers(-1_200, 400), min_size=n, max_size=n)):
+        t += max(step, 0)
+        tss.append(t + (step if step < -1_000 else 0))
+    keys = draw(st.lists(st.sampled_from(["a", "b", "c", 7]), min_size=n, max_size=n))
+    acc = draw(st.sampled_from(sorted(ACCUMULATIONS)))
+    values = draw(st.lists(st.integers(-5, 9), min_size=n, max_size=n))
+    duration = draw(st.sampled_from([1_000, 2_000]))
+    option = TriggerOption.at_watermark()
+    early = draw(st.sampled_from([None, None, 2]))
+    if early:
+        option = option.with_early_firings_at_every(early)
+    mode = draw(st.sampled_from(["discarding", "accumulating"]
+                                + (["retracting"] if acc in RETRACTABLE else [])))
+    option = (option.discarding_fired_panes() if mode == "discarding"
+              else option.accumulating_fired_panes() if mode == "accumulating"
+              else option.accumulating_and_retracting_fired_panes())
+    return {"keys": keys, "tss": tss, "values": values, "acc": acc, "duration": duration,
+            "slide": draw(st.sampled_from([duration, duration // 2])), "option": option,
+            "lateness": draw(st.sampled_from([0, 0, 500])),
+            "delay": draw(st.sampled_from([0, 300])),
+            "cuts": sorted(set(draw(st.lists(st.integers(0, n), max_size=3))))}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(on_time_cases())
+def test_windows_fired_and_purged_in_a_batch_equal_the_per_tuple_engine(case):
+    test_columnar_batches_equal_the_per_tuple_engine_at_every_cut.hypothesis.inner_test(case)
+
+
+def test_a_window_fired_and_purged_in_its_batch_keeps_no_pane_state(monkeypatch):
+    """W2's windows (tumbling, on time, allowed lateness 0) go from their tuples to their panes
+    without a pane state per key; the panes and the snapshot are the per-tuple engine's."""
+    made = []
+    monkeypatch.setattr(columnar_mod, "PaneState",
+                        lambda *a: made.append(a) or engine_mod.PaneState(*a))
+    keys = [f"w{i % 23}" for i in range(5_000)]
+    tss = [i * 7 for i in range(5_000)]
+    values = [i % 11 for i in range(5_000)]
+    for acc in (Count, Sum, Average):  # a count, a numpy reduction, a fold
+        made.clear()
+        a = WindowedEngine(TimeWindows(1_000), acc(), TriggerOption.at_watermark(),
+                           allowed_lateness_ms=0)
+        b = WindowedEngine(TimeWindows(1_000), acc(), TriggerOption.at_watermark(),
+                           allowed_lateness_ms=0)
+        result = process_columns(a, keys, tss, values, 0, 0)
+        assert result.steps == reference(b, keys, tss, values, 0, 0)
+        assert len(result.panes) == 23 * 34
+        assert len(made) == 23  # the last window's keys only: it is still open
+        assert snapshot(a) == snapshot(b)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -49,12 +49,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 import numpy as np
 
 from squall.panes.accumulations import Count, Max, Min, Sum
 from squall.panes.engine import ACCEPTED, WATERMARK_DUE, PaneState, WindowedEngine
+from squall.panes.pane_info import ON_TIME
 from squall.panes.windows import MAX_TIMESTAMP, MIN_TIMESTAMP, TimeWindows
 
 log = logging.getLogger("squall")
@@ -223,6 +225,12 @@ class _Batch:
         # slot -> at least the largest count of a key of its window (count triggers)
         self.most: dict[int, int] = {}
         self.result = ColumnarResult()
+        # Whether a window fired on time and purged in one step may go straight from its
+        # pending tuples to its panes (`_fire_pending`): on-time panes of Apex's trigger that
+        # keep no last value, windows purged (a lateness), in a plain dict of windows.
+        self.at_once = (type(e.windows) is dict and not e._keep_last and not e.track_ts
+                        and e.lateness is not None and e._driver.fires_on_time_panes
+                        and not e._final)
 
     def _due_contributions(self) -> np.ndarray:
         """Per tuple, the smallest `due` its windows would schedule (`_scheduled`): a window's
@@ -482,14 +490,75 @@ class _Batch:
 
     def _advance(self, b: int) -> None:
         """Tuple `b` (taken) generated a watermark that is due: the windows it fires or purges
-        settled, then the engine's `advance`."""
+        settled, then the engine's `advance`; or, where each window it reaches had all its
+        tuples in this batch and is fired and purged at once, their panes from the pending
+        tuples directly (`_fire_pending`)."""
         e = self.e
         w = int(self.after[b])
-        self._settle_due(w)
         e.watermark = self.before_list[b]
+        panes = self._fire_pending(w) if self.at_once else None
+        self._settle_due(w)
         e.advance(w, self.now)
         if e.out:
-            self.result.steps.append((b, ADVANCED, e.take()))
+            panes = e.take() if panes is None else panes + e.take()
+        if panes:
+            self.result.steps.append((b, ADVANCED, panes))
+
+    def _fire_pending(self, w: int) -> list[Any] | None:
+        """The panes `advance(w)` would fire when every window it reaches ends after the
+        watermark (its on-time pane is due), at or before `w` - allowed lateness (it is purged
+        in the same step) and has no key's state yet (all its tuples are pending): each such
+        window's on-time panes, one per key in the order the keys arrived, made from its pending
+        tuples without a `PaneState`, and the window removed (its heap entries then find
+        nothing, as for a purged window). None, with nothing changed, where a window does not
+        qualify: the engine fires them all."""
+        e = self.e
+        horizon = w - e.lateness  # type: ignore[operator]
+        watermark = e.watermark
+        due = [win for win in e.windows if win[1] <= w]
+        if not due:
+            return None
+        s, d = self.s, self.d
+        for win in due:
+            slot = win[0] // s
+            if (win[1] > horizon or win[1] <= watermark or e.windows[win]
+                    or slot not in self.pending or win[0] != slot * s or win[1] - win[0] != d):
+                return None
+        due.sort(key=lambda win: (win[1], win[0]))  # the engine's firing order
+        panes: list[Any] = []
+        for win in due:
+            del e.windows[win]
+            slot = win[0] // s
+            self.known.pop(slot, None)
+            self.most.pop(slot, None)
+            self.pending_n.pop(slot)
+            chunks = self.pending.pop(slot)
+            keys, values = self._groups(np.concatenate(chunks) if len(chunks) > 1
+                                        else chunks[0])
+            start, end = win
+            panes += zip(keys, repeat(start), repeat(end), values, repeat(ON_TIME), repeat(0),
+                         repeat(False), repeat(True), repeat(True), repeat(0), repeat(end - 1))
+        e.now = self.now
+        return panes
+
+    def _groups(self, tuples: np.ndarray) -> tuple[list[Any], list[Any]]:
+        """The keys of `tuples` (a window's, in arrival order) in the order they arrived, and
+        each key's output value: its values accumulated from the default, in arrival order."""
+        codes = self.key_codes[tuples]
+        _u, first, inverse, counts = np.unique(codes, return_index=True, return_inverse=True,
+                                               return_counts=True)
+        order = np.argsort(first, kind="stable")
+        keys = self.keys
+        key_list = [keys[j] for j in tuples[first[order]].tolist()]
+        if self.kind == "count":  # `Count` itself: from 0, its output the count
+            return key_list, counts[order].tolist()
+        e = self.e
+        get_output, default = e.accumulation.get_output, e._default
+        by_key = np.argsort(inverse.ravel(), kind="stable")
+        offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        partial = self._partials(tuples[by_key], offsets)
+        return key_list, [get_output(partial(g, default())) for g in order.tolist()]
 
     def _settle_due(self, watermark: int) -> None:
         """Settle the pending windows that end at or before `watermark` (what `advance` to it
