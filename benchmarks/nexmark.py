@@ -4,6 +4,7 @@ over the same files and micro-batch sizes; every output checked against the refe
 
     .venv/bin/python benchmarks/nexmark.py [--events 200000] [--batch 50000] [--partitions 2]
         [--queries q0,q1,...] [--runners spark,local,sql] [--source files|kafka] [--data DIR]
+        [--storm-files parquet|json]
 
 **The input.** The generator with Beam's defaults (events in order, nothing late), written once
 per (`--events`, `--batch`, `--partitions`) under `--data` (default `benchmarks/.data/nexmark`,
@@ -11,7 +12,8 @@ reused when present) as rounds of `--batch` events in stream order, each round s
 `--partitions` strided files (`events-r<round>-p<part>`), in JSON lines (Beam's event JSON) and
 Parquet (flat rows). A micro-batch is one round on every engine: squall's Trident queries read the
 Parquet files with `FileBatchSpout(files_per_batch=partitions)`, its Storm-API and windowed
-queries the JSON-lines files (`NexmarkJsonLinesSource`, one source partition per file) with
+queries the same Parquet files (`NexmarkParquetSource`, one source partition per file, read on
+the executors; `--storm-files json`: the JSON-lines files with `NexmarkJsonLinesSource`) with
 `squall.spark.batch.max.tuples = --batch`; Structured Streaming reads the Parquet files with
 `maxFilesPerTrigger = partitions`, in the rounds' order (their modification times). The files
 are written one event at a time from the generator, never as a list of the stream. With
@@ -243,19 +245,22 @@ class JsonLinesBatchesFactory:
 
 
 def squall_topology(query: str, source: str, root: Path | None, kafka: dict[str, Any],
-                    batch: int, partitions: int, out: Path) -> Any:
-    """One query's topology over the files or the topic, its output written under `out`."""
+                    batch: int, partitions: int, out: Path, storm_files: str = "parquet") -> Any:
+    """One query's topology over the files or the topic, its output written under `out`;
+    `storm_files`: the files a Storm-API or windowed query reads, `parquet` or `json`."""
     from squall import Fields
     from squall.connectors import KafkaSource
     from squall.connectors.sinks import JsonLinesSink
     from squall.nexmark.queries import storm_topology, trident_topology
-    from squall.nexmark.sources import NexmarkJsonLinesSource
+    from squall.nexmark.sources import NexmarkJsonLinesSource, NexmarkParquetSource
     from squall.transactional import KafkaTransactionalSpout
     from squall.trident import FileBatchSpout
 
     if query in STORM_QUERIES:
         storm_source: Any = (
-            NexmarkJsonLinesSource(str(root / "json")) if source == "files" and root is not None
+            (NexmarkJsonLinesSource(str(root / "json")) if storm_files == "json"
+             else NexmarkParquetSource(str(root / "parquet")))
+            if source == "files" and root is not None
             else KafkaSource([kafka["topic"]], ROW_FIELDS, bootstrap_servers=kafka["bootstrap"],
                              value_deserialiser="json", bounded=True))
         return storm_topology(storm_source, [query], time=TIME,
@@ -286,11 +291,12 @@ def _write_rows(out: Path) -> Callable[[str, Any], None]:
 
 
 def run_squall(runner: str, query: str, source: str, root: Path | None, kafka: dict[str, Any],
-               batch: int, partitions: int, out: Path, work: str) -> float:
+               batch: int, partitions: int, out: Path, work: str,
+               storm_files: str = "parquet") -> float:
     """Runs one query on squall's `runner`; the run's seconds."""
     from squall.runners import make_runner
 
-    topology = squall_topology(query, source, root, kafka, batch, partitions, out)
+    topology = squall_topology(query, source, root, kafka, batch, partitions, out, storm_files)
     conf = {"squall.spark.batch.max.tuples": batch} if query in STORM_QUERIES else {}
     chosen = make_runner(topology, conf, runner=runner,
                          checkpoint_location=work if runner == "spark" else None)
@@ -432,7 +438,7 @@ def child(args: argparse.Namespace) -> None:
             seconds = run_sql(spark, query, root, args.partitions, out, work)
         else:
             seconds = run_squall(runner, query, args.source, root, kafka, args.batch,
-                                 args.partitions, out, work)
+                                 args.partitions, out, work, args.storm_files)
         mem = memory(spark) if spark is not None else {
             "driver_mb": peak_kb(os.getpid()) / 1024, "jvm_mb": 0.0, "worker_mb": 0.0}
         got = (sql_fingerprint(query, read_sql_output(query, out)) if runner == "sql"
@@ -448,6 +454,7 @@ def run_child(args: argparse.Namespace, runner: str, query: str, root: Path | No
               kafka: dict[str, Any]) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--child", f"{runner}:{query}", "--source", args.source,
            "--batch", str(args.batch), "--partitions", str(args.partitions),
+           "--storm-files", args.storm_files,
            *(["--data", str(root)] if root is not None else []),
            *(["--kafka", json.dumps(kafka)] if kafka else [])]
     return run_marked(cmd, "NEXMARK", args.timeout)
@@ -472,7 +479,8 @@ def _memory(run: dict[str, Any] | None) -> str:
 def report(args: argparse.Namespace, results: dict[str, dict[str, dict[str, Any]]]) -> str:
     """The table: events/s per query and runner, squall on Spark / SQL, peak MB."""
     lines = [f"NEXMark, {args.events:,} events, {args.batch:,} per micro-batch, "
-             f"{args.partitions} files a round, source {args.source}, Spark {MASTER}; "
+             f"{args.partitions} files a round, source {args.source} (Storm-API and windowed "
+             f"queries: {args.storm_files}), Spark {MASTER}; "
              "events/s, ratio squall on Spark / Structured Streaming SQL; peak RSS MB "
              "driver/JVM/largest Python worker",
              "", "| query | squall Spark | squall local | SQL | squall/SQL ratio "
@@ -506,6 +514,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runners", default=",".join(RUNNERS), help="of spark, local, sql")
     ap.add_argument("--source", choices=("files", "kafka"), default="files")
     ap.add_argument("--data", help="the event files' cache directory (files are reused)")
+    ap.add_argument("--storm-files", choices=("parquet", "json"), default="parquet",
+                    help="the files squall's Storm-API and windowed queries read")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per run")
     ap.add_argument("--kafka", help=argparse.SUPPRESS)
     ap.add_argument("--child", help=argparse.SUPPRESS)

@@ -4,9 +4,9 @@ exactly, on both runners, reading the files squall.nexmark.files writes.
 One stream of 4,000 events (out-of-order groups of 20 and 5 % delayed events, so that the
 windowed queries see late events and drop some; no hot auctions, sellers or bidders, so that
 every query has rows) is written as two JSON-lines and two Parquet partition files. The Storm-API
-and windowed queries run as branches of one topology over the JSON-lines files, the Trident
-queries as branches of one Trident topology over the Parquet files: two runs per runner, each
-shared by the tests of its queries.
+and windowed queries run as branches of one topology over the Parquet files (and on the local
+runner once more over the JSON-lines files), the Trident queries as branches of one Trident
+topology over the Parquet files: two runs per runner, each shared by the tests of its queries.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from squall.nexmark.queries import (
 from squall.nexmark.queries.results import canonical
 from squall.nexmark.reference import DROPPED, LATE, judge
 from squall.nexmark.reference.lateness import fixed
-from squall.nexmark.sources import NexmarkJsonLinesSource
+from squall.nexmark.sources import NexmarkJsonLinesSource, NexmarkParquetSource
+from squall.testing import complete_topology
 from squall.trident import FileBatchSpout
 
 CONFIG = config(4_000)
@@ -52,15 +53,39 @@ def test_the_stream_has_late_and_dropped_events(stream):
     assert statuses.count(LATE) >= 10 and statuses.count(DROPPED) >= 3
 
 
-@pytest.mark.parametrize("query", STORM_QUERIES)
-def test_storm_and_windowed_queries_equal_the_reference(request, runner, files, stream, query):
+def check_storm_query(request, runner, files, stream, query, source):
     def build():
-        return storm_topology(NexmarkJsonLinesSource(str(files / "json")), time=TIME)
-    result = complete_cached(request, "storm", runner, build, CONF)
+        return storm_topology(source, time=TIME)
+    result = complete_cached(request, ("storm", type(source).__name__), runner, build, CONF)
     assert not result.errors
     expected = reference(query, stream)
     assert expected, f"{query}: the reference is empty, the test would check nothing"
     assert canonical(query, result.tuples(query)) == expected
+
+
+@pytest.mark.parametrize("query", STORM_QUERIES)
+def test_storm_and_windowed_queries_equal_the_reference(request, runner, files, stream, query):
+    check_storm_query(request, runner, files, stream, query,
+                      NexmarkParquetSource(str(files / "parquet")))
+
+
+@pytest.mark.parametrize("query", STORM_QUERIES)
+def test_storm_and_windowed_queries_over_json_lines_equal_the_reference(request, files, stream,
+                                                                         query):
+    """The JSON-lines files give the same rows (the Spark runner reads them in
+    tests/runners/test_sources.py and the command-line tests)."""
+    check_storm_query(request, "local", files, stream, query,
+                      NexmarkJsonLinesSource(str(files / "json")))
+
+
+def test_split_sends_only_the_kinds_a_query_reads(files, stream):
+    """q3 reads people and auctions: the bids (46 of 50 events) are not emitted at all."""
+    result = complete_topology(storm_topology(NexmarkParquetSource(str(files / "parquet")),
+                                              ["q3"], time=TIME), CONF)
+    kinds = {kind: len(result.tuples("split", kind)) for kind in ("person", "auction", "bid")}
+    assert kinds == {"person": CONFIG.max_events // 50, "auction": CONFIG.max_events * 3 // 50,
+                     "bid": 0}
+    assert canonical("q3", result.tuples("q3")) == reference("q3", stream)
 
 
 @pytest.mark.parametrize("query", TRIDENT_QUERIES)

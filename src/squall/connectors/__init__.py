@@ -15,7 +15,13 @@ from squall.components.partitioned_source import (
 )
 from squall.connectors.kafka import KafkaSink, KafkaSource
 from squall.connectors.sinks import JsonLinesSink, ParquetSink, RedisSink, read_jsonl, read_parquet
-from squall.connectors.sources import CsvSource, JsonLinesSource, MemorySource, RedisStreamSource
+from squall.connectors.sources import (
+    CsvSource,
+    JsonLinesSource,
+    MemorySource,
+    ParquetSource,
+    RedisStreamSource,
+)
 from squall.trident.state.kafka import KafkaStateFactory, KafkaStateUpdater
 
 __all__ = [
@@ -30,6 +36,7 @@ __all__ = [
     "MalformedRecord",
     "MemorySource",
     "ParquetSink",
+    "ParquetSource",
     "PartitionedSource",
     "Range",
     "RedisSink",

@@ -25,6 +25,8 @@ import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import redis
 
 from squall.components.partitioned_source import (
@@ -98,6 +100,22 @@ class MemorySource(PartitionedSource):
 # ---- files ----------------------------------------------------------------------------------
 
 
+
+def _list_files(source: PartitionedSource, directory: str, pattern: str) -> list[str]:
+    """The files of `directory` matching `pattern` (names starting with `.` or `_` skipped), in
+    name order: the partitions of a directory source."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        raise SourceError(
+            f"source {source.component!r}: directory {directory} does not exist; create "
+            "it (new files are picked up as they arrive) or fix the path",
+            component=source.component) from None
+    return sorted(n for n in names if not n.startswith((".", "_"))
+                  and fnmatch.fnmatch(n, pattern)
+                  and os.path.isfile(os.path.join(directory, n)))
+
+
 class _FileSource(PartitionedSource):
     """A directory of text files, one record per line; partitions are file names, offsets bytes.
 
@@ -126,16 +144,7 @@ class _FileSource(PartitionedSource):
         self._counted: dict[Range, int] = {}
 
     def discover(self) -> list[str]:
-        try:
-            names = os.listdir(self.directory)
-        except FileNotFoundError:
-            raise SourceError(
-                f"source {self.component!r}: directory {self.directory} does not exist; create "
-                "it (new files are picked up as they arrive) or fix the path",
-                component=self.component) from None
-        return sorted(n for n in names if not n.startswith((".", "_"))
-                      and fnmatch.fnmatch(n, self.pattern)
-                      and os.path.isfile(os.path.join(self.directory, n)))
+        return _list_files(self, self.directory, self.pattern)
 
     def initial_offset(self, partition: str) -> int:
         return 0
@@ -355,6 +364,122 @@ class CsvSource(_FileSource):
                 except (TypeError, ValueError) as exc:
                     raise _Bad(f"field {name!r}: {exc}", name) from None
         return row
+
+
+class ParquetSource(PartitionedSource):
+    """A directory of Parquet files; partitions are file names, offsets row positions in a file.
+
+    Each record is a row's values of the declared fields (columns read by name, other columns
+    not read), as Python values (`pyarrow`'s `to_pylist`: ints, floats, strings, None for nulls,
+    `datetime` for timestamps). Files are listed on every plan as `JsonLinesSource`'s are (names
+    starting with `.` or `_` skipped): a Parquet file is whole once its footer is written, so
+    write it elsewhere or under such a name and rename it into place. A file's rows come from
+    its footer, so a plan reads no data; a range holds at most the plan's budget of rows and
+    `rows_per_range`. A range is read by row groups, only the columns of the fields, and handed
+    on as rows without parsing; the last row group read is kept, so the local runner's small
+    ranges read each row group once. A file without a declared field's column sends each of its
+    rows to the `malformed` stream naming the field; a file that is not Parquet is a source
+    error naming it.
+
+    >>> import tempfile, os
+    >>> import pyarrow as pa, pyarrow.parquet as pq
+    >>> d = tempfile.mkdtemp()
+    >>> pq.write_table(pa.table({"w": ["x", "y", None], "n": [1, 2, 3], "z": [0.5] * 3}),
+    ...                os.path.join(d, "a.parquet"), row_group_size=2)
+    >>> src = ParquetSource(d, ["n", "w"], bounded=True)
+    >>> src.discover(), src.end_offset("a.parquet", 0)
+    (['a.parquet'], 3)
+    >>> list(src.read("a.parquet", 1, 3))
+    [(1, [2, 'y']), (2, [3, None])]
+    """
+
+    assign_by_hash = True
+
+    def __init__(
+        self, directory: str, fields: Fields | Iterable[str], *, pattern: str = "*.parquet",
+        stream: str = "default", bounded: bool = False, rows_per_range: int | None = None,
+        records_per_call: int = 1000,
+    ) -> None:
+        super().__init__(fields, stream=stream, bounded=bounded,
+                         records_per_call=records_per_call)
+        if rows_per_range is not None and (not isinstance(rows_per_range, int)
+                                           or isinstance(rows_per_range, bool)
+                                           or rows_per_range < 1):
+            raise ValueError(f"ParquetSource: rows_per_range must be a positive int or None, "
+                             f"got {rows_per_range!r}")
+        self.directory = os.path.abspath(directory)
+        self.pattern = pattern
+        self.rows_per_range = rows_per_range
+        # the last row group read: ((file, row group, footer size), its rows)
+        self._group: tuple[tuple[str, int, int], list[Any]] | None = None
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_group"] = None  # rows read stay where they were read
+        return state
+
+    def discover(self) -> list[str]:
+        return _list_files(self, self.directory, self.pattern)
+
+    def _file(self, partition: str) -> pq.ParquetFile:
+        path = os.path.join(self.directory, partition)
+        try:
+            return pq.ParquetFile(path)
+        except pa.ArrowException as exc:
+            raise SourceError(
+                f"source {self.component!r}: {path} is not a Parquet file ({exc}); remove it "
+                f"from {self.directory} or narrow the pattern {self.pattern!r}",
+                component=self.component) from None
+
+    def initial_offset(self, partition: str) -> int:
+        return 0
+
+    def end_offset(self, partition: str, start: Any) -> int:
+        return max(start, self._file(partition).metadata.num_rows)
+
+    def cut(self, partition: str, start: Any, end: Any, budget: int) -> int:
+        return min(end, start + max(1, min(budget, self.rows_per_range or budget)))
+
+    def estimate(self, r: Range) -> int:
+        return max(1, r.end - r.start)
+
+    def read(self, partition: str, start: Any, end: Any) -> Iterator[tuple[Any, Any]]:
+        if start >= end:
+            return
+        file = self._file(partition)
+        names = set(file.schema_arrow.names)
+        missing = next((f for f in self.fields if f not in names), None)
+        first = 0
+        for group in range(file.metadata.num_row_groups):
+            size = file.metadata.row_group(group).num_rows
+            if first + size > start and first < end:
+                rows = self._rows(file, partition, group, missing)
+                for offset in range(max(start, first), min(end, first + size)):
+                    values = rows[offset - first]
+                    if missing is not None:
+                        values = self.malformed(
+                            values, f"{os.path.join(self.directory, partition)}: row {offset}: "
+                            f"the file has no column {missing!r}", missing)
+                    yield offset, values
+            first += size
+            if first >= end:
+                return
+
+    def _rows(self, file: pq.ParquetFile, partition: str, group: int,
+              missing: str | None) -> list[Any]:
+        """Row group `group`'s rows: lists of the fields' values (the file's columns when a
+        field's column is missing: the record the malformed stream carries)."""
+        key = (partition, group, file.metadata.serialized_size)  # a file put in its place differs
+        if self._group is not None and self._group[0] == key:
+            return self._group[1]
+        columns = None if missing is not None else self.fields.to_list()
+        table = file.read_row_group(group, columns=columns)
+        rows: list[Any] = list(map(list, zip(*(c.to_pylist() for c in table.columns),
+                                             strict=True)))
+        if missing is not None:
+            rows = [dict(zip(table.column_names, row, strict=True)) for row in rows]
+        self._group = (key, rows)
+        return rows
 
 
 # ---- Redis Streams ------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ generator (docs/nexmark.md).
 - `squall.nexmark.generator`: `GeneratorConfig` and the event of each event number;
 - `squall.nexmark.files`: JSON-lines and Parquet partition files;
 - `squall.nexmark.sources`: `NexmarkSource` (partitioned, event-time watermarks),
-  `NexmarkJsonLinesSource` (the JSON-lines files as flat rows) and `NexmarkBatchSpout` (Trident);
+  `NexmarkJsonLinesSource` and `NexmarkParquetSource` (the files as flat rows) and
+  `NexmarkBatchSpout` (Trident);
 - `squall.nexmark.queries`: the queries as squall topologies, and `squall run` targets;
 - `squall.nexmark.reference`: every query's definition computed in batch, the reference a
   streaming run is compared with (imported on its own).
@@ -34,11 +35,17 @@ from squall.nexmark.model import (
     to_json,
     to_row,
 )
-from squall.nexmark.sources import NexmarkBatchSpout, NexmarkJsonLinesSource, NexmarkSource
+from squall.nexmark.sources import (
+    NexmarkBatchSpout,
+    NexmarkJsonLinesSource,
+    NexmarkParquetSource,
+    NexmarkSource,
+)
 
 __all__ = [
     "AUCTION", "BID", "PERSON", "ROW_FIELDS", "Auction", "Bid", "Event", "GeneratorConfig",
-    "NexmarkBatchSpout", "NexmarkJsonLinesSource", "NexmarkSource", "Person", "event", "events",
+    "NexmarkBatchSpout", "NexmarkJsonLinesSource", "NexmarkParquetSource", "NexmarkSource",
+    "Person", "event", "events",
     "from_json", "from_row", "kafka_records", "read_json_lines", "read_parquet", "to_json",
     "to_row", "write_json_lines", "write_parquet",
 ]

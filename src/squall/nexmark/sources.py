@@ -1,4 +1,4 @@
-"""squall sources over the NEXMark generator: events made where they are read, no files.
+"""squall sources over the NEXMark generator (events made where they are read) and its files.
 
 - `NexmarkSource`, a `PartitionedSource` (squall.components.partitioned_source) for the Storm API
   and the windowed operators: `partitions` partitions, partition `i` the events at positions
@@ -7,6 +7,8 @@
   partition. Bounded by `config.max_events`. Its records are flat rows (`ROW_FIELDS`), and its
   event-time field is `date_time` (`squall.source.event.time.field`), so operators that take
   their watermark from source partitions get each partition's progress.
+- `NexmarkJsonLinesSource` and `NexmarkParquetSource`: the partition files of
+  `squall.nexmark.files` as flat rows, a partition per file, event-time field `date_time`.
 - `NexmarkBatchSpout`, a transactional Trident `BatchSpout`: batch `b` is the events at
   positions `(b - 1) x batch_size` to `b x batch_size`, the same rows whenever it is replayed.
 
@@ -26,7 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from squall.components.partitioned_source import PartitionedSource, Range
-from squall.connectors.sources import JsonLinesSource, _Bad
+from squall.connectors.sources import JsonLinesSource, ParquetSource, _Bad
 from squall.nexmark.generator import GeneratorConfig, event, partition_size
 from squall.nexmark.model import ROW_FIELDS, from_json, to_row
 from squall.topology.config import SQUALL_SOURCE_EVENT_TIME_FIELD
@@ -99,6 +101,20 @@ class NexmarkJsonLinesSource(JsonLinesSource):
             return to_row(from_json(text))
         except (ValueError, TypeError, KeyError) as exc:
             raise _Bad(f"not a NEXMark event ({exc})") from None
+
+
+class NexmarkParquetSource(ParquetSource):
+    """The Parquet partition files `squall.nexmark.files.write_parquet` writes, read as flat rows
+    (`ROW_FIELDS`, the files' columns): one source partition per file, each in its stream order,
+    event-time field `date_time`. The rows are the JSON-lines source's for the same events,
+    read without parsing: columns into Python values, a row group at a time."""
+
+    def __init__(self, directory: str, *, pattern: str = "*.parquet", bounded: bool = True,
+                 **kwargs: Any) -> None:
+        super().__init__(directory, ROW_FIELDS, pattern=pattern, bounded=bounded, **kwargs)
+
+    def get_component_configuration(self) -> Mapping[str, Any] | None:
+        return {SQUALL_SOURCE_EVENT_TIME_FIELD: EVENT_TIME_FIELD}
 
 
 class NexmarkBatchSpout(BatchSpout):

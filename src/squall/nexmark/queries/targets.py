@@ -3,7 +3,8 @@
 Configuration keys (docs/nexmark.md has the table):
 
 - `nexmark.source`: `generator` (the default), `json` or `parquet` (the files under
-  `nexmark.path`: JSON lines for the Storm-API queries, Parquet for Trident's), `kafka`
+  `nexmark.path`: JSON lines for the Storm-API and windowed queries only, Parquet for every
+  query), `kafka`
   (flat-row JSON records of `nexmark.kafka.topic` at `nexmark.kafka.bootstrap`);
 - `nexmark.events` (100000), `nexmark.partitions` (4), `nexmark.batch.size` (10000): the
   generator's events, its partitions (Storm's API), its events per Trident batch;
@@ -32,7 +33,12 @@ from squall.nexmark.queries.topologies import (
     trident_topology,
 )
 from squall.nexmark.queries.windowed import EventTimeSettings
-from squall.nexmark.sources import NexmarkBatchSpout, NexmarkJsonLinesSource, NexmarkSource
+from squall.nexmark.sources import (
+    NexmarkBatchSpout,
+    NexmarkJsonLinesSource,
+    NexmarkParquetSource,
+    NexmarkSource,
+)
 from squall.topology.description import Topology
 from squall.topology.fields import Fields
 from squall.transactional import KafkaTransactionalSpout
@@ -66,9 +72,11 @@ def _source_kind(conf: Mapping[str, Any], allowed: tuple[str, ...]) -> str:
 
 def storm_source(conf: Mapping[str, Any]) -> PartitionedSource:
     """The partitioned source of flat rows the configuration names."""
-    kind = _source_kind(conf, ("generator", "json", "kafka"))
+    kind = _source_kind(conf, SOURCES)
     if kind == "json":
         return NexmarkJsonLinesSource(_setting(conf, "nexmark.path"))
+    if kind == "parquet":
+        return NexmarkParquetSource(_setting(conf, "nexmark.path"))
     if kind == "kafka":
         source = KafkaSource([_setting(conf, "nexmark.kafka.topic")], ROW_FIELDS,
                              bootstrap_servers=_setting(conf, "nexmark.kafka.bootstrap"),
