@@ -245,18 +245,56 @@ class SpoutTask(TaskRuntime):
             if self._watch is not None:
                 self._watch(self.host.now_ms())
         except Exception as exc:
-            self.report(exc)
-            if self.stats.emitted == before:
-                self._raised += 1
-                self._pull_at = self.host.now_ms() + self.retries.policy.delay_ms(self._raised)
+            self._raised_in_call(exc, before)
         if self._raised and self.stats.emitted != before:
             self._raised = self._pull_at = 0
         if self._untracked_acks:
-            acks, self._untracked_acks = self._untracked_acks, []
-            for msg_id in acks:
-                self.stats.acked += 1
-                self._call("ack", msg_id)
+            self._ack_untracked_now()
         return self.stats.emitted - before
+
+    def pull(self, budget: int) -> tuple[int, int]:
+        """`next_tuple` while fewer than `budget` tuples were emitted, the task can emit and each
+        call emits something: a runner's loop over its one spout task, with `next_tuple`'s
+        bookkeeping inline. Returns the tuples emitted and the calls made, a last call counted
+        also when the task could not emit (as a loop calling `can_emit` then `next_tuple`
+        would count its turns)."""
+        stats, spout_next = self.stats, self.spout.next_tuple
+        pending, max_pending = self.pending, self.max_pending
+        start = stats.emitted
+        calls = 0
+        while stats.emitted - start < budget:
+            calls += 1
+            if not self.active or (max_pending is not None and len(pending) >= max_pending):
+                break
+            if self._pull_at or self._watch is not None:  # backing off, or a watched source
+                if not self.next_tuple():
+                    break
+                continue
+            before = stats.emitted
+            try:
+                spout_next()
+            except Exception as exc:
+                self._raised_in_call(exc, before)
+            if self._untracked_acks:
+                self._ack_untracked_now()
+            if stats.emitted == before:
+                break
+            if self._raised:
+                self._raised = self._pull_at = 0
+        return stats.emitted - start, calls
+
+    def _raised_in_call(self, exc: Exception, before: int) -> None:
+        """`next_tuple` raised: reported; a call that emitted nothing backs the next one off."""
+        self.report(exc)
+        if self.stats.emitted == before:
+            self._raised += 1
+            self._pull_at = self.host.now_ms() + self.retries.policy.delay_ms(self._raised)
+
+    def _ack_untracked_now(self) -> None:
+        acks, self._untracked_acks = self._untracked_acks, []
+        for msg_id in acks:
+            self.stats.acked += 1
+            self._call("ack", msg_id)
 
     def exhausted(self) -> bool:
         if self.retries.waiting:

@@ -333,8 +333,12 @@ class SpoutReader(DataSourceStreamReader):
         # Spout tasks take turns, one next_tuple each, as in the local runner's rounds; the
         # turn carries over to the next call, so a small budget does not starve later tasks.
         order = [task for task in self.tasks.values() if not is_source(task)]
+        if len(order) == 1:  # the turns' loop for one task, its bookkeeping per call inline
+            n, calls = order[0].pull(self.max_batch - emitted)
+            emitted += n
+            self.turn += calls
         idle = 0
-        while order and emitted < self.max_batch and idle < len(order):
+        while len(order) > 1 and emitted < self.max_batch and idle < len(order):
             task = order[self.turn % len(order)]
             self.turn += 1
             n = task.next_tuple() if task.can_emit() else 0
