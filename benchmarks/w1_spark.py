@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/w1_spark.py [--sentences 200000] [--runs 2] [--tasks 2]
         [--sources spout,source] [--parts]
+    .venv/bin/python benchmarks/w1_spark.py --user-seen [--rounds 3] [--sentences 200000]
+        [--small 20000] [--input files|list]
 
 Baseline (docs/benchmarks.md): sentences split in Python inside `mapInArrow`, `repartition` by word,
 counted in a Python dict per partition inside `mapInArrow`. squall: the same topology as
@@ -12,12 +14,24 @@ read on the executors) in place of the user's spout. Reported: the data batch's 
 workers, and the idle micro-batch cost next to an empty `foreachBatch` query's. Counts are checked
 every run. `--parts` prints each data batch's `durationMs` parts (`latestOffset` holds the spout
 reader's planning, `addBatch` the stages' job and the driver's commit).
+
+`--user-seen` measures W1 as a user sees it instead (docs/benchmarks.md, "W1 as a user sees
+it"): both sides read the same sentences from the same place, text files by default (two a
+input) or, with `--input list`, a Python list on the driver. squall: the topology built around a
+user spout over them (`LinesSpout`, or `ListSpout`) and run with `squall.run`'s defaults (acking
+off, the default batch cap) until it returns; the hand-written job: the batch job a user writes
+for a bounded input (`spark.read.text`, or `spark.createDataFrame` from the list, then the same
+`mapInArrow` split, `repartition` and count), until its counts are a dict on the driver. Whole
+runs of `--sentences` and of `--small` sentences, alternated in this process for `--rounds`
+rounds after a warm-up; the steady state is (large run's time - small run's time) / (large
+run's words - small run's).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -30,8 +44,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from w1_local import Count, ListSpout, Split
 from workloads import reference_counts, w1_sentences
 
-from squall import Config, Fields, TopologyBuilder
+from squall import Config, Fields, Spout, TopologyBuilder
 from squall.connectors import MemorySource
+from squall.runners import make_runner
 from squall.runtime.spark.driver import SparkRunner
 from squall.runtime.spark.session import get_session
 
@@ -104,6 +119,140 @@ def squall_run(spark, sentences, acking: bool, source: str = "spout", tasks: int
 PARTS = False  # --parts: print each data batch's durationMs parts
 
 
+class LinesSpout(Spout):
+    """A user's spout over text files: one sentence a line, emitted unanchored. Its state is
+    the file and the byte offset it reached (the open file is reopened and sought after a
+    restore), as a spout over files or a log keeps an offset rather than its data."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+
+    def open(self, conf, context, collector) -> None:
+        super().open(conf, context, collector)
+        self.index, self.offset, self.file = 0, 0, None
+
+    def next_tuple(self) -> None:
+        while self.index < len(self.paths):
+            if self.file is None:
+                self.file = open(self.paths[self.index], "rb")  # noqa: SIM115
+                self.file.seek(self.offset)
+            line = self.file.readline()
+            if line:
+                self.offset += len(line)
+                self.collector.emit([line.decode().rstrip("\n")])
+                return
+            self.file.close()
+            self.file, self.index, self.offset = None, self.index + 1, 0
+
+    def is_exhausted(self) -> bool:
+        return self.index >= len(self.paths)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "file": None}
+
+    def declare_output_fields(self, declarer) -> None:
+        declarer.declare(Fields("sentence"))
+
+
+def user_job(spark, source: Any) -> tuple[float, dict[str, int]]:
+    """The hand-written batch job, timed from reading its input (the files with
+    `spark.read.text`, or a DataFrame of the driver's list) until its counts are back."""
+    import pyarrow as pa
+
+    t0 = time.perf_counter()
+    if isinstance(source, list):
+        df = spark.createDataFrame(pa.table({"sentence": source}))
+    else:
+        df = spark.read.text(source)
+    table = (df.mapInArrow(split_words, "word string").repartition(2, "word")
+             .mapInArrow(count_words, "word string, count long").toArrow())
+    counts = dict(zip(table.column(0).to_pylist(), table.column(1).to_pylist(), strict=True))
+    return time.perf_counter() - t0, counts
+
+
+def user_squall(source: Any) -> tuple[float, dict[str, int]]:
+    """W1 through the public API with its defaults (acking off: no ackers), timed from the
+    topology's build to the run's return; the counts are read from the bolts afterwards. The
+    spout reads `source`'s files, or emits the driver's list (`ListSpout`)."""
+    root = tempfile.mkdtemp(prefix="w1-user-")
+    t0 = time.perf_counter()
+    builder = TopologyBuilder()
+    if isinstance(source, list):
+        builder.set_spout("sentences", ListSpout(source, reliable=False))
+    else:
+        builder.set_spout("sentences", LinesSpout(sorted(str(p) for p in Path(source).iterdir())))
+    builder.set_bolt("split", Split(), 2).shuffle_grouping("sentences")
+    builder.set_bolt("count", Count(), 2).fields_grouping("split", Fields("word"))
+    conf = Config()
+    conf.set_num_ackers(0)
+    # What `squall.run` does (make_runner, then run until complete), keeping the runner so that
+    # the counts can be checked once the clock has stopped.
+    runner = make_runner(builder.create_topology(), conf, runner="spark",
+                         checkpoint_location=root)
+    result = runner.run(until_complete=True)
+    elapsed = time.perf_counter() - t0
+    if result.errors:
+        raise AssertionError(result.errors[:3])
+    counts: dict[str, int] = {}
+    for task in runner.restored_bolts():  # type: ignore[attr-defined]
+        if task.component_id == "count":
+            counts.update(task.instance.counts)
+    shutil.rmtree(root, ignore_errors=True)
+    return elapsed, counts
+
+
+def user_seen(spark, large: int, small: int, rounds: int, place: str) -> None:
+    """W1 as a user sees it: steady state of whole runs, alternated (see the module's doc)."""
+    inputs = {n: w1_sentences(n) for n in (small, large)}
+    words = {n: sum(len(s.split()) for s in v) for n, v in inputs.items()}
+    expected = {n: reference_counts(v) for n, v in inputs.items()}
+    sources: dict[int, Any] = dict(inputs)
+    data = tempfile.mkdtemp(prefix="w1-user-input-")
+    if place == "files":  # two files per input, as Spark reads them in two partitions
+        for n, sentences in inputs.items():
+            folder = os.path.join(data, str(n))
+            os.makedirs(folder)
+            half = len(sentences) // 2
+            for i, part in enumerate((sentences[:half], sentences[half:])):
+                Path(folder, f"part-{i}.txt").write_text("".join(s + "\n" for s in part))
+            sources[n] = folder
+    sides = {"job": lambda n: user_job(spark, sources[n]),
+             "squall": lambda n: user_squall(sources[n])}
+    for side in sides.values():  # warm-up: Python workers, the first query's planning
+        side(small)
+    rates: dict[str, list[float]] = {"job": [], "squall": []}
+    ratios = []
+    for r in range(rounds):
+        order = ["job", "squall"] if r % 2 == 0 else ["squall", "job"]
+        times: dict[tuple[str, int], float] = {}
+        for n in (small, large):
+            for name in order:
+                t, counts = sides[name](n)
+                if counts != expected[n]:
+                    raise AssertionError(f"{name}, {n} sentences: counts differ from the reference")
+                times[name, n] = t
+        rate = {name: (words[large] - words[small]) / (times[name, large] - times[name, small])
+                for name in sides}
+        for name in sides:
+            rates[name].append(rate[name])
+        ratios.append(rate["squall"] / rate["job"])
+        print(f"round {r + 1}: " + ", ".join(
+            f"{name} {times[name, small]:.2f}s / {times[name, large]:.2f}s "
+            f"({rate[name] / 1e6:.3f} M words/s)" for name in order)
+            + f", ratio {ratios[-1]:.1%}", flush=True)
+    shutil.rmtree(data, ignore_errors=True)
+    print(f"W1 as a user sees it (local[2]), input from {place}, whole runs of {large:,} and "
+          f"{small:,} sentences ({words[large]:,} and {words[small]:,} words), steady state, "
+          f"{rounds} rounds (medians and ranges)")
+    for name, label in (("job", "hand-written PySpark job"),
+                        ("squall", "squall, user spout, acking off")):
+        v = rates[name]
+        print(f"  {label:<32} {statistics.median(v) / 1e6:6.3f} M words/s "
+              f"({min(v) / 1e6:.3f}-{max(v) / 1e6:.3f})")
+    print(f"  ratio to the hand-written job {statistics.median(ratios):6.1%} "
+          f"({min(ratios):.1%}-{max(ratios):.1%})")
+
+
 def idle_batches(spark, squall_idle: bool) -> float:
     """Median duration of empty micro-batches of a foreachBatch query (the reference)."""
     root = tempfile.mkdtemp(prefix="w1-idle-")
@@ -128,7 +277,19 @@ def main() -> None:
                         help="print each data batch's durationMs parts (Spark's progress report)")
     parser.add_argument("--sources", default="spout,source",
                         help="which squall sources to run: spout, source or both")
+    parser.add_argument("--user-seen", action="store_true",
+                        help="W1 as a user sees it: whole runs from the driver's list, steady "
+                        "state of a large run less a small one, alternated with the job")
+    parser.add_argument("--small", type=int, default=20_000,
+                        help="--user-seen: the small run's sentences")
+    parser.add_argument("--rounds", type=int, default=3, help="--user-seen: rounds")
+    parser.add_argument("--input", choices=("files", "list"), default="files",
+                        help="--user-seen: where both sides read the sentences from")
     args = parser.parse_args()
+    if args.user_seen:
+        user_seen(get_session("local[2]", {"spark.ui.enabled": "false"}), args.sentences,
+                  args.small, args.rounds, args.input)
+        return
     global PARTS
     PARTS = args.parts
     sources = args.sources.split(",")
