@@ -1,7 +1,7 @@
 """W1's Spark stages run in this process, without Spark: the Python cost per word of each part.
 
     .venv/bin/python benchmarks/w1_stages.py [--sentences 200000] [--runs 3] [--acking] [--cpu]
-        [--reader]
+        [--reader] [--profile-reader]
 
 The Spark runner's time per word is the JVM's (rows, shuffles) plus the Python work of the
 spout reader and of each stage's `mapInArrow` function. This script runs exactly those Python
@@ -14,13 +14,16 @@ loops. `--cpu` times the parts in this process's CPU time instead of wall time, 
 processes on a shared machine disturb less. `--reader` also times the whole plan of the data
 batch as Spark's streaming process makes it (`SpoutReader.latestOffset` on a fresh run
 directory: the plan file read, the spout opened, the `next_tuple` loop, the segment and the
-spouts' snapshot written), the part Spark reports as `latestOffset`.
+spouts' snapshot written), the part Spark reports as `latestOffset`; `--profile-reader` prints
+cProfile's top functions of one more such plan, by their own time.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import os
+import pstats
 import statistics
 import sys
 import tempfile
@@ -139,6 +142,8 @@ def main() -> None:
     parser.add_argument("--cpu", action="store_true", help="CPU time instead of wall time")
     parser.add_argument("--reader", action="store_true",
                         help="also time the reader's whole plan of the batch (latestOffset)")
+    parser.add_argument("--profile-reader", action="store_true",
+                        help="print cProfile's top functions of one reader plan")
     args = parser.parse_args()
     global clock
     if args.cpu:
@@ -168,6 +173,13 @@ def main() -> None:
     total = us["spout (reader)"] + us["split"] + us["count"]
     print(f"  squall total {total:.3f} us/word = {total / base:.1f}x the plain loops "
           f"({base:.3f} us/word)")
+    if args.profile_reader:
+        conf = Config()
+        conf.set_num_ackers(1 if args.acking else 0)
+        topo = topology(sentences, args.acking)
+        profile = cProfile.Profile()
+        profile.runcall(reader_plan, topo, conf, args.acking, len(sentences))
+        pstats.Stats(profile).sort_stats("tottime").print_stats(25)
 
 
 if __name__ == "__main__":
