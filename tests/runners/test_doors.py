@@ -245,11 +245,13 @@ def test_complete_topology_gives_up_on_a_spout_that_emits_on_every_call(runner):
     """A spout that emits on every call keeps every round of the local runner busy; its
     simulated clock still moves (10 s per 10,000 busy rounds at one instant), so
     `max_time_ms` ends the run and the timeout names the spout with what it emitted and had
-    acked. On Spark the limit is wall time: the run ends by it too."""
+    acked. On Spark the limit is wall time: the run ends by it too, and names the spout and its
+    counts the same way."""
     limit = 2_000
     began = time.monotonic()
     with simulated_time() as clock, pytest.raises(CompleteTopologyTimeout) as raised:
-        complete_topology(counter_topology(), runner=runner, max_time_ms=limit)
+        complete_topology(counter_topology(), {"squall.spark.batch.max.tuples": 100},
+                          runner=runner, max_time_ms=limit)
     message = str(raised.value)
     assert f"did not complete within {limit} ms" in message
     if runner == "local":
@@ -264,6 +266,13 @@ def test_complete_topology_gives_up_on_a_spout_that_emits_on_every_call(runner):
     else:
         # Ended by its duration of wall time (a query's start included), not by the cap.
         assert "wall time on Spark" in message and time.monotonic() - began < 60
+        # Named with its counts once a batch was planned (small batches: soon after the
+        # query's start), or as still in its first planning round.
+        counts = re.search(r"spout 'counter': emitted (\d+), acked (\d+), failed 0", message)
+        assert ("spouts not exhausted: ['counter']" in message and counts is not None
+                and int(counts.group(1)) > 0) or (
+            "no batch planned yet: spouts ['counter'] still in their first planning round"
+            in message), message
 
 
 def test_a_busy_local_run_moves_its_simulated_clock_in_steps():

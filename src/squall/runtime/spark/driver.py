@@ -47,7 +47,7 @@ from squall.runtime.settlement import Settlement
 from squall.runtime.spark import row_schema
 from squall.runtime.spark.ack_fold import fold
 from squall.runtime.spark.batch_rows import BatchRows, add_counters, decode_batch
-from squall.runtime.spark.query import batch_metrics, drive_query, routing_keys
+from squall.runtime.spark.query import StoppedInBatch, batch_metrics, drive_query, routing_keys
 from squall.runtime.spark.reader_log import Relay
 from squall.runtime.spark.rescale import migrate
 from squall.runtime.spark.session import get_session
@@ -237,6 +237,8 @@ class SparkRunner(Controls, Reporting):
             try:
                 rows = decode_batch(cur.toArrow().to_pydict(), self.topology)
             except Exception as exc:  # a task raised (a state store is down, say)
+                if self.stopping:  # the run's stop cancelled the batch's job
+                    raise StoppedInBatch(f"stopped during batch {batch_id}") from None
                 errors = [ErrorRecord("?", -1, SquallError(_python_error(exc)), None, wall_ms())]
             else:
                 errors = rows.aborts  # tasks that refused to commit (BatchRetryError)
@@ -276,8 +278,7 @@ class SparkRunner(Controls, Reporting):
         deadline = time.monotonic() + delay_ms / 1000
         while time.monotonic() < deadline:
             if self.stopping:
-                raise self._fail(f"stopped while batch {batch_id} was waiting to run again; "
-                                 "nothing of it was committed")
+                raise StoppedInBatch(f"stopped while batch {batch_id} was waiting to run again")
             time.sleep(0.05)
 
     def _deliver(self, outcome: Outcome) -> None:
@@ -483,8 +484,17 @@ class SparkRunner(Controls, Reporting):
             return []
         status = read_status(self.dir)
         if status is None:
-            return ["no batch planned yet"]
+            # The reader writes its status at the end of its first planning round.
+            return [f"no batch planned yet: spouts {sorted(self.topology.spouts)} "
+                    "still in their first planning round"]
+        # What each spout that never finished did, named as on the local runner.
+        spouts = status["spouts"].values()
+        stuck = sorted({s["component"] for s in spouts if not s["exhausted"]})
+        stats = self.component_stats() if stuck else {}
+        counts = [f"spout {c!r}: emitted {stats[c].emitted}, acked {stats[c].acked}, "
+                  f"failed {stats[c].failed}" for c in stuck]
         return [f"spouts exhausted: {'yes' if status['exhausted'] else 'no'}",
+                *([f"spouts not exhausted: {stuck}"] if stuck else []), *counts,
                 f"tracked tuples pending: {status['pending']}",
                 f"trees in the ledger: {len(self.ledger)}"]
 

@@ -8,6 +8,7 @@ the way; `SparkRunner` and `TransactionalSparkRunner` differ only in the source 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -19,6 +20,15 @@ from squall.murmur3 import hash_long
 from squall.runtime.lifecycle import Lifecycle
 
 TRIGGER_MS = "squall.spark.trigger.ms"
+
+log = logging.getLogger("squall")
+
+
+class StoppedInBatch(SquallError):
+    """The run was stopped while a batch's job ran or waited to run again: the stop cancelled
+    it, nothing of it is committed, and a restart on the same checkpoint location runs it
+    again. A batch raises it (a batch function that returned would let Spark log the batch as
+    done); `drive_query` ends the run without an error."""
 
 # A micro-batch per trigger from Spark's own `rate-micro-batch` source (one row, one partition),
 # for a runner whose driver decides each batch's input itself (Trident): nothing is read from
@@ -118,9 +128,15 @@ def drive_query(
         if finished and finish_last_trigger is not None:
             _let_trigger_finish(query, finish_last_trigger())
         runner.stopping = True  # a batch waiting to run again gives up (uncommitted)
-        if query.isActive:
+        stopped = query.isActive  # stopped here, not ended by an error of its own
+        if stopped:
             query.stop()
     error = query.exception()
+    if error is not None and stopped and runner.failure is None:
+        # What the stop cancelled (the batch in flight) is not committed: not a failure.
+        log.info("the run stopped during a batch: nothing of it was committed; a restart on "
+                 "the same checkpoint location runs it again")
+        return
     if error is not None:
         # The runner's own error, when it stopped the query on purpose, says it best.
         raise runner.failure or SquallError(f"the Spark query failed: {error}") from None

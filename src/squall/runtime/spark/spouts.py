@@ -466,6 +466,8 @@ class SpoutReader(DataSourceStreamReader):
             "active": any(t.active for t in self.tasks.values()),
             "spouts": {
                 t: {
+                    "component": task.component_id,
+                    "exhausted": task.exhausted(),
                     "settled_ids": task.settled_ids,
                     "stats": {**task.stats.as_dict(), "pending": len(task.pending),
                               **task_figures(task)},
