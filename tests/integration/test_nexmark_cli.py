@@ -9,7 +9,12 @@ import pytest
 from support.cli import squall
 
 from squall.cli.target import TargetError, load_target
-from squall.nexmark import GeneratorConfig, NexmarkJsonLinesSource, NexmarkSource
+from squall.nexmark import (
+    GeneratorConfig,
+    NexmarkJsonLinesSource,
+    NexmarkParquetSource,
+    NexmarkSource,
+)
 from squall.nexmark.generator import events
 from squall.nexmark.queries.results import canonical
 from squall.nexmark.reference import EventTime, q7
@@ -40,6 +45,9 @@ def test_configuration_keys_choose_the_source_and_bad_ones_are_named(tmp_path):
     topology, _ = load_target("squall.nexmark.queries:q3",
                               {"nexmark.source": "json", "nexmark.path": str(tmp_path)})
     assert isinstance(topology.spouts["events"].new_instance(), NexmarkJsonLinesSource)
+    topology, _ = load_target("squall.nexmark.queries:q3",
+                              {"nexmark.source": "parquet", "nexmark.path": str(tmp_path)})
+    assert isinstance(topology.spouts["events"].new_instance(), NexmarkParquetSource)
     with pytest.raises(TargetError, match=r"nexmark.path"):
         load_target("squall.nexmark.queries:q3", {"nexmark.source": "json"})
     with pytest.raises(TargetError, match=r"nexmark.events must be a positive int"):
