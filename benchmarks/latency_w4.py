@@ -26,6 +26,10 @@ spout reader does when it calls `next_tuple`) to the count of its last word; its
 column is the end of the `foreachBatch` that collected it (it has no acking). The word total is
 checked.
 
+On Spark a warm-up run comes first (`--warmup`, 2 s at the first rate by default), unmeasured:
+the measured runs then find the session's JVM and Python workers started, as the plain query
+does, and measure steady batches rather than the catch-up after the process's start-up.
+
 `--batches` (spark) also prints, per run, Spark's progress reports of its micro-batches with
 input (the first, start-up, left out): their count, the median time between trigger starts,
 the median of each `durationMs` part (latestOffset, getBatch, queryPlanning, walCommit,
@@ -452,6 +456,10 @@ def main() -> None:
                         help="also measure a plain PySpark query of the same shape (spark only)")
     parser.add_argument("--batches", action="store_true",
                         help="also print the per-batch breakdown of each run (spark only)")
+    parser.add_argument("--warmup", type=float, default=None, metavar="SECONDS",
+                        help="spark: an unmeasured squall run first, of SECONDS at the first "
+                             "rate, so that the measured runs find Spark's JVM and Python "
+                             "workers started (default 2; 0: none)")
     parser.add_argument("-c", dest="conf", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
     conf: dict[str, Any] = {"topology.acker.executors": 1}
@@ -468,6 +476,11 @@ def main() -> None:
         from squall.runtime.spark.session import get_session
 
         batch_log = BatchLog(get_session(None, conf))
+    warmup = args.warmup if args.warmup is not None else 2.0 if args.runner == "spark" else 0
+    if warmup and args.runner == "spark":
+        rate = int(args.rates.split(",")[0]) or 1000
+        measure(args.runner, w1_sentences(max(1, int(rate * warmup))), rate, conf)
+        print(f"(after a warm-up run of {warmup:g} s at {rate}/s, not measured)")
     print(f"{'rate asked':>10} {'reached':>9}  complete p50 / p99 / max ms"
           "        end-to-end p50 / p99 / max ms    load")
     for rate in (int(r) for r in args.rates.split(",")):

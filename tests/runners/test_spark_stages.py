@@ -90,16 +90,23 @@ def test_a_component_with_more_tasks_than_cores_runs_a_spark_task_per_core(
     assert all(len(tasks) == 1 for tasks in by_word.values())  # fields grouping held
 
 
-def test_a_task_whose_state_did_not_change_writes_no_snapshot(tmp_path, spark_session):
+def pass_then_tally(tmp_path: Path, session) -> tuple[SparkRunner, Path, int]:
+    """WORDS through Pass then Tally, two words a batch; the runner, its checkpoint location
+    and the Tally task, whose output is checked."""
     b = TopologyBuilder()
     b.set_spout("words", FixedTupleSpout([[w] for w in WORDS], Fields("word")))
     b.set_bolt("pass", Pass(), 1).shuffle_grouping("words")
     b.set_bolt("tally", Tally(), 1).shuffle_grouping("pass")
     runner, ckpt = run(b.create_topology(), {"squall.spark.batch.max.tuples": 2}, tmp_path,
-                       spark_session)
+                       session)
     [tally] = runner.topology.component_tasks("tally")
     assert Counter(w for s, (w, _) in runner.captured()[tally] if s == "default") \
         == Counter(WORDS)
+    return runner, ckpt, tally
+
+
+def test_a_task_whose_state_did_not_change_writes_no_snapshot(tmp_path, spark_session):
+    runner, ckpt, tally = pass_then_tally(tmp_path, spark_session)
     [passing] = runner.topology.component_tasks("pass")
     assert runner.batches >= 4
     # The stateless bolt keeps the snapshot of the first batch it ran; the counting one the
@@ -193,3 +200,35 @@ def test_a_stage_ships_its_plan_without_the_topology(tmp_path):
     pickle.dumps(again)
     assert sorted(p.name for p in Path(stage.topology_path(str(tmp_path), "r2")).parent.iterdir()
                   ) == ["topology-r2.pkl"]  # the earlier run's file removed
+
+
+def test_a_runs_stages_are_made_once_and_each_batch_brings_its_ids(
+        tmp_path, spark_session, monkeypatch):
+    """The driver makes each stage's Spark function once per run, not once per batch; each
+    batch's tasks still run under that batch's id (their snapshots are named by it)."""
+    from pyspark.sql.udf import UserDefinedFunction
+
+    made: list[str] = []
+    init = UserDefinedFunction.__init__
+
+    def counted(self, *args, **kwargs):
+        made.append(kwargs.get("name") or "?")
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(UserDefinedFunction, "__init__", counted)
+    runner, ckpt, tally = pass_then_tally(tmp_path, spark_session)
+    assert runner.batches >= 4
+    assert len(made) == 2, made  # one per bolt for the whole run
+    assert snapshot_ids(str(ckpt), tally)[-1] == runner.committed  # the last batch's id
+
+
+def test_a_stage_whose_batch_comes_from_its_job_refuses_to_run_outside_one(tmp_path):
+    b = TopologyBuilder()
+    b.set_spout("words", FixedTupleSpout([["a"]], Fields("word")))
+    b.set_bolt("pass", Pass(), 1).shuffle_grouping("words")
+    plan = stage.StagePlan(
+        run_id="r1", topology=b.create_topology(), conf={}, component="pass", batch_id=-1,
+        committed=-1, state_dir=str(tmp_path), keys={"pass": [0]}, seed=1, tracking=False,
+        capture=False, checkpoint_id="c", batch_from_job=True)
+    with pytest.raises(RuntimeError, match=r"'pass'.*squall\.stage\.batch.*StageChain"):
+        list(stage.run_stage(plan, iter([])))

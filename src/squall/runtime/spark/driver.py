@@ -59,7 +59,7 @@ from squall.runtime.spark.spouts import (
     write_control,
     write_outcomes,
 )
-from squall.runtime.spark.stage import StageHost, StagePlan, chain_stages
+from squall.runtime.spark.stage import StageChain, StageHost, StagePlan
 from squall.task.snapshot import load_instance
 from squall.task.tasks import BoltTask
 from squall.topology.config import (
@@ -145,6 +145,7 @@ class SparkRunner(Controls, Reporting):
             self.source_options[INPUT_PARTITIONS] = str(
                 self.topology.components[self.order[0]].num_tasks)
         self.run_id = uuid.uuid4().hex
+        self.chain: StageChain | None = None  # the batches' stages (_batch)
         self.errors: list[ErrorRecord] = []
         # Logged rate-limited per component and error kind (batch time); every one is kept.
         self.error_log = ErrorLog(log, traceback=user_error)
@@ -224,14 +225,15 @@ class SparkRunner(Controls, Reporting):
             self.startup["first_batch_started_ms"] = int((time.monotonic() - self._began) * 1000)
         if batch_id <= self.committed:
             return  # already applied: Spark replays a batch whose commit it did not log
-        plan = StagePlan(
-            run_id=self.run_id, topology=self.topology, conf=self.conf, component="",
-            batch_id=batch_id, committed=self.committed, state_dir=self.dir,
-            keys=self.keys, seed=self.seed, tracking=self.tracking, capture=self.capture,
-            checkpoint_id=self.checkpoint_id,
-        )
-        cur = chain_stages(df, plan, self.order,
-                           partitioned=INPUT_PARTITIONS in self.source_options)
+        if self.chain is None:  # made once per run: a batch only applies it
+            plan = StagePlan(
+                run_id=self.run_id, topology=self.topology, conf=self.conf, component="",
+                batch_id=-1, committed=-1, state_dir=self.dir, keys=self.keys, seed=self.seed,
+                tracking=self.tracking, capture=self.capture, checkpoint_id=self.checkpoint_id,
+            )
+            self.chain = StageChain(self.spark, plan, self.order,
+                                    partitioned=INPUT_PARTITIONS in self.source_options)
+        cur = self.chain.apply(df, batch_id, self.committed)
         attempt = 1
         while True:
             try:

@@ -29,6 +29,9 @@ from typing import Any
 import cloudpickle
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark import TaskContext
+from pyspark.sql.classic.dataframe import DataFrame
+from pyspark.sql.udf import PythonEvalType, UserDefinedFunction
 
 from squall.atomic_files import (
     latest_snapshot,
@@ -88,6 +91,9 @@ class StagePlan:
     tracking: bool
     capture: bool
     checkpoint_id: str  # the location's (fingerprint.checkpoint_id): sinks name marks with it
+    # batch_id and committed are the Spark job's (`BATCH_PROPERTY`, set by `StageChain`), not
+    # the plan's: a run's stage functions are then the same for every batch.
+    batch_from_job: bool = False
 
     # Pickled for every stage of every batch: the topology (which holds every component, and
     # whatever data a spout keeps) travels once per run, in a file under the checkpoint location
@@ -238,6 +244,8 @@ def _task(plan: StagePlan, task_id: int, host: StageHost) -> _Started:
 
 def run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The `mapInArrow` function of a stage (see `stage_function`)."""
+    if plan.batch_from_job:
+        plan = _job_batch(plan)
     # A stage allocates a few objects per tuple (tuple, values, packet item) and keeps few of
     # them: CPython's cyclic collector would rescan the growing heap over and over, which
     # measured as half of a word-count stage's time (docs/performance.md). Reference counting
@@ -327,6 +335,18 @@ def _run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
     out.rows.extend(host.packets.rows())
     if len(out):
         yield out.to_batch()
+
+
+def _job_batch(plan: StagePlan) -> StagePlan:
+    """`plan` with the batch ids of the Spark job running this task (`StageChain.apply`)."""
+    context = TaskContext.get()
+    value = None if context is None else context.getLocalProperty(BATCH_PROPERTY)
+    if value is None:
+        raise RuntimeError(f"the stage of {plan.component!r} runs in a Spark job without the "
+                           f"{BATCH_PROPERTY} property: run its StageChain's apply, which sets it")
+    batch_id, committed = (int(x) for x in value.split())
+    return dataclasses.replace(plan, batch_id=batch_id, committed=committed,
+                               batch_from_job=False)
 
 
 def _folded(xor: dict[int, int]) -> dict[int, int]:
@@ -478,3 +498,52 @@ def chain_stages(df: Any, plan: StagePlan, order: list[str], *, partitioned: boo
             df = df.coalesce(cores)
         df = df.mapInArrow(stage_function(dataclasses.replace(plan, component=cid)), row_schema.DDL)
     return df
+
+
+# The Spark job property a `StageChain` batch's ids travel in ("<batch id> <last committed>").
+BATCH_PROPERTY = "squall.stage.batch"
+
+
+class StageChain:
+    """`chain_stages` for a run whose stages differ from batch to batch only in the batch's ids.
+
+    Building a stage through `DataFrame.mapInArrow` costs the driver about 60 calls into the JVM
+    (the function pickled and wrapped, its return type parsed, each input column resolved): 45 to
+    170 ms a batch for two stages, before its Spark job starts. Here each stage's function, Spark
+    UDF and input columns are made once per run, and a batch only applies them (a few calls a
+    stage). Its batch id and last committed batch travel as a property of its Spark job
+    (`BATCH_PROPERTY`, which Spark hands every task of the job), not in the function.
+    """
+
+    def __init__(self, spark: Any, plan: StagePlan, order: list[str], *,
+                 partitioned: bool = False) -> None:
+        self.spark = spark
+        self.partitioned = partitioned
+        jvm = spark.sparkContext._jvm
+        self.stages = []
+        for cid in order:
+            udf = UserDefinedFunction(
+                stage_function(dataclasses.replace(plan, component=cid, batch_from_job=True)),
+                returnType=row_schema.DDL, name=f"squall_{cid}",
+                evalType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF)
+            self.stages.append((plan.topology.components[cid].num_tasks, udf._judf))
+        # Columns by name, resolved against each batch's plan: every stage reads and writes the
+        # rows of row_schema.SCHEMA.
+        self.columns = jvm.PythonUtils.toSeq(
+            [jvm.org.apache.spark.sql.functions.col(name) for name in row_schema.SCHEMA.names])
+        self.key = jvm.PythonUtils.toSeq([jvm.org.apache.spark.sql.functions.col("key")])
+
+    def apply(self, df: Any, batch_id: int, committed: int) -> Any:
+        """`df` (the batch's input rows) through the run's stages, as `chain_stages` does."""
+        sc = self.spark.sparkContext
+        # On the thread that runs the batch's action: its job, and so each task, carries it.
+        sc.setLocalProperty(BATCH_PROPERTY, f"{batch_id} {committed}")
+        cores = sc.defaultParallelism
+        jdf = df._jdf
+        for i, (n, judf) in enumerate(self.stages):
+            if i or not self.partitioned:
+                jdf = jdf.repartition(n, self.key)
+            if cores < n:
+                jdf = jdf.coalesce(cores)
+            jdf = jdf.mapInArrow(judf.apply(self.columns), False, None)
+        return DataFrame(jdf, self.spark)
