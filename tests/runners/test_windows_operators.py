@@ -15,7 +15,7 @@ import random
 import pytest
 from support.runs import ONE_TUPLE, RUN_CACHE, complete_cached
 
-from squall import Duration, Fields, TopologyBuilder
+from squall import Duration, Fields, Spout, TopologyBuilder
 from squall.testing import FixedTupleSpout, complete_topology
 from squall.windows import (
     MAX_TIMESTAMP,
@@ -437,3 +437,51 @@ def test_a_value_of_another_type_names_the_component_field_and_value(runner, cap
             "(TypeError: timestamp must be a number of ms since epoch, got 'abc'); give every "
             "tuple an integer timestamp in milliseconds (later ones are counted in the "
             "component's window_errors)"]
+
+
+class Untracked(Spout):
+    """Emits its rows without message ids: no tuple tree, nothing that could be replayed."""
+
+    def __init__(self, rows: list[list]) -> None:
+        self.rows = rows
+
+    def open(self, conf, context, collector) -> None:
+        super().open(conf, context, collector)
+        self.i = 0
+
+    def next_tuple(self) -> None:
+        if self.i < len(self.rows):
+            self.collector.emit(self.rows[self.i])
+            self.i += 1
+
+    def is_exhausted(self) -> bool:
+        return self.i >= len(self.rows)
+
+    def declare_output_fields(self, declarer) -> None:
+        declarer.declare(FIELDS)
+
+
+@pytest.mark.runners("local", "spark")
+def test_untracked_input_ends_in_its_own_batch_with_the_same_panes(runner):
+    """With no tuple tree pending when the input ends, nothing can be replayed, so on Spark the
+    windows hear of the end in the batch that carries the last input (one batch for the whole
+    input, not two); the panes, the end of input's included, are those of the local runner.
+    A tracked input keeps its end in a batch of its own (the tests above)."""
+    rows = [["a", 1, 100], ["b", 2, 400], ["a", 3, 1500], ["a", 4, 2600], ["b", 5, 3100]]
+    b = TopologyBuilder()
+    b.set_spout("events", Untracked(rows))
+    b.set_bolt("sum", keyed(
+        window=TimeWindows(Duration.seconds(1)), accumulation=accumulations.Sum(),
+        trigger=AT_WM, key_field="user", value_field="amount",
+    ), 2).fields_grouping("events", Fields("user"))
+    result = complete_topology(b.create_topology(), dict(BASE_CONF), runner=runner)
+    assert sorted(panes(result, "sum")) == [
+        ("a", 0, 1000, 1, "ON_TIME", 0, False),
+        ("a", 1000, 2000, 3, "ON_TIME", 0, False),
+        ("a", 2000, 3000, 4, "ON_TIME", 0, False),  # end of input
+        ("b", 0, 1000, 2, "ON_TIME", 0, False),
+        ("b", 3000, 4000, 5, "ON_TIME", 0, False),  # end of input
+    ]
+    assert result.errors == []
+    if runner == "spark":
+        assert result.extra["batches"] == 1

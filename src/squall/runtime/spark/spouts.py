@@ -345,11 +345,14 @@ class SpoutReader(DataSourceStreamReader):
             emitted += n
             idle = 0 if n else idle + 1
         exhausted = all(t.exhausted() for t in self.tasks.values())
-        if exhausted and not self.ended and self.windowed and (emitted or ranges):
+        if (exhausted and not self.ended and self.windowed and (emitted or ranges)
+                and any(t.pending for t in self.tasks.values())):
             # Windows hear of the end in a batch of its own, after the outcomes of every batch
             # that carried input: a tuple that fails in the last one is replayed before they
             # close (as on the local runner, which learns of a failure before it asks its
-            # spouts again), not judged against the end of input.
+            # spouts again), not judged against the end of input. With no tree pending (the
+            # input untracked, or every tree settled) nothing can be replayed: the end goes
+            # in this batch, after its input, and saves a batch.
             exhausted = False
         if exhausted and not self.ended:
             rows = end_of_input_rows(self.topology, host.keys, host.now, host.seq + 1)
