@@ -347,8 +347,9 @@ def test_every_grouping(request, runner):
     assert ns("global") == {t: (everything if t == min(tasks["global"]) else [])
                             for t in tasks["global"]}
     assert sorted(n for v in ns("none").values() for n in v) == everything
-    assert [len(v) for v in ns("local").values()] == [6, 6]
-    assert sorted(n for v in ns("local").values() for n in v) == everything
+    # local_or_shuffle between components with as many tasks: task i sends to task i only.
+    assert ns("local") == {t: [n for n in everything if src_of[n] == src_tasks[i]]
+                           for i, t in enumerate(tasks["local"])}
     assert [len(v) for v in ns("side").values()] == [2, 2]
     assert sorted(n for v in ns("side").values() for n in v) == [100, 101, 102, 103]
     assert streams("side") == {("src", "side")}
@@ -751,6 +752,91 @@ def test_multi_anchoring_completes_both_trees(request, runner, runner_conf):
     assert result.errors == []
     local = _local(multi_anchor_topology)
     assert sorted_by_task(result, "join") == sorted_by_task(local, "join")
+
+
+# ---- local_or_shuffle chains (one Spark stage when fused) -------------------------------------
+
+
+class Stamp(Bolt):
+    """Emits its input with this task's id appended, anchored, then acks it."""
+
+    def execute(self, tup):
+        self.collector.emit(Values(*tup.values, self.context.this_task_id), anchors=tup)
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("n", "a"))
+
+
+class StampOrFailOnce(Bolt):
+    """`Stamp`, but fails 1 and 4 the first time it sees them (kept in the instance)."""
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.failed_once: set[int] = set()
+
+    def execute(self, tup):
+        if tup[0] in (1, 4) and tup[0] not in self.failed_once:
+            self.failed_once.add(tup[0])
+            self.collector.fail(tup)
+            return
+        self.collector.emit(Values(*tup.values, self.context.this_task_id), anchors=tup)
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("n", "a", "b"))
+
+
+class StampLast(BasicBolt):
+    """Emits the path its input took (anchored by BasicBolt), ending with this task."""
+
+    def execute(self, tup, collector):
+        collector.emit(Values(*tup.values, self.context.this_task_id))
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("n", "a", "b", "c"))
+
+
+def local_chain_topology():
+    b = TopologyBuilder()
+    b.set_spout("src", fixed(10, replay=True), parallelism=2)
+    b.set_bolt("a", Stamp(), 2).fields_grouping("src", Fields("n"))
+    b.set_bolt("b", StampOrFailOnce(), 2).local_or_shuffle_grouping("a")
+    b.set_bolt("c", StampLast(), 2).local_or_shuffle_grouping("b")
+    return b.create_topology()
+
+
+@pytest.mark.parametrize("fusion", [True, False], ids=["fusion", "no-fusion"])
+def test_local_or_shuffle_chain_forwards_task_i_to_task_i(request, runner, fusion):
+    """src(2) -fields-> a(2) -local_or_shuffle-> b(2) -local_or_shuffle-> c(2), acking on, b
+    failing two tuples once (replayed): a's task i sends to b's task i, b's to c's task i, on
+    both runners; on Spark b and c run in a's stage unless squall.spark.fusion is false, with
+    the same outputs, tasks and counts."""
+    conf = {"squall.spark.fusion": fusion}
+    result = _cached(request, ("local_chain", fusion), runner, local_chain_topology, conf)
+    tasks = {cid: list(result.topology.component_tasks(cid)) for cid in ("a", "b", "c")}
+    a_of = {n: tasks["a"][stable_hash([n]) % 2] for n in range(10)}
+
+    def forward(t: int, to: str, frm: str) -> int:
+        return tasks[to][tasks[frm].index(t)]
+
+    expected = {t: [] for t in tasks["c"]}
+    for n in range(10):
+        a = a_of[n]
+        b = forward(a, "b", "a")
+        expected[forward(b, "c", "b")].append([n, a, b, forward(b, "c", "b")])
+    assert sorted_by_task(result, "c") == expected
+    assert sorted(result.tuples("a")) == sorted(
+        [[n, a_of[n]] for n in range(10)] + [[n, a_of[n]] for n in (1, 4)])  # replays
+    assert sorted(result.failed("src")) == [1, 4]
+    assert sorted(result.acked("src")) == list(range(10))
+    assert (result.stats["a"].acked, result.stats["b"].acked, result.stats["b"].failed,
+            result.stats["c"].acked) == (12, 10, 2, 10)
+    assert result.stats["src"].emitted == 12
+    assert result.errors == []
+    local = _cached(request, ("local_chain", True), "local", local_chain_topology, conf)
+    for cid in ("a", "b", "c"):
+        assert sorted_by_task(result, cid) == sorted_by_task(local, cid), cid
 
 
 class Fan(Bolt):

@@ -16,6 +16,7 @@ from squall.errors import BatchRetryError
 from squall.runtime.spark import stage
 from squall.runtime.spark.driver import SparkRunner
 from squall.testing import FixedTupleSpout
+from squall.topology.graph import bolt_order
 
 pytestmark = pytest.mark.spark
 
@@ -175,6 +176,82 @@ def test_the_first_bolt_runs_where_the_spouts_rows_are_read(tmp_path, spark_sess
     assert jobs
     stages = {len(tracker.getJobInfo(j).stageIds) for j in jobs}
     assert stages == {2}, f"Spark stages per job: {stages}, not one per bolt"
+
+
+class WhereNext(Bolt):
+    """Passes `Where`'s tuple on with its own task and Spark partition appended."""
+
+    def execute(self, tup):
+        from pyspark import TaskContext
+
+        self.collector.emit(Values(*tup.values, self.context.this_task_id,
+                                   TaskContext.get().partitionId()), anchors=tup)
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("word", "task", "partition", "task2", "partition2"))
+
+
+def local_chain(cores: int):
+    b = TopologyBuilder()
+    b.set_spout("words", FixedTupleSpout([[w] for w in WORDS * 3], Fields("word")))
+    b.set_bolt("where", Where(), cores).fields_grouping("words", Fields("word"))
+    b.set_bolt("next", WhereNext(), cores).local_or_shuffle_grouping("where")
+    b.set_bolt("tally", Tally(), cores).local_or_shuffle_grouping("next")
+    return b.create_topology()
+
+
+@pytest.mark.parametrize("fusion", [True, False], ids=["fusion", "no-fusion"])
+def test_local_or_shuffle_bolts_run_in_their_upstreams_stage(tmp_path, spark_session, fusion):
+    """where -local_or_shuffle-> next -local_or_shuffle-> tally, as many tasks each: fused, the
+    three run in one Spark stage per job (the spouts' rows read in it), task i of each in the
+    Spark task of where's task i; with squall.spark.fusion false, a stage each, same output."""
+    cores = spark_session.sparkContext.defaultParallelism
+    runner, _ = run(local_chain(cores), {"squall.spark.fusion": fusion}, tmp_path, spark_session)
+    assert runner.chain is not None
+    assert runner.chain.groups == ([("where", "next", "tally")] if fusion else
+                                   [("where",), ("next",), ("tally",)])
+    topology = runner.topology
+    index = {t: i for cid in ("where", "next", "tally")
+             for i, t in enumerate(topology.component_tasks(cid))}
+    seen = [v for t in topology.component_tasks("next")
+            for s, v in runner.captured().get(t, []) if s == "default"]
+    assert sorted(w for w, *_ in seen) == sorted(WORDS * 3)
+    for _, task, partition, task2, partition2 in seen:
+        assert index[task] == index[task2]  # task i to task i
+        assert partition2 == partition if fusion else True
+    tallied = {t: sorted(v for s, v in runner.captured().get(t, []) if s == "default")
+               for t in topology.component_tasks("tally")}
+    by_word = {w: index[task] for w, task, *_ in seen}
+    assert tallied == {t: sorted([w, n] for w in sorted(set(WORDS)) if by_word[w] == index[t]
+                                 for n in (1, 2, 3))
+                       for t in topology.component_tasks("tally")}
+    tracker = spark_session.sparkContext.statusTracker()
+    jobs = tracker.getJobIdsForGroup(str(runner.query.runId))
+    assert jobs
+    stages = {len(tracker.getJobInfo(j).stageIds) for j in jobs}
+    assert stages == ({1} if fusion else {3}), f"Spark stages per job: {stages}"
+
+
+def test_fusion_groups_take_only_a_local_or_shuffle_from_one_bolt_with_as_many_tasks():
+    b = TopologyBuilder()
+    b.set_spout("words", FixedTupleSpout([["a"]], Fields("word")))
+    b.set_bolt("from_spout", Pass(), 2).local_or_shuffle_grouping("words")
+    b.set_bolt("fused", Pass(), 2).local_or_shuffle_grouping("from_spout")
+    b.set_bolt("fewer", Pass(), 1).local_or_shuffle_grouping("fused")
+    b.set_bolt("shuffled", Pass(), 2).shuffle_grouping("fused")
+    b.set_bolt("two_inputs", Pass(), 2).local_or_shuffle_grouping("fused") \
+        .local_or_shuffle_grouping("shuffled")
+    b.set_bolt("ticked", Pass(), 2).local_or_shuffle_grouping("fused") \
+        .add_configuration("topology.tick.tuple.freq.secs", 1)
+    b.set_bolt("chained", Pass(), 2).local_or_shuffle_grouping("fused")
+    topology = b.create_topology()
+    order = bolt_order(topology)
+    groups = stage.fusion_groups(topology, order, {})
+    assert sorted(groups) == sorted([("from_spout", "fused", "chained"), ("fewer",),
+                                     ("shuffled",), ("two_inputs",), ("ticked",)])
+    assert stage.fusion_groups(topology, order, {"squall.spark.fusion": False}) == [
+        (cid,) for cid in order]
 
 
 def test_a_stage_ships_its_plan_without_the_topology(tmp_path):

@@ -85,6 +85,7 @@ def build_routes(
                     # distinct, repeatable randomness per (emitting task, subscription)
                     seed=(seed * 1_000_003 + task_id * 7_919 + k) & 0xFFFFFFFF,
                     source_task=task_id,
+                    source_tasks=topology.component_tasks(component_id),
                     context=context,
                     stream=(component_id, stream),
                 )

@@ -212,6 +212,7 @@ KEYS: dict[str, KeySpec] = {
         integer(0, unset_ok=True)),
     "squall.spark.batch.max.tuples": KeySpec("a positive integer", integer(1, unset_ok=True)),
     "squall.spark.batch.max.attempts": KeySpec(_ATTEMPTS, integer(1, unset_ok=True)),
+    "squall.spark.fusion": KeySpec("true or false", boolean),
     "squall.spark.batch.retry.backoff.ms": KeySpec(
         "an integer number of milliseconds >= 0", integer(0, unset_ok=True)),
     "squall.local.batch.ms": KeySpec(_MS, integer(1, unset_ok=True)),
@@ -340,6 +341,10 @@ MEANINGS: dict[str, str] = {
         "so for it the key caps the streams a batch reads).",
     "squall.spark.batch.max.attempts":
         "How many times a Spark micro-batch that cannot commit is run before the run fails.",
+    "squall.spark.fusion":
+        "On Spark, whether a bolt whose only input is a local_or_shuffle grouping from one "
+        "bolt with as many tasks runs in that bolt's stage, its tuples executed where they are "
+        "emitted (default true; false: a stage per bolt, the same results).",
     "squall.spark.batch.retry.backoff.ms":
         "The first pause before a failed Spark micro-batch runs again (it doubles, up to 30 s).",
     "squall.local.batch.ms":

@@ -178,15 +178,29 @@ def make_chooser(
     seed: int,
     *,
     source_task: int = 0,
+    source_tasks: Sequence[int] = (),
     context: Any = None,
     stream: Any = None,
 ) -> Chooser:
     """The function that picks destination tasks for one emit under `grouping`.
 
     `seed` makes shuffle and none groupings repeatable; it should differ per emitting task.
+    `source_tasks` are the emitting component's tasks (`source_task` among them): a
+    `local_or_shuffle` grouping from a component with as many tasks as the target sends from
+    its task i (in task order) to the target's task i, a worker per task index, as Flink's
+    forward partitioning; with other task counts it is a shuffle.
+
+    >>> forward = make_chooser(LocalOrShuffleGrouping(), Fields("x"), [7, 8], seed=0,
+    ...                        source_task=4, source_tasks=[3, 4])
+    >>> forward(["a"]), forward(["b"])
+    ([8], [8])
     """
     tasks = sorted(target_tasks)
     n = len(tasks)
+    if (isinstance(grouping, LocalOrShuffleGrouping) and len(source_tasks) == n
+            and source_task in source_tasks):
+        peer = [tasks[sorted(source_tasks).index(source_task)]]
+        return lambda values: list(peer)
     if isinstance(grouping, FieldsGrouping):
         if len(grouping.fields) == 1:
             i = fields.field_index(grouping.fields[0])

@@ -49,7 +49,9 @@ from squall.runtime.spark import row_schema, window_columns
 from squall.task.end_of_input import END_OF_INPUT_SRC
 from squall.task.snapshot import dump_instance, load_instance
 from squall.task.tasks import BoltTask
+from squall.topology.config import Config, tick_period_ms
 from squall.topology.description import Topology
+from squall.topology.groupings import LocalOrShuffleGrouping
 from squall.topology.tuple import TICK_ORIGIN, Origin, _RuntimeTuple
 from squall.transaction_kernel.reports import BatchReport
 
@@ -94,6 +96,9 @@ class StagePlan:
     # batch_id and committed are the Spark job's (`BATCH_PROPERTY`, set by `StageChain`), not
     # the plan's: a run's stage functions are then the same for every batch.
     batch_from_job: bool = False
+    # Components run in this stage after `component`, each fed by an earlier one of the group
+    # alone (`fusion_groups`): their input is executed here, never sent as a packet row.
+    fused: tuple[str, ...] = ()
 
     # Pickled for every stage of every batch: the topology (which holds every component, and
     # whatever data a spout keeps) travels once per run, in a file under the checkpoint location
@@ -257,7 +262,9 @@ def run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
 def _run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     out = row_schema.RowBuffer()
     host = StageHost(plan, out)
-    mine = pa.array(plan.topology.component_tasks(plan.component), pa.int32())
+    topology = plan.topology
+    group = (plan.component, *plan.fused)
+    mine = pa.array([t for cid in group for t in topology.component_tasks(cid)], pa.int32())
     carried = pa.array([row_schema.TUPLE, row_schema.PACKET], pa.int8())
     selected: list[pa.RecordBatch] = []
     # The whole input is drained before any work, which Python worker reuse relies on. Rows are
@@ -272,14 +279,15 @@ def _run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
             yield rest
         if rest.num_rows < batch.num_rows:
             selected.append(batch.filter(is_mine))
-    topology = plan.topology
+    cols: dict[str, list[Any]] = {}
+    rows_of: dict[int, range] = {}
     if selected:
         # Per (source task -> this task) FIFO, as Storm guarantees; sources in task order.
         table = pa.Table.from_batches(selected).sort_by(
             [("task", "ascending"), ("src", "ascending"), ("seq", "ascending")])
         cols = {name: table.column(name).to_pylist()
                 for name in ("kind", "task", "src", "stream", "values", "root", "edge", "more",
-                             "ts")}
+                             "ts", "seq")}
         n = table.num_rows
         i = 0
         while i < n:
@@ -287,45 +295,17 @@ def _run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
             j = i
             while j < n and cols["task"][j] == task_id:
                 j += 1
-            started = _task(plan, task_id, host)
-            task = started.task
-            execute = task.execute
-            origins: dict[tuple[int, str], Any] = {}
-            decode, anchors_of = row_schema.decode_values, row_schema.anchors_of
-            kinds, srcs, streams, blobs = cols["kind"], cols["src"], cols["stream"], cols["values"]
-            roots, edges, mores, tss = cols["root"], cols["edge"], cols["more"], cols["ts"]
-            executed = 0
-            for k in range(i, j):
-                src, stream = srcs[k], streams[k]
-                if kinds[k] == row_schema.PACKET:
-                    executed += _run_packet(task, topology, host, src, blobs[k], origins)
-                    continue
-                host.set_at(None)  # a spout's row: no position
-                if src == END_OF_INPUT_SRC:  # sorts after the task's tuples of this batch
-                    host.set_now(tss[k])
-                    task.end_of_input()
-                    continue
-                executed += 1
-                origin = _source_origin(topology, src, origins, stream)
-                host.set_now(tss[k])
-                root = roots[k]
-                anchors = None if root is None else anchors_of(root, edges[k], mores[k])
-                tup = _RuntimeTuple(decode(blobs[k]), origin, anchors, task_id)
-                if executed % SAMPLE_EVERY != 1:
-                    execute(tup)
-                else:  # timed now and then (squall.task.stats.ExecuteTimes)
-                    task.times.timed(execute, tup)
-            host.set_at(None)  # what a batch end emits derives from no one record
-            try:
-                task.end_batch(plan.batch_id)
-            except BatchRetryError as exc:
-                # An ABORT row rather than an exception: the driver runs the batch again without
-                # Spark failing a job (and printing its traceback) for a store that is down.
-                host.seq += 1
-                out.report(row_schema.ABORT, task=task_id, key=0, stream=None,
-                           payload=row_schema.portable_error(exc), ts=host.now, seq=host.seq)
-            _finish_task(plan, started, host, out, executed=executed)
+            rows_of[task_id] = range(i, j)
             i = j
+    peers = _peers(topology, plan.fused)
+    # The group's components in topological order, each one's tasks in task order: a fused
+    # component's tasks run after its upstream's, with what they emitted to them here.
+    for cid in group:
+        for task_id in topology.component_tasks(cid):
+            held = _held(host, task_id, peers) if task_id in peers else []
+            rows = rows_of.get(task_id)
+            if rows is not None or held:
+                _run_task(plan, host, out, task_id, cols, rows or range(0), held)
     if host.xor:
         out.append(row_schema.ack_messages_row(_folded(host.xor), host.now))
     messages = [(row_schema.FAIL, -1, root, 0) for root in host.fails]  # records named
@@ -335,6 +315,102 @@ def _run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
     out.rows.extend(host.packets.rows())
     if len(out):
         yield out.to_batch()
+
+
+def _peers(topology: Topology, fused: tuple[str, ...]) -> dict[int, int]:
+    """Task of a fused component -> the one task that sends to it: its upstream's task with the
+    same index (`groupings.make_chooser`'s `local_or_shuffle` between equal task counts)."""
+    peers: dict[int, int] = {}
+    for cid in fused:
+        upstream = topology.components[cid].inputs[0].component
+        peers.update(zip(topology.component_tasks(cid), topology.component_tasks(upstream),
+                         strict=True))
+    return peers
+
+
+def _held(host: StageHost, task_id: int, peers: dict[int, int]) -> list[tuple[int, int, list]]:
+    """What this stage's tasks emitted to fused task `task_id`, as `(source, seq, items)`."""
+    held = _take(host.packets, task_id)
+    for src, _, _ in held:
+        if src != peers[task_id]:
+            # Only a task restored from a snapshot whose route predates the local_or_shuffle
+            # rule can get here: its target task runs in another Spark task.
+            raise RuntimeError(
+                f"task {src} ({host.topology.task_component(src)!r}) emitted to task {task_id} "
+                f"of {host.topology.task_component(task_id)!r}, which runs fused with task "
+                f"{peers[task_id]}: run with squall.spark.fusion=false")
+    return held
+
+
+def _take(packets: row_schema.Packets, dst: int) -> list[tuple[int, int, list]]:
+    """The pairs of `packets` to task `dst` as `(source task, seq, items)`, out of the buffer:
+    their items are executed in this stage rather than sent as rows."""
+    taken = [(src, packets.seqs[(src, to)], items)
+             for (src, to), items in packets.pairs.items() if to == dst]
+    for src, _, _ in taken:
+        pair = (src, dst)
+        del packets.pairs[pair], packets.seqs[pair], packets.marks[pair]
+        packets.heads.pop(pair, None)
+    for key in [key for key in packets.open if key[1] == dst]:
+        del packets.open[key]
+    return taken
+
+
+def _run_task(plan: StagePlan, host: StageHost, out: row_schema.RowBuffer, task_id: int,
+              cols: dict[str, list[Any]], rows: range, held: list[tuple[int, int, list]]) -> None:
+    """Run task `task_id` over its input rows `rows` (of `cols`) and the packets `held` for it
+    (a fused task's, executed without a row), in (source task, seq) order; then end its batch."""
+    topology = plan.topology
+    started = _task(plan, task_id, host)
+    task = started.task
+    execute = task.execute
+    origins: dict[tuple[int, str], Any] = {}
+    decode, anchors_of = row_schema.decode_values, row_schema.anchors_of
+    kinds, srcs, streams, blobs = (cols.get(name, []) for name in ("kind", "src", "stream",
+                                                                    "values"))
+    roots, edges, mores, tss = (cols.get(name, []) for name in ("root", "edge", "more", "ts"))
+    # (row index or -1, source, items held): the rows alone in the common (unfused) case.
+    steps: Any = ((k, srcs[k], None) for k in rows)
+    if held:
+        merged: list[tuple[int, int, int, list | None]] = [
+            (srcs[k], cols["seq"][k], k, None) for k in rows]
+        merged += [(src, seq, -1, items) for src, seq, items in held]
+        merged.sort(key=lambda step: (step[0], step[1]))
+        steps = [(k, src, items) for src, _, k, items in merged]
+    executed = 0
+    for k, src, items in steps:
+        if items is not None:
+            executed += _run_items(task, topology, host, src, items, origins)
+            continue
+        stream = streams[k]
+        if kinds[k] == row_schema.PACKET:
+            executed += _run_packet(task, topology, host, src, blobs[k], origins)
+            continue
+        host.set_at(None)  # a spout's row: no position
+        if src == END_OF_INPUT_SRC:  # sorts after the task's tuples of this batch
+            host.set_now(tss[k])
+            task.end_of_input()
+            continue
+        executed += 1
+        origin = _source_origin(topology, src, origins, stream)
+        host.set_now(tss[k])
+        root = roots[k]
+        anchors = None if root is None else anchors_of(root, edges[k], mores[k])
+        tup = _RuntimeTuple(decode(blobs[k]), origin, anchors, task_id)
+        if executed % SAMPLE_EVERY != 1:
+            execute(tup)
+        else:  # timed now and then (squall.task.stats.ExecuteTimes)
+            task.times.timed(execute, tup)
+    host.set_at(None)  # what a batch end emits derives from no one record
+    try:
+        task.end_batch(plan.batch_id)
+    except BatchRetryError as exc:
+        # An ABORT row rather than an exception: the driver runs the batch again without
+        # Spark failing a job (and printing its traceback) for a store that is down.
+        host.seq += 1
+        out.report(row_schema.ABORT, task=task_id, key=0, stream=None,
+                   payload=row_schema.portable_error(exc), ts=host.now, seq=host.seq)
+    _finish_task(plan, started, host, out, executed=executed)
 
 
 def _job_batch(plan: StagePlan) -> StagePlan:
@@ -366,7 +442,12 @@ def _run_packet(task: BoltTask, topology: Topology, host: StageHost, src: int, b
                 origins: dict[tuple[int, str], Any]) -> int:
     """Execute every tuple of one packet (see `row_schema.Packets`), in emission order; returns how
     many."""
-    items = row_schema.decode_values(blob)
+    return _run_items(task, topology, host, src, row_schema.decode_values(blob), origins)
+
+
+def _run_items(task: BoltTask, topology: Topology, host: StageHost, src: int, items: list,
+               origins: dict[tuple[int, str], Any]) -> int:
+    """`_run_packet` of a packet's items: decoded from a row, or held by a fused stage."""
     role = window_columns.column_role(task, host.plan.run_id)
     if role is not None:  # a windowed task's rows as columns, no execute per tuple
         return window_columns.run_packet(
@@ -500,6 +581,40 @@ def chain_stages(df: Any, plan: StagePlan, order: list[str], *, partitioned: boo
     return df
 
 
+FUSION = "squall.spark.fusion"
+
+
+def fusion_groups(topology: Topology, order: list[str],
+                  conf: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    """The components of `order` (bolts, topologically ordered) grouped into the stages that run
+    them: a bolt runs in its upstream's stage when every input it has is a `local_or_shuffle`
+    grouping from that one bolt, with as many tasks, and it gets no tick tuples. Its task i then
+    receives from the upstream's task i alone (`groupings.make_chooser`), which the same Spark
+    task runs; a chain of such bolts is one stage. `squall.spark.fusion` false: a stage each.
+
+    Shuffle and fields groupings are not fused: every upstream task sends to every downstream
+    one, and the upstream's Spark tasks hold other Storm tasks than the downstream's would.
+    """
+    if not conf.get(FUSION, True):
+        return [(cid,) for cid in order]
+    head: dict[str, str] = {}  # component -> the first component of its stage
+    groups: dict[str, list[str]] = {}
+    for cid in order:
+        spec = topology.components[cid]
+        upstream = {sub.component for sub in spec.inputs}
+        source = next(iter(upstream)) if len(upstream) == 1 else None
+        if (source is not None and source in head and source != cid
+                and topology.components[source].num_tasks == spec.num_tasks
+                and all(isinstance(sub.grouping, LocalOrShuffleGrouping) for sub in spec.inputs)
+                and tick_period_ms(Config.effective_of(conf, spec.conf)) is None):
+            head[cid] = head[source]
+            groups[head[cid]].append(cid)
+        else:
+            head[cid] = cid
+            groups[cid] = [cid]
+    return [tuple(group) for group in groups.values()]
+
+
 # The Spark job property a `StageChain` batch's ids travel in ("<batch id> <last committed>").
 BATCH_PROPERTY = "squall.stage.batch"
 
@@ -512,7 +627,9 @@ class StageChain:
     170 ms a batch for two stages, before its Spark job starts. Here each stage's function, Spark
     UDF and input columns are made once per run, and a batch only applies them (a few calls a
     stage). Its batch id and last committed batch travel as a property of its Spark job
-    (`BATCH_PROPERTY`, which Spark hands every task of the job), not in the function.
+    (`BATCH_PROPERTY`, which Spark hands every task of the job), not in the function. Bolts
+    fuse into their upstream's stage as `fusion_groups` says (`groups`: the components of each
+    stage).
     """
 
     def __init__(self, spark: Any, plan: StagePlan, order: list[str], *,
@@ -520,10 +637,12 @@ class StageChain:
         self.spark = spark
         self.partitioned = partitioned
         jvm = spark.sparkContext._jvm
+        self.groups = fusion_groups(plan.topology, order, plan.conf)
         self.stages = []
-        for cid in order:
+        for cid, *fused in self.groups:
             udf = UserDefinedFunction(
-                stage_function(dataclasses.replace(plan, component=cid, batch_from_job=True)),
+                stage_function(dataclasses.replace(plan, component=cid, fused=tuple(fused),
+                                                   batch_from_job=True)),
                 returnType=row_schema.DDL, name=f"squall_{cid}",
                 evalType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF)
             self.stages.append((plan.topology.components[cid].num_tasks, udf._judf))
