@@ -67,9 +67,21 @@ DRIVER = textwrap.dedent(
             with open(out, "w") as f:
                 json.dump({"counts": self.counts, "seen": self.seen}, f)
 
+    class Tag(Bolt):
+        """Passes each item on, anchored to it."""
+        def execute(self, tup):
+            self.collector.emit(Values(tup["item"], tup["key"]), anchors=tup)
+            self.collector.ack(tup)
+        def declare_output_fields(self, d):
+            d.declare(Fields("item", "key"))
+
     b = TopologyBuilder()
     b.set_spout("items", Items())
-    b.set_bolt("count", Count(), 2).fields_grouping("items", Fields("key"))
+    if sys.argv[3] == "fused":  # count runs in tag's Spark stage (squall.spark.fusion)
+        b.set_bolt("tag", Tag(), 2).fields_grouping("items", Fields("key"))
+        b.set_bolt("count", Count(), 2).local_or_shuffle_grouping("tag")
+    else:
+        b.set_bolt("count", Count(), 2).fields_grouping("items", Fields("key"))
     conf = Config({"squall.spark.batch.max.tuples": 40, "spark.sql.shuffle.partitions": 2})
     result = run(b.create_topology(), conf, runner="spark", master="local[2]",
                  checkpoint_location=os.path.join(sys.argv[1], "ckpt"))
@@ -83,12 +95,15 @@ DRIVER = textwrap.dedent(
 )
 
 
-def test_sigkill_mid_batch_then_restart_loses_nothing_and_counts_once(tmp_path):
+@pytest.mark.parametrize("shape", ["plain", "fused"])
+def test_sigkill_mid_batch_then_restart_loses_nothing_and_counts_once(tmp_path, shape):
+    """`fused`: items -fields-> tag(2) -local_or_shuffle-> count(2), count running in tag's Spark
+    stage, killed once a task of that stage wrote its snapshot for a batch not committed."""
     items = 400
     (tmp_path / "driver.py").write_text(DRIVER)
     ckpt = tmp_path / "ckpt"
     with Restarts(tmp_path, [sys.executable, str(tmp_path / "driver.py"), str(tmp_path),
-                             str(items)],
+                             str(items), shape],
                   env=dict(os.environ, PYSPARK_PYTHON=sys.executable)) as crash:
         first = crash.start()
         assert crash.kill_mid_batch(first, ckpt), \
