@@ -4,7 +4,9 @@ Each Spark partition holds the rows of one or more whole tasks (the driver route
 Spark hash lands in the task's shuffle partition, and a stage with more tasks than the application
 has cores coalesces those partitions into one per core); a partition runs its tasks in turn. Rows
 for later components, and ack/report rows, pass through unchanged so that one lineage carries
-everything to the batch's single action.
+everything to the batch's single action. A stage may also host fused components (`fusion_groups`):
+their tasks run after their upstream's in the same partition, executing what it emitted to them
+straight from the packet buffer, without a row.
 
 A task's component instance is cached in the Python worker with the batch it ran last and the id
 of the snapshot it equals. It is reused only when that batch is committed and that id is the newest
@@ -371,6 +373,8 @@ def _run_task(plan: StagePlan, host: StageHost, out: row_schema.RowBuffer, task_
     roots, edges, mores, tss = (cols.get(name, []) for name in ("root", "edge", "more", "ts"))
     # (row index or -1, source, items held): the rows alone in the common (unfused) case.
     steps: Any = ((k, srcs[k], None) for k in rows)
+    if not held and window_columns.column_role(task, plan.run_id) is not None:
+        steps = window_columns.joined_steps(rows, kinds, srcs, blobs)  # a pair's packets joined
     if held:
         merged: list[tuple[int, int, int, list | None]] = [
             (srcs[k], cols["seq"][k], k, None) for k in rows]
