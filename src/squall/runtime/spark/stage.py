@@ -373,8 +373,6 @@ def _run_task(plan: StagePlan, host: StageHost, out: row_schema.RowBuffer, task_
     roots, edges, mores, tss = (cols.get(name, []) for name in ("root", "edge", "more", "ts"))
     # (row index or -1, source, items held): the rows alone in the common (unfused) case.
     steps: Any = ((k, srcs[k], None) for k in rows)
-    if not held and window_columns.column_role(task, plan.run_id) is not None:
-        steps = window_columns.joined_steps(rows, kinds, srcs, blobs)  # a pair's packets joined
     if held:
         merged: list[tuple[int, int, int, list | None]] = [
             (srcs[k], cols["seq"][k], k, None) for k in rows]
