@@ -26,7 +26,13 @@ from squall.panes import columnar as columnar_mod
 from squall.panes import engine as engine_mod
 from squall.panes.accumulations import Average, Count, Max, Min, Sum, ToList, TopN
 from squall.panes.beam_triggers import AfterWatermark
-from squall.panes.columnar import per_tuple, process_columns, unsupported
+from squall.panes.columnar import (
+    LATE_TUPLE,
+    ON_TIME_ROWS,
+    per_tuple,
+    process_columns,
+    unsupported,
+)
 from squall.panes.engine import WindowedEngine
 from squall.panes.pane_info import TimestampCombiner
 from squall.panes.state_mapping import StateWindowStore
@@ -214,6 +220,55 @@ def on_time_cases(draw: Any) -> dict[str, Any]:
 @given(on_time_cases())
 def test_windows_fired_and_purged_in_a_batch_equal_the_per_tuple_engine(case):
     test_columnar_batches_equal_the_per_tuple_engine_at_every_cut.hypothesis.inner_test(case)
+
+
+def as_rows(steps: list, width: int, keyed: bool) -> list:
+    """`steps` with every pane as the output row it gives (the operator's `_emit_panes`), runs
+    of panes of one tuple joined: what an operator sends, in order."""
+    out: list = []
+    for i, kind, x in steps:
+        if kind == LATE_TUPLE:
+            out.append((i, kind, x))
+            continue
+        rows = x if kind == ON_TIME_ROWS else [list(p[:width] if keyed else p[1:width])
+                                                for p in x]
+        if out and out[-1][0] == i and out[-1][1] == "rows":
+            out[-1][2].extend(rows)
+        else:
+            out.append((i, "rows", list(rows)))
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(on_time_cases(), st.sampled_from([(7, True), (11, True), (7, False), (11, False)]))
+def test_on_time_panes_as_output_rows_are_the_panes_rows(case, shape):
+    """`process_columns(..., rows=(width, keyed))` makes the panes of windows fired and purged
+    straight from their tuples as output rows: the same rows, in the same place among the other
+    panes and late tuples, as the panes give, and the same engine, at every cut."""
+    width, keyed = shape
+    with_rows, with_panes = engine_of(case), engine_of(case)
+    n = len(case["tss"])
+    for batch, (lo, hi) in enumerate(itertools.pairwise([0, *case["cuts"], n])):
+        cols = [case["keys"][lo:hi], case["tss"][lo:hi], case["values"][lo:hi]]
+        got = process_columns(with_rows, *cols, 1_000 * batch, case["delay"], rows=shape)
+        expected = process_columns(with_panes, *cols, 1_000 * batch, case["delay"])
+        assert as_rows(got.steps, width, keyed) == as_rows(expected.steps, width, keyed)
+        assert snapshot(with_rows) == snapshot(with_panes)
+
+
+def test_w2_windows_give_their_output_rows_without_panes():
+    """W2's shape: every window but the last is fired and purged in the batch, its panes made
+    as output rows (`ON_TIME_ROWS`), none as pane tuples."""
+    keys = [f"w{i % 23}" for i in range(5_000)]
+    tss = [i * 7 for i in range(5_000)]
+    e = WindowedEngine(TimeWindows(1_000), Count(), TriggerOption.at_watermark(),
+                       allowed_lateness_ms=0)
+    result = process_columns(e, keys, tss, [None] * 5_000, 0, 0, rows=(7, True))
+    kinds = {kind for _i, kind, _x in result.steps}
+    assert kinds == {ON_TIME_ROWS}
+    rows = [row for _i, _kind, x in result.steps for row in x]
+    assert len(rows) == 23 * 34
+    assert rows[0] == ["w0", 0, 1_000, 7, "ON_TIME", 0, False]  # 143 tuples: w0 has 7
 
 
 def test_a_window_fired_and_purged_in_its_batch_keeps_no_pane_state(monkeypatch):

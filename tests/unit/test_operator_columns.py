@@ -10,7 +10,7 @@ each role sends (a tuple known by its values list, which the column path's tuple
 the tuples: late ones, some whose timestamp is not an int (the general path), some without the
 key field (an error record), some whose value a `Sum` cannot add (the tuple fails: the batch
 goes tuple by tuple), and accumulations that go column-wise (`Count`,
-`Sum` of ints) and one that does not (`ToList`).
+`Sum` of ints) and one that does not (`ToList`); panes with and without Beam's pane info.
 """
 
 from __future__ import annotations
@@ -112,6 +112,7 @@ def cases(draw: Any) -> dict[str, Any]:
     return {"rows": rows, "option": option, "acc": acc,
             "lateness": draw(st.sampled_from([0, 1_000])),
             "late_stream": draw(st.sampled_from([None, "late"])),
+            "pane_info": draw(st.booleans()),
             "cuts": sorted(set(draw(st.lists(st.integers(0, n), max_size=3))))}
 
 
@@ -122,7 +123,7 @@ def operator_of(case: dict[str, Any]) -> KeyedWindowedOperator:
         window=TimeWindows(Duration(1_000)), accumulation=acc, trigger=case["option"],
         allowed_lateness=Duration(case["lateness"]), watermark_delay=Duration(0),
         timestamp_field="ts", key_field="word", value_field="n",
-        late_stream=case["late_stream"])
+        late_stream=case["late_stream"], pane_info=case["pane_info"])
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

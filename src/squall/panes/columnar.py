@@ -68,6 +68,8 @@ LATE_TUPLE = 1
 """the tuple was dropped as too late: the watermark it was judged against"""
 ADVANCED = 2
 """panes fired when the watermark the tuple generated was applied (on-time, purges)"""
+ON_TIME_ROWS = 3
+"""with `rows=` given: on-time panes fired as `ADVANCED` ones, as the operator's output rows"""
 
 # Timestamps beyond this are left to the per-tuple path (their arithmetic could overflow int64).
 _SAFE = 2**61
@@ -85,6 +87,9 @@ class ColumnarResult:
     `steps`: `(tuple index, PROCESSED, panes)`, `(tuple index, LATE_TUPLE, watermark)` and
     `(tuple index, ADVANCED, panes)`, ordered by tuple index, then in that order within a tuple
     (a tuple's count-trigger panes, then its late record, then the panes its watermark fired).
+    With `process_columns(..., rows=)`, the on-time panes of windows fired and purged straight
+    from their tuples come as `(tuple index, ON_TIME_ROWS, rows)` instead, before any `ADVANCED`
+    panes of the same tuple: the output rows those panes give (`pane_rows`).
     `columnar`: whether the batch went column-wise (else tuple by tuple, for `reason`).
     `watermarks`: the engine's watermark after each tuple.
     """
@@ -97,7 +102,7 @@ class ColumnarResult:
 
     @property
     def panes(self) -> list[Any]:
-        """Every pane fired, in order."""
+        """Every pane fired, in order (output rows for `ON_TIME_ROWS` steps)."""
         return [p for _i, kind, x in self.steps if kind != LATE_TUPLE for p in x]
 
     @property
@@ -120,13 +125,18 @@ def unsupported(engine: WindowedEngine) -> str | None:
 
 
 def process_columns(engine: WindowedEngine, keys: Sequence[Any], timestamps: Any,
-                    values: Sequence[Any], now: int, delay: int) -> ColumnarResult:
+                    values: Sequence[Any], now: int, delay: int,
+                    rows: tuple[int, bool] | None = None) -> ColumnarResult:
     """Apply a batch of tuples (columns `keys`, `timestamps` as ints, `values`, in arrival order)
     to `engine` at processing time `now`, the watermark trailing the largest timestamp by
     `delay`: what `process(key, ts, value, now, delay=delay)` per tuple, then `advance(ts -
     delay, now)` where it returns `WATERMARK_DUE`, would do (see the module doc). Falls back to
     exactly that loop, saying so once per reason in the log, where the engine's configuration
-    or the timestamps' range is not covered."""
+    or the timestamps' range is not covered.
+
+    `rows=(width, keyed)`: the on-time panes that windows fired and purged straight from their
+    tuples give are made as output rows (`pane_rows`), in `ON_TIME_ROWS` steps, rather than
+    as panes: no pane tuple per row for a caller that only emits them."""
     ts = np.asarray(timestamps, dtype=np.int64)
     n = len(ts)
     if not (len(keys) == n == len(values)):
@@ -146,7 +156,7 @@ def process_columns(engine: WindowedEngine, keys: Sequence[Any], timestamps: Any
     elif n == 0:
         result = ColumnarResult()
     else:
-        result = _Batch(engine, keys, ts, values, now, delay).run()
+        result = _Batch(engine, keys, ts, values, now, delay, rows).run()
     result.watermarks = watermarks
     return result
 
@@ -183,8 +193,10 @@ class _Batch:
     settles, in the order its tuples arrived."""
 
     def __init__(self, engine: WindowedEngine, keys: Sequence[Any], ts: np.ndarray,
-                 values: Sequence[Any], now: int, delay: int) -> None:
+                 values: Sequence[Any], now: int, delay: int,
+                 rows: tuple[int, bool] | None = None) -> None:
         self.e = e = engine
+        self.rows = rows
         self.keys = keys
         self.ts = ts
         self.values = values
@@ -497,12 +509,16 @@ class _Batch:
         w = int(self.after[b])
         e.watermark = self.before_list[b]
         panes = self._fire_pending(w) if self.at_once else None
+        steps = self.result.steps
+        if panes and self.rows is not None:  # output rows: a step of their own, first
+            steps.append((b, ON_TIME_ROWS, panes))
+            panes = None
         self._settle_due(w)
         e.advance(w, self.now)
         if e.out:
             panes = e.take() if panes is None else panes + e.take()
         if panes:
-            self.result.steps.append((b, ADVANCED, panes))
+            steps.append((b, ADVANCED, panes))
 
     def _fire_pending(self, w: int) -> list[Any] | None:
         """The panes `advance(w)` would fire when every window it reaches ends after the
@@ -536,6 +552,9 @@ class _Batch:
             keys, values = self._groups(np.concatenate(chunks) if len(chunks) > 1
                                         else chunks[0])
             start, end = win
+            if self.rows is not None:
+                panes += pane_rows(keys, values, start, end, *self.rows)
+                continue
             panes += zip(keys, repeat(start), repeat(end), values, repeat(ON_TIME), repeat(0),
                          repeat(False), repeat(True), repeat(True), repeat(0), repeat(end - 1))
         e.now = self.now
@@ -566,6 +585,27 @@ class _Batch:
         s, d = self.s, self.d
         for slot in [x for x in self.pending if x * s + d <= watermark]:
             self._settle(slot)
+
+
+def pane_rows(keys: Sequence[Any], values: Sequence[Any], start: int, end: int, width: int,
+              keyed: bool) -> list[list[Any]]:
+    """The output rows of a window's first and only panes, on time (index 0, first and last,
+    no retraction, timestamp end - 1): per key of `keys` with its value, the pane's fields
+    `(key, start, end, value, timing, index, is_retraction, is_first, is_last,
+    on_time_index, timestamp)` up to `width`, without the key unless `keyed` (the operator's
+    output fields, `output_width`).
+
+    >>> pane_rows(["a", "b"], [2, 1], 0, 10, 7, True)
+    [['a', 0, 10, 2, 'ON_TIME', 0, False], ['b', 0, 10, 1, 'ON_TIME', 0, False]]
+    >>> pane_rows([None], [3], 0, 10, 11, False)
+    [[0, 10, 3, 'ON_TIME', 0, False, True, True, 0, 9]]
+    """
+    if keyed and width == 7:  # the usual output, without pane info
+        return [[k, start, end, v, ON_TIME, 0, False] for k, v in zip(keys, values, strict=True)]
+    tail = (ON_TIME, 0, False, True, True, 0, end - 1)[:width - 4]
+    if keyed:
+        return [[k, start, end, v, *tail] for k, v in zip(keys, values, strict=True)]
+    return [[start, end, v, *tail] for _k, v in zip(keys, values, strict=True)]
 
 
 def cannot_fail(accumulation: Any, values: Sequence[Any]) -> bool:

@@ -32,7 +32,13 @@ from squall.components.context import TopologyContext
 from squall.components.operators import WATERMARK_STREAM, WindowedOperatorBase
 from squall.components.side_records import LATE, SideRecords, watermark_ms
 from squall.components.windowed import ERROR_STREAM
-from squall.panes.columnar import LATE_TUPLE, cannot_fail, process_columns, unsupported
+from squall.panes.columnar import (
+    LATE_TUPLE,
+    ON_TIME_ROWS,
+    cannot_fail,
+    process_columns,
+    unsupported,
+)
 from squall.panes.engine import (
     ACCEPTED,
     WATERMARK_DUE,
@@ -494,7 +500,8 @@ class OperatorRole(WindowRole):
             self._execute_each(tuple_at, lo, hi, now_ms, on_error)
             return
         start = engine.watermark
-        result = process_columns(engine, keys, ts, values, now_ms, delay)
+        result = process_columns(engine, keys, ts, values, now_ms, delay,
+                                 rows=(self.instance.output_width, self._keyed))
         # The watermark after each tuple, and the tuples that moved it: `execute` marks the
         # watermark to be sent (before the next panes, or at the batch end) after each move,
         # once the tuple's own panes and late record are out.
@@ -545,6 +552,8 @@ class OperatorRole(WindowRole):
                 tup = tuple_at(lo + k)
                 made.append((k, tup))
                 self._late(tup, ts[k], now_ms, x)
+            elif kind == ON_TIME_ROWS:
+                self._emit_rows(x)
             else:
                 self._emit_panes(x)
         marked_before(hi - lo)
@@ -595,12 +604,15 @@ class OperatorRole(WindowRole):
 
     def _emit_panes(self, panes: list[Any]) -> None:
         """The panes out, after the watermark not yet sent."""
-        if self._pending_wm is not None:
-            self._send_watermark()
         # A pane is (key, the pane's six fields, its pane info): the operator's output fields.
         width = self.instance.output_width
-        rows = ([list(p[:width]) for p in panes] if self._keyed
-                else [list(p[1:width]) for p in panes])
+        self._emit_rows([list(p[:width]) for p in panes] if self._keyed
+                        else [list(p[1:width]) for p in panes])
+
+    def _emit_rows(self, rows: list[list[Any]]) -> None:
+        """Panes out as their output rows, after the watermark not yet sent."""
+        if self._pending_wm is not None:
+            self._send_watermark()
         if self._bulk is not None:
             self._bulk.emit_many(rows)  # one route lookup per firing, not per pane
         else:
