@@ -129,6 +129,9 @@ class LinesSpout(Spout):
 
     def open(self, conf, context, collector) -> None:
         super().open(conf, context, collector)
+        # Task i of n reads the files at positions i, i + n, ... (all of them with one task).
+        n = len(context.get_component_tasks(context.this_component_id))
+        self.paths = self.paths[context.this_task_index::n]
         self.index, self.offset, self.file = 0, 0, None
 
     def next_tuple(self) -> None:
@@ -170,6 +173,9 @@ def user_job(spark, source: Any) -> tuple[float, dict[str, int]]:
     return time.perf_counter() - t0, counts
 
 
+SPOUTS = {"host": "reader", "tasks": 1}  # --spouts, --spout-tasks
+
+
 def user_squall(source: Any) -> tuple[float, dict[str, int]]:
     """W1 through the public API with its defaults (acking off: no ackers), timed from the
     topology's build to the run's return; the counts are read from the bolts afterwards. The
@@ -180,10 +186,11 @@ def user_squall(source: Any) -> tuple[float, dict[str, int]]:
     if isinstance(source, list):
         builder.set_spout("sentences", ListSpout(source, reliable=False))
     else:
-        builder.set_spout("sentences", LinesSpout(sorted(str(p) for p in Path(source).iterdir())))
+        builder.set_spout("sentences", LinesSpout(sorted(str(p) for p in Path(source).iterdir())),
+                          SPOUTS["tasks"])
     builder.set_bolt("split", Split(), 2).shuffle_grouping("sentences")
     builder.set_bolt("count", Count(), 2).fields_grouping("split", Fields("word"))
-    conf = Config()
+    conf = Config({"squall.spark.spouts": SPOUTS["host"]})
     conf.set_num_ackers(0)
     # What `squall.run` does (make_runner, then run until complete), keeping the runner so that
     # the counts can be checked once the clock has stopped.
@@ -285,7 +292,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="--user-seen: rounds")
     parser.add_argument("--input", choices=("files", "list"), default="files",
                         help="--user-seen: where both sides read the sentences from")
+    parser.add_argument("--spouts", choices=("reader", "executors"), default="reader",
+                        help="--user-seen: where the user spout runs (squall.spark.spouts)")
+    parser.add_argument("--spout-tasks", type=int, default=1,
+                        help="--user-seen: the user spout's tasks (each reads its share of the "
+                        "files)")
     args = parser.parse_args()
+    SPOUTS.update(host=args.spouts, tasks=args.spout_tasks)
     if args.user_seen:
         user_seen(get_session("local[2]", {"spark.ui.enabled": "false"}), args.sentences,
                   args.small, args.rounds, args.input)

@@ -77,12 +77,13 @@ DRIVER = textwrap.dedent(
 
     b = TopologyBuilder()
     b.set_spout("items", Items())
-    if sys.argv[3] == "fused":  # count runs in tag's Spark stage (squall.spark.fusion)
+    if sys.argv[4] == "fused":  # count runs in tag's Spark stage (squall.spark.fusion)
         b.set_bolt("tag", Tag(), 2).fields_grouping("items", Fields("key"))
         b.set_bolt("count", Count(), 2).local_or_shuffle_grouping("tag")
     else:
         b.set_bolt("count", Count(), 2).fields_grouping("items", Fields("key"))
-    conf = Config({"squall.spark.batch.max.tuples": 40, "spark.sql.shuffle.partitions": 2})
+    conf = Config({"squall.spark.batch.max.tuples": 40, "spark.sql.shuffle.partitions": 2,
+                   "squall.spark.spouts": sys.argv[3]})
     result = run(b.create_topology(), conf, runner="spark", master="local[2]",
                  checkpoint_location=os.path.join(sys.argv[1], "ckpt"))
     # The outcome goes to a file: stdout is shared with the JVM's and the workers' stderr, whose
@@ -95,15 +96,18 @@ DRIVER = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("shape", ["plain", "fused"])
-def test_sigkill_mid_batch_then_restart_loses_nothing_and_counts_once(tmp_path, shape):
-    """`fused`: items -fields-> tag(2) -local_or_shuffle-> count(2), count running in tag's Spark
-    stage, killed once a task of that stage wrote its snapshot for a batch not committed."""
+@pytest.mark.parametrize(("spouts", "shape"), [("reader", "plain"), ("executors", "plain"),
+                                              ("reader", "fused")],
+                         ids=["reader", "executors", "fused"])
+def test_sigkill_mid_batch_then_restart_loses_nothing_and_counts_once(tmp_path, spouts, shape):
+    """With the spout in the source's reader (the default) or pulled on an executor; `fused`:
+    items -fields-> tag(2) -local_or_shuffle-> count(2), count running in tag's Spark stage,
+    killed once a task of that stage wrote its snapshot for a batch not committed."""
     items = 400
     (tmp_path / "driver.py").write_text(DRIVER)
     ckpt = tmp_path / "ckpt"
     with Restarts(tmp_path, [sys.executable, str(tmp_path / "driver.py"), str(tmp_path),
-                             str(items), shape],
+                             str(items), spouts, shape],
                   env=dict(os.environ, PYSPARK_PYTHON=sys.executable)) as crash:
         first = crash.start()
         assert crash.kill_mid_batch(first, ckpt), \
@@ -126,3 +130,5 @@ def test_sigkill_mid_batch_then_restart_loses_nothing_and_counts_once(tmp_path, 
     assert sorted(seen) == list(range(items)), "every item exactly once across the crash"
     assert counts == {str(k): sum(1 for i in range(items) if i % 7 == k) for k in range(7)}
     assert done["errors"] == 0, crash.output(tail=4000)
+    if spouts == "executors":
+        assert list(ckpt.rglob("spout-tasks/task=*/seg=*.pkl")), "the pulled task's snapshots"

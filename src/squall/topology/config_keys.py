@@ -211,6 +211,10 @@ KEYS: dict[str, KeySpec] = {
         "an integer number of milliseconds >= 0 (0: as fast as possible)",
         integer(0, unset_ok=True)),
     "squall.spark.batch.max.tuples": KeySpec("a positive integer", integer(1, unset_ok=True)),
+    "squall.spark.spouts": KeySpec(
+        '"reader" (default: user spouts run on the driver, in the source\'s reader) or '
+        '"executors" (each spout task pulled on an executor)',
+        lambda v: v is None or v in ("reader", "executors")),
     "squall.spark.batch.max.attempts": KeySpec(_ATTEMPTS, integer(1, unset_ok=True)),
     "squall.spark.fusion": KeySpec("true or false", boolean),
     "squall.spark.batch.retry.backoff.ms": KeySpec(
@@ -339,6 +343,13 @@ MEANINGS: dict[str, str] = {
         "At most this many spout tuples in one Spark micro-batch (file, memory and Kafka "
         "sources and spouts; a Redis stream source takes each stream's new entries whole, "
         "so for it the key caps the streams a batch reads).",
+    "squall.spark.spouts":
+        "On Spark, where user spout tasks (Storm's `Spout`s) run: `reader` (the default), in "
+        "the streaming source's reader on the driver, which calls `next_tuple` before each "
+        "batch; `executors`, each spout task pulled in a Spark task of the batch, in parallel, "
+        "restored from its own snapshot (`next_tuple` must then be a function of the spout's "
+        "state and its input to replay a batch exactly). Built-in sources are read on the "
+        "executors either way.",
     "squall.spark.batch.max.attempts":
         "How many times a Spark micro-batch that cannot commit is run before the run fails.",
     "squall.spark.fusion":

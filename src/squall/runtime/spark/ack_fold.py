@@ -32,7 +32,6 @@ import numpy as np
 
 from squall.reliability.acker import RECORD_FLAG, base_root, record_index
 from squall.runtime.spark import row_schema
-from squall.runtime.spark.spouts import TIMED_OUT
 
 _FAST_KINDS = (row_schema.ACK, row_schema.INIT)
 _NO_IDS = np.zeros(0, np.uint64)
@@ -127,7 +126,7 @@ def _fold_items(kinds: list[int], tasks: list[int], roots: list[int], values: li
         if mkind == row_schema.RESET:
             resets.append(root)
             continue
-        if mkind == row_schema.FAIL and mtask == TIMED_OUT:
+        if mkind == row_schema.FAIL and mtask == row_schema.TIMED_OUT:
             forget.append(root)
             continue
         if root & RECORD_FLAG:

@@ -34,6 +34,8 @@ class BatchRows:
     """(task, seq, stream, values) of each emit captured for tests."""
     stats: Counters = field(default_factory=dict)
     """Every task's counters, summed over the batch's STATS rows."""
+    spouts: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Each spout task pulled on an executor: its status after its pull (SPOUT rows)."""
 
 
 def component_of(topology: Topology, task: int) -> str:
@@ -71,6 +73,8 @@ def decode_batch(cols: dict[str, list], topology: Topology) -> BatchRows:
             out.captures.append((task, cols["seq"][i], cols["stream"][i], pickle.loads(blobs[i])))
         elif kind == row_schema.STATS:
             add_counters(out.stats, {task: pickle.loads(blobs[i])})
+        elif kind == row_schema.SPOUT:
+            out.spouts[task] = pickle.loads(blobs[i])
         elif kind == row_schema.TUPLE or kind == row_schema.PACKET:
             raise RuntimeError(f"a tuple for task {task} reached no stage")
     return out

@@ -47,6 +47,12 @@ from squall.runtime.settlement import Settlement
 from squall.runtime.spark import row_schema
 from squall.runtime.spark.ack_fold import fold
 from squall.runtime.spark.batch_rows import BatchRows, add_counters, decode_batch
+from squall.runtime.spark.pulls import (
+    SPOUT_HOST,
+    SPOUTS_ON_EXECUTORS,
+    read_pulled_status,
+    write_pulled_status,
+)
 from squall.runtime.spark.query import StoppedInBatch, batch_metrics, drive_query, routing_keys
 from squall.runtime.spark.reader_log import Relay
 from squall.runtime.spark.rescale import migrate
@@ -140,8 +146,12 @@ class SparkRunner(Controls, Reporting):
         # where they are read (spouts.INPUT_PARTITIONS); not with a built-in source, whose
         # ranges are read, and their records routed, on the executors.
         self.source_options = {"dir": self.dir}
-        if self.order and not any(isinstance(spec.new_instance(), PartitionedSource)
-                                  for spec in self.topology.spouts.values()):
+        # User spouts run in the reader (the default) or are pulled on the executors
+        # (squall.runtime.spark.pulls), whose rows are routed where they are pulled.
+        self.spout_host = str(self.config.effective.get(SPOUT_HOST) or "reader")
+        if (self.order and self.spout_host != SPOUTS_ON_EXECUTORS
+                and not any(isinstance(spec.new_instance(), PartitionedSource)
+                            for spec in self.topology.spouts.values())):
             self.source_options[INPUT_PARTITIONS] = str(
                 self.topology.components[self.order[0]].num_tasks)
         self.run_id = uuid.uuid4().hex
@@ -177,6 +187,7 @@ class SparkRunner(Controls, Reporting):
             "seed": self.seed, "tracking": self.tracking, "capture": capture,
             "run": self.run_id,  # the reader's counters start from zero on a new run
             "max_batch": int(self.config.effective.get(MAX_BATCH_TUPLES) or 100_000),
+            "spout_host": self.spout_host,
             # A reader in this very process (tests build one) logs here already (reader_log).
             "driver_pid": os.getpid(),
         }
@@ -194,10 +205,12 @@ class SparkRunner(Controls, Reporting):
         if blob is None:
             self.committed = -1
             self.ledger = AckerLedger(memory_ms=self.timeout_ms)
+            self.pulled_status: dict[int, dict[str, Any]] = {}
             return
         record = pickle.loads(blob)
         self.committed = record["batch_id"]
         self.ledger = AckerLedger.restore(record["ledger"], self.timeout_ms)
+        self.pulled_status = read_pulled_status(self.dir)
 
     def recovery_note(self) -> str:
         """One line on what a restart resumes from: the last committed batch, the batch Spark
@@ -334,6 +347,9 @@ class SparkRunner(Controls, Reporting):
                         outcome = outcome._replace(error=failed_on)
                 self.settlement.settle(outcome)
         self._mark_startup()
+        if rows.spouts:  # spout tasks pulled on the executors: their status, with the batch
+            self.pulled_status.update(rows.spouts)
+            write_pulled_status(self.dir, self.pulled_status)
         write_outcomes(self.dir, batch_id, self.outcomes)
         commit = {"batch_id": batch_id, "ledger": self.ledger.snapshot()}
         write_atomic(os.path.join(self.dir, "commit.pkl"), pickle.dumps(commit))

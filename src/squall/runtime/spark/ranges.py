@@ -176,7 +176,9 @@ class _RangeHost:
 _PLANS: dict[str, tuple[int, dict[str, Any], dict[int, int]]] = {}
 
 
-def _plan(run_dir: str) -> tuple[dict[str, Any], dict[int, int]]:
+def cached_plan(run_dir: str) -> tuple[dict[str, Any], dict[int, int]]:
+    """The run's plan (`plan.pkl`, written by the driver) and each task's routing key, loaded
+    once per run in a worker."""
     path = os.path.join(run_dir, "plan.pkl")
     mtime = os.stat(path).st_mtime_ns
     cached = _PLANS.get(run_dir)
@@ -228,7 +230,7 @@ def _write_positions(path: str, every: dict[str, dict[str, int | None]], partiti
 
 
 def _read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
-    plan, keys = _plan(part.run_dir)
+    plan, keys = cached_plan(part.run_dir)
     host = _RangeHost(keys, part.ts, part.seq)
     task = SpoutTask(plan["topology"], part.task, plan["conf"], host,
                      seed=plan["seed"], tracking=plan["tracking"],

@@ -170,14 +170,22 @@ def _map_spout_files(directory: str, moved: Mapping[int, int],
                 [tuple(o._replace(spout_task=moved.get(o.spout_task, o.spout_task)))
                  for o in settled]))
 
-    for name, build in (("spouts", spouts), ("outcomes", outcomes)):
+    def spout_tasks(source: str, target: str) -> None:
+        # The snapshots of spout tasks pulled on the executors (squall.runtime.spark.pulls).
+        for old_id, new_id in moved.items():
+            if os.path.isdir(os.path.join(source, f"task={old_id}")):
+                shutil.copytree(os.path.join(source, f"task={old_id}"),
+                                os.path.join(target, f"task={new_id}"))
+
+    for name, build in (("spouts", spouts), ("outcomes", outcomes), ("spout-tasks", spout_tasks)):
         finished = step(name)
         if finished is not None:
             _rebuild(directory, name, build, finished)
-    # The reader's last status names spout tasks too; it writes a new one before the driver
-    # needs it.
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(os.path.join(directory, "status.pkl"))
+    # The reader's last status and the pulled spout tasks' statuses name spout tasks too; the
+    # reader writes a new one before the driver needs it, and the first pulls write theirs.
+    for name in ("status.pkl", "spout-status.pkl"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(directory, name))
 
 
 __all__ = ["MARKER_FILE", "migrate"]

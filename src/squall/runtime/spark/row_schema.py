@@ -32,6 +32,10 @@ from squall.transaction_kernel.reports import BatchReport
 
 TUPLE, ACK, FAIL, RESET, INIT, ERROR, CAPTURE, STATS, PACKET, MESSAGES, ABORT, REPORT = range(12)
 SIZE = 12  # a message only (`messages_row`): how many records a range's tree holds
+# SPOUT: a spout task's status after its pull on an executor (squall.runtime.spark.pulls), which
+# the driver commits with the batch.
+SPOUT = 13
+TIMED_OUT = -2  # `task` of a FAIL message that tells the driver's ledger a root timed out
 # ABORT: a task raised `BatchRetryError` at the end of the batch; the batch must not commit.
 # REPORT: a transactional task's `BatchReport` (finished or failed its part of an attempt), which
 # the transactional Spark runner reads to decide whether the attempt commits; not an error.

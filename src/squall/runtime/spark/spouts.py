@@ -32,6 +32,18 @@ from squall.runtime.gc_pause import gc_paused
 from squall.runtime.reporting import task_figures
 from squall.runtime.settlement import deliver_to_spout
 from squall.runtime.spark import row_schema
+from squall.runtime.spark.pulls import (
+    SPOUTS_ON_EXECUTORS,
+    PullPartition,
+    ReaderHost,
+    pull_partitions,
+    pulled_pending,
+    pulls_path,
+    read_pull,
+    read_pulled_status,
+    unlink_pulls,
+    write_pulls,
+)
 from squall.runtime.spark.ranges import (
     RangePartition,
     RecordRangeGroup,
@@ -52,7 +64,11 @@ from squall.topology.graph import bolt_order
 from squall.topology.roles import is_windowed_role
 from squall.topology.tuple import TICK_STREAM
 
-TIMED_OUT = -2  # `task` of a FAIL row that tells the driver's ledger a root timed out
+# The backoff of pulls that find nothing (spouts on the executors): a pull is a Spark job, so an
+# idle spout is asked again after 50 ms, then 100, ... up to 1 s, and at once after a pull that
+# emitted.
+IDLE_MIN_MS = 50
+IDLE_MAX_MS = 1000
 
 
 def end_of_input_rows(topology: Topology, keys: dict[int, int], now: int,
@@ -72,50 +88,6 @@ def segment_path(run_dir: str, seg: int) -> str:
 
 def outcome_path(run_dir: str, batch_id: int) -> str:
     return os.path.join(run_dir, "outcomes", f"batch={batch_id:012d}.pkl")
-
-
-class ReaderHost:
-    """The `Host` of spout tasks in the reader: emits become rows of the next segment."""
-
-    ack_xor = None  # spouts do not ack
-
-    def __init__(self, keys: dict[int, int], capture: bool) -> None:
-        self.rows = row_schema.RowBuffer()
-        self.packets = row_schema.Packets(keys, self.next_seq)
-        self.send = self.packets.send  # the Host's send: tuples go into packets
-        self.messages: list[tuple[int, int, int, int]] = []
-        self.keys = keys
-        self.now = 0
-        self.seq = 0
-        self.capture = capture
-
-    def next_seq(self) -> int:
-        self.seq += 1
-        return self.seq
-
-    def set_now(self, now: int) -> None:
-        self.now = now
-        self.packets.set_now(now)
-
-    def ack_init(self, root: int, xor: int, spout_task: int) -> None:
-        self.messages.append((row_schema.INIT, spout_task, root, xor))
-
-    def ack(self, root: int, value: int, component: str) -> None:
-        raise RuntimeError("spouts do not ack tuples")
-
-    fail = reset = ack
-
-    def forget(self, root: int) -> None:
-        self.messages.append((row_schema.FAIL, TIMED_OUT, root, 0))
-
-    def now_ms(self) -> int:
-        return self.now
-
-    def report_error(self, component: str, task: int, error: BaseException,
-                     stream: str | None = None) -> None:
-        self.seq += 1
-        self.rows.report(row_schema.ERROR, task=task, key=0, stream=stream,
-                         payload=row_schema.portable_error(error), ts=self.now, seq=self.seq)
 
 
 class SegmentPartition(InputPartition):
@@ -181,7 +153,14 @@ class SpoutReader(DataSourceStreamReader):
                 for t in topology.component_tasks(cid):
                     self.ticks.append([0, period, t, rate])
         self.tasks: dict[int, SpoutTask] = {}
-        for cid in topology.spouts:
+        # User spouts pulled on the executors (squall.runtime.spark.pulls): this reader plans
+        # their pulls and knows them by the status the driver commits after each batch.
+        self.pulled: list[int] = []
+        on_executors = plan.get("spout_host") == SPOUTS_ON_EXECUTORS
+        for cid, spec in topology.spouts.items():
+            if on_executors and not isinstance(spec.new_instance(), PartitionedSource):
+                self.pulled += topology.component_tasks(cid)
+                continue
             for t in topology.component_tasks(cid):
                 self.tasks[t] = SpoutTask(
                     topology, t, plan["conf"], self.host, seed=plan["seed"],
@@ -196,6 +175,13 @@ class SpoutReader(DataSourceStreamReader):
         # Windowed bolts or operators, which the end of input closes.
         self.windowed = any(is_windowed_role(c.role) for c in topology.components.values())
         self.source_errors: dict[int, str] = {}
+        # Pulls that found nothing back off, as Storm's spout wait strategy: the next pull waits
+        # `idle_ms`, doubling up to IDLE_MAX_MS while they keep finding nothing.
+        self.idle_ms = 0
+        self.pull_at = 0
+        self.last_pull = -1  # the segment of the last planned pulls
+        self.judged = -1  # the last pulls whose result the backoff has taken into account
+        self.pulled_status: dict[int, dict[str, Any]] = {}
         segs = _segments(self.run_dir)
         self.next_seg = (segs[-1] + 1) if segs else 0
         if not self._resume():
@@ -214,6 +200,7 @@ class SpoutReader(DataSourceStreamReader):
             if seg not in snaps and (not snaps or seg > snaps[-1]):
                 os.unlink(segment_path(self.run_dir, seg))
                 _unlink(ranges_path(self.run_dir, seg))
+                unlink_pulls(self.run_dir, seg)
         if not snaps:
             return False
         blob = read_or_none(spout_snapshot_path(self.run_dir, snaps[-1]))
@@ -250,6 +237,8 @@ class SpoutReader(DataSourceStreamReader):
         self.turn = state.get("turn", 0)
         self.ended = state.get("ended", False)
         self.next_seg = snaps[-1] + 1
+        self.last_pull = max((seg for seg in _segments(self.run_dir)
+                              if os.path.exists(pulls_path(self.run_dir, seg))), default=-1)
         return True
 
     def _snapshot(self, seg: int) -> None:
@@ -270,10 +259,14 @@ class SpoutReader(DataSourceStreamReader):
         for old in _spout_snapshots(self.run_dir)[:-2]:
             os.unlink(spout_snapshot_path(self.run_dir, old))
         # Outcomes this snapshot has already delivered are never read again, even after a
-        # restart (which resumes from this snapshot or a newer one).
+        # restart (which resumes from this snapshot or a newer one); nor are those every
+        # pulled task had delivered in its last committed pull (a retry or a replay restores
+        # that pull's snapshot or a newer one).
+        floor = min([self.delivered, *(self.pulled_status[t]["delivered"] if t in
+                                       self.pulled_status else -1 for t in self.pulled)])
         outcomes = os.path.join(self.run_dir, "outcomes")
         for name in os.listdir(outcomes) if os.path.isdir(outcomes) else []:
-            if name.startswith("batch=") and int(name[6:-4]) <= self.delivered:
+            if name.startswith("batch=") and int(name[6:-4]) <= floor:
                 os.unlink(os.path.join(outcomes, name))
 
     def __getstate__(self) -> dict:
@@ -301,6 +294,7 @@ class SpoutReader(DataSourceStreamReader):
         # out the trees it carries; docs/design/spark-runner.md, "Message timeouts").
         committed = int(start["seg"])
         seg = max(self.next_seg, committed + 1)  # the segment this call may write
+        self.pulled_status = read_pulled_status(self.run_dir) if self.pulled else {}
         for task in self.tasks.values():
             task.pending.arm(committed, host.now)
             task.pending.hold(seg)
@@ -344,7 +338,8 @@ class SpoutReader(DataSourceStreamReader):
             n = task.next_tuple() if task.can_emit() else 0
             emitted += n
             idle = 0 if n else idle + 1
-        exhausted = all(t.exhausted() for t in self.tasks.values())
+        pulls = self._plan_pulls(seg, committed, active, emitted)
+        exhausted = all(t.exhausted() for t in self.tasks.values()) and self._pulled_done()
         if (exhausted and not self.ended and self.windowed and (emitted or ranges)
                 and any(t.pending for t in self.tasks.values())):
             # Windows hear of the end in a batch of its own, after the outcomes of every batch
@@ -354,7 +349,9 @@ class SpoutReader(DataSourceStreamReader):
             # input untracked, or every tree settled) nothing can be replayed: the end goes
             # in this batch, after its input, and saves a batch.
             exhausted = False
-        if exhausted and not self.ended:
+        if exhausted and not self.ended and self.windowed:
+            # Only windows act on the end of input (squall.task.end_of_input): without any, no
+            # batch is planned just to tell the bolts.
             rows = end_of_input_rows(self.topology, host.keys, host.now, host.seq + 1)
             host.rows.rows.extend(rows)
             host.seq += len(rows)
@@ -371,9 +368,12 @@ class SpoutReader(DataSourceStreamReader):
         if host.messages:
             host.rows.append(row_schema.messages_row(host.messages, host.now))
             host.messages = []
-        if len(host.rows) or ranges:
+        if len(host.rows) or ranges or pulls:
             if ranges:
                 write_ranges(self.run_dir, seg, ranges)
+            if pulls:
+                write_pulls(self.run_dir, seg, pulls)
+                self.last_pull = seg
             sink = pa.BufferOutputStream()
             with pa.ipc.new_file(sink, row_schema.SCHEMA) as writer:
                 writer.write_batch(host.rows.to_batch())
@@ -388,6 +388,40 @@ class SpoutReader(DataSourceStreamReader):
             end = {"seg": self.next_seg - 1}
         self._write_status(end)
         return end
+
+    def _pulled_done(self) -> bool:
+        """Every pulled spout task exhausted with no tree pending, as of its last committed
+        pull (True without pulled tasks)."""
+        status = self.pulled_status
+        return all(t in status and status[t]["exhausted"] and not pulled_pending(status[t])
+                   for t in self.pulled)
+
+    def _plan_pulls(self, seg: int, committed: int, active: bool, emitted: int) -> list[tuple]:
+        """The pulls of this segment: one per pulled spout task, or none when they have nothing
+        to do (exhausted and settled, or deactivated and settled) or are backing off."""
+        if not self.pulled or self.last_pull > committed:
+            # (A segment planned before a restart and not processed yet holds pulls: a task
+            # pulls once per batch, from its snapshot of the segment before.)
+            return []
+        status, now = self.pulled_status, self.host.now
+        last = [status.get(t) for t in self.pulled]
+        if (0 <= self.last_pull != self.judged
+                and all(s is not None and s["seg"] == self.last_pull for s in last)):
+            # The last pulls' batch committed: back off while pulls find nothing.
+            self.judged = self.last_pull
+            if any(s["emitted"] for s in last if s is not None):
+                self.idle_ms = self.pull_at = 0
+            else:
+                self.idle_ms = min(max(2 * self.idle_ms, IDLE_MIN_MS), IDLE_MAX_MS)
+                self.pull_at = now + self.idle_ms
+        settled = all(s is not None and not pulled_pending(s) for s in last)
+        switched = any(s is None or s["active"] != active for s in last)
+        if not switched and settled and (self._pulled_done() or not active):
+            return []
+        if not switched and now < self.pull_at:
+            return []
+        budget = max(1, (self.max_batch - emitted) // len(self.pulled))
+        return [(t, seg, budget, now, active, committed, self.delivered) for t in self.pulled]
 
     def _plan_source(self, task: SpoutTask, budget: int) -> list[tuple]:
         def next_seq() -> int:
@@ -459,23 +493,28 @@ class SpoutReader(DataSourceStreamReader):
             task.complete_latency = LatencyHistogram.from_state(latency)
 
     def _write_status(self, end: dict) -> None:
+        pulled = self.pulled_status
         status = {
             "seg": int(end["seg"]),
             # (Windows not yet told of the end of input are not done.)
-            "exhausted": (all(t.exhausted() for t in self.tasks.values())
+            "exhausted": (all(t.exhausted() for t in self.tasks.values()) and self._pulled_done()
                           and (self.ended or not self.windowed)),
-            "pending": sum(len(t.pending) for t in self.tasks.values()),
-            # The driver's graceful stop waits until the reader has stopped pulling.
-            "active": any(t.active for t in self.tasks.values()),
+            "pending": (sum(len(t.pending) for t in self.tasks.values())
+                        + sum(pulled_pending(s) for s in pulled.values())),
+            # The driver's graceful stop waits until the reader has stopped pulling (a pulled
+            # task, once its pull deactivated it).
+            "active": (any(t.active for t in self.tasks.values())
+                       or any(t not in pulled or pulled[t]["active"] for t in self.pulled)),
             "spouts": {
-                t: {
+                **{t: {key: s[key] for key in ("component", "exhausted", "settled_ids", "stats")}
+                   for t, s in pulled.items()},
+                **{t: {
                     "component": task.component_id,
                     "exhausted": task.exhausted(),
                     "settled_ids": task.settled_ids,
                     "stats": {**task.stats.as_dict(), "pending": len(task.pending),
                               **task_figures(task)},
-                }
-                for t, task in self.tasks.items()
+                } for t, task in self.tasks.items()},
             },
             "log": self.log.lines() if self.log is not None else [],
         }
@@ -493,11 +532,15 @@ class SpoutReader(DataSourceStreamReader):
             if os.path.exists(segment_path(self.run_dir, seg)):
                 out.append(SegmentPartition(segment_path(self.run_dir, seg)))
                 out.extend(range_partitions(self.run_dir, seg))
+                out.extend(pull_partitions(self.run_dir, seg))
         return out
 
     def read(self, partition: InputPartition):
         if isinstance(partition, (RangePartition, RecordRangeGroup)):
             yield from read_range(partition)
+            return
+        if isinstance(partition, PullPartition):
+            yield from read_pull(partition)
             return
         if isinstance(partition, SegmentSlice):
             yield from _read_slice(partition)
@@ -514,6 +557,7 @@ class SpoutReader(DataSourceStreamReader):
             if seg <= int(end["seg"]):
                 os.unlink(segment_path(self.run_dir, seg))
                 _unlink(ranges_path(self.run_dir, seg))
+                unlink_pulls(self.run_dir, seg)
 
     def stop(self) -> None:
         if not self.opened:
