@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/latency_w4.py --runner local --rates 1000,10000,100000
     .venv/bin/python benchmarks/latency_w4.py --runner spark --rates 1000,10000 --seconds 20
     .venv/bin/python benchmarks/latency_w4.py --runner spark --rates 1000,10000 --pyspark
+        [--spouts reader,executors] [--batches] [-c KEY=VALUE]
 
 For each rate (tuples/s; 0 = as fast as the runner goes) prints the rate reached and two
 latencies as p50, p99 and max (docs/benchmarks.md, W4):
@@ -22,9 +23,11 @@ same shape: a Python streaming data source that makes sentence i available once 
 seconds have passed, split in `mapInArrow`, `repartition` by word, counted in a dict per worker
 in `mapInArrow`, results collected in `foreachBatch`, Spark's default trigger. Its end-to-end
 latency runs from the planning of the micro-batch that first holds a sentence (what squall's
-spout reader does when it calls `next_tuple`) to the count of its last word; its "complete"
-column is the end of the `foreachBatch` that collected it (it has no acking). The word total is
-checked.
+spout reader does when it calls `next_tuple`) to the count of its last word, and on a second
+line from its source's `read` on the executor (where a spout pulled on the executors,
+`squall.spark.spouts=executors`, calls `next_tuple`); its "complete" column is the end of the
+`foreachBatch` that collected it (it has no acking). The word total is checked.
+`--spouts reader,executors` runs squall with each `squall.spark.spouts` in turn, in one session.
 
 On Spark a warm-up run comes first (`--warmup`, 2 s at the first rate by default), unmeasured:
 the measured runs then find the session's JVM and Python workers started, as the plain query
@@ -347,8 +350,9 @@ class RateSource:
                 return [Range(a, mid, planned), Range(mid, b, planned)]
 
             def read(self, partition: Any) -> Any:
+                read = time.time()  # where squall's spouts pulled on the executors emit
                 for i in range(partition.start, partition.end):
-                    yield (sentences[i], partition.planned)
+                    yield (sentences[i], partition.planned, read)
 
             def commit(self, end: dict) -> None:
                 pass
@@ -359,7 +363,7 @@ class RateSource:
                 return "w4_rate"
 
             def schema(self) -> str:
-                return "sentence string, emitted double"
+                return "sentence string, emitted double, read double"
 
             def streamReader(self, schema: Any) -> Any:
                 return Reader()
@@ -373,13 +377,18 @@ def _split(batches: Any) -> Any:
     for batch in batches:
         words: list[str] = []
         marks: list[float | None] = []
-        for sentence, emitted in zip(*(c.to_pylist() for c in batch.columns), strict=True):
+        reads: list[float | None] = []
+        for sentence, emitted, read in zip(*(c.to_pylist() for c in batch.columns),
+                                           strict=True):
             ws = sentence.split()
             words.extend(ws)
             marks.extend([None] * (len(ws) - 1))
             marks.append(emitted)
-        yield pa.RecordBatch.from_arrays([pa.array(words, pa.string()),
-                                          pa.array(marks, pa.float64())], ["word", "emitted"])
+            reads.extend([None] * (len(ws) - 1))
+            reads.append(read)
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(words, pa.string()), pa.array(marks, pa.float64()),
+             pa.array(reads, pa.float64())], ["word", "emitted", "read"])
 
 
 _COUNTS: dict[str, int] = {}  # the worker's counts, kept across batches as a stateful bolt's
@@ -391,17 +400,21 @@ def _count(batches: Any) -> Any:
     counts = _COUNTS
     for batch in batches:
         lat: list[float] = []
+        from_read: list[float] = []
         sent: list[float] = []
-        for w, emitted in zip(*(c.to_pylist() for c in batch.columns), strict=True):
+        for w, emitted, read in zip(*(c.to_pylist() for c in batch.columns), strict=True):
             counts[w] = counts.get(w, 0) + 1
             if emitted is not None:
-                lat.append((time.time() - emitted) * 1000)
+                now = time.time()
+                lat.append((now - emitted) * 1000)
+                from_read.append((now - read) * 1000)
                 sent.append(emitted)
         # One row per sentence counted, then one with the batch's word count.
         yield pa.RecordBatch.from_arrays(
-            [pa.array([*lat, None], pa.float64()), pa.array([*sent, None], pa.float64()),
+            [pa.array([*lat, None], pa.float64()), pa.array([*from_read, None], pa.float64()),
+             pa.array([*sent, None], pa.float64()),
              pa.array([0] * len(lat) + [batch.num_rows], pa.int64())],
-            ["ms", "emitted", "words"])
+            ["ms", "ms_read", "emitted", "words"])
 
 
 def measure_pyspark(sentences: list[str], rate: int) -> dict[str, Any]:
@@ -411,7 +424,7 @@ def measure_pyspark(sentences: list[str], rate: int) -> dict[str, Any]:
     spark = get_session()
     source = RateSource.make(sentences, rate)
     spark.dataSource.register(source)
-    complete, e2e = Histogram(), Histogram()
+    complete, e2e, e2e_read = Histogram(), Histogram(), Histogram()
     words = [0]
 
     def sink(df: Any, _batch_id: int) -> None:
@@ -419,14 +432,16 @@ def measure_pyspark(sentences: list[str], rate: int) -> dict[str, Any]:
         done = time.time()
         for ms in table.column("ms").drop_null().to_pylist():
             e2e.add(ms)
+        for ms in table.column("ms_read").drop_null().to_pylist():
+            e2e_read.add(ms)
         words[0] += sum(table.column("words").to_pylist())
         for emitted in table.column("emitted").drop_null().to_pylist():
             complete.add((done - emitted) * 1000)
 
     df = (spark.readStream.format("w4_rate").load()
-          .mapInArrow(_split, "word string, emitted double")
+          .mapInArrow(_split, "word string, emitted double, read double")
           .repartition(2, "word")
-          .mapInArrow(_count, "ms double, emitted double, words long"))
+          .mapInArrow(_count, "ms double, ms_read double, emitted double, words long"))
     t0 = time.perf_counter()
     query = (df.writeStream.foreachBatch(sink)
              .option("checkpointLocation", tempfile.mkdtemp(prefix="w4-pyspark-")).start())
@@ -442,7 +457,8 @@ def measure_pyspark(sentences: list[str], rate: int) -> dict[str, Any]:
     if words[0] != expected or e2e.n != len(sentences):
         raise AssertionError(f"the PySpark query counted {words[0]} words of {expected}, "
                              f"{e2e.n} sentences of {len(sentences)}")
-    return {"rate": rate, "complete": complete, "e2e": e2e, "elapsed": elapsed}
+    return {"rate": rate, "complete": complete, "e2e": e2e, "e2e_read": e2e_read,
+            "elapsed": elapsed}
 
 
 def main() -> None:
@@ -461,6 +477,9 @@ def main() -> None:
                              "rate, so that the measured runs find Spark's JVM and Python "
                              "workers started (default 2; 0: none)")
     parser.add_argument("-c", dest="conf", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--spouts", default=None, metavar="HOSTS",
+                        help="spark: squall runs with each of these squall.spark.spouts values "
+                             "in turn, e.g. reader,executors (default: the configuration's)")
     args = parser.parse_args()
     conf: dict[str, Any] = {"topology.acker.executors": 1}
     for pair in args.conf:
@@ -486,11 +505,15 @@ def main() -> None:
     for rate in (int(r) for r in args.rates.split(",")):
         n = int(rate * args.seconds) if rate else 200_000
         sentences = w1_sentences(n)
-        labels = ["squall"] + (["pyspark"] if args.pyspark and args.runner == "spark" and rate
-                               else [])
-        for label in labels:
+        hosts = args.spouts.split(",") if args.spouts else [None]
+        labels = [("squall" if host is None else f"squall, spouts {host}", host)
+                  for host in hosts]
+        if args.pyspark and args.runner == "spark" and rate:
+            labels.append(("pyspark", None))
+        for label, host in labels:
             since = batch_log.mark() if batch_log is not None else (0, 0)
-            m = (measure(args.runner, sentences, rate, conf) if label == "squall"
+            run_conf = conf if host is None else {**conf, "squall.spark.spouts": host}
+            m = (measure(args.runner, sentences, rate, run_conf) if label != "pyspark"
                  else measure_pyspark(sentences, rate))
             c, e = m["complete"], m["e2e"]
             load = os.getloadavg()[0]
@@ -498,6 +521,11 @@ def main() -> None:
                   f"{c.quantile(0.5):9.2f} {c.quantile(0.99):9.2f} {c.max_ms:9.1f}    "
                   f"{e.quantile(0.5):9.2f} {e.quantile(0.99):9.2f} {e.max_ms:9.1f}    {load:4.1f}"
                   f"  {label}", flush=True)
+            if "e2e_read" in m:  # the plain query's latency from its source's read
+                r = m["e2e_read"]
+                print(f"{'':>10} {'':>9}  {'':>9} {'':>9} {'':>9}    "
+                      f"{r.quantile(0.5):9.2f} {r.quantile(0.99):9.2f} {r.max_ms:9.1f}    "
+                      f"{'':>4}  pyspark, end-to-end from its read", flush=True)
             if batch_log is not None:
                 print(batch_log.report(since, m.get("pairs", [])), flush=True)
 

@@ -94,7 +94,8 @@ def squall_run(spark, sentences, acking: bool, source: str = "spout", tasks: int
         builder.set_spout("sentences", MemorySource(parts, Fields("sentence")), 2)
     builder.set_bolt("split", Split(), tasks).shuffle_grouping("sentences")
     builder.set_bolt("count", Count(), tasks).fields_grouping("split", Fields("word"))
-    conf = Config({"squall.spark.batch.max.tuples": len(sentences) + 1})
+    conf = Config({"squall.spark.batch.max.tuples": len(sentences) + 1,
+                   "squall.spark.spouts": SPOUTS["host"]})
     conf.set_num_ackers(1 if acking else 0)
     runner = SparkRunner(builder.create_topology(), conf, session=spark,
                          checkpoint_location=tempfile.mkdtemp(prefix="w1-spark-"))
@@ -293,7 +294,7 @@ def main() -> None:
     parser.add_argument("--input", choices=("files", "list"), default="files",
                         help="--user-seen: where both sides read the sentences from")
     parser.add_argument("--spouts", choices=("reader", "executors"), default="reader",
-                        help="--user-seen: where the user spout runs (squall.spark.spouts)")
+                        help="where the user spout runs (squall.spark.spouts)")
     parser.add_argument("--spout-tasks", type=int, default=1,
                         help="--user-seen: the user spout's tasks (each reads its share of the "
                         "files)")
