@@ -98,6 +98,19 @@ class SourcePositions:
             self.max_ts[partition] = ts
         return before
 
+    def passed(self, partition: Any, ts: int | float) -> None:
+        """Records read but not emitted (a source's filter skipped them) whose largest event
+        time is `ts`: the partition's position takes it in, as if they had been emitted.
+
+        >>> s = SourcePositions(0)
+        >>> s.passed("a", 130); s.position("a", [100])
+        130
+        """
+        ts = int(ts)
+        before = self.max_ts.get(partition)
+        if before is None or ts > before:
+            self.max_ts[partition] = ts
+
     def progress(self) -> list[list[Any]]:
         """`[partition, largest event time]` of the partitions that moved since the last call."""
         out = [[p, m] for p, m in self.max_ts.items() if self._told.get(p) != m]

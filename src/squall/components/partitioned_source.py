@@ -39,7 +39,10 @@ end. It sends these only when some component subscribes to that stream. With an 
 (`squall.source.event.time.field`, which the builder sets from the operators' timestamp field)
 each record also carries its position, the largest event time of its partition before it, and
 the source tells the operators how far each partition has been read (`at`); a replayed record
-carries none (the operator judges it against its own watermark).
+carries none (the operator judges it against its own watermark). A source that skips records
+where it reads them (a filter, such as `ParquetSource`'s `keep`) still counts their event times:
+it yields a `Skipped` marker with the largest of each run, which the readers of both runners take
+into the partition's position without emitting anything.
 
 Every source reads from its constructor's settings only: on Spark the executors unpickle a fresh
 copy, never `open` it, and call `read` on it. The built-in sources are in `squall.connectors`.
@@ -86,6 +89,26 @@ class RecordRange(Range):
     and counted on its own. Equal to the `Range` with the same offsets."""
 
     __slots__ = ()
+
+
+class Skipped:
+    """What `PartitionedSource.read` yields, at the offset of the first of them, for a run of
+    records its filter skipped (`ParquetSource`'s and the file sources' `keep`) when the runner
+    carries positions (`PartitionedSource.time_index` is set): `max_ts`, the largest event time
+    among them. The reader takes it into the partition's position and emits nothing, so the
+    records after it are judged as if the skipped ones had been read.
+
+    >>> Skipped(1200)
+    Skipped(1200)
+    """
+
+    __slots__ = ("max_ts",)
+
+    def __init__(self, max_ts: int | float) -> None:
+        self.max_ts = max_ts
+
+    def __repr__(self) -> str:
+        return f"Skipped({self.max_ts!r})"
 
 
 class SourceError(SquallError):
@@ -166,6 +189,10 @@ class PartitionedSource(Spout):
         # Positions carried with the records (squall.partition_watermarks.SourcePositions):
         # set up by `open` when the source has an event-time field and operators listen.
         self.positions: SourcePositions | None = None
+        # The event-time field's position when the reader carries positions (set by `open`,
+        # and by the Spark range reader on an executor), else None: a source that skips
+        # records then yields a `Skipped` marker for each run of them.
+        self.time_index: int | None = None
         self._forget_partition_events()
 
     def _forget_partition_events(self) -> None:
@@ -190,6 +217,7 @@ class PartitionedSource(Spout):
         self.__dict__.setdefault("_idle_ms", None)
         self.__dict__.setdefault("_ends", {})
         self.__dict__.setdefault("positions", None)
+        self.__dict__.setdefault("time_index", None)
         self._forget_partition_events()
 
     # ---- what a subclass provides ---------------------------------------------------------
@@ -206,7 +234,9 @@ class PartitionedSource(Spout):
 
     def read(self, partition: str, start: Any, end: Any) -> Iterator[tuple[Any, Any]]:
         """Yield `(offset, values)` for every record in `[start, end)`; `values` is a list, or a
-        `MalformedRecord` for a record that could not be read."""
+        `MalformedRecord` for a record that could not be read. A source that skips records (a
+        filter) yields, when `time_index` is set, a `Skipped` marker before the next record for
+        each run of them (their offsets still count: a range's end is unchanged)."""
         raise NotImplementedError
 
     def next_offset(self, partition: str, offset: Any) -> Any:
@@ -242,6 +272,7 @@ class PartitionedSource(Spout):
             self.positions = SourcePositions(index)
         else:
             self.positions.forget_told()  # restored from a snapshot: say everything again
+        self.time_index = None if self.positions is None else self.positions.index
         self._forget_partition_events()
 
     # Fixed partition lists (memory, Redis streams) are dealt out by position, evenly; partitions
@@ -350,7 +381,8 @@ class PartitionedSource(Spout):
             self._replay_records.popleft()
             self._last_error = None
             for off, values in records:
-                self._emit(p, off, values, replay=True)
+                if values.__class__ is not Skipped:  # a replay carries no position
+                    self._emit(p, off, values, replay=True)
             return
         if not self._buffer:
             try:
@@ -373,8 +405,15 @@ class PartitionedSource(Spout):
                 self._buffer.extend((r.partition, off, v) for off, v in records)
             else:
                 self._last_error = None
-        if self._buffer:
-            self._emit(*self._buffer.popleft())
+        while self._buffer:
+            partition, offset, values = self._buffer.popleft()
+            if values.__class__ is Skipped:
+                # Records a filter skipped: their event times move the partition's position.
+                if self.positions is not None:
+                    self.positions.passed(partition, values.max_ts)
+                continue
+            self._emit(partition, offset, values)
+            return
 
     def _report_once(self, exc: SourceError) -> None:
         if str(exc) != self._last_error:
@@ -466,7 +505,7 @@ class PartitionedSource(Spout):
         offsets), so each is replayed and counted on its own; None if it cannot be read."""
         try:
             return [RecordRange(r.partition, off, self.next_offset(r.partition, off))
-                    for off, _values in self.read(*r)]
+                    for off, values in self.read(*r) if values.__class__ is not Skipped]
         except Exception:
             return None  # its store is down, say
 
@@ -475,6 +514,8 @@ class PartitionedSource(Spout):
         cannot be read: what the dead-letter stream carries for a Spark range."""
         try:
             for _off, values in self.read(partition, offset, self.next_offset(partition, offset)):
+                if values.__class__ is Skipped:
+                    continue
                 if isinstance(values, MalformedRecord):
                     return [values.record]
                 return list(values)

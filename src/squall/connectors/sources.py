@@ -25,13 +25,16 @@ import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import redis
 
 from squall.components.partitioned_source import (
     PartitionedSource,
     Range,
+    Skipped,
     SourceError,
 )
 from squall.topology.fields import Fields
@@ -116,6 +119,45 @@ def _list_files(source: PartitionedSource, directory: str, pattern: str) -> list
                   and os.path.isfile(os.path.join(directory, n)))
 
 
+def _check_keep(source: str, keep: Mapping[str, Iterable[Any]] | None,
+                fields: Fields | None) -> dict[str, frozenset[Any]] | None:
+    """`keep` as {column: its kept values}; a clear error for anything else (`fields`: the
+    columns `keep` may name, None for any)."""
+    if keep is None:
+        return None
+    if not isinstance(keep, Mapping) or not keep:
+        raise ValueError(f"{source}: keep must be a non-empty mapping of a column to its kept "
+                         f"values, got {keep!r}")
+    out = {}
+    for column, values in keep.items():
+        if not isinstance(column, str) or isinstance(values, (str, bytes)) \
+                or not isinstance(values, Iterable):
+            raise ValueError(f"{source}: keep maps a column name to an iterable of kept values, "
+                             f"got {column!r}: {values!r}")
+        if fields is not None and column not in fields:
+            raise ValueError(f"{source}: keep names column {column!r}, which is not one of the "
+                             f"fields {fields.to_list()}; keep on a declared field")
+        out[column] = frozenset(values)
+    return out
+
+
+def _kept(value: Any, values: frozenset[Any]) -> bool:
+    try:
+        return value in values
+    except TypeError:  # unhashable (a JSON list or object): not among hashable kept values
+        return False
+
+
+def _event_time(value: Any) -> int | float | None:
+    """A record's event-time value as `SourcePositions.position` takes it (an int or a float
+    that is not NaN), else None."""
+    if value.__class__ is int:
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return None
+    return value
+
+
 class _FileSource(PartitionedSource):
     """A directory of text files, one record per line; partitions are file names, offsets bytes.
 
@@ -127,6 +169,13 @@ class _FileSource(PartitionedSource):
     `squall.spark.batch.max.tuples` in the micro-batch). A line that is not a record is reported
     with its file and line number (`path:line: reason`); its tuple on the `malformed` stream
     carries its byte offset.
+
+    `keep={field: values}` keeps only the records whose field's value (after parsing) is one of
+    `values` (every field named, when there are several): the others are skipped where the
+    range is read, before any tuple is made. Their offsets still count (a range's end and the
+    offsets a restart resumes from are unchanged), and their event times still move their
+    partition's position (`squall.components.partitioned_source.Skipped`), so operators judge
+    lateness as if every record had been read.
     """
 
     assign_by_hash = True
@@ -134,13 +183,14 @@ class _FileSource(PartitionedSource):
     def __init__(
         self, directory: str, fields: Fields | Iterable[str], *, pattern: str = "*",
         stream: str = "default", bounded: bool = False, bytes_per_range: int = 4 << 20,
-        encoding: str = "utf-8",
+        encoding: str = "utf-8", keep: Mapping[str, Iterable[Any]] | None = None,
     ) -> None:
         super().__init__(fields, stream=stream, bounded=bounded)
         self.directory = os.path.abspath(directory)
         self.pattern = pattern
         self.bytes_per_range = bytes_per_range
         self.encoding = encoding
+        self.keep = _check_keep(type(self).__name__, keep, self.fields)
         self._counted: dict[Range, int] = {}
 
     def discover(self) -> list[str]:
@@ -232,18 +282,37 @@ class _FileSource(PartitionedSource):
 
     def read(self, partition: str, start: Any, end: Any) -> Iterator[tuple[Any, Any]]:
         first: tuple[int, int] | None = None  # (index, line number) once a line needs it
+        keep = None if self.keep is None else [(self.fields.field_index(f), values)
+                                                for f, values in self.keep.items()]
+        at = None if keep is None else self.time_index
+        run: int | None = None  # the offset of the first record skipped since the last one out
+        latest: int | float | None = None  # their largest event time
         for index, (offset, raw) in enumerate(self.lines(partition, start, end)):
             text = raw.decode(self.encoding, errors="replace").rstrip("\r\n")
             if not text.strip():
                 continue
             try:
-                yield offset, self.parse(partition, text)
+                values: Any = self.parse(partition, text)
             except _Bad as bad:
                 if first is None:
                     first = (index, self.line_number(partition, offset))
                 line = first[1] + index - first[0]
                 path = os.path.join(self.directory, partition)
-                yield offset, self.malformed(text, f"{path}:{line}: {bad.reason}", bad.field)
+                values = self.malformed(text, f"{path}:{line}: {bad.reason}", bad.field)
+            else:
+                if keep is not None and not all(_kept(values[i], v) for i, v in keep):
+                    if run is None:
+                        run = offset
+                    ts = None if at is None else _event_time(values[at])
+                    if ts is not None and (latest is None or ts > latest):
+                        latest = ts
+                    continue
+            if latest is not None:
+                yield run, Skipped(latest)
+            run = latest = None
+            yield offset, values
+        if latest is not None:
+            yield run, Skipped(latest)
 
     def line_number(self, partition: str, offset: int) -> int:
         """The number (from 1) of the line that starts at byte `offset`: counted from the
@@ -381,6 +450,16 @@ class ParquetSource(PartitionedSource):
     rows to the `malformed` stream naming the field; a file that is not Parquet is a source
     error naming it.
 
+    `keep={column: values}` reads only the rows whose column (any column of the files, a field
+    or not) holds one of `values` (every column named, when there are several): each row group
+    is filtered in Arrow (`pyarrow.compute.is_in` on the column) before any of its rows become
+    Python values, so the rows skipped cost no `to_pylist` and no tuple. Offsets stay row
+    positions of the file (a skipped row still advances them: a range's end, replays and
+    restarts are unchanged). When operators take their watermark from this source, the skipped
+    rows' event times still count: each run of them gives a `Skipped` marker with their
+    largest event time (computed column-wise), which the reader takes into the partition's
+    position, so a row after them is judged late exactly as if they had been read.
+
     >>> import tempfile, os
     >>> import pyarrow as pa, pyarrow.parquet as pq
     >>> d = tempfile.mkdtemp()
@@ -391,6 +470,12 @@ class ParquetSource(PartitionedSource):
     (['a.parquet'], 3)
     >>> list(src.read("a.parquet", 1, 3))
     [(1, [2, 'y']), (2, [3, None])]
+    >>> kept = ParquetSource(d, ["w", "n"], bounded=True, keep={"w": ["x", None]})
+    >>> list(kept.read("a.parquet", 0, 3))
+    [(0, ['x', 1]), (2, [None, 3])]
+    >>> kept.time_index = 1  # the runner carries positions by field "n": runs are marked
+    >>> list(kept.read("a.parquet", 0, 3))
+    [(0, ['x', 1]), (1, Skipped(2)), (2, [None, 3])]
     """
 
     assign_by_hash = True
@@ -398,10 +483,11 @@ class ParquetSource(PartitionedSource):
     def __init__(
         self, directory: str, fields: Fields | Iterable[str], *, pattern: str = "*.parquet",
         stream: str = "default", bounded: bool = False, rows_per_range: int | None = None,
-        records_per_call: int = 1000,
+        records_per_call: int = 1000, keep: Mapping[str, Iterable[Any]] | None = None,
     ) -> None:
         super().__init__(fields, stream=stream, bounded=bounded,
                          records_per_call=records_per_call)
+        self.keep = _check_keep("ParquetSource", keep, None)
         if rows_per_range is not None and (not isinstance(rows_per_range, int)
                                            or isinstance(rows_per_range, bool)
                                            or rows_per_range < 1):
@@ -410,8 +496,8 @@ class ParquetSource(PartitionedSource):
         self.directory = os.path.abspath(directory)
         self.pattern = pattern
         self.rows_per_range = rows_per_range
-        # the last row group read: ((file, row group, footer size), its rows)
-        self._group: tuple[tuple[str, int, int], list[Any]] | None = None
+        # the last row group read: ((file, row group, footer size, what was read), its rows)
+        self._group: tuple[tuple[Any, ...], Any] | None = None
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
@@ -448,7 +534,10 @@ class ParquetSource(PartitionedSource):
             return
         file = self._file(partition)
         names = set(file.schema_arrow.names)
-        missing = next((f for f in self.fields if f not in names), None)
+        missing = next((f for f in (*self.fields, *(self.keep or ())) if f not in names), None)
+        if self.keep is not None and missing is None:
+            yield from _one_marker_a_run(self._read_kept(file, partition, start, end))
+            return
         first = 0
         for group in range(file.metadata.num_row_groups):
             size = file.metadata.row_group(group).num_rows
@@ -480,6 +569,109 @@ class ParquetSource(PartitionedSource):
             rows = [dict(zip(table.column_names, row, strict=True)) for row in rows]
         self._group = (key, rows)
         return rows
+
+    def _read_kept(self, file: pq.ParquetFile, partition: str, start: int,
+                   end: int) -> Iterator[tuple[Any, Any]]:
+        first = 0
+        for group in range(file.metadata.num_row_groups):
+            size = file.metadata.row_group(group).num_rows
+            if first + size > start and first < end:
+                yield from self._read_kept_group(file, partition, group, first,
+                                                 max(start, first) - first,
+                                                 min(end, first + size) - first)
+            first += size
+            if first >= end:
+                return
+
+    def _read_kept_group(self, file: pq.ParquetFile, partition: str, group: int, first: int,
+                         lo: int, hi: int) -> Iterator[tuple[Any, Any]]:
+        """The kept rows of row group `group` at its positions `[lo, hi)` (the group's first
+        row is offset `first`), each run of skipped rows before them marked when positions are
+        carried."""
+        kept, rows, times = self._kept_rows(file, partition, group)
+        a, b = (int(i) for i in np.searchsorted(kept, [lo, hi]))
+        if times is None:
+            for j in range(a, b):
+                yield first + int(kept[j]), rows[j]
+            return
+        # Segments [lo, k_a], [k_a + 1, k_a+1], ..., [k_b-1 + 1, hi): the skipped rows before
+        # each kept row (its own time masked out), then those after the last one.
+        starts = np.concatenate(([lo], kept[a:b] + 1))
+        if starts[-1] >= hi:
+            starts = starts[:-1]
+        none = times.dtype.type(_NO_TIME[times.dtype.kind])
+        latest = np.fmax.reduceat(times[:hi], starts).tolist()
+        for i, segment in enumerate(starts.tolist()):
+            if latest[i] != none:
+                yield first + segment, Skipped(latest[i])
+            if a + i < b:
+                yield first + int(kept[a + i]), rows[a + i]
+
+    def _kept_rows(self, file: pq.ParquetFile, partition: str, group: int,
+                   ) -> tuple[Any, list[Any], Any]:
+        """Row group `group` filtered by `keep`: the kept rows' positions in the group (sorted),
+        their values, and (when positions are carried and the event-time column is numeric)
+        the group's event times with the kept rows and nulls masked out, else None."""
+        at = self.time_index
+        key = (partition, group, file.metadata.serialized_size, at)
+        if self._group is not None and self._group[0] == key:
+            return self._group[1]
+        keep = self.keep
+        assert keep is not None  # only a source with `keep` reads kept rows
+        fields = self.fields.to_list()
+        table = file.read_row_group(group, columns=list(dict.fromkeys([*fields, *keep])))
+        mask = None
+        for column, values in keep.items():
+            data = table.column(column)
+            try:
+                value_set = pa.array(list(values), type=data.type)
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+                raise SourceError(
+                    f"source {self.component!r}: keep's values for column {column!r} are not "
+                    f"of its type {data.type} in {os.path.join(self.directory, partition)} "
+                    f"({exc}); give values of that type", component=self.component) from None
+            is_kept = pc.is_in(data, value_set=value_set)
+            mask = is_kept if mask is None else pc.and_(mask, is_kept)
+        kept = np.flatnonzero(mask.to_numpy(zero_copy_only=False))  # type: ignore[union-attr]
+        chosen = table.select(fields).take(pa.array(kept, pa.int64()))
+        rows: list[Any] = list(map(list, zip(*(c.to_pylist() for c in chosen.columns),
+                                             strict=True)))
+        times = None
+        if at is not None:
+            column = table.column(fields[at])
+            kind = "i" if pa.types.is_integer(column.type) else \
+                "f" if pa.types.is_floating(column.type) else None
+            if kind is not None:
+                dtype = np.int64 if kind == "i" else np.float64
+                times = column.cast(pa.from_numpy_dtype(dtype)).fill_null(
+                    _NO_TIME[kind]).to_numpy()
+                times = np.array(times, dtype=dtype)  # writable: the kept rows are masked out
+                if kind == "f":
+                    times[np.isnan(times)] = _NO_TIME[kind]
+                times[kept] = _NO_TIME[kind]
+        value = (kept, rows, times)
+        self._group = (key, value)
+        return value
+
+
+def _one_marker_a_run(items: Iterator[tuple[Any, Any]]) -> Iterator[tuple[Any, Any]]:
+    """`items` with consecutive `Skipped` markers (a run cut by row groups) made one."""
+    held: tuple[Any, Skipped] | None = None
+    for offset, values in items:
+        if values.__class__ is Skipped:
+            held = (offset, values) if held is None else (
+                held[0], Skipped(max(held[1].max_ts, values.max_ts)))
+            continue
+        if held is not None:
+            yield held
+            held = None
+        yield offset, values
+    if held is not None:
+        yield held
+
+
+# A masked event time per numpy kind: below every time (a NaN, no time either, becomes it).
+_NO_TIME: dict[str, Any] = {"i": np.iinfo(np.int64).min, "f": -np.inf}
 
 
 # ---- Redis Streams ------------------------------------------------------------------------------

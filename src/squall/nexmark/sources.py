@@ -9,6 +9,8 @@
   their watermark from source partitions get each partition's progress.
 - `NexmarkJsonLinesSource` and `NexmarkParquetSource`: the partition files of
   `squall.nexmark.files` as flat rows, a partition per file, event-time field `date_time`.
+  `reading_kinds(source, kinds)` is a copy that reads only the events of those kinds (the
+  others skipped where a range is read, their event times still counted for the watermarks).
 - `NexmarkBatchSpout`, a transactional Trident `BatchSpout`: batch `b` is the events at
   positions `(b - 1) x batch_size` to `b x batch_size`, the same rows whenever it is replayed.
 
@@ -24,13 +26,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+import copy
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 from squall.components.partitioned_source import PartitionedSource, Range
 from squall.connectors.sources import JsonLinesSource, ParquetSource, _Bad
 from squall.nexmark.generator import GeneratorConfig, event, partition_size
-from squall.nexmark.model import ROW_FIELDS, from_json, to_row
+from squall.nexmark.model import KINDS, ROW_FIELDS, from_json, to_row
 from squall.topology.config import SQUALL_SOURCE_EVENT_TIME_FIELD
 from squall.trident.spouts import BatchSpout
 
@@ -115,6 +118,36 @@ class NexmarkParquetSource(ParquetSource):
 
     def get_component_configuration(self) -> Mapping[str, Any] | None:
         return {SQUALL_SOURCE_EVENT_TIME_FIELD: EVENT_TIME_FIELD}
+
+
+S = TypeVar("S", bound=PartitionedSource)
+
+
+def reading_kinds(source: S, kinds: Iterable[str]) -> S:
+    """`source` reading only the events of `kinds` (of `person`, `auction`, `bid`): for the
+    file sources, a copy whose `keep` holds those kinds' `event_type`s, so that the other
+    events are skipped where a range is read (on Spark on the executors), before any tuple is
+    made, their event times still counted in their partitions' positions. Any other source,
+    one already filtered, or all three kinds: `source` itself.
+
+    >>> import tempfile
+    >>> from squall.nexmark.files import write_parquet
+    >>> d = tempfile.mkdtemp()
+    >>> _ = write_parquet(GeneratorConfig(max_events=100), d)
+    >>> src = reading_kinds(NexmarkParquetSource(d), ["auction", "person"])
+    >>> src.keep, sorted({row[0] for _, row in src.read("events-00000.parquet", 0, 100)})
+    ({'event_type': frozenset({0, 1})}, [0, 1])
+    """
+    wanted = set(kinds)
+    unknown = wanted - set(KINDS)
+    if unknown:
+        raise ValueError(f"reading_kinds: {sorted(unknown)} are not NEXMark kinds {list(KINDS)}")
+    if (not isinstance(source, (NexmarkParquetSource, NexmarkJsonLinesSource))
+            or source.keep is not None or wanted == set(KINDS)):
+        return source
+    filtered = copy.deepcopy(source)
+    filtered.keep = {"event_type": frozenset(KINDS.index(k) for k in wanted)}
+    return filtered
 
 
 class NexmarkBatchSpout(BatchSpout):

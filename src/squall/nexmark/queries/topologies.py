@@ -11,8 +11,10 @@ from typing import Any
 from squall.builder import TopologyBuilder
 from squall.components.base import Bolt
 from squall.components.partitioned_source import PartitionedSource
+from squall.nexmark.model import KINDS
 from squall.nexmark.queries import storm, trident, windowed
 from squall.nexmark.queries.windowed import EventTimeSettings
+from squall.nexmark.sources import reading_kinds
 from squall.topology.description import Topology
 from squall.trident.stream import Stream, TridentTopology
 
@@ -27,9 +29,23 @@ def storm_topology(source: PartitionedSource, queries: Iterable[str] = STORM_QUE
                    sink: Callable[[str], Bolt] | None = None, parallelism: int = 2) -> Topology:
     """`queries` (of `STORM_QUERIES`) as branches over `source` (component `events`, flat rows
     with the event-time field `date_time`). `sink(query)` gives a bolt that each query's output
-    goes to (component `<query>-sink`)."""
+    goes to (component `<query>-sink`).
+
+    The source reads only the kinds of event the queries subscribe to (`Split`'s streams with
+    subscribers; every kind when a query reads the source itself): a file source skips the
+    others where it reads them (`squall.nexmark.sources.reading_kinds`), so q3 and q8 read only
+    people and auctions, 4 events of 50."""
     chosen = _check(queries, STORM_QUERIES)
     time = time or EventTimeSettings()
+    probe = _storm_builder(source, chosen, time, None, parallelism).create_topology()
+    read_whole = any(bolt != "split" for bolt, _ in probe.subscribers("events", source.stream))
+    kinds = KINDS if read_whole else [k for k in KINDS if probe.subscribers("split", k)]
+    return _storm_builder(reading_kinds(source, kinds), chosen, time, sink,
+                          parallelism).create_topology()
+
+
+def _storm_builder(source: PartitionedSource, chosen: list[str], time: EventTimeSettings,
+                   sink: Callable[[str], Bolt] | None, parallelism: int) -> TopologyBuilder:
     b = TopologyBuilder()
     b.set_spout("events", source, parallelism)
     b.set_bolt("split", storm.Split(), parallelism).shuffle_grouping("events")
@@ -52,7 +68,7 @@ def storm_topology(source: PartitionedSource, queries: Iterable[str] = STORM_QUE
         out = adders[q]()
         if sink is not None:
             b.set_bolt(f"{q}-sink", sink(q)).shuffle_grouping(out)
-    return b.create_topology()
+    return b
 
 
 def trident_topology(spout: Any, queries: Iterable[str] = TRIDENT_QUERIES, *,

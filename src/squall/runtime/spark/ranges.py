@@ -36,6 +36,7 @@ from squall.components.partitioned_source import (
     PartitionedSource,
     Range,
     RecordRange,
+    Skipped,
     event_time_index,
 )
 from squall.errors import EmitError
@@ -269,10 +270,17 @@ def _read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
             known = None if kept is None else kept[start]
             positions = SourcePositions(
                 index_ts, {} if known is None else {partition: known})
+    # A source that skips records marks each run of them with their largest event time.
+    source.time_index = None if positions is None else positions.index
     set_at = host.packets.set_at
     try:
-        for index, (offset, values) in enumerate(source.read(*part.range)):
-            records = index + 1
+        for offset, values in source.read(*part.range):
+            if values.__class__ is Skipped:
+                if positions is not None:
+                    positions.passed(partition, values.max_ts)
+                continue
+            index = records
+            records += 1
             stream = source.stream
             if isinstance(values, MalformedRecord):
                 host.report_error(task.component_id, task.task_id, values, stream)
