@@ -344,10 +344,10 @@ MEANINGS: dict[str, str] = {
         "sources and spouts; a Redis stream source takes each stream's new entries whole, "
         "so for it the key caps the streams a batch reads).",
     "squall.spark.spouts":
-        "On Spark, where user spout tasks (Storm's `Spout`s) run: `reader` (the default), in "
-        "the streaming source's reader on the driver, which calls `next_tuple` before each "
-        "batch; `executors`, each spout task pulled in a Spark task of the batch, in parallel, "
-        "restored from its own snapshot (`next_tuple` must then be a function of the spout's "
+        "On Spark, where user spout tasks (Storm's spouts) run: reader (the default), in "
+        "the streaming source's reader on the driver, which calls next_tuple before each "
+        "batch; executors, each spout task pulled in a Spark task of the batch, in parallel, "
+        "restored from its own snapshot (next_tuple must then be a function of the spout's "
         "state and its input to replay a batch exactly). Built-in sources are read on the "
         "executors either way.",
     "squall.spark.batch.max.attempts":

@@ -349,9 +349,7 @@ class SpoutReader(DataSourceStreamReader):
             # input untracked, or every tree settled) nothing can be replayed: the end goes
             # in this batch, after its input, and saves a batch.
             exhausted = False
-        if exhausted and not self.ended and self.windowed:
-            # Only windows act on the end of input (squall.task.end_of_input): without any, no
-            # batch is planned just to tell the bolts.
+        if exhausted and not self.ended:
             rows = end_of_input_rows(self.topology, host.keys, host.now, host.seq + 1)
             host.rows.rows.extend(rows)
             host.seq += len(rows)
