@@ -1,6 +1,7 @@
 """The floor of Storm's per-tuple API on Spark: W1 with bare Storm-shaped objects, no squall.
 
     .venv/bin/python benchmarks/w1_spark_floor.py [--sentences 200000] [--runs 3]
+        [--acking] [--input cached|files]
 
 What the W1 target of the Spark runner is measured against: the hand-written job of
 docs/benchmarks.md (split in `mapInArrow`, `repartition` by word, dict count in `mapInArrow`). This
@@ -22,14 +23,20 @@ stage's dict leaves as two little-endian uint64 columns, and the driver folds th
 (sort, XOR per run) and checks that every tree is complete, with no Python per tree. Reported:
 the floor's acking on / off, against which squall's own ratio (`benchmarks/w1_spark.py`) is
 read.
+
+With `--input files` both jobs read the sentences from two text files (`spark.read.text`, timed
+from the read, as `benchmarks/w1_spark.py --user-seen` times the hand-written job) instead of a
+cached DataFrame: the floor against the job a user writes for input in files.
 """
 
 from __future__ import annotations
 
 import argparse
 import marshal
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 import zlib
 from pathlib import Path
@@ -256,6 +263,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sentences", type=int, default=200_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--input", choices=("cached", "files"), default="cached",
+                        help="both jobs read a cached DataFrame, or two text files")
     parser.add_argument("--acking", action="store_true",
                         help="also run the floor with XOR acking (see the module's docstring)")
     args = parser.parse_args()
@@ -269,9 +278,16 @@ def main() -> None:
     expected = reference_counts(sentences)
     import pyarrow as pa
 
-    # Two input partitions, so that both jobs split on both cores.
-    df = spark.createDataFrame(pa.table({"sentence": sentences})).repartition(TASKS).cache()
-    df.count()
+    if args.input == "files":  # two files, which Spark reads in two partitions
+        folder = tempfile.mkdtemp(prefix="w1-floor-")
+        half = len(sentences) // 2
+        for i, part in enumerate((sentences[:half], sentences[half:])):
+            Path(folder, f"part-{i}.txt").write_text("".join(s + "\n" for s in part))
+        df = spark.read.text(folder)
+    else:
+        # Two input partitions, so that both jobs split on both cores.
+        df = spark.createDataFrame(pa.table({"sentence": sentences})).repartition(TASKS).cache()
+        df.count()
     keys = routing_keys(TASKS)
     base_times, floor_times, acking_times = [], [], []
     for run in range(args.runs + 1):
@@ -291,7 +307,10 @@ def main() -> None:
                 acking_times.append(acking_s)
         print(line, flush=True)
     base, floor = statistics.median(base_times), statistics.median(floor_times)
-    print(f"W1 on Spark (local[2]), {words:,} words, median of {args.runs} after a warm-up")
+    if args.input == "files":
+        shutil.rmtree(folder, ignore_errors=True)
+    print(f"W1 on Spark (local[2]), {words:,} words, input {args.input}, median of {args.runs} "
+          "after a warm-up")
     print(f"  hand-written PySpark job       {words / base / 1e6:6.3f} M words/s")
     print(f"  Storm-shaped floor, no engine  {words / floor / 1e6:6.3f} M words/s   "
           f"ratio to the hand-written job {base / floor:6.1%}")
