@@ -201,16 +201,16 @@ class SparkRunner(Controls, Reporting):
 
     # ---- checkpoint ----------------------------------------------------------------------
     def _restore(self) -> None:
+        # The pulled spout tasks' statuses, as the last commit left them (empty: none yet).
+        self.pulled_status = read_pulled_status(self.dir)
         blob = read_or_none(os.path.join(self.dir, "commit.pkl"))
         if blob is None:
             self.committed = -1
             self.ledger = AckerLedger(memory_ms=self.timeout_ms)
-            self.pulled_status: dict[int, dict[str, Any]] = {}
             return
         record = pickle.loads(blob)
         self.committed = record["batch_id"]
         self.ledger = AckerLedger.restore(record["ledger"], self.timeout_ms)
-        self.pulled_status = read_pulled_status(self.dir)
 
     def recovery_note(self) -> str:
         """One line on what a restart resumes from: the last committed batch, the batch Spark

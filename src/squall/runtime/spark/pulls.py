@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -90,16 +90,18 @@ class ReaderHost:
         self.rows.report(row_schema.ERROR, task=task, key=0, stream=stream,
                          payload=row_schema.portable_error(error), ts=self.now, seq=self.seq)
 
-    def drain(self, task: SpoutTask) -> row_schema.RowBuffer:
-        """The rows of what `task` did since the last drain: its captures, its ledger messages
-        and its packets, after the errors already in `rows`."""
+    def drain(self, tasks: Iterable[SpoutTask]) -> row_schema.RowBuffer:
+        """The rows of what `tasks` did since the last drain, out of the host: after the rows
+        already in `rows` (errors, ticks), their captures, their packets and the ledger's
+        messages."""
         host_rows = self.rows
-        if task.capture:
-            for stream, values in task.capture:
-                self.seq += 1
-                host_rows.report(row_schema.CAPTURE, task=task.task_id, key=0, stream=stream,
-                                 payload=values, ts=self.now, seq=self.seq)
-            task.capture.clear()
+        for task in tasks:
+            if task.capture:
+                for stream, values in task.capture:
+                    self.seq += 1
+                    host_rows.report(row_schema.CAPTURE, task=task.task_id, key=0,
+                                     stream=stream, payload=values, ts=self.now, seq=self.seq)
+                task.capture.clear()
         host_rows.rows.extend(self.packets.rows())
         if self.messages:
             host_rows.append(row_schema.messages_row(self.messages, self.now))
@@ -244,7 +246,7 @@ def read_pull(part: PullPartition) -> Iterator[pa.RecordBatch]:
         task.expire(part.now)
         task.replay_due(part.now)
         emitted, _calls = task.pull(part.budget)
-        rows = host.drain(task)
+        rows = host.drain([task])
         exhausted = task.exhausted()
         status = {
             "component": task.component_id, "seg": part.seg, "exhausted": exhausted,
@@ -275,7 +277,7 @@ def _snapshot(part: PullPartition, pulled: _Pulled) -> None:
              "retries": pickle.dumps(task.retries), "stats": task.stats.as_dict(),
              "latency": task.complete_latency.state(), "settled_ids": task.settled_ids,
              "active": task.active, "seq": pulled.host.seq, "delivered": pulled.delivered,
-             "run": cached_plan(part.run_dir)[0].get("run")}
+             "run": pulled.run}
     path = task_snapshot_path(part.run_dir, part.task, part.seg)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     write_atomic(path, pickle.dumps(state))

@@ -354,19 +354,9 @@ class SpoutReader(DataSourceStreamReader):
             host.rows.rows.extend(rows)
             host.seq += len(rows)
         self.ended = exhausted
-        for task in self.tasks.values():
-            if task.capture:
-                for stream, values in task.capture:
-                    host.seq += 1
-                    host.rows.report(row_schema.CAPTURE, task=task.task_id, key=0, stream=stream,
-                                     payload=values, ts=host.now, seq=host.seq)
-                task.capture.clear()
         end = start
-        host.rows.rows.extend(host.packets.rows())
-        if host.messages:
-            host.rows.append(row_schema.messages_row(host.messages, host.now))
-            host.messages = []
-        if len(host.rows) or ranges or pulls:
+        segment = host.drain(self.tasks.values())
+        if len(segment) or ranges or pulls:
             if ranges:
                 write_ranges(self.run_dir, seg, ranges)
             if pulls:
@@ -374,9 +364,8 @@ class SpoutReader(DataSourceStreamReader):
                 self.last_pull = seg
             sink = pa.BufferOutputStream()
             with pa.ipc.new_file(sink, row_schema.SCHEMA) as writer:
-                writer.write_batch(host.rows.to_batch())
+                writer.write_batch(segment.to_batch())
             write_atomic(segment_path(self.run_dir, seg), sink.getvalue().to_pybytes())
-            host.rows = row_schema.RowBuffer()
             self.next_seg = seg + 1
             self._snapshot(seg)
         if self.next_seg - 1 > committed:
