@@ -293,11 +293,18 @@ class Packets:
                             None, items[0][1], seq))
                 continue
             marks = self.marks[pair]  # `channel` starts every pair with a header: marks[0] == 0
-            for n, i in enumerate(range(0, len(items), PACKET_MAX)):
+            chunks = []
+            for i in range(0, len(items), PACKET_MAX):
                 chunk = items[i:i + PACKET_MAX]
                 head = marks[bisect.bisect_right(marks, i) - 1]
                 if head != i:
                     chunk.insert(0, items[head])  # every packet starts with the header in force
+                chunks.append(chunk)
+            # Each item then held by its chunk alone: marshal enters an object referenced more
+            # than once in its table of shared objects, which made an item about 1.5-3 times
+            # as costly to encode.
+            items.clear()
+            for n, chunk in enumerate(chunks):
                 out.append((PACKET, dst, key, None, src, encode_values(chunk), None, None, None,
                             chunk[0][1], seq + n))
         self.clear()
