@@ -286,3 +286,27 @@ class RecordingRedis(RedisMapStateFactory):
             with open(self.log, "a") as f:
                 f.write(f"{os.getpid()}\n")
         return super().make_partition(name, location, index)
+
+
+@pytest.mark.spark
+def test_keys_of_several_fields_hash_as_sparks_own_hash(spark_session):
+    """A state's keys of several fields (ints and strings, as NEXMark's (auction, day) and
+    (bidder, auction)) get their partitions from `key_hashes`' column-wise numpy pass: it must
+    equal Spark's `hash(c1, c2)` of the same columns, and the one-key-at-a-time `key_hash`."""
+    import random
+
+    from pyspark.sql import functions as F
+
+    from squall.murmur3 import key_hash, key_hashes
+
+    r = random.Random(7)
+    keys = [(r.choice([r.randrange(-2**63, 2**63), r.randrange(-999, 999)]),
+             "".join(r.choice("ab\u00e9\u65e5") for _ in range(r.randrange(0, 9))),
+             r.randrange(1000, 3000)) for _ in range(300)]
+    rows = spark_session.createDataFrame(keys, "a long, s string, b long").select(
+        "a", "s", "b", F.expr("hash(a, s, b)").alias("h"), F.expr("hash(b, a)").alias("ba"))
+    got = {(row.a, row.s, row.b): (row.h, row.ba) for row in rows.collect()}
+    assert key_hashes(keys) == [got[k][0] for k in keys] == [key_hash(k) for k in keys]
+    swapped = [(b, a) for a, _, b in keys]
+    assert key_hashes(swapped) == [got[(b_a[1], s, b_a[0])][1]
+                                   for b_a, (_, s, _) in zip(swapped, keys, strict=True)]
