@@ -13,9 +13,10 @@ import os
 import signal
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
-from support.crash import Restarts
+from support.crash import Restarts, half_done_batch
 
 pytestmark = pytest.mark.spark
 
@@ -96,15 +97,34 @@ DRIVER = textwrap.dedent(
 )
 
 
-# The pulled spout's kill runs in CI's second run (`-m extended`): the suite's budget.
-@pytest.mark.parametrize(("spouts", "shape"), [
-    ("reader", "plain"),
-    pytest.param("executors", "plain", marks=pytest.mark.extended),
-    ("reader", "fused")], ids=["reader", "executors", "fused"])
-def test_sigkill_mid_batch_then_restart_loses_nothing_and_counts_once(tmp_path, spouts, shape):
+def planned_ahead(ckpt: Path) -> bool:
+    """Whether the spouts' reader has written a segment past the newest offset Spark logged:
+    the next batch planned while the current one runs (spouts.SpoutReader._plans_ahead)."""
+    offsets = ckpt / "query" / "offsets"
+    logged = max((int(p.name) for p in offsets.iterdir() if p.name.isdigit()),
+                 default=None) if offsets.is_dir() else None
+    if logged is None:
+        return False
+    end = json.loads((offsets / str(logged)).read_text().splitlines()[-1])
+    segments = [int(p.name[4:-6]) for p in (ckpt / "segments").glob("seg=*.arrow")]
+    return max(segments, default=-1) > int(end["seg"])
+
+
+# The pulled spout's kill and the kill once the next batch is planned ahead run in CI's second
+# run (`-m extended`): the suite's budget.
+@pytest.mark.parametrize(("spouts", "shape", "moment"), [
+    ("reader", "plain", "mid-batch"),
+    pytest.param("executors", "plain", "mid-batch", marks=pytest.mark.extended),
+    ("reader", "fused", "mid-batch"),
+    pytest.param("reader", "plain", "planned-ahead", marks=pytest.mark.extended)],
+    ids=["reader", "executors", "fused", "planned-ahead"])
+def test_sigkill_mid_batch_then_restart_loses_nothing_and_counts_once(tmp_path, spouts, shape,
+                                                                      moment):
     """With the spout in the source's reader (the default) or pulled on an executor; `fused`:
     items -fields-> tag(2) -local_or_shuffle-> count(2), count running in tag's Spark stage,
-    killed once a task of that stage wrote its snapshot for a batch not committed."""
+    killed once a task of that stage wrote its snapshot for a batch not committed;
+    `planned-ahead`: killed mid-batch once the reader has also written the next batch's
+    segment (each batch is full, so the reader plans the next while one runs)."""
     items = 400
     (tmp_path / "driver.py").write_text(DRIVER)
     ckpt = tmp_path / "ckpt"
@@ -112,7 +132,12 @@ def test_sigkill_mid_batch_then_restart_loses_nothing_and_counts_once(tmp_path, 
                              str(items), spouts, shape],
                   env=dict(os.environ, PYSPARK_PYTHON=sys.executable)) as crash:
         first = crash.start()
-        assert crash.kill_mid_batch(first, ckpt), \
+        if moment == "planned-ahead":
+            killed = crash.kill_when(first, lambda: half_done_batch(ckpt) and planned_ahead(ckpt),
+                                     timeout_s=240)
+        else:
+            killed = crash.kill_mid_batch(first, ckpt)
+        assert killed, \
             f"never caught a half-done batch: {crash.output()}"
         assert first.returncode == -signal.SIGKILL
         assert not list(tmp_path.glob("result-*.json")), "the killed run must not have finished"

@@ -544,8 +544,14 @@ def reliability_topology():
     return b.create_topology()
 
 
-def test_reliability(request, runner):
-    result = _cached(request, ("reliability",), runner, reliability_topology)
+# One tuple a batch fills every batch: the reader plans each next batch while one runs.
+planned_ahead = pytest.mark.runners("local", "spark", "spark-1tuple")
+
+
+@planned_ahead
+def test_reliability(request, runner, runner_conf):
+    result = _cached(request, ("reliability", json.dumps(runner_conf)), runner,
+                     reliability_topology, runner_conf)
     # BasicBolt: auto-ack; FailedException fails the tree (odd values), no error reported.
     assert sorted(result.acked("basic_src")) == [0, 2, 4]
     assert sorted(result.failed("basic_src")) == [1, 3, 5]
@@ -585,9 +591,11 @@ class Hold(Bolt):
         pass
 
 
-def test_no_ackers_acks_at_once(request, runner):
-    conf = {"topology.acker.executors": 0, "topology.message.timeout.secs": 1}
-    result = _cached(request, ("no_ackers",), runner, no_acker_topology, conf)
+@planned_ahead
+def test_no_ackers_acks_at_once(request, runner, runner_conf):
+    conf = {"topology.acker.executors": 0, "topology.message.timeout.secs": 1, **runner_conf}
+    result = _cached(request, ("no_ackers", json.dumps(runner_conf)), runner, no_acker_topology,
+                     conf)
     assert sorted(result.acked("src")) == [0, 1, 2, 3, 4]
     assert result.failed("src") == []
     assert result.stats["src"].timed_out == 0
@@ -649,9 +657,11 @@ def max_pending_topology():
     return b.create_topology()
 
 
-def test_max_spout_pending(request, runner):
-    conf = {"topology.max.spout.pending": 2}
-    result = _cached(request, ("max_pending",), runner, max_pending_topology, conf)
+@planned_ahead
+def test_max_spout_pending(request, runner, runner_conf):
+    conf = {"topology.max.spout.pending": 2, **runner_conf}
+    result = _cached(request, ("max_pending", json.dumps(runner_conf)), runner,
+                     max_pending_topology, conf)
     emitted = result.tuples("src")
     assert [n for n, _ in emitted] == list(range(8))
     # At most 2 in flight: the third waits for the pair to be acked.
@@ -685,9 +695,11 @@ def timeout_topology():
     return b.create_topology()
 
 
-def test_timeout_fails_and_replays(request, runner):
-    conf = {"topology.message.timeout.secs": 2}
-    result = _cached(request, ("timeout",), runner, timeout_topology, conf)
+@planned_ahead
+def test_timeout_fails_and_replays(request, runner, runner_conf):
+    conf = {"topology.message.timeout.secs": 2, **runner_conf}
+    result = _cached(request, ("timeout", json.dumps(runner_conf)), runner, timeout_topology,
+                     conf)
     assert result.failed("src") == [1]
     assert sorted(result.acked("src")) == [0, 1, 2, 3]
     assert sorted(result.tuples("drop")) == [[0], [1], [2], [3]]

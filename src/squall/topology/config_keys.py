@@ -215,6 +215,7 @@ KEYS: dict[str, KeySpec] = {
         '"reader" (default: user spouts run on the driver, in the source\'s reader) or '
         '"executors" (each spout task pulled on an executor)',
         lambda v: v is None or v in ("reader", "executors")),
+    "squall.spark.plan.ahead": KeySpec("true or false", boolean),
     "squall.spark.batch.max.attempts": KeySpec(_ATTEMPTS, integer(1, unset_ok=True)),
     "squall.spark.fusion": KeySpec("true or false", boolean),
     "squall.spark.batch.retry.backoff.ms": KeySpec(
@@ -350,6 +351,11 @@ MEANINGS: dict[str, str] = {
         "restored from its own snapshot (next_tuple must then be a function of the spout's "
         "state and its input to replay a batch exactly). Built-in sources are read on the "
         "executors either way.",
+    "squall.spark.plan.ahead":
+        "On Spark, whether the spouts' reader plans the next micro-batch while the current "
+        "one runs, when the spouts had more tuples ready than a batch holds (default true; "
+        "false: each batch planned after the last committed, the same results; a tree "
+        "planned ahead waits a batch longer for its ack).",
     "squall.spark.batch.max.attempts":
         "How many times a Spark micro-batch that cannot commit is run before the run fails.",
     "squall.spark.fusion":

@@ -82,6 +82,8 @@ MAX_BATCH_TUPLES = "squall.spark.batch.max.tuples"
 # a pause that doubles from the backoff up to 30 s; unset attempts: for ever, as Storm replays.
 MAX_BATCH_ATTEMPTS = "squall.spark.batch.max.attempts"
 RETRY_BACKOFF_MS = "squall.spark.batch.retry.backoff.ms"
+# The spouts' reader plans the next batch while one runs (spouts.SpoutReader._plans_ahead).
+PLAN_AHEAD = "squall.spark.plan.ahead"
 RETRY_BACKOFF_MAX_MS = 30_000
 
 
@@ -188,6 +190,7 @@ class SparkRunner(Controls, Reporting):
             "run": self.run_id,  # the reader's counters start from zero on a new run
             "max_batch": int(self.config.effective.get(MAX_BATCH_TUPLES) or 100_000),
             "spout_host": self.spout_host,
+            "plan_ahead": self.config.effective.get(PLAN_AHEAD) is not False,
             # A reader in this very process (tests build one) logs here already (reader_log).
             "driver_pid": os.getpid(),
         }

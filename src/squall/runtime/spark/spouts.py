@@ -6,7 +6,10 @@ tuple trees (files the driver writes per batch), fails trees whose timeout passe
 `next_tuple` up to the batch budget. What the spouts emitted is written as one Arrow segment under
 the checkpoint location *before* its offset is returned, so Spark's replay of a planned batch reads
 exactly the same rows. Timeouts are decided here on the planning time, which is stored in the rows
-(`ts`), so a replay sees the same times and the bolts' processing time is the batch's.
+(`ts`), so a replay sees the same times and the bolts' processing time is the batch's. When a
+plan fills the batch, the next is planned in a thread while Spark runs the batch just returned
+(the process waits for Spark meanwhile), written the same way, and returned by the next call
+after it has delivered the committed outcomes (`SpoutReader._plans_ahead`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import contextlib
 import json
 import os
 import pickle
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -127,6 +131,8 @@ class SpoutReader(DataSourceStreamReader):
         partitions = options.get(INPUT_PARTITIONS)
         self.input_partitions = int(partitions) if partitions else None
         self.opened = False
+        # The plan of the next segment while Spark processes the last (`_plans_ahead`).
+        self.ahead_thread: threading.Thread | None = None
 
     def _open(self) -> None:
         self.opened = True
@@ -137,6 +143,7 @@ class SpoutReader(DataSourceStreamReader):
                                       else None)
         topology = plan["topology"]
         self.max_batch = int(plan["max_batch"])
+        self.plan_ahead = bool(plan.get("plan_ahead", True))
         self.run_id = plan.get("run")  # which run of the topology (counters are per run)
         first = {cid: topology.component_tasks(cid)[0] for cid in topology.components}
         keys = {t: plan["keys"][cid][t - first[cid]] if cid in plan["keys"] else 0
@@ -282,10 +289,16 @@ class SpoutReader(DataSourceStreamReader):
     def latestOffset(self, start: dict, limit: Any = None) -> dict:
         if not self.opened:
             self._open()
+        ahead = self._join_ahead()  # the next segment, if it was planned during the last batch
         with gc_paused():  # a plan allocates per tuple, like a stage (squall.runtime.gc_pause)
-            return self._latest_offset(start)
+            end, emitted = self._latest_offset(start, ahead)
+        if self._plans_ahead(emitted):
+            self._start_ahead()
+        return end
 
-    def _latest_offset(self, start: dict) -> dict:
+    def _latest_offset(self, start: dict, ahead: bool) -> tuple[dict, int]:
+        """The offset to return, and the tuples the segment it ends with carries (a segment
+        planned ahead: those it was planned with)."""
         host = self.host
         host.set_now(wall_ms())
         # Spark asks for the next offset only once every batch up to `start` has committed:
@@ -299,9 +312,36 @@ class SpoutReader(DataSourceStreamReader):
             task.pending.arm(committed, host.now)
             task.pending.hold(seg)
         self._deliver_outcomes()
+        active = self._activate()
+        if ahead and self.next_seg - 1 > committed:
+            # Planned while the last batch ran, its spouts' snapshot written: it is returned
+            # as planned; what the outcomes just delivered allow (replays, freed max spout
+            # pending) goes into the next plan.
+            emitted = self.ahead_emitted
+        else:
+            emitted = self._plan(seg, committed, active, ahead=False)
+        end = start
+        if self.next_seg - 1 > committed:
+            # Also segments planned before a restart that Spark never logged (the driver was
+            # killed between our snapshot and Spark's offset log), or planned ahead: their
+            # spouts have moved on, so they must be processed even when nothing new was
+            # planned now.
+            end = {"seg": self.next_seg - 1}
+        self._write_status(end)
+        return end, emitted
+
+    def _activate(self) -> bool:
+        """Whether the driver wants the spouts pulled; their activate/deactivate, on a change."""
         active = read_control(self.run_dir)
         for task in self.tasks.values():
-            task.set_active(active)  # the spout's activate/deactivate, on a change
+            task.set_active(active)
+        return active
+
+    def _plan(self, seg: int, committed: int, active: bool, *, ahead: bool) -> int:
+        """Call the spouts up to the batch budget and write what they emitted as segment `seg`
+        with the spouts' snapshot; the tuples planned. `ahead`: planned while the batch before
+        runs, its outcomes not known yet (`_plan_ahead`)."""
+        host = self.host
         emitted = 0
         for task in self.tasks.values():
             task.expire(host.now)
@@ -340,21 +380,21 @@ class SpoutReader(DataSourceStreamReader):
             idle = 0 if n else idle + 1
         pulls = self._plan_pulls(seg, committed, active, emitted)
         exhausted = all(t.exhausted() for t in self.tasks.values()) and self._pulled_done()
-        if (exhausted and not self.ended and self.windowed and (emitted or ranges)
+        if (exhausted and not self.ended and self.windowed and (emitted or ranges or ahead)
                 and any(t.pending for t in self.tasks.values())):
             # Windows hear of the end in a batch of its own, after the outcomes of every batch
             # that carried input: a tuple that fails in the last one is replayed before they
             # close (as on the local runner, which learns of a failure before it asks its
             # spouts again), not judged against the end of input. With no tree pending (the
             # input untracked, or every tree settled) nothing can be replayed: the end goes
-            # in this batch, after its input, and saves a batch.
+            # in this batch, after its input, and saves a batch. Planned ahead, the trees of
+            # the batch running are pending: the end waits for their outcomes.
             exhausted = False
         if exhausted and not self.ended:
             rows = end_of_input_rows(self.topology, host.keys, host.now, host.seq + 1)
             host.rows.rows.extend(rows)
             host.seq += len(rows)
         self.ended = exhausted
-        end = start
         segment = host.drain(self.tasks.values())
         if len(segment) or ranges or pulls:
             if ranges:
@@ -368,13 +408,53 @@ class SpoutReader(DataSourceStreamReader):
             write_atomic(segment_path(self.run_dir, seg), sink.getvalue().to_pybytes())
             self.next_seg = seg + 1
             self._snapshot(seg)
-        if self.next_seg - 1 > committed:
-            # Also segments planned before a restart that Spark never logged (the driver was
-            # killed between our snapshot and Spark's offset log): their spouts have moved on,
-            # so they must be processed even when nothing new was planned now.
-            end = {"seg": self.next_seg - 1}
-        self._write_status(end)
-        return end
+        return emitted
+
+    # ---- planning ahead ----------------------------------------------------------------------
+    def _plans_ahead(self, emitted: int) -> bool:
+        """Whether to plan the next segment while Spark processes the one just returned: when
+        its plan filled the batch (the spouts have more ready than a batch holds), the spouts
+        are in this process (not pulled on the executors, whose pulls wait for their last
+        segment's commit), active, and not all exhausted. A plan that did not fill the batch
+        took what was ready: planned ahead, tuples ready later would wait a batch more."""
+        return (self.plan_ahead and emitted >= self.max_batch and not self.pulled
+                and not self.ended and any(t.active for t in self.tasks.values())
+                and not all(t.exhausted() for t in self.tasks.values()))
+
+    def _start_ahead(self) -> None:
+        self.ahead_error: BaseException | None = None
+        self.ahead_emitted = 0
+        self.ahead_seg = self.next_seg
+        self.ahead_thread = threading.Thread(target=self._plan_ahead, daemon=True,
+                                             name="squall-spouts-plan-ahead")
+        self.ahead_thread.start()
+
+    def _plan_ahead(self) -> None:
+        """In a thread of the reader, while the process waits for Spark: the next segment,
+        planned as `_latest_offset` would plan it except that no outcome is delivered (the
+        running batch's are not known) and the end of input waits for them. Nothing else
+        calls the spouts meanwhile: `latestOffset` and `stop` join this thread first."""
+        try:
+            with gc_paused():
+                host = self.host
+                host.set_now(wall_ms())
+                seg = self.next_seg
+                for task in self.tasks.values():
+                    task.pending.hold(seg)  # armed when the batch that carries it commits
+                self.ahead_emitted = self._plan(seg, seg - 1, self._activate(), ahead=True)
+        except BaseException as exc:  # raised by the next latestOffset, in Spark's thread
+            self.ahead_error = exc
+
+    def _join_ahead(self) -> bool:
+        """Wait for the plan ahead, if one was started; whether it wrote a segment."""
+        thread = self.ahead_thread
+        if thread is None:
+            return False
+        thread.join()
+        self.ahead_thread = None
+        if self.ahead_error is not None:
+            raise self.ahead_error
+        return self.next_seg > self.ahead_seg
 
     def _pulled_done(self) -> bool:
         """Every pulled spout task exhausted with no tree pending, as of its last committed
@@ -549,6 +629,10 @@ class SpoutReader(DataSourceStreamReader):
     def stop(self) -> None:
         if not self.opened:
             return
+        # A plan ahead finishes, its segment and snapshot written (a restart on this
+        # checkpoint returns them first); no thread outlives the reader.
+        with contextlib.suppress(Exception):
+            self._join_ahead()
         for task in self.tasks.values():
             task.close()
 
