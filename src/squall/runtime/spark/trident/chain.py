@@ -193,6 +193,10 @@ class _Chain:
                 # Fields no later operation reads are dropped here (not repeated per output row).
                 columns = _batch_each(node, ops[node.cid], columns, fields, self.live[i])
                 fields = tuple(f for f in (*fields, *node.output) if f in columns)
+            elif node.row_op is RowOp.PROJECT and columns is not None:
+                # Arrow columns stay columns: the projected ones, no row made.
+                fields = node.fields
+                columns = {f: columns[f] for f in fields}
             else:
                 if rows is None:
                     assert columns is not None
