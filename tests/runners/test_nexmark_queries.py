@@ -19,6 +19,7 @@ from squall.nexmark import write_json_lines, write_parquet
 from squall.nexmark.generator import events
 from squall.nexmark.model import ROW_FIELDS
 from squall.nexmark.queries import (
+    BID_QUERIES,
     STORM_QUERIES,
     TRIDENT_QUERIES,
     storm_topology,
@@ -93,15 +94,34 @@ def test_q3_and_q8_read_only_people_and_auctions(request, runner, files, stream,
     """Alone, q3 and q8 have their Parquet source skip the bids where it reads them: only
     people and auctions become tuples, and q8 (windowed) still judges its events against
     watermarks that count the bids' times (the reference's late and dropped events)."""
+    check_alone(request, runner, files, stream, query, ["q3", "q8"], CONFIG.max_events * 4 // 50)
+
+
+def check_alone(request, runner, files, stream, query, queries, events_read):
+    """`queries` alone over the Parquet files: the source makes `events_read` tuples, and
+    `query`'s output equals its reference. The topology, for more checks."""
     def build():
-        return storm_topology(NexmarkParquetSource(str(files / "parquet")), ["q3", "q8"],
-                              time=TIME)
-    result = complete_cached(request, "people-and-auctions", runner, build, CONF)
+        return storm_topology(NexmarkParquetSource(str(files / "parquet")), queries, time=TIME)
+    result = complete_cached(request, ("alone", *queries), runner, build, CONF)
     assert not result.errors
-    assert len(result.tuples("events")) == CONFIG.max_events * 4 // 50
+    assert len(result.tuples("events")) == events_read
     expected = reference(query, stream)
     assert expected, f"{query}: the reference is empty, the test would check nothing"
     assert canonical(query, result.tuples(query)) == expected
+    return build()
+
+
+@pytest.mark.parametrize("query", BID_QUERIES)
+def test_queries_of_bids_alone_read_the_source_without_split(request, runner, files, stream,
+                                                              query):
+    """Alone, the queries that read only bids (q5, q7, q11, q12) have their Parquet source skip
+    people and auctions and read its rows themselves: no `Split`, and the windowed operators
+    still judge each bid against watermarks that count the skipped events' times (the
+    reference's late and dropped events)."""
+    topology = check_alone(request, runner, files, stream, query, list(BID_QUERIES),
+                           CONFIG.max_events * 46 // 50)
+    readers = topology.subscribers("events", NexmarkParquetSource(str(files / "parquet")).stream)
+    assert "split" not in topology.bolts and {bolt for bolt, _ in readers} == set(BID_QUERIES)
 
 
 @pytest.mark.parametrize("query", TRIDENT_QUERIES)

@@ -21,6 +21,7 @@ from typing import Any
 
 from squall.nexmark.queries.targets import query_topology
 from squall.nexmark.queries.topologies import (
+    BID_QUERIES,
     STORM_QUERIES,
     TRIDENT_QUERIES,
     storm_topology,
@@ -49,5 +50,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["QUERIES", "STORM_QUERIES", "TRIDENT_QUERIES", "EventTimeSettings", "query_topology",
-           "storm_topology", "trident_topology"]
+__all__ = ["BID_QUERIES", "QUERIES", "STORM_QUERIES", "TRIDENT_QUERIES", "EventTimeSettings",
+           "query_topology", "storm_topology", "trident_topology"]

@@ -11,7 +11,7 @@ from typing import Any
 from squall.builder import TopologyBuilder
 from squall.components.base import Bolt
 from squall.components.partitioned_source import PartitionedSource
-from squall.nexmark.model import KINDS
+from squall.nexmark.model import BID, KINDS
 from squall.nexmark.queries import storm, trident, windowed
 from squall.nexmark.queries.windowed import EventTimeSettings
 from squall.nexmark.sources import reading_kinds
@@ -20,6 +20,9 @@ from squall.trident.stream import Stream, TridentTopology
 
 STORM_QUERIES = ("q3", "q4", "q5", "q6", "q7", "q8", "q9", "q10", "q11", "q12", "q20")
 """The queries `storm_topology` builds: Storm's API and the windowed operators."""
+BID_QUERIES = ("q5", "q7", "q11", "q12")
+"""The queries that read only bids, by the bid's field names, which a flat row of a bid has
+too: over a source that yields only bids they read its rows without `Split`."""
 TRIDENT_QUERIES = ("q0", "q1", "q2", "q13", "q14", "q15", "q16", "q17", "q18", "q19")
 """The queries `trident_topology` builds."""
 
@@ -34,30 +37,39 @@ def storm_topology(source: PartitionedSource, queries: Iterable[str] = STORM_QUE
     The source reads only the kinds of event the queries subscribe to (`Split`'s streams with
     subscribers; every kind when a query reads the source itself): a file source skips the
     others where it reads them (`squall.nexmark.sources.reading_kinds`), so q3 and q8 read only
-    people and auctions, 4 events of 50."""
+    people and auctions, 4 events of 50. When that leaves only bids (the queries are among
+    `BID_QUERIES`), those queries read the source's rows themselves: no `Split` and no Spark
+    stage of its own between the source and the windowed operators."""
     chosen = _check(queries, STORM_QUERIES)
     time = time or EventTimeSettings()
     probe = _storm_builder(source, chosen, time, None, parallelism).create_topology()
     read_whole = any(bolt != "split" for bolt, _ in probe.subscribers("events", source.stream))
     kinds = KINDS if read_whole else [k for k in KINDS if probe.subscribers("split", k)]
-    return _storm_builder(reading_kinds(source, kinds), chosen, time, sink,
-                          parallelism).create_topology()
+    source = reading_kinds(source, kinds)
+    bids_only = getattr(source, "keep", None) == {"event_type": frozenset({BID})}
+    return _storm_builder(source, chosen, time, sink, parallelism,
+                          bids_only=bids_only).create_topology()
 
 
 def _storm_builder(source: PartitionedSource, chosen: list[str], time: EventTimeSettings,
-                   sink: Callable[[str], Bolt] | None, parallelism: int) -> TopologyBuilder:
+                   sink: Callable[[str], Bolt] | None, parallelism: int,
+                   bids_only: bool = False) -> TopologyBuilder:
+    """The topology's builder; `bids_only`: `source` yields only bids, which `BID_QUERIES` read
+    from it (there is then no `Split`)."""
     b = TopologyBuilder()
     b.set_spout("events", source, parallelism)
-    b.set_bolt("split", storm.Split(), parallelism).shuffle_grouping("events")
+    if not bids_only:
+        b.set_bolt("split", storm.Split(), parallelism).shuffle_grouping("events")
+    bids, stream = ("events", source.stream) if bids_only else ("split", "bid")
     adders: dict[str, Callable[[], str]] = {
         "q3": lambda: storm.add_q3(b, "split", parallelism),
         "q20": lambda: storm.add_q20(b, "split", parallelism),
-        "q5": lambda: windowed.add_q5(b, "split", time),
-        "q7": lambda: windowed.add_q7(b, "split", time),
+        "q5": lambda: windowed.add_q5(b, bids, time, stream),
+        "q7": lambda: windowed.add_q7(b, bids, time, stream),
         "q8": lambda: windowed.add_q8(b, "split", time, parallelism),
         "q10": lambda: windowed.add_q10(b, "events", time, parallelism),
-        "q11": lambda: windowed.add_q11(b, "split", time, parallelism),
-        "q12": lambda: windowed.add_q12(b, "split", parallelism),
+        "q11": lambda: windowed.add_q11(b, bids, time, parallelism, stream),
+        "q12": lambda: windowed.add_q12(b, bids, parallelism, stream),
     }
     if {"q4", "q6", "q9"} & set(chosen):
         storm.add_q9(b, "split", parallelism)  # the winning bids, which q4 and q6 read

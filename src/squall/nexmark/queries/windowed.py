@@ -182,21 +182,22 @@ def _row_value(tup: Tuple) -> list[Any]:
     return list(tup.values[1:])
 
 
-def add_q5(b: TopologyBuilder, split: str, time: EventTimeSettings) -> str:
-    """Unkeyed: one window state holds every auction's count (parallelism 1)."""
+def add_q5(b: TopologyBuilder, split: str, time: EventTimeSettings, stream: str = "bid") -> str:
+    """Unkeyed: one window state holds every auction's count (parallelism 1). The bids come on
+    `split`'s `stream` (each q5-q12 adder alike: `Split`'s `bid`, or a source of bids only)."""
     op = _operator(WindowedOperator, time, AccumulationMode.ACCUMULATING,
                    window=TimeWindows(Duration(WINDOW_SIZE_MS)).slide_by(
                        Duration(WINDOW_PERIOD_MS)),
                    accumulation=HotItems(), value_field="auction")
-    b.set_bolt("q5", op).global_grouping(split, "bid")
+    b.set_bolt("q5", op).global_grouping(split, stream)
     return "q5"
 
 
-def add_q7(b: TopologyBuilder, split: str, time: EventTimeSettings) -> str:
+def add_q7(b: TopologyBuilder, split: str, time: EventTimeSettings, stream: str = "bid") -> str:
     op = _operator(WindowedOperator, time, AccumulationMode.ACCUMULATING,
                    window=TimeWindows(Duration(WINDOW_SIZE_MS)), accumulation=HighestBids(),
                    value_extractor=_bid_value)
-    b.set_bolt("q7", op).global_grouping(split, "bid")
+    b.set_bolt("q7", op).global_grouping(split, stream)
     return "q7"
 
 
@@ -220,19 +221,19 @@ def add_q10(b: TopologyBuilder, events: str, time: EventTimeSettings,
 
 
 def add_q11(b: TopologyBuilder, split: str, time: EventTimeSettings,
-            parallelism: int = 2) -> str:
+            parallelism: int = 2, stream: str = "bid") -> str:
     op = _operator(KeyedWindowedOperator, time, AccumulationMode.ACCUMULATING_AND_RETRACTING,
                    window=SessionWindows(Duration(WINDOW_SIZE_MS)),
                    accumulation=accumulations.Count(),
                    key_field="bidder", value_field="price")
-    b.set_bolt("q11", op, parallelism).fields_grouping(split, ["bidder"], "bid")
+    b.set_bolt("q11", op, parallelism).fields_grouping(split, ["bidder"], stream)
     return "q11"
 
 
-def add_q12(b: TopologyBuilder, split: str, parallelism: int = 2) -> str:
+def add_q12(b: TopologyBuilder, split: str, parallelism: int = 2, stream: str = "bid") -> str:
     op = KeyedWindowedOperator(
         window=GlobalWindow(), accumulation=accumulations.Count(),
         trigger=Repeatedly(AfterProcessingTime(Duration(WINDOW_SIZE_MS))),
         accumulation_mode=AccumulationMode.DISCARDING, key_field="bidder", value_field="price")
-    b.set_bolt("q12", op, parallelism).fields_grouping(split, ["bidder"], "bid")
+    b.set_bolt("q12", op, parallelism).fields_grouping(split, ["bidder"], stream)
     return "q12"
