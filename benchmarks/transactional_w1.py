@@ -1,6 +1,7 @@
 """TransactionalWords on W1, on both runners, against the at-least-once word count.
 
     .venv/bin/python benchmarks/transactional_w1.py [--sentences 200000] [--runner both]
+        [--per-batch N]
 
 Workload: W1's sentences in a `MemoryTransactionalSpout` (two partitions), `split` (BatchBolt,
 2 tasks) -> `count` (committer, 2 tasks, fields grouping on the word; word counts as
@@ -11,6 +12,8 @@ run, 10,000 sentences per partition per transaction, max spout pending 2. Spark:
 as one transaction (one micro-batch), as the at-least-once figure is the whole input as one
 micro-batch; timed is the data batch (the at-least-once `triggerExecution`, the transactional
 driver's time for the transaction). Counts are checked against the reference every run.
+`--per-batch N` (Spark only): the transactional topology alone, N sentences per partition per
+transaction, the median of its transactions' times (what a transaction costs besides its data).
 """
 
 from __future__ import annotations
@@ -115,12 +118,39 @@ def spark(sentences: list[str], words: int, expected: dict[str, int]) -> None:
               f"to MemorySource {source_s / tx_s:.1%}", flush=True)
 
 
+def spark_small(sentences: list[str], per_batch: int) -> None:
+    """The transactional topology on Spark in transactions of `per_batch` sentences per
+    partition: the median transaction's seconds, of the second of two runs."""
+    import statistics
+
+    from squall.runtime.spark.session import get_session
+    from squall.runtime.spark.transactional import TransactionalSparkRunner
+
+    session = get_session("local[2]", {"spark.ui.enabled": "false"})
+    expected = reference_counts(sentences)
+    for run in range(2):
+        conf = {"transactional_words.db": {"provider": "durable", "dir": tempfile.mkdtemp()}}
+        runner = TransactionalSparkRunner(topology(sentences, per_batch), conf, session=session,
+                                          checkpoint_location=tempfile.mkdtemp())
+        result = runner.run()
+        assert not result.errors, result.errors[:3]
+        check(conf, expected)
+        times = runner.batch_seconds
+        print(f"spark run {run + 1}: {len(times)} transactions of {per_batch:,} sentences a "
+              f"partition, median {statistics.median(times) * 1000:.0f} ms "
+              f"({min(times) * 1000:.0f}-{max(times) * 1000:.0f})", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sentences", type=int, default=200_000)
     parser.add_argument("--runner", choices=("local", "spark", "both"), default="both")
+    parser.add_argument("--per-batch", type=int, default=0)
     args = parser.parse_args()
     sentences = w1_sentences(args.sentences)
+    if args.per_batch:
+        spark_small(sentences, args.per_batch)
+        return
     words = sum(len(s.split()) for s in sentences)
     expected = reference_counts(sentences)
     print(f"W1: {len(sentences):,} sentences, {words:,} words, {len(expected):,} distinct")

@@ -238,6 +238,19 @@ def _words_builder(spout: Any, counter: Any = FaultyKeyedCount) -> Transactional
     return b
 
 
+class Lower(BatchBolt):
+    """Each word lower-cased, in the batch's transaction (a stage of its own, or fused)."""
+
+    def prepare(self, conf, context, collector, attempt) -> None:
+        self.collector, self.attempt = collector, attempt
+
+    def execute(self, tup) -> None:
+        self.collector.emit([self.attempt, tup["word"].lower()])
+
+    def declare_output_fields(self, declarer) -> None:
+        declarer.declare(Fields("id", "word"))
+
+
 def _check_words(conf: dict, expected: Counter) -> None:
     counts = tw.open_db(conf, "word-counts").values()
     assert counts == dict(expected)
@@ -266,6 +279,30 @@ def test_words_exact_under_failures_transactional_spout(runner, tmp_path, sessio
         _run(runner, _words_builder(spout).create_topology(), conf, tmp_path / f"r{seed}",
              session_for(runner))
         _check_words(conf, Counter(r[0] for rows in data.values() for r in rows))
+
+
+def test_a_local_or_shuffle_bolt_in_a_transaction_is_exact_and_not_fused(
+        runner, tmp_path, session_for, caplog):
+    # Lower has as many tasks as the emitter and takes it by local_or_shuffle, and failed
+    # attempts replay. Every emitter task also tells every Lower task how many tuples it sent
+    # (the $coord stream, a direct grouping), so on Spark Lower keeps a stage of its own.
+    caplog.set_level(logging.CRITICAL)
+    data = {p: [[w.upper() if i % 3 else w] for i, (w,) in enumerate(rows)]
+            for p, rows in _skewed(5, 3, 40).items()}
+    conf = {"transactional_words.db": {"provider": "durable", "dir": str(tmp_path / "db")},
+            "test.seed": 5, "test.fail": 0.3, "topology.max.spout.pending": 2,
+            "squall.transactional.progress_store": {"dir": str(tmp_path / "tx")}}
+    b = TransactionalTopologyBuilder("tw-lower", "spout", MemoryTransactionalSpout(
+        data, Fields("word"), max_batch=9 if runner == "local" else 20), 2)
+    b.set_bolt("lower", Lower(), 2).local_or_shuffle_grouping("spout")
+    b.set_bolt("count", FaultyKeyedCount(), 3).fields_grouping("lower", Fields("word"))
+    b.set_bolt("bucketize", tw.Bucketize()).none_grouping("count")
+    b.set_bolt("buckets", FaultyBuckets(), 2).fields_grouping("bucketize", Fields("bucket"))
+    result, r = _run(runner, b.create_topology(), conf, tmp_path / "r", session_for(runner))
+    assert result.errors, "no attempt failed: nothing was replayed"
+    _check_words(conf, Counter(row[0].lower() for rows in data.values() for row in rows))
+    if runner == "spark":
+        assert ("lower",) in r.chain.groups
 
 
 def test_words_exact_with_opaque_spout_whose_data_changes(runner, tmp_path, session_for,

@@ -110,7 +110,7 @@ class SegmentSlice(InputPartition):
 
 # The source option by which the driver asks for a batch's rows already partitioned for its first
 # stage (that stage's task count): the first bolt then runs where the rows are read, with no
-# shuffle of the spouts' rows (`stage.chain_stages`). Not given when the topology has a built-in
+# shuffle of the spouts' rows (`stage.StageChain`). Not given when the topology has a built-in
 # source (`PartitionedSource`), whose ranges are read, and routed, on the executors.
 INPUT_PARTITIONS = "partitions"
 

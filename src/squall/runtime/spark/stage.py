@@ -559,30 +559,6 @@ def stage_function(plan: StagePlan) -> Callable[[Iterator[pa.RecordBatch]],
     return functools.partial(run_stage, plan)
 
 
-def chain_stages(df: Any, plan: StagePlan, order: list[str], *, partitioned: bool = False) -> Any:
-    """`df` (a batch's input rows) through one stage per component of `order`, in that order.
-
-    `plan` is the batch's plan (its `component` is ignored). Each stage repartitions by the
-    routing key, so that every task's rows meet in its partition, and maps them with
-    `stage_function`; the result is one lineage for the batch's single action. A component with
-    more tasks than the application has cores (Spark's default parallelism) runs them as one
-    Spark task per core: `coalesce` hands each Spark task whole partitions, hence whole Storm
-    tasks, which it runs in turn. Each Python task costs a worker's round (start, function, Arrow
-    stream), so there are no more of them than cores to run them. `partitioned`: `df` holds its
-    rows in the partitions `repartition` would give them for the first component, so its stage
-    runs where they are read.
-    """
-    cores = df.sparkSession.sparkContext.defaultParallelism
-    for i, cid in enumerate(order):
-        n = plan.topology.components[cid].num_tasks
-        if i or not partitioned:
-            df = df.repartition(n, "key")
-        if cores < n:
-            df = df.coalesce(cores)
-        df = df.mapInArrow(stage_function(dataclasses.replace(plan, component=cid)), row_schema.DDL)
-    return df
-
-
 FUSION = "squall.spark.fusion"
 
 
@@ -622,7 +598,16 @@ BATCH_PROPERTY = "squall.stage.batch"
 
 
 class StageChain:
-    """`chain_stages` for a run whose stages differ from batch to batch only in the batch's ids.
+    """A batch's input rows through one stage per group of components, in topological order.
+
+    Each stage repartitions by the routing key, so that every task's rows meet in its
+    partition, and maps them with `stage_function`; the result is one lineage for the batch's
+    single action. A component with more tasks than the application has cores (Spark's default
+    parallelism) runs them as one Spark task per core: `coalesce` hands each Spark task whole
+    partitions, hence whole Storm tasks, which it runs in turn. Each Python task costs a
+    worker's round (start, function, Arrow stream), so there are no more of them than cores to
+    run them. `partitioned`: the input holds its rows in the partitions `repartition` would
+    give them for the first component, so its stage runs where they are read.
 
     Building a stage through `DataFrame.mapInArrow` costs the driver about 60 calls into the JVM
     (the function pickled and wrapped, its return type parsed, each input column resolved): 45 to
@@ -655,7 +640,7 @@ class StageChain:
         self.key = jvm.PythonUtils.toSeq([jvm.org.apache.spark.sql.functions.col("key")])
 
     def apply(self, df: Any, batch_id: int, committed: int) -> Any:
-        """`df` (the batch's input rows) through the run's stages, as `chain_stages` does."""
+        """`df` (the batch's input rows) through the run's stages, for batch `batch_id`."""
         sc = self.spark.sparkContext
         # On the thread that runs the batch's action: its job, and so each task, carries it.
         sc.setLocalProperty(BATCH_PROPERTY, f"{batch_id} {committed}")

@@ -67,7 +67,7 @@ from squall.runtime.spark.batch_rows import add_counters, decode_batch
 from squall.runtime.spark.query import batch_metrics, drive_query, routing_keys
 from squall.runtime.spark.session import get_session
 from squall.runtime.spark.shipping import portable
-from squall.runtime.spark.stage import StagePlan, chain_stages
+from squall.runtime.spark.stage import StageChain, StagePlan
 from squall.topology.config import random_seed
 from squall.topology.description import Topology
 from squall.topology.graph import bolt_order
@@ -201,6 +201,12 @@ class TransactionalSparkRunner(Controls, Reporting):
         self.exhausted = False
         self.capture = capture  # every attempt's emits, keyed (txid, attempt, seq)
         self.captures: dict[int, list[tuple[tuple[int, int, int], str, list[Any]]]] = {}
+        # The stages, made once per run; a transaction's ids travel with its Spark job, and
+        # bolts fuse as on the at-least-once runner (squall.spark.fusion).
+        self.chain = StageChain(self.spark, StagePlan(
+            run_id=self.run_id, topology=self.topology, conf=self.conf, component="",
+            batch_id=0, committed=-1, state_dir=self.dir, keys=self.keys, seed=self.seed,
+            tracking=False, capture=capture, checkpoint_id=self.checkpoint_id), self.order)
         self.query: Any = None  # set by drive_query
         self.stopping = False  # set by drive_query before it stops the query
         self.failure: SquallError | None = None  # this runner stops its query only by raising
@@ -267,13 +273,8 @@ class TransactionalSparkRunner(Controls, Reporting):
             batch.tuple(task=t, key=emitter_keys[t - self.emitter_tasks[0]], stream=BATCH,
                         src=self.coord_task, values=[attempt, txid - 1], anchors=None, ts=now,
                         seq=i)
-        plan = StagePlan(
-            run_id=self.run_id, topology=self.topology, conf=self.conf, component="",
-            batch_id=txid, committed=txid - 1, state_dir=self.dir, keys=self.keys,
-            seed=self.seed, tracking=False, capture=self.capture,
-            checkpoint_id=self.checkpoint_id)
-        cur = chain_stages(self.spark.createDataFrame(pa.Table.from_batches([batch.to_batch()])),
-                           plan, self.order)
+        cur = self.chain.apply(
+            self.spark.createDataFrame(pa.Table.from_batches([batch.to_batch()])), txid, txid - 1)
         rows = decode_batch(cur.toArrow().to_pydict(), self.topology)
         for task, seq, stream, values in rows.captures:
             self.captures.setdefault(task, []).append(
