@@ -84,7 +84,8 @@ DRIVER = textwrap.dedent(
     else:
         b.set_bolt("count", Count(), 2).fields_grouping("items", Fields("key"))
     conf = Config({"squall.spark.batch.max.tuples": 40, "spark.sql.shuffle.partitions": 2,
-                   "squall.spark.spouts": sys.argv[3]})
+                   "squall.spark.spouts": sys.argv[3],
+                   "squall.spark.plan.ahead": sys.argv[5] == "planned-ahead"})
     result = run(b.create_topology(), conf, runner="spark", master="local[2]",
                  checkpoint_location=os.path.join(sys.argv[1], "ckpt"))
     # The outcome goes to a file: stdout is shared with the JVM's and the workers' stderr, whose
@@ -129,7 +130,7 @@ def test_sigkill_mid_batch_then_restart_loses_nothing_and_counts_once(tmp_path, 
     (tmp_path / "driver.py").write_text(DRIVER)
     ckpt = tmp_path / "ckpt"
     with Restarts(tmp_path, [sys.executable, str(tmp_path / "driver.py"), str(tmp_path),
-                             str(items), spouts, shape],
+                             str(items), spouts, shape, moment],
                   env=dict(os.environ, PYSPARK_PYTHON=sys.executable)) as crash:
         first = crash.start()
         if moment == "planned-ahead":

@@ -59,7 +59,8 @@ def topology(out: Path, wait_for: str = ""):
 
 
 def conf(**more) -> Config:
-    return Config({"squall.spark.batch.max.tuples": BATCH, **more})
+    return Config({"squall.spark.batch.max.tuples": BATCH, "squall.spark.plan.ahead": True,
+                   **more})
 
 
 def emitted(reader: SpoutReader) -> int:

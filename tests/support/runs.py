@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 MAX_TUPLES = "squall.spark.batch.max.tuples"
-ONE_TUPLE = {MAX_TUPLES: 1}  # a Spark micro-batch per tuple
+# A Spark micro-batch per tuple; every batch fills, so the spouts' reader plans the next one
+# while one runs (squall.spark.plan.ahead, off by default, is exercised here).
+ONE_TUPLE = {MAX_TUPLES: 1, "squall.spark.plan.ahead": True}
 ONE_BATCH = {MAX_TUPLES: 1_000_000}  # a micro-batch takes whatever input is ready
 
 RUN_CACHE: dict[tuple[str, Any, str], object] = {}

@@ -353,9 +353,9 @@ MEANINGS: dict[str, str] = {
         "executors either way.",
     "squall.spark.plan.ahead":
         "On Spark, whether the spouts' reader plans the next micro-batch while the current "
-        "one runs, when the spouts had more tuples ready than a batch holds (default true; "
-        "false: each batch planned after the last committed, the same results; a tree "
-        "planned ahead waits a batch longer for its ack).",
+        "one runs, when the spouts had more tuples ready than a batch holds and no built-in "
+        "source is read (default false: each batch planned after the last committed; the "
+        "same results either way; a tree planned ahead waits a batch longer for its ack).",
     "squall.spark.batch.max.attempts":
         "How many times a Spark micro-batch that cannot commit is run before the run fails.",
     "squall.spark.fusion":

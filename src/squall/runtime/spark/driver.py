@@ -190,7 +190,7 @@ class SparkRunner(Controls, Reporting):
             "run": self.run_id,  # the reader's counters start from zero on a new run
             "max_batch": int(self.config.effective.get(MAX_BATCH_TUPLES) or 100_000),
             "spout_host": self.spout_host,
-            "plan_ahead": self.config.effective.get(PLAN_AHEAD) is not False,
+            "plan_ahead": self.config.effective.get(PLAN_AHEAD) is True,
             # A reader in this very process (tests build one) logs here already (reader_log).
             "driver_pid": os.getpid(),
         }

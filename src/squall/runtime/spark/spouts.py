@@ -143,7 +143,7 @@ class SpoutReader(DataSourceStreamReader):
                                       else None)
         topology = plan["topology"]
         self.max_batch = int(plan["max_batch"])
-        self.plan_ahead = bool(plan.get("plan_ahead", True))
+        self.plan_ahead = bool(plan.get("plan_ahead", False))
         self.run_id = plan.get("run")  # which run of the topology (counters are per run)
         first = {cid: topology.component_tasks(cid)[0] for cid in topology.components}
         keys = {t: plan["keys"][cid][t - first[cid]] if cid in plan["keys"] else 0
@@ -415,10 +415,14 @@ class SpoutReader(DataSourceStreamReader):
         """Whether to plan the next segment while Spark processes the one just returned: when
         its plan filled the batch (the spouts have more ready than a batch holds), the spouts
         are in this process (not pulled on the executors, whose pulls wait for their last
-        segment's commit), active, and not all exhausted. A plan that did not fill the batch
-        took what was ready: planned ahead, tuples ready later would wait a batch more."""
+        segment's commit), active, and not all exhausted, and no built-in source plans ranges
+        (its plan is cheap, and a range planned before the running batch's outcomes would be
+        planned again after a failed read of the same range: a lost file reported once per
+        plan). A plan that did not fill the batch took what was ready: planned ahead, tuples
+        ready later would wait a batch more. Off unless `squall.spark.plan.ahead` is true."""
         return (self.plan_ahead and emitted >= self.max_batch and not self.pulled
                 and not self.ended and any(t.active for t in self.tasks.values())
+                and not any(is_source(t) for t in self.tasks.values())
                 and not all(t.exhausted() for t in self.tasks.values()))
 
     def _start_ahead(self) -> None:
