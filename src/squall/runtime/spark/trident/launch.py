@@ -39,7 +39,7 @@ from squall.runtime.spark.trident.combine import (
     _present,
     jvm_aggregates,
 )
-from squall.runtime.spark.trident.files import _read_files
+from squall.runtime.spark.trident.files import FileReads
 from squall.runtime.spark.trident.jobs import (
     AggregateJob,
     QueryJob,
@@ -104,6 +104,7 @@ class Launcher:
         self._stage_seq = 0
         if staging is not None:  # a killed run's leftovers
             shutil.rmtree(staging, ignore_errors=True)
+        self.reads = FileReads(spark)  # file spouts' batches read by Spark
         self._counts: list[Counts] = []  # this transaction's accumulators, one per job
         self.written: dict[str, int] = {}  # keys written in Spark, per persistent_aggregate
 
@@ -314,7 +315,7 @@ class Launcher:
         by Spark (the columns Spark reads as string, long or double), anything else from the
         driver (a field whose values share one type travels as that one column)."""
         if isinstance(batch, FileBatch):
-            read = _read_files(self.spark, batch, fields)
+            read = self.reads.read(batch, fields)
             if read is not None:
                 return read
             batch = [batch.rows()]
