@@ -16,7 +16,7 @@ from typing import Any
 
 import cloudpickle
 import pyarrow as pa
-from pyspark.accumulators import Accumulator, AccumulatorParam
+from pyspark.accumulators import Accumulator, AccumulatorParam, _deserialize_accumulator
 
 from squall import tracebacks
 from squall.errors import SquallError
@@ -26,6 +26,7 @@ from squall.runtime.spark.trident import schema as sc
 from squall.runtime.spark.trident import state as ts
 from squall.runtime.spark.trident import windows as tw
 from squall.runtime.spark.trident.combine import _Partials
+from squall.runtime.spark.trident.per_job import job_ids
 from squall.runtime.spark.trident.planner import (
     Terminal,
     _live,
@@ -54,13 +55,16 @@ class _Chain:
     def __init__(self, nodes: list[RowNode], in_fields: tuple[str, ...],
                  out_fields: tuple[str, ...], conf: Mapping[str, Any], txid: int,
                  partial: Terminal | None = None, counts: Counts | None = None,
-                 types: cols.Types | None = None, cells: bool = False) -> None:
+                 types: cols.Types | None = None, cells: bool = False,
+                 from_job: bool = False) -> None:
         self.nodes, self.in_fields, self.out_fields = nodes, in_fields, out_fields
         # The partials go to the driver as they are (no Spark aggregation after): as IPC cells.
         self.cells = cells
         self.conf, self.txid, self.partial = dict(conf), txid, partial
         self.terminals: tuple[Terminal, ...] = (partial,) if partial is not None else ()
         self.counts = counts  # an accumulator of each operation's tuples in and out
+        # Made once per run: the txid and the counts' accumulator are the job's (`per_job`).
+        self.from_job = from_job
         # The output's typed fields (the rest travel as four columns).
         self.types = dict(types or {})
         kind = _partial_kind(partial, self.types) if partial is not None else None
@@ -110,6 +114,9 @@ class _Chain:
 
         ctx = TaskContext.get()
         index = ctx.partitionId() if ctx is not None else 0
+        if self.from_job:  # this task's copy of the function, for its job's transaction
+            self.txid, counts_id = job_ids()
+            self.counts = _deserialize_accumulator(counts_id, {}, _CountsParam())
         ops = _prepared(self, index)
         accs = self._accumulators(ops, index)
         counts: dict[str, list[int]] = {}
@@ -250,8 +257,10 @@ class _StateChain(_Chain):
 
     def __init__(self, nodes: list[RowNode], in_fields: tuple[str, ...],
                  conf: Mapping[str, Any], txid: int, terminals: Sequence[PersistNode],
-                 partitions: int, counts: Counts, types: cols.Types) -> None:
-        super().__init__(nodes, in_fields, (), conf, txid, counts=counts, types=types)
+                 partitions: int, counts: Counts | None, types: cols.Types,
+                 from_job: bool = False) -> None:
+        super().__init__(nodes, in_fields, (), conf, txid, counts=counts, types=types,
+                         from_job=from_job)
         self.terminals, self.partitions = tuple(terminals), partitions
         self.keys = self.terminals[0].keys
         # Each terminal's partials: one typed column, the four variants, or pickled.

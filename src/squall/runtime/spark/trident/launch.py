@@ -25,6 +25,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+from pyspark.sql.udf import PythonEvalType, UserDefinedFunction
 
 from squall.runtime.spark.trident import columns as cols
 from squall.runtime.spark.trident import schema as sc
@@ -47,6 +49,7 @@ from squall.runtime.spark.trident.jobs import (
     StateJob,
     WindowJob,
 )
+from squall.runtime.spark.trident.per_job import set_job
 from squall.runtime.spark.trident.planner import (
     Terminal,
     _jvm_builtins,
@@ -105,6 +108,8 @@ class Launcher:
         if staging is not None:  # a killed run's leftovers
             shutil.rmtree(staging, ignore_errors=True)
         self.reads = FileReads(spark)  # file spouts' batches read by Spark
+        # Functions made once per run (`per_job`), per job and input's typed fields.
+        self._made: dict[tuple[Any, ...], _StateFunctions] = {}
         self._counts: list[Counts] = []  # this transaction's accumulators, one per job
         self.written: dict[str, int] = {}  # keys written in Spark, per persistent_aggregate
 
@@ -244,13 +249,30 @@ class Launcher:
                                       n)
             result = self._in_cores(grouped, n).mapInArrow(columns, ts.OUTPUT_SCHEMA).toArrow()
             return "jvm", ts.applied_rows(result, len(terminals))
-        chain = _StateChain(walked.chain, walked.fields, self.conf, txid, terminals, n, counts,
-                            walked.types)
-        apply = ts.ApplyState(terminals, chain.kinds, self.location, txid, job.collect)
-        partials = df.mapInArrow(chain, chain.output_schema())
-        result = self._in_cores(partials.repartition(n, sc.STATE_PARTITION), n).mapInArrow(
-            apply, ts.OUTPUT_SCHEMA).toArrow()
+        made = self._state_functions(job, walked)
+        set_job(self.spark.sparkContext, txid, counts.aid)
+        jdf = df._jdf.mapInArrow(made.chain.apply(made.columns(df)), False, None)
+        jdf = jdf.repartition(n, made.partition)
+        if self.spark.sparkContext.defaultParallelism < n:  # as `_in_cores`
+            jdf = jdf.coalesce(self.spark.sparkContext.defaultParallelism)
+        jdf = jdf.mapInArrow(made.apply.apply(made.columns(jdf, stacked=True)), False, None)
+        result = ClassicDataFrame(jdf, self.spark).toArrow()
         return "python", ts.applied_rows(result, len(terminals))
+
+    def _state_functions(self, job: StateJob, walked: _Walked) -> _StateFunctions:
+        """The Spark UDFs of a state job's Python route for the input's typed fields, made on
+        its first transaction (`per_job`)."""
+        key = (id(job), walked.fields, tuple(sorted(walked.types.items())))
+        made = self._made.get(key)
+        if made is None:
+            chain = _StateChain(walked.chain, walked.fields, self.conf, -1, job.terminals,
+                                job.partitions, None, walked.types, from_job=True)
+            apply = ts.ApplyState(job.terminals, chain.kinds, self.location, -1, job.collect,
+                                  from_job=True)
+            made = self._made[key] = _StateFunctions(
+                job, self.spark, _java_udf(chain, chain.output_schema(), "squall_state_chain"),
+                _java_udf(apply, ts.OUTPUT_SCHEMA, "squall_state_apply"))
+        return made
 
     # ---- the path before the terminal --------------------------------------------------------
     def _walk(self, path: Sequence[Node], txid: int, batch: Batch
@@ -368,6 +390,39 @@ class Launcher:
         sizes.update(self.written)
         self.written = {}
         return sizes
+
+
+class _StateFunctions:
+    """A state job's Python route made once per run: its two functions as the JVM's Spark
+    UDFs, their input columns by name (resolved against each transaction's DataFrame) and the
+    state partition column to repartition by."""
+
+    def __init__(self, job: StateJob, spark: SparkSession, chain: Any, apply: Any) -> None:
+        self.job, self.chain, self.apply = job, chain, apply  # the job held: its id is the key
+        self._jvm: Any = spark.sparkContext._jvm
+        self.partition = self._seq([sc.STATE_PARTITION])
+        self._columns: dict[bool, Any] = {}
+
+    def columns(self, df: DataFrame | Any, stacked: bool = False) -> Any:
+        """The input columns of the chain (`stacked`: of the apply) by name, made on the
+        first transaction from its DataFrame (Python's or the JVM's)."""
+        made = self._columns.get(stacked)
+        if made is None:
+            names = df.columns if isinstance(df, DataFrame) else list(df.columns())
+            made = self._columns[stacked] = self._seq(names)
+        return made
+
+    def _seq(self, names: Sequence[str]) -> Any:
+        col = self._jvm.org.apache.spark.sql.functions.col
+        return self._jvm.PythonUtils.toSeq(
+            [col("`" + n.replace("`", "``") + "`") for n in names])
+
+
+def _java_udf(function: Any, ddl: str, name: str) -> Any:
+    """`function` as the JVM's Spark UDF of a `mapInArrow` returning rows of `ddl` (what
+    `DataFrame.mapInArrow` makes for each DataFrame)."""
+    return UserDefinedFunction(function, returnType=ddl, name=name,
+                               evalType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF)._judf
 
 
 def _repartition(df: DataFrame, node: RepartitionNode) -> DataFrame:

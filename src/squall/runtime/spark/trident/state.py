@@ -28,6 +28,7 @@ from squall.errors import SquallError
 from squall.runtime.gc_pause import gc_paused
 from squall.runtime.spark.trident import columns as cols
 from squall.runtime.spark.trident import schema as sc
+from squall.runtime.spark.trident.per_job import job_ids
 from squall.trident.operations import Count, Sum
 from squall.trident.plan import PersistNode
 from squall.trident.state.partitioned import partition_indexes
@@ -98,11 +99,14 @@ class ApplyState:
     """
 
     def __init__(self, nodes: Sequence[PersistNode], kinds: Sequence[str], location: str | None,
-                 txid: int, collect: Sequence[bool]) -> None:
+                 txid: int, collect: Sequence[bool], from_job: bool = False) -> None:
         self.nodes, self.kinds, self.location = list(nodes), list(kinds), location
         self.txid, self.collect = txid, list(collect)
+        self.from_job = from_job  # made once per run: the txid is the job's (`per_job`)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        if self.from_job:  # this task's copy of the function, for its job's transaction
+            self.txid = job_ids()[0]
         with gc_paused():
             yield from self._apply(batches)
 
