@@ -21,6 +21,10 @@ DEFAULTS = {
     "spark.sql.adaptive.enabled": "false",  # keep one partition per task: no coalescing
 }
 
+# The daemon the Python workers are forked from, with squall's worker-side modules loaded
+# (worker_daemon.py); set only where the executors run this interpreter (a loopback master).
+WORKER_DAEMON = {"spark.python.daemon.module": "squall.runtime.spark.worker_daemon"}
+
 
 class SparkUnavailableError(SquallError):
     """Spark cannot start here; the message says why and what to do."""
@@ -55,7 +59,8 @@ def get_session(master: str | None = None, conf: Mapping[str, Any] | None = None
     # Executors' Python workers must run this interpreter (the one squall is installed in).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    if is_loopback_master(master or (conf or {}).get("spark.master")):
+    loopback = is_loopback_master(master or (conf or {}).get("spark.master"))
+    if loopback:
         # Listen on loopback only (the host name may resolve to an unreachable interface). Not
         # for a remote cluster: its executors must reach the driver at a routable address.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -67,11 +72,7 @@ def get_session(master: str | None = None, conf: Mapping[str, Any] | None = None
     if active is not None:
         return active
     builder = SparkSession.builder.master(master or DEFAULT_MASTER).appName("squall")
-    settings = dict(DEFAULTS)
-    log_config = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
-    settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log_config}"
-    settings.update({k: str(v) for k, v in (conf or {}).items() if k.startswith("spark.")})
-    for key, value in settings.items():
+    for key, value in session_settings(conf, loopback).items():
         builder = builder.config(key, value)
     try:
         spark = builder.getOrCreate()
@@ -82,6 +83,25 @@ def get_session(master: str | None = None, conf: Mapping[str, Any] | None = None
         ) from exc
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def session_settings(conf: Mapping[str, Any] | None, loopback: bool) -> dict[str, str]:
+    """squall's settings of a new session, and the `spark.*` keys of `conf` over them.
+
+    >>> session_settings({}, loopback=True)["spark.python.daemon.module"]
+    'squall.runtime.spark.worker_daemon'
+    >>> "spark.python.daemon.module" in session_settings({}, loopback=False)
+    False
+    >>> own = session_settings({"spark.python.daemon.module": "pyspark.daemon",
+    ...                         "squall.spark.fusion": False}, loopback=True)
+    >>> own["spark.python.daemon.module"], "squall.spark.fusion" in own
+    ('pyspark.daemon', False)
+    """
+    settings = dict(DEFAULTS) | (WORKER_DAEMON if loopback else {})
+    log_config = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
+    settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log_config}"
+    settings.update({k: str(v) for k, v in (conf or {}).items() if k.startswith("spark.")})
+    return settings
 
 
 def is_loopback_master(master: str | None) -> bool:
