@@ -188,9 +188,10 @@ def test_every_key_squall_reads_is_registered():
     logger = re.compile(r"getLogger\([\"'][^\"']*[\"']\)")  # logger names are not keys
     read = {m for p in files for m in literal.findall(logger.sub("", p.read_text()))}
     # The Spark runner's fingerprint file, modules, a logger named through a constant and the
-    # local property of a batch's Spark job that carries the batch's ids: names, not keys.
+    # local properties of a Spark job that carry a batch's or a transaction's ids: names, not
+    # keys.
     not_keys = {"topology.json", "squall.cli.main", "squall.traceback", "squall.stage.batch",
-                "squall.runtime.spark.worker_daemon"}
+                "squall.trident.job", "squall.runtime.spark.worker_daemon"}
     unknown = sorted(k for k in read - not_keys if k not in KEYS
                      and k not in STORM_KEYS_WITHOUT_EFFECT)
     assert unknown == []
