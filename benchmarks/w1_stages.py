@@ -1,7 +1,7 @@
 """W1's Spark stages run in this process, without Spark: the Python cost per word of each part.
 
     .venv/bin/python benchmarks/w1_stages.py [--sentences 200000] [--runs 3] [--acking] [--cpu]
-        [--reader] [--profile-reader]
+        [--reader] [--reader-fresh] [--profile-reader]
 
 The Spark runner's time per word is the JVM's (rows, shuffles) plus the Python work of the
 spout reader and of each stage's `mapInArrow` function. This script runs exactly those Python
@@ -14,8 +14,11 @@ loops. `--cpu` times the parts in this process's CPU time instead of wall time, 
 processes on a shared machine disturb less. `--reader` also times the whole plan of the data
 batch as Spark's streaming process makes it (`SpoutReader.latestOffset` on a fresh run
 directory: the plan file read, the spout opened, the `next_tuple` loop, the segment and the
-spouts' snapshot written), the part Spark reports as `latestOffset`; `--profile-reader` prints
-cProfile's top functions of one more such plan, by their own time.
+spouts' snapshot written), the part Spark reports as `latestOffset`; `--reader-fresh` times that
+plan in a fresh interpreter instead, as Spark's reader process makes it (a process of its own per
+query, which has imported Spark's streaming source runner and squall's reader, nothing else:
+what the plan imports the first time counts, as it does on Spark); `--profile-reader` prints
+cProfile's top functions of one more plan in this process, by their own time.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import cProfile
 import os
 import pstats
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -92,15 +96,38 @@ def spout_batch(topo: Any, conf: Config, tracking: bool, end_of_input: bool = Fa
     return clock() - t0, batch
 
 
-def reader_plan(topo: Any, conf: Config, tracking: bool, sentences: int) -> float:
+# The first plan in a fresh interpreter (--reader-fresh), as in Spark's reader process.
+FRESH_PLAN = """
+import sys, time
+import pyspark.sql.streaming.python_streaming_source_runner
+from squall.runtime.spark.spouts import SpoutReader
+clock = time.process_time if sys.argv[2] == "cpu" else time.perf_counter
+reader = SpoutReader({"dir": sys.argv[1]})
+t0 = clock()
+if reader.latestOffset({"seg": -1}) != {"seg": 0}:
+    raise AssertionError("the reader planned no segment")
+print(clock() - t0)
+"""
+
+
+def reader_plan(topo: Any, conf: Config, tracking: bool, sentences: int,
+                fresh: bool = False) -> float:
     """The time of the first `latestOffset` of a run's `SpoutReader`, whose plan file is written
-    as the driver writes it (whole input in one batch)."""
+    as the driver writes it (whole input in one batch); `fresh`: in a new interpreter."""
     run_dir = tempfile.mkdtemp(prefix="w1-reader-")
     keys = {cid: list(range(topo.components[cid].num_tasks)) for cid in topo.components}
     plan = {"topology": topo, "conf": dict(conf), "keys": keys, "seed": 0, "tracking": tracking,
             "capture": False, "run": "bench", "max_batch": sentences + 1,
             "driver_pid": os.getpid()}
     write_atomic(os.path.join(run_dir, "plan.pkl"), cloudpickle.dumps(plan))
+    if fresh:
+        here = str(Path(__file__).resolve().parent)  # the spout's module, as Spark ships it
+        path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), here]))
+        out = subprocess.run(
+            [sys.executable, "-c", FRESH_PLAN, run_dir,
+             "cpu" if clock is time.process_time else "wall"],
+            check=True, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path})
+        return float(out.stdout.split()[-1])
     reader = SpoutReader({"dir": run_dir})
     t0 = clock()
     if reader.latestOffset({"seg": -1}) != {"seg": 0}:
@@ -142,6 +169,8 @@ def main() -> None:
     parser.add_argument("--cpu", action="store_true", help="CPU time instead of wall time")
     parser.add_argument("--reader", action="store_true",
                         help="also time the reader's whole plan of the batch (latestOffset)")
+    parser.add_argument("--reader-fresh", action="store_true",
+                        help="time the reader's plan in a fresh interpreter, as on Spark")
     parser.add_argument("--profile-reader", action="store_true",
                         help="print cProfile's top functions of one reader plan")
     args = parser.parse_args()
@@ -157,11 +186,11 @@ def main() -> None:
         times, counts = squall_once(sentences, args.acking)
         if counts != expected:
             raise AssertionError("counts differ from the reference")
-        if args.reader:
+        if args.reader or args.reader_fresh:
             conf = Config()
             conf.set_num_ackers(1 if args.acking else 0)
             times["reader plan"] = reader_plan(topology(sentences, args.acking), conf,
-                                               args.acking, len(sentences))
+                                               args.acking, len(sentences), args.reader_fresh)
         rows.append({"plain split": split_s, "plain count": count_s, **times})
     med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
     us = {k: v / words * 1e6 for k, v in med.items()}
