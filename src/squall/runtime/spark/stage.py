@@ -33,7 +33,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql.classic.dataframe import DataFrame
-from pyspark.sql.udf import PythonEvalType, UserDefinedFunction
 
 from squall.atomic_files import (
     latest_snapshot,
@@ -48,6 +47,7 @@ from squall.reliability.acker import RECORD_FLAG, base_root
 from squall.runtime.gc_pause import gc_paused
 from squall.runtime.reporting import task_figures
 from squall.runtime.spark import row_schema, window_columns
+from squall.runtime.spark.map_in_arrow import java_udf
 from squall.task.end_of_input import END_OF_INPUT_SRC
 from squall.task.snapshot import dump_instance, load_instance
 from squall.task.tasks import BoltTask
@@ -627,12 +627,11 @@ class StageChain:
         self.groups = fusion_groups(plan.topology, order, plan.conf)
         self.stages = []
         for cid, *fused in self.groups:
-            udf = UserDefinedFunction(
+            udf = java_udf(
                 stage_function(dataclasses.replace(plan, component=cid, fused=tuple(fused),
                                                    batch_from_job=True)),
-                returnType=row_schema.DDL, name=f"squall_{cid}",
-                evalType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF)
-            self.stages.append((plan.topology.components[cid].num_tasks, udf._judf))
+                row_schema.DDL, f"squall_{cid}")
+            self.stages.append((plan.topology.components[cid].num_tasks, udf))
         # Columns by name, resolved against each batch's plan: every stage reads and writes the
         # rows of row_schema.SCHEMA.
         self.columns = jvm.PythonUtils.toSeq(

@@ -26,8 +26,8 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
-from pyspark.sql.udf import PythonEvalType, UserDefinedFunction
 
+from squall.runtime.spark.map_in_arrow import java_udf
 from squall.runtime.spark.trident import columns as cols
 from squall.runtime.spark.trident import schema as sc
 from squall.runtime.spark.trident import state as ts
@@ -270,8 +270,8 @@ class Launcher:
             apply = ts.ApplyState(job.terminals, chain.kinds, self.location, -1, job.collect,
                                   from_job=True)
             made = self._made[key] = _StateFunctions(
-                job, self.spark, _java_udf(chain, chain.output_schema(), "squall_state_chain"),
-                _java_udf(apply, ts.OUTPUT_SCHEMA, "squall_state_apply"))
+                job, self.spark, java_udf(chain, chain.output_schema(), "squall_state_chain"),
+                java_udf(apply, ts.OUTPUT_SCHEMA, "squall_state_apply"))
         return made
 
     # ---- the path before the terminal --------------------------------------------------------
@@ -416,13 +416,6 @@ class _StateFunctions:
         col = self._jvm.org.apache.spark.sql.functions.col
         return self._jvm.PythonUtils.toSeq(
             [col("`" + n.replace("`", "``") + "`") for n in names])
-
-
-def _java_udf(function: Any, ddl: str, name: str) -> Any:
-    """`function` as the JVM's Spark UDF of a `mapInArrow` returning rows of `ddl` (what
-    `DataFrame.mapInArrow` makes for each DataFrame)."""
-    return UserDefinedFunction(function, returnType=ddl, name=name,
-                               evalType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF)._judf
 
 
 def _repartition(df: DataFrame, node: RepartitionNode) -> DataFrame:
