@@ -7,6 +7,8 @@ a tree completed but when.
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
 from squall import (
@@ -227,6 +229,56 @@ def test_pending_map_without_timeout_never_expires():
     assert p.expire(now_ms=10**12) == []
     assert len(p) == 1
     assert [(r, e.msg_id) for r, e in p.items()] == [(1, "a")]
+
+
+def _pending_contents(p: PendingMap) -> list:
+    return [(root, e.msg_id, e.stream, e.start_ms, e.touched_ms, e.values, root in p._held)
+            for root, e in p.items()]
+
+
+def test_pending_map_pickles_as_columns_and_restores_order_clocks_and_holds():
+    p = PendingMap(timeout_ms=1_000)
+    p.add(2**64 - 5, "m1", "default", now_ms=10)
+    p.add(3, ("m", 3), "s", now_ms=12, values=[3])
+    p.reset(2**64 - 5, now_ms=400)  # armed order is deadline order: 3 first now
+    p.hold(epoch=4)
+    p.add(7, "m7", "default", now_ms=20)
+    p.hold(epoch=5)
+    p.add(8, "m8", "default", now_ms=21)
+    q = pickle.loads(pickle.dumps(p))
+    assert _pending_contents(q) == _pending_contents(p)
+    assert q.next_deadline() == p.next_deadline() == 1_012
+    assert [root for root, _ in q.expire(now_ms=1_012)] == [3]
+    q.arm(through=4, now_ms=2_000)  # held under 4: armed; under 5: still held
+    assert (7 in q._entries, 8 in q._held) == (True, True)
+    q.add(9, "m9", "default", now_ms=30)  # held under the epoch the snapshot was taken in
+    assert 9 in q._held and q._held_epoch[9] == 5
+    empty = pickle.loads(pickle.dumps(PendingMap(timeout_ms=None)))
+    assert (len(empty), empty.next_deadline()) == (0, None)
+
+
+# A PendingMap pickled before its snapshot held columns (entry objects): a checkpoint written
+# then must restore.
+_PENDING_BEFORE_COLUMNS = (
+    b"\x80\x05\x95;\x01\x00\x00\x00\x00\x00\x00\x8c\x1asquall.reliability.pending\x94"
+    b"\x8c\nPendingMap\x94\x93\x94)\x81\x94}\x94(\x8c\ntimeout_ms\x94M\xe8\x03\x8c\x08_entries"
+    b"\x94\x8c\x0bcollections\x94\x8c\x0bOrderedDict\x94\x93\x94)R\x94\x8a\t\xfb\xff\xff\xff"
+    b"\xff\xff\xff\xff\x00h\x00\x8c\x0cPendingEntry\x94\x93\x94)\x81\x94N}\x94(\x8c\x06msg_id"
+    b"\x94\x8c\x02m1\x94\x8c\x08start_ms\x94K\n\x8c\x06stream\x94\x8c\x07default\x94\x8c\n"
+    b"touched_ms\x94K\n\x8c\x06values\x94Nu\x86\x94bs\x8c\x05_held\x94}\x94K\x07h\x0c)\x81\x94N}"
+    b"\x94(h\x0f\x8c\x01m\x94K\x02\x86\x94h\x11K\x14h\x12\x8c\x01s\x94h\x14K\x14h\x15]\x94K\x01"
+    b"au\x86\x94bs\x8c\x0b_held_epoch\x94}\x94K\x07K\x03s\x8c\x06_epoch\x94K\x03ub."
+)
+
+
+def test_pending_map_restores_a_snapshot_of_entry_objects():
+    p = pickle.loads(_PENDING_BEFORE_COLUMNS)
+    assert _pending_contents(p) == [(2**64 - 5, "m1", "default", 10, 10, None, False),
+                                    (7, ("m", 2), "s", 20, 20, [1], True)]
+    assert p.next_deadline() == 1_010
+    p.arm(through=3, now_ms=50)
+    assert [root for root, _ in p.expire(now_ms=1_050)] == [2**64 - 5, 7]
+    assert _pending_contents(pickle.loads(pickle.dumps(p))) == []
 
 
 # ---- end-to-end helpers --------------------------------------------------------------------

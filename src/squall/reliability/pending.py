@@ -32,6 +32,7 @@ a slow batch, or a batch killed and replayed, never times out the trees it carri
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -63,9 +64,25 @@ class PendingMap:
         self._held_epoch: dict[int, int] = {}  # root -> the epoch (batch) it was added in
         self._epoch: int | None = None  # set by `hold`: new entries are held under it
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The entries as columns, one list per field: pickling 100,000 entry objects one by one
+        # took most of a reliable spout's snapshot (a spout reader snapshots every batch).
+        armed, held = self._entries, self._held
+        return {"version": _COLUMNS, "timeout_ms": self.timeout_ms, "epoch": self._epoch,
+                "armed": _columns(armed), "held": _columns(held),
+                "held_epochs": [self._held_epoch[root] for root in held]}
+
     def __setstate__(self, state: dict[str, Any]) -> None:
-        # Snapshots written before entries could be held have none.
-        self.__dict__.update({"_held": {}, "_held_epoch": {}, "_epoch": None, **state})
+        if state.get("version") != _COLUMNS:
+            # A snapshot of entry objects (written before the columns); those written before
+            # entries could be held have none.
+            self.__dict__.update({"_held": {}, "_held_epoch": {}, "_epoch": None, **state})
+            return
+        self.timeout_ms = state["timeout_ms"]
+        self._epoch = state["epoch"]
+        self._entries = OrderedDict(_entries(state["armed"]))
+        self._held = dict(_entries(state["held"]))
+        self._held_epoch = dict(zip(self._held, state["held_epochs"], strict=True))
 
     def __len__(self) -> int:
         return len(self._entries) + len(self._held)
@@ -139,3 +156,23 @@ class PendingMap:
 
     def items(self) -> list[tuple[int, PendingEntry]]:
         return [*self._entries.items(), *self._held.items()]
+
+
+_COLUMNS = 2  # the snapshot format of `PendingMap.__getstate__`: entries as columns
+
+
+def _columns(entries: dict[int, PendingEntry]) -> tuple[list, ...]:
+    """`entries` as (roots, msg ids, streams, starts, touched, values), in their order."""
+    es = list(entries.values())  # a comprehension a field: a third of the time of zip(*rows)
+    return (list(entries), [e.msg_id for e in es], [e.stream for e in es],
+            [e.start_ms for e in es], [e.touched_ms for e in es], [e.values for e in es])
+
+
+def _entries(columns: tuple[list, ...]) -> Iterator[tuple[int, PendingEntry]]:
+    """The `(root, entry)` pairs of `_columns`' lists."""
+    new = PendingEntry.__new__
+    for root, msg_id, stream, start, touched, values in zip(*columns, strict=True):
+        entry = new(PendingEntry)
+        entry.msg_id, entry.stream, entry.start_ms = msg_id, stream, start
+        entry.touched_ms, entry.values = touched, values
+        yield root, entry
