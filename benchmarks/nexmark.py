@@ -28,8 +28,9 @@ branches), so a query's figure is its own work. events/s = the events of the str
 time, from the run's start to its end (squall: `run()`; Structured Streaming: `start()` to the end
 of an `availableNow` query), the Spark session's start excluded. Outputs go to files: squall's
 Storm-API and windowed queries through a `JsonLinesSink` bolt, its Trident queries through a
-`partition_persist` into a state that writes each batch's rows as a file, Structured Streaming's
-through `foreachBatch` writing Parquet under the batch id. After the run the files are read back
+`partition_persist` into a state that writes each batch's rows as Parquet files (`BatchFiles`:
+JSON lines where a field has no one Arrow type), Structured Streaming's through `foreachBatch`
+writing Parquet under the batch id. After the run the files are read back
 in batch order, put in the reference's form (`squall.nexmark.queries.results.canonical`) and
 compared with `squall.nexmark.reference` through an order-free fingerprint (the row count and the
 sum of a hash per row), the stateless queries' reference computed chunk by chunk; a run whose
@@ -197,27 +198,36 @@ def output_fingerprint(query: str, rows: Iterable[Sequence[Any]]) -> list[int]:
     return fingerprint(canonical(query, rows))
 
 
-def read_jsonl(directory: Path) -> Iterator[list[Any]]:
-    """The rows of the JSON-lines files under `directory`, in name (batch) order."""
-    for path in sorted(directory.glob("*.jsonl")):
+def read_output(directory: Path) -> Iterator[list[Any]]:
+    """The rows of the output files under `directory`, in name (batch) order: JSON lines (an
+    object or a list of values per row) and Parquet."""
+    for path in sorted([*directory.glob("*.jsonl"), *directory.glob("*.parquet")]):
+        if path.suffix == ".parquet":
+            table = pq.read_table(str(path))
+            yield from (list(r) for r in zip(*(c.to_pylist() for c in table.columns),
+                                             strict=True))
+            continue
         with open(path, encoding="utf-8") as f:
             for line in f:
-                yield list(json.loads(line).values())
+                row = json.loads(line)
+                yield list(row.values()) if isinstance(row, dict) else row
 
 
 # ---- squall ---------------------------------------------------------------------------------
 
-class JsonLinesBatches:
-    """A Trident state writing a batch's rows, of every partition it is given, as one JSON-lines
-    file `t<txid>-<id>.jsonl` under `directory`: the batch's first write starts the file, so a
-    replayed batch rewrites it."""
+class BatchFiles:
+    """A Trident state writing the rows of a batch it is given (a partition's at a time) as
+    files under `directory`, `t<txid>-<id>-<n>`: Parquet, a column per field typed by pyarrow
+    from the values, as Structured Streaming's `foreachBatch` writes its output; JSON lines of
+    the rows' values where a field has no one Arrow type (q19's lists of bids). A replayed
+    batch first removes the files its earlier attempt wrote."""
 
     def __init__(self, directory: str) -> None:
         self.directory, self.id = directory, uuid.uuid4().hex[:8]
-        self.txid, self.started = 0, False
+        self.txid, self.written = 0, 0
 
     def begin_commit(self, txid: int) -> None:
-        self.txid, self.started = txid, False
+        self.txid, self.written = txid, 0
 
     def commit(self, txid: int) -> None:
         pass  # each write is flushed when it returns
@@ -226,22 +236,34 @@ class JsonLinesBatches:
         pass
 
     def write(self, tuples: Sequence[Any]) -> None:
+        if not tuples:
+            return
         os.makedirs(self.directory, exist_ok=True)
-        path = os.path.join(self.directory, f"t{self.txid:012d}-{self.id}.jsonl")
-        with open(path, "a" if self.started else "w", encoding="utf-8") as f:
-            for t in tuples:
-                f.write(json.dumps(dict(zip(t.fields, t, strict=True)), default=str) + "\n")
-        self.started = True
+        stem = os.path.join(self.directory, f"t{self.txid:012d}-{self.id}-")
+        if self.written == 0:  # an earlier attempt's files of this batch
+            for old in Path(self.directory).glob(f"{Path(stem).name}*"):
+                old.unlink()
+        stem += f"{self.written:04d}"
+        self.written += 1
+        fields = list(tuples[0].fields)
+        try:
+            table = pa.Table.from_arrays([pa.array(c) for c in zip(*tuples, strict=True)],
+                                         names=fields)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            with open(stem + ".jsonl", "w", encoding="utf-8") as f:
+                f.writelines(json.dumps(list(t), default=str) + "\n" for t in tuples)
+            return
+        pq.write_table(table, stem + ".parquet")
 
 
-class JsonLinesBatchesFactory:
-    """Makes a `JsonLinesBatches` state writing under `directory`."""
+class BatchFilesFactory:
+    """Makes a `BatchFiles` state writing under `directory`."""
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
 
-    def make_state(self, name: str, location: str | None = None) -> JsonLinesBatches:
-        return JsonLinesBatches(self.directory)
+    def make_state(self, name: str, location: str | None = None) -> BatchFiles:
+        return BatchFiles(self.directory)
 
 
 def squall_topology(query: str, source: str, root: Path | None, kafka: dict[str, Any],
@@ -277,7 +299,7 @@ def squall_topology(query: str, source: str, root: Path | None, kafka: dict[str,
 
 
 class WriteRows(StateUpdater):
-    """Writes each partition's rows of a batch to its `JsonLinesBatches` state."""
+    """Writes each partition's rows of a batch to its `BatchFiles` state."""
 
     def update_state(self, state: Any, tuples: Sequence[Any], collector: Any) -> None:
         state.write(tuples)
@@ -285,7 +307,7 @@ class WriteRows(StateUpdater):
 
 def _write_rows(out: Path) -> Callable[[str, Any], None]:
     def sink(query: str, stream: Any) -> None:
-        stream.partition_persist(JsonLinesBatchesFactory(str(out)), list(stream.fields),
+        stream.partition_persist(BatchFilesFactory(str(out)), list(stream.fields),
                                  WriteRows())
     return sink
 
@@ -442,7 +464,7 @@ def child(args: argparse.Namespace) -> None:
         mem = memory(spark) if spark is not None else {
             "driver_mb": peak_kb(os.getpid()) / 1024, "jvm_mb": 0.0, "worker_mb": 0.0}
         got = (sql_fingerprint(query, read_sql_output(query, out)) if runner == "sql"
-               else output_fingerprint(query, read_jsonl(out)))
+               else output_fingerprint(query, read_output(out)))
     finally:
         if spark is not None:
             spark.stop()
