@@ -13,9 +13,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from squall import run
+from squall.runtime.spark.trident.planner import unread_fields
 from squall.testing import complete_topology
 from squall.transaction_kernel.progress_store import meta_key, open_store
-from squall.trident import Count, FileBatchSpout, Function, Sum, TridentTopology
+from squall.trident import Count, FileBatchSpout, Filter, Function, MapPut, Sum, TridentTopology
+from squall.trident.plan import trident_plan
 from squall.trident.spouts import SpoutEmitter
 from squall.trident.state import DurableMapState, StateType
 
@@ -309,3 +311,40 @@ def test_a_checkpoint_of_positions_resumes_after_the_last_file_it_took(tmp_path)
     assert names(emitter.files(3)) == ["b2.jsonl"]
     assert names(emitter.files(4)) == ["b3.jsonl"]
     assert emitter.exhausted_after(4) and not emitter.exhausted_after(3)
+
+
+class Length(Function):
+    def execute(self, tup, collector):
+        collector.emit([len(tup["a"])])
+
+
+class EvenC(Filter):
+    def is_keep(self, tup):
+        return tup["c"] % 2 == 0
+
+
+def test_a_driver_read_leaves_out_the_columns_nothing_reads(runner, tmp_path):
+    """The operations below run on the driver (a `partition_persist` ends them), which reads
+    the Parquet batch with `d` left out: nothing reads it. `c` is read by the filter though
+    the projection drops it; `b` only passes through the `each` and the filter."""
+    (tmp_path / "in").mkdir()
+    rows = [(f"{'x' * (i % 5)}", f"k{i}", i, f"unread-{i}") for i in range(40)]
+    for part in range(2):
+        chunk = rows[part * 20:(part + 1) * 20]
+        pq.write_table(pa.table({name: [r[j] for r in chunk]
+                                 for j, name in enumerate(("a", "b", "c", "d"))}),
+                       str(tmp_path / "in" / f"part-{part}.parquet"))
+    t = TridentTopology()
+    (t.new_stream("rows", FileBatchSpout(str(tmp_path / "in"), ["a", "b", "c", "d"]))
+     .each(["a"], Length(), ["length"]).each(["c"], EvenC()).project(["b", "length"])
+     .partition_persist(DurableMapState.factory(StateType.TRANSACTIONAL), ["b", "length"],
+                        MapPut(), ["b", "length"]).name("lengths"))
+    topology = t.build()
+    plan = trident_plan(topology)
+    assert unread_fields(plan, plan.nodes[0].cid) == {"d"}
+    ckpt = tmp_path / "ckpt"
+    run(topology, runner=runner, checkpoint_location=str(ckpt))
+    state = DurableMapState.factory(StateType.TRANSACTIONAL).make_state("lengths", str(ckpt))
+    got = {k[0]: v for k, v in state.items()}
+    state.close()
+    assert got == {b: len(a) for a, b, c, _ in rows if c % 2 == 0}

@@ -34,6 +34,7 @@ import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
+from operator import itemgetter
 from typing import Any, assert_never
 
 import cloudpickle
@@ -252,7 +253,7 @@ def query_rows(node: PlanNode, fields: tuple[str, ...], part: Rows, op: Any, sta
     idx = _indexes(fields, node.input)
     make = tuple_type(node.input)
     width = len(node.output)
-    tuples = [make(tuple(r[i] for i in idx)) for r in part]
+    tuples = list(map(make, map(_picker(idx), part)))
     results = op.batch_retrieve(QueryView(state, node.cid), tuples) if tuples else []
     out: Rows = []
     coll = _Emitted()
@@ -521,16 +522,18 @@ class BatchExecutor:
         inputs = node.input
         idx = _indexes(fields, inputs)
         make = tuple_type(inputs)
-        whole = idx == list(range(len(fields)))
-
-        def view(r: tuple[Any, ...]) -> Any:
-            return make(r if whole else tuple(r[i] for i in idx))
+        pick = _picker(idx)
+        if idx == list(range(len(fields))):
+            view: Callable[[tuple[Any, ...]], Any] = make
+        else:
+            def view(r: tuple[Any, ...]) -> Any:
+                return make(pick(r))
 
         width = len(node.output)
         row_op = node.row_op
         match row_op:
             case RowOp.PROJECT:
-                return [tuple(r[i] for i in idx) for r in part]
+                return list(map(pick, part))
             case RowOp.FILTER:
                 keep = op.is_keep
                 return [r for r in part if keep(view(r))]
@@ -548,7 +551,11 @@ class BatchExecutor:
                     return list(zip(*columns, strict=True)) if columns else [()] * n
                 return self._each(node, fields, part, op, view)
             case RowOp.MAP:
-                return [_checked(op.execute(view(r)), width, node) for r in part]
+                mapped = list(map(tuple, map(op.execute, map(view, part))))
+                if mapped and set(map(len, mapped)) != {width}:  # checked once, in C
+                    for v in mapped:
+                        _checked(v, width, node)  # raises, naming the operation
+                return mapped
             case RowOp.FLAT_MAP:
                 out: Rows = []
                 for r in part:
@@ -660,7 +667,10 @@ class BatchExecutor:
         rows_of = result.get(ROW)
         if rows_of is None:
             rows_of = list(range(len(part)))
-        return [part[j] + tuple(c[k] for c in cols) for k, j in enumerate(rows_of)]
+        if not cols:  # a selection (`ROW` alone): the kept input rows as they are
+            return [part[j] for j in rows_of]
+        return [part[j] + values for j, values in zip(rows_of, zip(*cols, strict=True),
+                                                       strict=True)]
 
     def _grouped(self, node: AggregateNode, fields: tuple[str, ...], rows: Rows, txid: int,
                  op: Any) -> Rows:
@@ -668,12 +678,12 @@ class BatchExecutor:
         idx = _indexes(fields, inputs)
         make = tuple_type(inputs)
         if not keys:
-            return aggregate(op, [make(tuple(r[i] for i in idx)) for r in rows], txid,
+            return aggregate(op, list(map(make, map(_picker(idx), rows))), txid,
                              empty_emits=node.scope is Scope.BATCH)
-        kidx = _indexes(fields, keys)
+        key, pick = _picker(_indexes(fields, keys)), _picker(idx)
         groups: dict[tuple[Any, ...], list[Any]] = {}
         for r in rows:
-            groups.setdefault(tuple(r[i] for i in kidx), []).append(make(tuple(r[i] for i in idx)))
+            groups.setdefault(key(r), []).append(make(pick(r)))
         out: Rows = []
         for k, ts in groups.items():
             out.extend(k + v for v in aggregate(op, ts, txid))
@@ -708,9 +718,10 @@ class BatchExecutor:
         keys, op = node.keys, self.ops[node.cid][0]
         kidx, idx = _indexes(fields, keys), _indexes(fields, node.input)
         make = tuple_type(node.input)
+        key, pick = _picker(kidx), _picker(idx)
         groups: dict[tuple[Any, ...], list[Any]] = {}
         for r in rows:
-            groups.setdefault(tuple(r[i] for i in kidx), []).append(make(tuple(r[i] for i in idx)))
+            groups.setdefault(key(r), []).append(make(pick(r)))
         if not keys and not groups:
             groups[()] = []  # a global aggregate updates its one key on every batch
         return self.apply_partials(node, op, groups, txid)
@@ -817,7 +828,7 @@ class BatchExecutor:
         # A map state is seen through the batch's txid; any other state (a Kafka topic, a
         # user's) had the txid from `begin_commit` and is handed over as it is.
         view = StateView(state, txid) if isinstance(state, MapState) else state
-        op.update_state(view, [make(tuple(r[i] for i in idx)) for r in part], coll)
+        op.update_state(view, list(map(make, map(_picker(idx), part))), coll)
         self._raise_reported(node, coll)
         width = len(node.fields)
         return [_checked(v, width, node) for v in coll.out]
@@ -900,6 +911,22 @@ def timestamp_of(ts: Any, node: PlanNode) -> int:
 def _indexes(fields: Sequence[str], names: Sequence[str]) -> list[int]:
     pos = {f: i for i, f in enumerate(fields)}
     return [pos[n] for n in names]
+
+
+def _picker(idx: Sequence[int]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+    """A row's values at `idx` as a tuple, taken in C (`itemgetter`): about a third of the
+    time a generator over the indexes takes, once per row of every operation that reads some
+    of its input's fields.
+
+    >>> _picker([2, 0])(("a", "b", "c")), _picker([1])(("a", "b")), _picker([])(("a",))
+    (('c', 'a'), ('b',), ())
+    """
+    if len(idx) >= 2:
+        return itemgetter(*idx)
+    if len(idx) == 1:
+        i = idx[0]
+        return lambda r: (r[i],)
+    return lambda r: ()
 
 
 def _checked(values: Any, width: int, node: RowNode | StateQueryNode | PersistNode

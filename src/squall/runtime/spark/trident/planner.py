@@ -29,6 +29,7 @@ from squall.runtime.spark.trident.jobs import (
 from squall.trident.operations import BuiltinCombiner, CombinerAggregator, Count, Sum
 from squall.trident.plan import (
     AggregateNode,
+    Broadcast,
     Global,
     JoinNode,
     MergeNode,
@@ -254,6 +255,60 @@ def _jvm_builtins(terminals: Sequence[Terminal], types: cols.Types) -> bool:
         if not (op is Count or (op is Sum and types.get(terminal_input(t)[0]) == "i")):
             return False
     return True
+
+
+def unread_fields(plan: Plan, cid: str) -> frozenset[str]:
+    """The fields of `cid`'s output that no operation of `plan` reads, neither after it nor
+    after the operations that pass them on: a file spout's batch read on the driver need not
+    make them (`FileBatch.rows`). A row operation reads its input (an `each`, a filter and a
+    `peek` pass every field on; a projection and a map do not), a repartition by keys its
+    keys, an aggregation or state update its input and keys, a window also its timestamp;
+    anything else (a merge, a join, a state query, a custom grouping) every field. Only for a
+    run that does not keep every operation's output (`capture`).
+
+    >>> from squall.trident.plan import Persist, PersistNode, RowNode, RowOp, SpoutNode
+    >>> spout = SpoutNode(cid="s", fields=("a", "b", "c", "d"), spout=None)
+    >>> keep = RowNode(cid="f", parents=("s",), fields=spout.fields, row_op=RowOp.FILTER,
+    ...                input=("a",))
+    >>> pick = RowNode(cid="p", parents=("f",), fields=("b", "a"), row_op=RowOp.PROJECT,
+    ...                input=("b", "a"))
+    >>> out = PersistNode(cid="w", parents=("p",), fields=(), persist=Persist.PARTITION,
+    ...                   state="x", factory=None, input=("b", "a"), op=None)
+    >>> sorted(unread_fields(Plan((spout, keep, pick, out)), "s"))
+    ['c', 'd']
+    """
+    live: dict[str, frozenset[str]] = {}
+    for node in reversed(plan.nodes):
+        need: set[str] = set()
+        for kid in plan.children(node.cid):
+            need |= _parent_reads(kid, node.fields, live.get(kid.cid, frozenset()))
+        live[node.cid] = frozenset(need)
+    return frozenset(plan.node(cid).fields) - live[cid]
+
+
+def _parent_reads(node: Node, fields: tuple[str, ...], live: frozenset[str]) -> set[str]:
+    """The fields of its parent's rows (`fields`) `node` reads or passes on to an operation
+    that reads them (`live`: its own output's fields read after it)."""
+    match node:
+        case RowNode(row_op=RowOp.EACH):
+            return set(node.input) | (live - set(node.output))
+        case RowNode(row_op=RowOp.FILTER | RowOp.PEEK):
+            return set(node.input) | live
+        case RowNode():  # a projection, a map: a new row of the fields they read
+            return set(node.input)
+        case RepartitionNode(scheme=Shuffle() | Global() | Broadcast()):
+            return set(live)
+        case RepartitionNode(scheme=PartitionBy(keys=keys)):
+            return set(keys) | live
+        case PersistNode():
+            return {*node.input, *node.keys}
+        case AggregateNode():
+            return {*node.keys, *(f for a in node.aggregations for f in a.input)}
+        case WindowNode():
+            return {*node.input, *node.keys,
+                    *((node.timestamp_field,) if node.timestamp_field else ())}
+        case _:
+            return set(fields)
 
 
 def query_in_tasks(node: StateQueryNode) -> bool:

@@ -37,7 +37,12 @@ from squall.runtime.spark.shipping import ship_by_value
 from squall.runtime.spark.trident.failures import worker_error
 from squall.runtime.spark.trident.jobs import Launched, SparkJob, Tuning
 from squall.runtime.spark.trident.launch import Batch, Launcher
-from squall.runtime.spark.trident.planner import query_in_tasks, spark_jobs, spark_segments
+from squall.runtime.spark.trident.planner import (
+    query_in_tasks,
+    spark_jobs,
+    spark_segments,
+    unread_fields,
+)
 from squall.topology.description import Topology
 from squall.transaction_kernel.progress_store import STORE
 from squall.trident.computed import Computed
@@ -105,6 +110,10 @@ class TridentSparkRunner(Controls, Reporting):
         self._stats_lock = threading.Lock()
         self.errors: list[ErrorRecord] = []
         self.capture = capture
+        # A file spout's fields that nothing reads: its batches read on the driver skip them,
+        # unless every operation's output is kept (`capture`: the spout's rows whole).
+        self.unread = {} if capture else {n.cid: unread_fields(self.plan, n.cid)
+                                          for n in self.plan.nodes if isinstance(n, SpoutNode)}
         self.outputs: dict[str, list[tuple[Any, ...]]] = {n.cid: [] for n in self.plan.nodes}
         self.committed: list[int] = []
         self.failed_attempts = 0
@@ -227,7 +236,7 @@ class TridentSparkRunner(Controls, Reporting):
                 self.launched.append(Launched(txid, job.kind, route, job.operations))
         self.spark_sizes = self.launcher.sizes(self.inside)
         t_driver = time.perf_counter()
-        rows = {cid: [b.rows()] if isinstance(b, FileBatch) else b
+        rows = {cid: [b.rows(self.unread.get(cid, ()))] if isinstance(b, FileBatch) else b
                 for cid, b in batches.items() if cid not in self.inside}
         # The transaction's processing time: the driver's clock when its micro-batch first ran.
         now = self.coordinator.batch_time(txid, int(time.time() * 1000))
