@@ -146,8 +146,10 @@ class TaskRuntime:
 class SpoutTask(TaskRuntime):
     kind = "spout"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, topology: Topology, task_id: int, topology_conf: Mapping[str, Any],
+                 host: Host, *, seed: int, tracking: bool, capture: list | None = None) -> None:
+        super().__init__(topology, task_id, topology_conf, host, seed=seed, tracking=tracking,
+                         capture=capture)
         self.pending = PendingMap(message_timeout_ms(self.conf))
         self.max_pending: int | None = max_spout_pending(self.conf)
         self.completions: deque[Outcome] = deque()
@@ -502,8 +504,10 @@ class SpoutTask(TaskRuntime):
 class BoltTask(TaskRuntime):
     kind = "bolt"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, topology: Topology, task_id: int, topology_conf: Mapping[str, Any],
+                 host: Host, *, seed: int, tracking: bool, capture: list | None = None) -> None:
+        super().__init__(topology, task_id, topology_conf, host, seed=seed, tracking=tracking,
+                         capture=capture)
         self.collector: OutputCollector = OutputCollector(self)
         role = self.topology.components[self.component_id].role
         self.basic = role == BASIC

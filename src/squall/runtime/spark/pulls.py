@@ -51,6 +51,7 @@ class ReaderHost:
     """The `Host` of spout tasks, in the reader or in a pull: emits become rows of the batch."""
 
     ack_xor = None  # spouts do not ack
+    transactional_batches = False  # no bolt's batch end runs here
 
     def __init__(self, keys: dict[int, int], capture: bool) -> None:
         self.rows = row_schema.RowBuffer()
@@ -76,7 +77,11 @@ class ReaderHost:
     def ack(self, root: int, value: int, component: str) -> None:
         raise RuntimeError("spouts do not ack tuples")
 
-    fail = reset = ack
+    def fail(self, root: int, component: str) -> None:
+        raise RuntimeError("spouts do not fail tuples")
+
+    def reset(self, root: int, component: str) -> None:
+        raise RuntimeError("spouts do not reset tuples' timeouts")
 
     def forget(self, root: int) -> None:
         self.messages.append((row_schema.FAIL, row_schema.TIMED_OUT, root, 0))

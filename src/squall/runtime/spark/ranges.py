@@ -150,6 +150,7 @@ class _RangeHost:
     """Collects the rows of one range's records."""
 
     ack_xor = None  # the range's ack is one message, built when its records are read
+    transactional_batches = False  # no bolt's batch end runs here
 
     def __init__(self, keys: dict[int, int], ts: int, seq: int) -> None:
         self.rows = row_schema.RowBuffer()
@@ -172,6 +173,23 @@ class _RangeHost:
 
     def now_ms(self) -> int:
         return self.ts
+
+    # A range is one tuple tree, anchored and acked by `_read_range` itself: its task's
+    # collector routes the records and never reaches the ledger through the host.
+    def ack_init(self, root: int, xor: int, spout_task: int) -> None:
+        raise RuntimeError("a range's tree is started by the reader's plan, not by its records")
+
+    def ack(self, root: int, value: int, component: str) -> None:
+        raise RuntimeError("a range is acked as one message by its reader")
+
+    def fail(self, root: int, component: str) -> None:
+        raise RuntimeError("a range is failed as one message by its reader")
+
+    def reset(self, root: int, component: str) -> None:
+        raise RuntimeError("a range's timeout is its batch's")
+
+    def forget(self, root: int) -> None:
+        raise RuntimeError("a range's tree is forgotten by the reader's plan")
 
 
 _PLANS: dict[str, tuple[int, dict[str, Any], dict[int, int]]] = {}
