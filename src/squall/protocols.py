@@ -1,7 +1,8 @@
 """The surfaces the layers meet at, as typing protocols, so no layer imports another to type it.
 
 Components type against the collector surfaces here (`OutputCollectorLike`, ...), not against the
-task layer's collectors; the task layer types its hosts as `Host`, which every runner implements;
+task layer's collectors; the task layer types its hosts as `Host`, which every runner implements
+(a spout task's as `SpoutHost`, the part a host of spout tasks alone needs);
 windowed operators type accumulations as `Accumulation`; `squall.run` and the CLI type runners
 as `Runner`. This module sits just above the topology description and the run results, which
 are all it imports of squall (see docs/design/architecture.md).
@@ -87,24 +88,38 @@ class PacketBuffer(Protocol):
     def channel(self, origin: Any, target: int) -> list[Any]: ...
 
 
-class Host(Clock, Protocol):
-    """What a runner provides to the tasks it hosts.
+class SpoutHost(Clock, Protocol):
+    """What a runner provides to the spout tasks it hosts: the tuples' way out and the two
+    ledger calls a spout makes (a tree started, a tree forgotten when it timed out).
 
-    `packets`: the host's packet buffer, or None when tuples go through `send` one by one.
-    `ack_xor`: for a host whose `ack` only XORs the value into a dict by root, that dict
-    (collectors then ack inline), else None. Collectors read both when bound to the host
-    (`squall.task.collectors`).
+    `packets`: the host's packet buffer, or None when tuples go through `send` one by one
+    (collectors read it when bound to the host, `squall.task.collectors`).
     """
 
     @property
     def packets(self) -> PacketBuffer | None: ...
 
-    @property
-    def ack_xor(self) -> dict[int, int] | None: ...
-
     def send(self, task_id: int, tup: Any) -> None: ...
 
     def ack_init(self, root: int, xor: int, spout_task: int) -> None: ...
+
+    def forget(self, root: int) -> None: ...
+
+    def report_error(
+        self, component: str, task: int, error: BaseException, stream: str | None = None
+    ) -> None: ...
+
+
+class Host(SpoutHost, Protocol):
+    """What a runner provides to every task it hosts, bolts included: a spout's host and the
+    ledger calls of the tuples bolts execute.
+
+    `ack_xor`: for a host whose `ack` only XORs the value into a dict by root, that dict
+    (collectors then ack inline), else None.
+    """
+
+    @property
+    def ack_xor(self) -> dict[int, int] | None: ...
 
     def ack(self, root: int, value: int, component: str) -> None: ...
 
@@ -112,15 +127,9 @@ class Host(Clock, Protocol):
 
     def reset(self, root: int, component: str) -> None: ...
 
-    def forget(self, root: int) -> None: ...
-
     # Whether a batch that raises `BatchRetryError` can be left uncommitted and run again
     # (the runner's batches are transactions), rather than its tuples failed.
     transactional_batches: bool
-
-    def report_error(
-        self, component: str, task: int, error: BaseException, stream: str | None = None
-    ) -> None: ...
 
 
 # ---- what the checkpoint protocol calls --------------------------------------------------------

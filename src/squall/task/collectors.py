@@ -17,10 +17,10 @@ tuples: `_InlineBasicCollector` does their delivery inline (see there why).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from squall.errors import EmitError, ReliabilityError
-from squall.protocols import Host, OutputCollectorLike
+from squall.protocols import Host, OutputCollectorLike, SpoutHost
 from squall.task.routing import StreamRoute
 from squall.task.snapshot import current_collector
 from squall.task.surfaces import EmittingTask, TrackingTask
@@ -29,7 +29,7 @@ from squall.topology.tuple import ACKED, FAILED, PENDING, Tuple, _RuntimeTuple
 from squall.transaction_kernel.reports import BatchReport
 
 
-def host_channels(host: Host) -> tuple[Mapping[Any, list[Any]] | None, Any]:
+def host_channels(host: SpoutHost) -> tuple[Mapping[Any, list[Any]] | None, Any]:
     """`(open, channel)` of a host that buffers tuples in packets, else `(None, None)`.
 
     Such a host (`squall.runtime.spark.row_schema.Packets`) keeps, for each (origin, target task)
@@ -196,7 +196,7 @@ class _Packets(_Delivery):
         return transferred
 
 
-def _delivery(host: Host, rand: Callable[[], int]) -> _Delivery:
+def _delivery(host: SpoutHost, rand: Callable[[], int]) -> _Delivery:
     """The delivery of tuples on `host`, with edge ids from `rand` (see `_Delivery` and its
     subclasses)."""
     opened, channel = host_channels(host)
@@ -208,17 +208,21 @@ def _delivery(host: Host, rand: Callable[[], int]) -> _Delivery:
     return _Delivery(host.send, rand)
 
 
-class _Emitter:
+# The host a collector is bound to: a spout's collector needs a `SpoutHost`, a bolt's a `Host`.
+H = TypeVar("H", bound=SpoutHost)
+
+
+class _Emitter(Generic[H]):
     """Emit checks shared by spout and bolt collectors."""
 
-    def __init__(self, task: EmittingTask) -> None:
+    def __init__(self, task: EmittingTask[H]) -> None:
         self._component = task.component_id
         self._task_id = task.task_id
         self._capture = task.capture
         self._stats = task.stats
         self.bind(task.host, task.routes, task.rand64)
 
-    def bind(self, host: Host, routes: dict[str, StreamRoute], rand: Callable[[], int]) -> None:
+    def bind(self, host: H, routes: dict[str, StreamRoute], rand: Callable[[], int]) -> None:
         """Emit through `host` with `routes` and tuple ids from `rand`: the one place that
         derives the shortcuts the emit paths use (called again when a task moves to another
         host, or a snapshot replaced its routes and id generator)."""
@@ -230,7 +234,7 @@ class _Emitter:
         # `self._delivery.unanchored(...)`: as cheap as a method of the collector's own).
         self._delivery = _delivery(host, rand)
 
-    _host: Host
+    _host: H
     _routes: dict[str, StreamRoute]
     _rand: Callable[[], int]
     _delivery: _Delivery
@@ -300,7 +304,7 @@ class _Emitter:
         return (current_collector, ("output",))
 
 
-class SpoutOutputCollector(_Emitter):
+class SpoutOutputCollector(_Emitter[SpoutHost]):
     """The collector a spout emits with. `msg_id` makes the emit tracked (reliable)."""
 
     def __init__(self, task: TrackingTask) -> None:
@@ -366,10 +370,10 @@ class SpoutOutputCollector(_Emitter):
             send(t, _RuntimeTuple(values, origin, {root: edge}, t))
 
 
-class OutputCollector(_Emitter):
+class OutputCollector(_Emitter[Host]):
     """The collector a bolt emits, acks and fails with."""
 
-    def __init__(self, task: EmittingTask) -> None:
+    def __init__(self, task: EmittingTask[Host]) -> None:
         self._tracking = task.tracking
         super().__init__(task)
 

@@ -9,18 +9,21 @@ satisfy them where a task hands itself over.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from squall.components.context import TopologyContext
-from squall.protocols import Host
+from squall.protocols import Host, SpoutHost
 from squall.task.routing import StreamRoute
 from squall.task.stats import TaskStats
 from squall.topology.description import Topology
 from squall.topology.tuple import Tuple
 
+# The host a task's collector is bound to: a spout task's offers less than a bolt task's.
+H_co = TypeVar("H_co", bound=SpoutHost, covariant=True)
 
-class EmittingTask(Protocol):
-    """What a collector reads of its task when it is built."""
+
+class EmittingTask(Protocol[H_co]):
+    """What a collector reads of its task when it is built (`H_co`: the kind of host)."""
 
     component_id: str
     task_id: int
@@ -28,11 +31,13 @@ class EmittingTask(Protocol):
     stats: TaskStats
     routes: dict[str, StreamRoute]
     rand64: Callable[[], int]
-    host: Host
     tracking: bool
 
+    @property
+    def host(self) -> H_co: ...
 
-class TrackingTask(EmittingTask, Protocol):
+
+class TrackingTask(EmittingTask[SpoutHost], Protocol):
     """A spout task: its collector registers the tuple trees it starts."""
 
     def track(self, root: int, msg_id: Any, stream: str, xor: int,

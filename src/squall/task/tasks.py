@@ -13,7 +13,7 @@ import random
 import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from squall.components.base import BasicBolt, Spout
 from squall.components.context import TopologyContext
@@ -26,7 +26,7 @@ from squall.components.partitioned_source import (
 from squall.errors import BatchRetryError, DeadLetterError, FailedException
 from squall.metrics.histogram import LatencyHistogram
 from squall.metrics.user import merge_partial
-from squall.protocols import Host, OutputCollectorLike
+from squall.protocols import Host, OutputCollectorLike, SpoutHost
 from squall.reliability.acker import Outcome
 from squall.reliability.pending import PendingEntry, PendingMap
 from squall.reliability.retries import DEAD_LETTER, Retries, RetryPolicy
@@ -64,7 +64,11 @@ _ASSIGNMENTS: weakref.WeakKeyDictionary[Any, dict[str, PartitionAssignment]] = (
     weakref.WeakKeyDictionary())
 
 
-class TaskRuntime:
+# The host a task runs on: a spout task needs a `SpoutHost`, a bolt task a `Host`.
+H = TypeVar("H", bound=SpoutHost)
+
+
+class TaskRuntime(Generic[H]):
     kind = "task"
     collector: SpoutOutputCollector | OutputCollector
 
@@ -73,7 +77,7 @@ class TaskRuntime:
         topology: Topology,
         task_id: int,
         topology_conf: Mapping[str, Any],
-        host: Host,
+        host: H,
         *,
         seed: int,
         tracking: bool,
@@ -121,8 +125,9 @@ class TaskRuntime:
         return dict(totals)
 
     def _bind_collectors(self) -> None:
-        """Bind the task's collectors to its host, routes and id generator (one call)."""
-        self.collector.bind(self.host, self.routes, self.rand64)
+        """Bind the task's collectors to its host, routes and id generator (one call; each
+        kind of task binds its own collectors)."""
+        raise NotImplementedError
 
     def framework_saved(self) -> tuple[Any, CheckpointingSaved | None]:
         """What a snapshot carries of the framework's state for the instance: the role
@@ -143,11 +148,12 @@ class TaskRuntime:
         self.host.report_error(self.component_id, self.task_id, error, stream)
 
 
-class SpoutTask(TaskRuntime):
+class SpoutTask(TaskRuntime[SpoutHost]):
     kind = "spout"
 
     def __init__(self, topology: Topology, task_id: int, topology_conf: Mapping[str, Any],
-                 host: Host, *, seed: int, tracking: bool, capture: list | None = None) -> None:
+                 host: SpoutHost, *, seed: int, tracking: bool,
+                 capture: list | None = None) -> None:
         super().__init__(topology, task_id, topology_conf, host, seed=seed, tracking=tracking,
                          capture=capture)
         self.pending = PendingMap(message_timeout_ms(self.conf))
@@ -183,6 +189,9 @@ class SpoutTask(TaskRuntime):
         super().rebind()
         self.spout = self.instance
         self._watch_partitions()
+
+    def _bind_collectors(self) -> None:
+        self.collector.bind(self.host, self.routes, self.rand64)
 
     def open(self) -> None:
         self.spout.open(self.conf, self.context, self.collector)
@@ -501,7 +510,7 @@ class SpoutTask(TaskRuntime):
             self.report(exc)
 
 
-class BoltTask(TaskRuntime):
+class BoltTask(TaskRuntime[Host]):
     kind = "bolt"
 
     def __init__(self, topology: Topology, task_id: int, topology_conf: Mapping[str, Any],

@@ -48,10 +48,8 @@ SNAPSHOTS_KEPT = 3  # per task: the newest, and the ones a retry or a replay may
 
 
 class ReaderHost:
-    """The `Host` of spout tasks, in the reader or in a pull: emits become rows of the batch."""
-
-    ack_xor = None  # spouts do not ack
-    transactional_batches = False  # no bolt's batch end runs here
+    """The `SpoutHost` of spout tasks, in the reader or in a pull: emits become rows of the
+    batch."""
 
     def __init__(self, keys: dict[int, int], capture: bool) -> None:
         self.rows = row_schema.RowBuffer()
@@ -73,15 +71,6 @@ class ReaderHost:
 
     def ack_init(self, root: int, xor: int, spout_task: int) -> None:
         self.messages.append((row_schema.INIT, spout_task, root, xor))
-
-    def ack(self, root: int, value: int, component: str) -> None:
-        raise RuntimeError("spouts do not ack tuples")
-
-    def fail(self, root: int, component: str) -> None:
-        raise RuntimeError("spouts do not fail tuples")
-
-    def reset(self, root: int, component: str) -> None:
-        raise RuntimeError("spouts do not reset tuples' timeouts")
 
     def forget(self, root: int) -> None:
         self.messages.append((row_schema.FAIL, row_schema.TIMED_OUT, root, 0))

@@ -147,10 +147,7 @@ def plan_ranges(task: SpoutTask, budget: int, now: int, next_seq: Any) -> list[t
 
 
 class _RangeHost:
-    """Collects the rows of one range's records."""
-
-    ack_xor = None  # the range's ack is one message, built when its records are read
-    transactional_batches = False  # no bolt's batch end runs here
+    """The `SpoutHost` of a range's spout task: collects the rows of its records."""
 
     def __init__(self, keys: dict[int, int], ts: int, seq: int) -> None:
         self.rows = row_schema.RowBuffer()
@@ -178,15 +175,6 @@ class _RangeHost:
     # collector routes the records and never reaches the ledger through the host.
     def ack_init(self, root: int, xor: int, spout_task: int) -> None:
         raise RuntimeError("a range's tree is started by the reader's plan, not by its records")
-
-    def ack(self, root: int, value: int, component: str) -> None:
-        raise RuntimeError("a range is acked as one message by its reader")
-
-    def fail(self, root: int, component: str) -> None:
-        raise RuntimeError("a range is failed as one message by its reader")
-
-    def reset(self, root: int, component: str) -> None:
-        raise RuntimeError("a range's timeout is its batch's")
 
     def forget(self, root: int) -> None:
         raise RuntimeError("a range's tree is forgotten by the reader's plan")
