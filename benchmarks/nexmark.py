@@ -29,7 +29,8 @@ time, from the run's start to its end (squall: `run()`; Structured Streaming: `s
 of an `availableNow` query), the Spark session's start excluded. Outputs go to files: squall's
 Storm-API and windowed queries through a `JsonLinesSink` bolt, its Trident queries through a
 `partition_persist` into a state that writes each batch's rows as Parquet files (`BatchFiles`:
-JSON lines where a field has no one Arrow type), Structured Streaming's through `foreachBatch`
+JSON lines where a field has no one Arrow type; made per partition, so on Spark each task
+writes its partition's files), Structured Streaming's through `foreachBatch`
 writing Parquet under the batch id. After the run the files are read back
 in batch order, put in the reference's form (`squall.nexmark.queries.results.canonical`) and
 compared with `squall.nexmark.reference` through an order-free fingerprint (the row count and the
@@ -220,10 +221,11 @@ class BatchFiles:
     files under `directory`, `t<txid>-<id>-<n>`: Parquet, a column per field typed by pyarrow
     from the values, as Structured Streaming's `foreachBatch` writes its output; JSON lines of
     the rows' values where a field has no one Arrow type (q19's lists of bids). A replayed
-    batch first removes the files its earlier attempt wrote."""
+    batch first removes the files its earlier attempt wrote: those of the same id, the
+    partition's index when the state is made per partition (in the Spark tasks)."""
 
-    def __init__(self, directory: str) -> None:
-        self.directory, self.id = directory, uuid.uuid4().hex[:8]
+    def __init__(self, directory: str, ident: str | None = None) -> None:
+        self.directory, self.id = directory, ident or uuid.uuid4().hex[:8]
         self.txid, self.written = 0, 0
 
     def begin_commit(self, txid: int) -> None:
@@ -264,6 +266,13 @@ class BatchFilesFactory:
 
     def make_state(self, name: str, location: str | None = None) -> BatchFiles:
         return BatchFiles(self.directory)
+
+    def make_task_state(self, name: str, location: str | None, partition_index: int,
+                        num_partitions: int) -> BatchFiles:
+        """A partition's state, made in the task that writes it (on Spark, in the Python
+        workers): its files named by the partition's index, so that a task or batch run again
+        replaces them."""
+        return BatchFiles(self.directory, f"p{partition_index:05d}")
 
 
 def squall_topology(query: str, source: str, root: Path | None, kafka: dict[str, Any],

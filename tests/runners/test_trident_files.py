@@ -16,7 +16,16 @@ from squall import run
 from squall.runtime.spark.trident.planner import unread_fields
 from squall.testing import complete_topology
 from squall.transaction_kernel.progress_store import meta_key, open_store
-from squall.trident import Count, FileBatchSpout, Filter, Function, MapPut, Sum, TridentTopology
+from squall.trident import (
+    Count,
+    FileBatchSpout,
+    Filter,
+    Function,
+    MapPut,
+    StateUpdater,
+    Sum,
+    TridentTopology,
+)
 from squall.trident.plan import trident_plan
 from squall.trident.spouts import SpoutEmitter
 from squall.trident.state import DurableMapState, StateType
@@ -348,3 +357,97 @@ def test_a_driver_read_leaves_out_the_columns_nothing_reads(runner, tmp_path):
     got = {k[0]: v for k, v in state.items()}
     state.close()
     assert got == {b: len(a) for a, b, c, _ in rows if c % 2 == 0}
+
+
+# ---- partition_persist updated in the tasks ----------------------------------------------------
+
+class PartitionFiles:
+    """A `TaskStateFactory`: each partition's state is a file per transaction, made where the
+    partition is updated, recording where (the process) and with which partition."""
+
+    def __init__(self, directory):
+        self.directory = directory
+
+    def make_state(self, name, location=None):
+        raise AssertionError("a partition's state is made with its index")
+
+    def make_task_state(self, name, location, partition_index, num_partitions):
+        return PartitionFile(self.directory, partition_index, num_partitions)
+
+
+class PartitionFile:
+    """Writes a transaction's tuples of its partition to `t<txid>-p<index>.json`, replacing an
+    earlier attempt's: exactly once per transaction and partition."""
+
+    def __init__(self, directory, index, partitions):
+        self.directory, self.index, self.partitions = directory, index, partitions
+        self.txid = None
+
+    def begin_commit(self, txid):
+        self.txid = txid
+
+    def write(self, tuples):
+        record = {"index": self.index, "partitions": self.partitions, "pid": os.getpid(),
+                  "rows": [list(t) for t in tuples]}
+        path = os.path.join(self.directory, f"t{self.txid}-p{self.index}.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(record, f)
+
+    def commit(self, txid):
+        assert txid == self.txid
+
+    def close(self):
+        pass
+
+
+class NotCommon(Filter):
+    def is_keep(self, tup):
+        return tup[0] != "common"
+
+
+class WriteAndShout(StateUpdater):
+    """Writes the partition's words to its state and emits each in capitals; fails once after
+    writing when `marker` does not exist yet (so the transaction runs again)."""
+
+    def __init__(self, marker=None):
+        self.marker = marker
+
+    def update_state(self, state, tuples, collector):
+        state.write(tuples)
+        if self.marker is not None and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            raise RuntimeError("the first attempt fails after writing")
+        for t in tuples:
+            collector.emit([t[0].upper()])
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["once", "a-failed-attempt"])
+def test_a_partition_persist_into_a_task_state_runs_in_the_tasks(runner, tmp_path, fails):
+    """A stream ending in a `partition_persist` whose state opens per partition runs, on
+    Spark, in the Python workers: each partition's state made there with its index and the
+    number of partitions, its tuples written once per transaction (a failed attempt's update
+    replaced by the replay's), the updater's new values back on the driver, as on the local
+    runner (one state per partition, made in the run's process)."""
+    write_parquet(tmp_path / "in")
+    out = tmp_path / "out"
+    out.mkdir()
+    marker = str(tmp_path / "failed") if fails else None
+    t = TridentTopology()
+    (t.new_stream("files", FileBatchSpout(str(tmp_path / "in"), ["sentence", "n"]))
+     .each(["sentence"], Split(), ["word"]).filter(["word"], NotCommon())
+     .partition_persist(PartitionFiles(str(out)), ["word"], WriteAndShout(marker), ["shout"])
+     .name("persist"))
+    result = complete_topology(t.build(), runner=runner)
+    assert not [e for e in result.errors if "first attempt" not in str(e.error)]
+    words = [w for s in SENTENCES for w in s.split() if w != "common"]
+    assert Counter(tuple(r) for r in result.tuples("persist")) \
+        == Counter((w.upper(),) for w in words)
+    records = [json.loads(p.read_text()) for p in sorted(out.iterdir())]
+    assert Counter(r[0] for rec in records for r in rec["rows"]) == Counter(words)
+    assert all(0 <= rec["index"] < rec["partitions"] and rec["rows"] for rec in records)
+    if runner == "spark":
+        jobs = [(j["kind"], j["route"]) for j in result.extra["spark_jobs"]]
+        assert jobs == [("persist", "tasks")] * 3
+        assert {rec["pid"] for rec in records}.isdisjoint({os.getpid()})  # in the workers
+    else:
+        assert {rec["pid"] for rec in records} == {os.getpid()}

@@ -9,7 +9,14 @@ from typing import Any, ClassVar
 import pyarrow.compute as pc
 
 from squall.runtime.spark.trident import planner
-from squall.runtime.spark.trident.jobs import AggregateJob, QueryJob, StateJob, Tuning, WindowJob
+from squall.runtime.spark.trident.jobs import (
+    AggregateJob,
+    PersistJob,
+    QueryJob,
+    StateJob,
+    Tuning,
+    WindowJob,
+)
 from squall.trident import (
     ROW,
     BatchFunction,
@@ -22,7 +29,9 @@ from squall.trident import (
     Function,
     MapFunction,
     MapGet,
+    MapPut,
     Min,
+    StateUpdater,
     Sum,
     TridentTopology,
 )
@@ -392,3 +401,40 @@ def test_the_planner_emits_one_typed_job_per_kind_of_spark_work(tmp_path):
     for tuning in (Tuning(partial=False), Tuning(in_executors=False)):
         kinds_of = [type(j).__name__ for j in planner.spark_jobs(plan, paths, states, tuning)]
         assert "StateJob" not in kinds_of and kinds_of.count("AggregateJob") == 3, tuning
+
+
+class TaskFiles:
+    """A `partition_persist` factory whose state opens in the task of its partition."""
+
+    def make_state(self, name, location=None):
+        raise AssertionError("opened per partition only")
+
+    def make_task_state(self, name, location, partition_index, num_partitions):
+        raise AssertionError("not opened by the planner")
+
+
+class Keep(StateUpdater):
+    def update_state(self, state, tuples, collector):
+        for t in tuples:
+            collector.emit([t[0]])
+
+
+def test_a_partition_persist_whose_state_opens_in_the_tasks_ends_a_spark_path():
+    """A `partition_persist` into a `TaskStateFactory`'s state ends a Spark path (its stream
+    runs in the workers, the update in their tasks); its rows are collected when a later
+    operation reads them. Into a state that opens on the driver only (a map state), the stream
+    stays on the driver."""
+    t = TridentTopology()
+    kept = words(t, "in-tasks").filter(["word"], Long()).partition_persist(
+        TaskFiles(), ["word"], Keep(), ["kept"]).name("files")
+    kept.new_values_stream().each(["kept"], Split(), ["part"]).name("after")
+    words(t, "on-driver").partition_persist(MemoryMapState.factory(), ["word", "n"], MapPut(),
+                                            ["word", "n"]).name("map")
+    plan = plan_of(t)
+    assert planner.spark_segments(plan)[0] == {}  # not asked for: the driver's
+    paths, inside = planner.spark_segments(plan, persists=planner.persist_in_tasks)
+    assert list(paths) == ["files"]
+    assert kinds(paths["files"]) == ["spout", "each", "filter", "partition_persist"]
+    assert "after" not in inside and "map" not in paths
+    (job,) = planner.spark_jobs(plan, paths, {}, Tuning())
+    assert isinstance(job, PersistJob) and job.operations == ("files",) and job.collect

@@ -27,6 +27,7 @@ from squall.trident.operations import (
     ReducerAggregator,
     StateUpdater,
     Sum,
+    TaskStateFactory,
     TridentCollector,
 )
 from squall.trident.spouts import BatchSpout, FileBatchSpout, FixedBatchSpout
@@ -37,6 +38,6 @@ __all__ = [
     "ROW", "Aggregator", "BatchFunction", "BatchSpout", "CombinerAggregator", "Consumer", "Count",
     "FileBatchSpout", "Filter", "FilterNull", "First", "FixedBatchSpout", "FlatMapFunction",
     "Function", "GroupedStream", "MapFunction", "MapGet", "MapPut", "Max", "Min", "Operation",
-    "QueryFunction", "ReducerAggregator", "StateUpdater", "Stream", "Sum", "TridentCollector",
-    "TridentState", "TridentTopology", "TridentTuple",
+    "QueryFunction", "ReducerAggregator", "StateUpdater", "Stream", "Sum", "TaskStateFactory",
+    "TridentCollector", "TridentState", "TridentTopology", "TridentTuple",
 ]

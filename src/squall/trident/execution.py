@@ -56,6 +56,7 @@ from squall.trident.operations import (
     Sum,
     TridentCollector,
     check_type,
+    opens_in_tasks,
 )
 from squall.trident.plan import (
     AggregateNode,
@@ -266,6 +267,38 @@ def query_rows(node: PlanNode, fields: tuple[str, ...], part: Rows, op: Any, sta
     return out
 
 
+def updater_tuples(node: PersistNode, fields: Sequence[str], part: Rows) -> list[Any]:
+    """A `partition_persist`'s input tuples for one partition's rows `part` (of `fields`)."""
+    return list(map(tuple_type(node.input), map(_picker(_indexes(fields, node.input)), part)))
+
+
+def update_partition(node: PersistNode, tuples: list[Any], txid: int, op: Any, state: Any
+                     ) -> Rows:
+    """One partition's `tuples` given to the `partition_persist` updater `op` with `state`;
+    the rows it emitted (its new-values stream)."""
+    coll = _Emitted()
+    # A map state is seen through the batch's txid; any other state (a Kafka topic, a
+    # user's) had the txid from `begin_commit` and is handed over as it is.
+    view = StateView(state, txid) if isinstance(state, MapState) else state
+    op.update_state(view, tuples, coll)
+    BatchExecutor._raise_reported(node, coll)
+    width = len(node.fields)
+    return [_checked(v, width, node) for v in coll.out]
+
+
+def task_partition(node: PersistNode, tuples: list[Any], txid: int, op: Any, state: Any) -> Rows:
+    """A partition's update as Storm's `PartitionPersistProcessor` makes it in its task:
+    `begin_commit(txid)`, the updater, `commit(txid)`, and nothing for a partition without
+    tuples. Both runners use it for a `TaskStateFactory`'s states (the Spark runner in the
+    task holding the partition)."""
+    if not tuples:
+        return []
+    state.begin_commit(txid)
+    out = update_partition(node, tuples, txid, op, state)
+    state.commit(txid)
+    return out
+
+
 def partition_rows(rows: Rows, n: int, parent: PlanNode) -> Parts:
     """`rows` (whose first fields are those of `parent`) in `n` partitions as `parent` placed
     them: by the hash of its keys after a `partition_by`, else in turn."""
@@ -334,8 +367,11 @@ class BatchExecutor:
                  states: Mapping[str, Any] | None = None) -> None:
         self.plan, self.conf = plan, dict(conf)
         self.states = dict(states or {})
+        # A `TaskStateFactory`'s state is made per partition (`_task_persist`), never whole.
+        per_partition = {n.state for n in plan.nodes if isinstance(n, PersistNode)
+                         and n.persist is Persist.PARTITION and opens_in_tasks(n.factory)}
         for name, factory in plan.states().items():
-            if name not in self.states:
+            if name not in self.states and name not in per_partition:
                 self.states[name] = open_state(factory, name, location, self.conf)
         # One copy of each operation per partition, prepared once (Storm: one per task).
         self.ops: dict[str, list[Any]] = {}
@@ -350,6 +386,9 @@ class BatchExecutor:
                 op.prepare(self.conf, TridentOperationContext(node.cid, i, node.parallelism))
                 copies.append(op)
             self.ops[node.cid] = copies
+        # The partitions' states of a `partition_persist` into a `TaskStateFactory`'s state.
+        self.location = location
+        self.task_states: dict[tuple[str, int], Any] = {}
         self.late: dict[str, int] = {}  # late tuples (window assignments) per window operation
         self.final = False
         self.parts_ops: dict[str, list[list[Any]]] = {}
@@ -363,7 +402,7 @@ class BatchExecutor:
         for copies in self.ops.values():
             for op in copies:
                 op.cleanup()
-        for state in self.states.values():
+        for state in [*self.states.values(), *self.task_states.values()]:
             state.close()
 
     # ---- one batch ---------------------------------------------------------------------------
@@ -461,6 +500,8 @@ class BatchExecutor:
                     case Persist.AGGREGATE:
                         return split_by_key(self._persist(node, fields, _rows(parents[0]), txid),
                                             n, node)
+                    case Persist.PARTITION if opens_in_tasks(node.factory):
+                        return self._task_persist(node, fields, parents[0], txid)
                     case Persist.PARTITION:
                         return [self._partition_persist(node, fields, part, txid,
                                                         self.ops[node.cid][i % n])
@@ -821,17 +862,25 @@ class BatchExecutor:
 
     def _partition_persist(self, node: PersistNode, fields: tuple[str, ...], part: Rows, txid: int,
                            op: Any) -> Rows:
-        idx = _indexes(fields, node.input)
-        make = tuple_type(node.input)
-        coll = _Emitted()
-        state = self.states[node.state]
-        # A map state is seen through the batch's txid; any other state (a Kafka topic, a
-        # user's) had the txid from `begin_commit` and is handed over as it is.
-        view = StateView(state, txid) if isinstance(state, MapState) else state
-        op.update_state(view, list(map(make, map(_picker(idx), part))), coll)
-        self._raise_reported(node, coll)
-        width = len(node.fields)
-        return [_checked(v, width, node) for v in coll.out]
+        tuples = updater_tuples(node, fields, part)
+        return update_partition(node, tuples, txid, op, self.states[node.state])
+
+    def _task_persist(self, node: PersistNode, fields: tuple[str, ...], parts: Parts, txid: int
+                      ) -> Parts:
+        """A `partition_persist` into a state that opens per partition (`TaskStateFactory`):
+        each partition's state made once with its index, updated as Storm's task does
+        (`task_partition`), as the Spark runner does in its tasks."""
+        out: Parts = []
+        n = len(parts)
+        for i, part in enumerate(parts):
+            state = self.task_states.get((node.cid, i))
+            if state is None:
+                state = self.task_states[(node.cid, i)] = node.factory.make_task_state(
+                    node.state, self.location, i, n)
+            ops = self.ops[node.cid]
+            out.append(task_partition(node, updater_tuples(node, fields, part), txid,
+                                      ops[i % len(ops)], state))
+        return out
 
     def _custom(self, node: RepartitionNode, grouping: Any, rows: Rows) -> Parts:
         n = node.parallelism

@@ -20,7 +20,7 @@ fields; a `BatchFunction` gets whole columns at once.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 ROW = "$row"  # a BatchFunction's output column naming the input row an output row belongs to
 
@@ -366,6 +366,36 @@ class StateUpdater(Operation):
 
     def update_state(self, state: Any, tuples: Sequence[Any], collector: TridentCollector) -> None:
         raise NotImplementedError
+
+
+class TaskStateFactory(Protocol):
+    """A `partition_persist` state factory whose state opens in the task that updates a
+    partition (Storm's `StateFactory.makeState(conf, metrics, partitionIndex, numPartitions)`):
+    on Spark such a stream runs in the Python workers, each partition's state made there with
+    the partition's index, and `begin_commit(txid)`, the updater over the partition's tuples
+    and `commit(txid)` called in that task, as Storm's `PartitionPersistProcessor` does (and
+    only for a partition with tuples). A batch's partition can be updated again with the same
+    txid and index (a task or a batch run again): the state keeps that exactly once, as
+    Storm's states do with the txid. A factory without `make_task_state` is opened once, on the
+    driver, where its stream then runs."""
+
+    def make_task_state(self, name: str, location: str | None, partition_index: int,
+                        num_partitions: int) -> Any:
+        """The state `name` of partition `partition_index` of `num_partitions` (a `State`:
+        `begin_commit`, `commit`, `close`); `location`: the run's checkpoint directory."""
+        ...
+
+
+def opens_in_tasks(factory: Any) -> bool:
+    """Whether a `partition_persist`'s state `factory` opens in the tasks
+    (`TaskStateFactory`).
+
+    >>> class Files:
+    ...     def make_task_state(self, name, location, partition_index, num_partitions): ...
+    >>> opens_in_tasks(Files()), opens_in_tasks(object())
+    (True, False)
+    """
+    return callable(getattr(factory, "make_task_state", None))
 
 
 class MapPut(StateUpdater):

@@ -115,7 +115,20 @@ class StateJob:
         return tuple(t.cid for t in self.terminals)
 
 
-SparkJob = AggregateJob | WindowJob | QueryJob | StateJob
+@dataclass(frozen=True)
+class PersistJob(_OneTerminal):
+    """A `partition_persist` into a `TaskStateFactory`'s state, updated in the tasks
+    (`trident.persist`): each Spark partition's state made and updated in its task. How many
+    rows the updaters emitted comes back, and the rows themselves when `collect` says so (a
+    later operation or the caller reads them)."""
+
+    kind: ClassVar[str] = "persist"
+    path: tuple[Node, ...]
+    terminal: PersistNode
+    collect: bool
+
+
+SparkJob = AggregateJob | WindowJob | QueryJob | StateJob | PersistJob
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ operations fused in the workers (`chain`) up to each repartition, which Spark ru
 its kind says: an aggregation's per-key aggregates combined (`combine`), an event-time window's
 partials finished on the driver (`trident.windows`), a state query read in the tasks holding its
 state's partitions (`trident.state_query`), `persistent_aggregate`s applied there
-(`trident.state`). What a job computed goes into the transaction's `Computed`, the executor's
-one input from Spark; each operation's tuples in and out come back through accumulators
-(`sizes`).
+(`trident.state`), a `partition_persist` updated in the tasks (`trident.persist`). What a job
+computed goes into the transaction's `Computed`, the executor's one input from Spark; each
+operation's tuples in and out come back through accumulators (`sizes`).
 """
 
 from __future__ import annotations
@@ -44,12 +44,14 @@ from squall.runtime.spark.trident.combine import (
 from squall.runtime.spark.trident.files import FileReads
 from squall.runtime.spark.trident.jobs import (
     AggregateJob,
+    PersistJob,
     QueryJob,
     SparkJob,
     StateJob,
     WindowJob,
 )
 from squall.runtime.spark.trident.per_job import set_job
+from squall.runtime.spark.trident.persist import PersistChain
 from squall.runtime.spark.trident.planner import (
     Terminal,
     _jvm_builtins,
@@ -128,6 +130,8 @@ class Launcher:
                 return self._query(job, txid, batch, empty, into)
             case StateJob():
                 return self._state(job, txid, batch, empty, into)
+            case PersistJob():
+                return self._persist(job, txid, batch, empty, into)
             case _:
                 assert_never(job)
 
@@ -258,6 +262,25 @@ class Launcher:
         jdf = jdf.mapInArrow(made.apply.apply(made.columns(jdf, stacked=True)), False, None)
         result = ClassicDataFrame(jdf, self.spark).toArrow()
         return "python", ts.applied_rows(result, len(terminals))
+
+    def _persist(self, job: PersistJob, txid: int, batch: Batch, empty: bool,
+                 into: Computed) -> str | None:
+        """The job's `partition_persist` updated in the tasks (`trident.persist`): each Spark
+        partition's state made there with its index, as Storm's tasks make theirs."""
+        node = job.terminal
+        rows: list[tuple[Any, ...]] | None = []
+        route = None
+        if not empty:
+            walked, counts = self._walk(job.path, txid, batch)
+            chain = PersistChain(walked.chain, walked.fields, self.conf, txid, node,
+                                 walked.df.rdd.getNumPartitions(), self.location, job.collect,
+                                 counts, walked.types)
+            result = walked.df.mapInArrow(chain, chain.output_schema()).toArrow()
+            ((self.written[node.cid], rows),) = ts.applied_rows(result, 1)
+            route = "tasks"
+        into.given[node.cid] = [[]] if rows is None else \
+            partition_rows(rows, node.parallelism, node)
+        return route
 
     def _state_functions(self, job: StateJob, walked: _Walked) -> _StateFunctions:
         """The Spark UDFs of a state job's Python route for the input's typed fields, made on

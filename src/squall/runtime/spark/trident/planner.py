@@ -20,13 +20,20 @@ from typing import Any, TypeGuard, assert_never
 from squall.runtime.spark.trident import columns as cols
 from squall.runtime.spark.trident.jobs import (
     AggregateJob,
+    PersistJob,
     QueryJob,
     SparkJob,
     StateJob,
     Tuning,
     WindowJob,
 )
-from squall.trident.operations import BuiltinCombiner, CombinerAggregator, Count, Sum
+from squall.trident.operations import (
+    BuiltinCombiner,
+    CombinerAggregator,
+    Count,
+    Sum,
+    opens_in_tasks,
+)
 from squall.trident.plan import (
     AggregateNode,
     Broadcast,
@@ -79,11 +86,14 @@ def terminal_input(terminal: Terminal) -> tuple[str, ...]:
     return terminal.aggregation.input if isinstance(terminal, AggregateNode) else terminal.input
 
 
-def spark_segments(plan: Plan, queries: Callable[[StateQueryNode], bool] = lambda node: False
+def spark_segments(plan: Plan, queries: Callable[[StateQueryNode], bool] = lambda node: False,
+                   persists: Callable[[PersistNode], bool] = lambda node: False
                    ) -> tuple[dict[str, list[Node]], frozenset[str]]:
-    """Each aggregation computed in Spark, and each `state_query` for which `queries` is
-    true (read in the tasks, `trident.state_query`) -> its path from its spout (spout first, the
-    aggregation or query last), and the operations inside those paths (the driver skips them).
+    """Each aggregation computed in Spark, each `state_query` for which `queries` is true
+    (read in the tasks, `trident.state_query`) and each `partition_persist` for which
+    `persists` is (updated in the tasks, `trident.persist`) -> its path from its spout (spout
+    first, the aggregation, query or update last), and the operations inside those paths (the
+    driver skips them).
 
     An operation runs in Spark only if every operation reading its output does too (its rows
     never reach the driver), so the paths are pruned until that holds."""
@@ -98,7 +108,9 @@ def spark_segments(plan: Plan, queries: Callable[[StateQueryNode], bool] = lambd
             continue
         if isinstance(node, RowNode) or spark_repartition(node):
             inside.add(node.cid)
-        elif _spark_terminal(node) or (isinstance(node, StateQueryNode) and queries(node)):
+        elif _spark_terminal(node) or (isinstance(node, StateQueryNode) and queries(node)) \
+                or (isinstance(node, PersistNode) and node.persist is Persist.PARTITION
+                    and persists(node)):
             terminals.add(node.cid)
     changed = True
     while changed:
@@ -317,6 +329,13 @@ def query_in_tasks(node: StateQueryNode) -> bool:
     return hasattr(node.factory, "make_partition") and hasattr(node.factory, "make_partitioned")
 
 
+def persist_in_tasks(node: PersistNode) -> bool:
+    """Whether the `partition_persist` `node` can update its state in the Spark tasks
+    (`trident.persist`): its factory makes a partition's state where the partition is
+    (`TaskStateFactory`)."""
+    return node.persist is Persist.PARTITION and opens_in_tasks(node.factory)
+
+
 def applied_in_tasks(node: Node, plan: Plan, paths: Mapping[str, list[Node]],
                      states: Mapping[str, Any]) -> TypeGuard[PersistNode]:
     """Whether `node` is a `persistent_aggregate` whose partials Spark applies to its state's
@@ -378,6 +397,9 @@ def spark_jobs(plan: Plan, paths: Mapping[str, list[Node]], states: Mapping[str,
             jobs.append(StateJob(tuple(path), terminals, states[terminals[0].state].partitions,
                                  tuple(capture or bool(plan.children(t.cid))
                                        for t in terminals)))
+        elif isinstance(terminal, PersistNode) and terminal.persist is Persist.PARTITION:
+            jobs.append(PersistJob(tuple(path), terminal,
+                                   capture or bool(plan.children(terminal.cid))))
         elif isinstance(terminal, StateQueryNode):
             jobs.append(QueryJob(tuple(path), terminal, states[terminal.state].partitions))
         elif isinstance(terminal, WindowNode):

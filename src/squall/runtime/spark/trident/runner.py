@@ -38,6 +38,7 @@ from squall.runtime.spark.trident.failures import worker_error
 from squall.runtime.spark.trident.jobs import Launched, SparkJob, Tuning
 from squall.runtime.spark.trident.launch import Batch, Launcher
 from squall.runtime.spark.trident.planner import (
+    persist_in_tasks,
     query_in_tasks,
     spark_jobs,
     spark_segments,
@@ -59,7 +60,9 @@ from squall.trident.plan import (
     JoinNode,
     MergeNode,
     Node,
+    Persist,
     PersistNode,
+    Plan,
     RepartitionNode,
     RowNode,
     SpoutNode,
@@ -100,7 +103,9 @@ class TridentSparkRunner(Controls, Reporting):
         # State queries read in the tasks first: a query sees its state before the batch's
         # updates (`squall.trident.plan`), and those run in later jobs.
         paths, self.inside = spark_segments(
-            self.plan, lambda node: self.tuning.in_executors and query_in_tasks(node))
+            self.plan, lambda node: self.tuning.in_executors and query_in_tasks(node),
+            lambda node: self.tuning.in_executors and persist_in_tasks(node))
+        _log_driver_persists(self.plan, paths)
         self.paths = dict(sorted(paths.items(),
                                  key=lambda p: not isinstance(p[1][-1], StateQueryNode)))
         self._planned: tuple[SparkJob, ...] | None = None
@@ -354,6 +359,18 @@ class TridentSparkRunner(Controls, Reporting):
         if self.capture:
             extra["outputs"] = {c: list(rows) for c, rows in self.outputs.items()}
         return RunResult(self.component_stats(), list(self.errors), self.elapsed_ms, extra)
+
+
+def _log_driver_persists(plan: Plan, paths: Mapping[str, list[Node]]) -> None:
+    """Says once per run which `partition_persist`s run on the driver, and why."""
+    for node in plan.nodes:
+        if isinstance(node, PersistNode) and node.persist is Persist.PARTITION \
+                and node.cid not in paths:
+            why = "an operation before it runs on the driver" if persist_in_tasks(node) else (
+                f"its state factory {type(node.factory).__name__} has no make_task_state, so "
+                "its state opens on the driver only")
+            log.info("partition_persist %r and the operations feeding it run on the driver: "
+                     "%s", node.cid, why)
 
 
 def _size(batch: Batch) -> int:

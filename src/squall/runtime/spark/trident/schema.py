@@ -36,11 +36,12 @@ or query job's task; SQL: a Spark SQL expression the driver plans; driver: the r
   `state.ApplyColumns` and `state_query.QueryPartitions` (task), which also write it back.
 - `TERMINAL`, `stacked(i)`: written by `state.stacked` (worker; `stacked(i)` also by
   `combine.jvm_aggregates`, SQL); read by `state.ApplyState` / `state.ApplyColumns` (task);
-  `TERMINAL` is written again by the tasks' output (`state._Written`) for `state.applied_rows`
-  (driver).
+  `TERMINAL` is written again by the tasks' output (`state.Written`, also by
+  `persist.PersistChain`) for `state.applied_rows` (driver).
 - `valued(i)`, `KEY_TUPLES`: written by `combine.jvm_aggregates` (SQL); read by
   `state.ApplyColumns` (task).
-- `WRITTEN`, `ROWS`: written by the tasks of a state job (`state._Written`; `ROWS` also by
+- `WRITTEN`, `ROWS`: written by the tasks of a state job and of a `partition_persist`
+  (`state.Written`, also for `persist.PersistChain`; `ROWS` also by
   `state_query.QueryPartitions`); read by `state.applied_rows` and `state_query.output_rows`
   (driver).
 - `value(v)`, `VALUE_OTHERS`: written by `combine._aggregate` (SQL); read by `combine` (driver).

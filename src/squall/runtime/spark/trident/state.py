@@ -120,7 +120,7 @@ class ApplyState:
                 part = rb.filter(pc.equal(terminal, i))
                 if part.num_rows:
                     self._group(i, node, part, groups)
-        out = _Written()
+        out = Written()
         for (i, sp), group in sorted(groups.items()):
             keys = list(group)
             out.add(i, sp, keys, self._write(self.nodes[i], sp, keys, list(group.values())),
@@ -159,9 +159,9 @@ class ApplyState:
             state.close()
 
 
-class _Written:
+class Written:
     """A task's output (`OUTPUT_SCHEMA`): per terminal and state partition, the keys written
-    and, when collected, their new rows (pickled)."""
+    (or rows emitted) and, when collected, their new rows (pickled)."""
 
     def __init__(self) -> None:
         self.t: list[int] = []
@@ -176,6 +176,14 @@ class _Written:
         self.n.append(len(keys))
         self.rows.append(cloudpickle.dumps([(*k, v) for k, v in zip(keys, new, strict=True)])
                          if collect else None)
+
+    def add_rows(self, i: int, sp: int, rows: Sequence[tuple[Any, ...]], collect: bool) -> None:
+        """A task's output rows of terminal `i` (a `partition_persist`'s emitted rows) in
+        partition `sp`: how many, and the rows when collected."""
+        self.t.append(i)
+        self.sp.append(sp)
+        self.n.append(len(rows))
+        self.rows.append(cloudpickle.dumps(list(rows)) if collect else None)
 
     def batch(self) -> pa.RecordBatch:
         return pa.RecordBatch.from_pydict(
@@ -227,7 +235,7 @@ class ApplyColumns:
             yield from self._apply(batches)
 
     def _apply(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        out = _Written()
+        out = Written()
         parts = [rb for rb in batches if rb.num_rows]
         table = pa.Table.from_batches(parts) if parts else None
         if table is not None:
