@@ -809,23 +809,26 @@ class StampLast(BasicBolt):
         declarer.declare(Fields("n", "a", "b", "c"))
 
 
-def local_chain_topology():
+def local_chain_topology(grouping: str = "local_or_shuffle"):
     b = TopologyBuilder()
     b.set_spout("src", fixed(10, replay=True), parallelism=2)
     b.set_bolt("a", Stamp(), 2).fields_grouping("src", Fields("n"))
-    b.set_bolt("b", StampOrFailOnce(), 2).local_or_shuffle_grouping("a")
-    b.set_bolt("c", StampLast(), 2).local_or_shuffle_grouping("b")
+    getattr(b.set_bolt("b", StampOrFailOnce(), 2), f"{grouping}_grouping")("a")
+    getattr(b.set_bolt("c", StampLast(), 2), f"{grouping}_grouping")("b")
     return b.create_topology()
 
 
+@pytest.mark.parametrize("grouping", ["local_or_shuffle", "shuffle"])
 @pytest.mark.parametrize("fusion", [True, False], ids=["fusion", "no-fusion"])
-def test_local_or_shuffle_chain_forwards_task_i_to_task_i(request, runner, fusion):
+def test_local_or_shuffle_chain_forwards_task_i_to_task_i(request, runner, fusion, grouping):
     """src(2) -fields-> a(2) -local_or_shuffle-> b(2) -local_or_shuffle-> c(2), acking on, b
     failing two tuples once (replayed): a's task i sends to b's task i, b's to c's task i, on
     both runners; on Spark b and c run in a's stage unless squall.spark.fusion is false, with
-    the same outputs, tasks and counts."""
+    the same outputs, tasks and counts. A shuffle grouping between as many tasks means the same
+    (Storm's locality-aware shuffle, `topology.disable.loadaware.messaging` unset)."""
     conf = {"squall.spark.fusion": fusion}
-    result = _cached(request, ("local_chain", fusion), runner, local_chain_topology, conf)
+    result = _cached(request, ("local_chain", grouping, fusion), runner,
+                     lambda: local_chain_topology(grouping), conf)
     tasks = {cid: list(result.topology.component_tasks(cid)) for cid in ("a", "b", "c")}
     a_of = {n: tasks["a"][stable_hash([n]) % 2] for n in range(10)}
 
@@ -846,9 +849,31 @@ def test_local_or_shuffle_chain_forwards_task_i_to_task_i(request, runner, fusio
             result.stats["c"].acked) == (12, 10, 2, 10)
     assert result.stats["src"].emitted == 12
     assert result.errors == []
-    local = _cached(request, ("local_chain", True), "local", local_chain_topology, conf)
+    local = _cached(request, ("local_chain", grouping, True), "local",
+                    lambda: local_chain_topology(grouping), conf)
     for cid in ("a", "b", "c"):
         assert sorted_by_task(result, cid) == sorted_by_task(local, cid), cid
+
+
+def test_a_plain_shuffle_between_as_many_tasks_spreads_over_every_task(request, runner):
+    """The same chain with shuffle groupings and `topology.disable.loadaware.messaging` true
+    (Storm's plain ShuffleGrouping): each of a's tasks sends to both of b's tasks, and each of
+    b's to both of c's, on both runners (on Spark b and c then get a stage each)."""
+    conf = {"topology.disable.loadaware.messaging": True}
+    result = _cached(request, ("plain_shuffle",), runner,
+                     lambda: local_chain_topology("shuffle"), conf)
+    tasks = {cid: list(result.topology.component_tasks(cid)) for cid in ("a", "b", "c")}
+    a_of = {n: tasks["a"][stable_hash([n]) % 2] for n in range(10)}
+    out = sorted(result.tuples("c"))
+    assert [(n, a) for n, a, _, _ in out] == sorted((n, a_of[n]) for n in range(10))
+    sent: dict[tuple[str, int], set[int]] = {}
+    for _, a, b, c in out:
+        sent.setdefault(("a", a), set()).add(b)
+        sent.setdefault(("b", b), set()).add(c)
+    assert sent == {("a", t): set(tasks["b"]) for t in tasks["a"]} | {
+        ("b", t): set(tasks["c"]) for t in tasks["b"]}
+    assert sorted(result.acked("src")) == list(range(10))
+    assert result.errors == []
 
 
 class Fan(Bolt):

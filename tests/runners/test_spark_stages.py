@@ -15,7 +15,7 @@ from squall.atomic_files import snapshot_ids
 from squall.errors import BatchRetryError
 from squall.runtime.spark import stage
 from squall.runtime.spark.driver import SparkRunner
-from squall.testing import FixedTupleSpout
+from squall.testing import FixedTupleSpout, complete_topology
 from squall.topology.graph import bolt_order
 
 pytestmark = pytest.mark.spark
@@ -23,14 +23,19 @@ pytestmark = pytest.mark.spark
 WORDS = ["a", "b", "c", "d", "e", "f", "g", "h"]
 
 
+def partition() -> int:
+    """The Spark partition running the caller, -1 on the local runner."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return -1 if context is None else context.partitionId()
+
+
 class Where(Bolt):
     """Emits each word with its task and the Spark partition that ran it."""
 
     def execute(self, tup):
-        from pyspark import TaskContext
-
-        self.collector.emit(Values(tup["word"], self.context.this_task_id,
-                                   TaskContext.get().partitionId()))
+        self.collector.emit(Values(tup["word"], self.context.this_task_id, partition()))
         self.collector.ack(tup)
 
     def declare_output_fields(self, declarer):
@@ -182,10 +187,8 @@ class WhereNext(Bolt):
     """Passes `Where`'s tuple on with its own task and Spark partition appended."""
 
     def execute(self, tup):
-        from pyspark import TaskContext
-
-        self.collector.emit(Values(*tup.values, self.context.this_task_id,
-                                   TaskContext.get().partitionId()), anchors=tup)
+        self.collector.emit(Values(*tup.values, self.context.this_task_id, partition()),
+                            anchors=tup)
         self.collector.ack(tup)
 
     def declare_output_fields(self, declarer):
@@ -233,23 +236,85 @@ def test_local_or_shuffle_bolts_run_in_their_upstreams_stage(tmp_path, spark_ses
     assert stages == ({1} if fusion else {3}), f"Spark stages per job: {stages}"
 
 
-def test_fusion_groups_take_only_a_local_or_shuffle_from_one_bolt_with_as_many_tasks():
+def shuffle_chain(cores: int, conf: dict):
+    b = TopologyBuilder()
+    b.set_spout("words", FixedTupleSpout([[w] for w in WORDS * 3], Fields("word")))
+    b.set_bolt("where", Where(), cores).fields_grouping("words", Fields("word"))
+    b.set_bolt("next", WhereNext(), cores).shuffle_grouping("where")
+    b.set_bolt("tally", Tally(), cores + 1).shuffle_grouping("next")
+    return b.create_topology()
+
+
+@pytest.mark.parametrize("plain", [False, True], ids=["locality-aware", "plain"])
+def test_a_shuffle_between_as_many_tasks_runs_in_its_upstreams_stage(
+        tmp_path, spark_session, plain):
+    """where(n) -shuffle-> next(n) -shuffle-> tally(n + 1): next runs in where's stage, task i
+    of next in the Spark task of where's task i; tally, with another task count, gets a stage of
+    its own. Every task's output is the local runner's. With
+    `topology.disable.loadaware.messaging` true the shuffle spreads and nothing fuses."""
+    cores = spark_session.sparkContext.defaultParallelism
+    conf = {"topology.disable.loadaware.messaging": plain}
+    runner, _ = run(shuffle_chain(cores, conf), conf, tmp_path, spark_session)
+    assert runner.chain is not None
+    assert runner.chain.groups == ([("where",), ("next",), ("tally",)] if plain else
+                                   [("where", "next"), ("tally",)])
+    topology = runner.topology
+    index = {t: i for cid in ("where", "next")
+             for i, t in enumerate(topology.component_tasks(cid))}
+    seen = [v for t in topology.component_tasks("next")
+            for s, v in runner.captured().get(t, []) if s == "default"]
+    assert sorted(w for w, *_ in seen) == sorted(WORDS * 3)
+    if not plain:
+        assert all(index[task] == index[task2] and partition == partition2
+                   for _, task, partition, task2, partition2 in seen)
+    local = complete_topology(shuffle_chain(cores, conf), conf, runner="local")
+    # A plain shuffle's choice follows the emitting task's own order; next's tasks execute
+    # where's tasks' tuples interleaved as each runner delivers them, so which tally task counts
+    # a word (hence its counts) is not the same on both runners, only the spread is: tally's
+    # words compared as a whole.
+    assert (sorted(v[0] for t in topology.component_tasks("tally")
+                   for s, v in runner.captured().get(t, []) if s == "default")
+            == sorted(v[0] for v in local.tuples("tally")) == sorted(WORDS * 3))
+    for cid in ("where", "next") if plain else ("where", "next", "tally"):
+        by_task = {t: sorted(v for s, v in runner.captured().get(t, []) if s == "default")
+                   for t in topology.component_tasks(cid)}
+        # The Spark partitions are where's and next's own outputs: compared without them.
+        strip = {"where": lambda v: v[:2], "next": lambda v: [v[0], v[1], v[3]],
+                 "tally": lambda v: v}[cid]
+        assert ({t: sorted(strip(v) for v in rows) for t, rows in by_task.items()}
+                == {t: sorted(strip(v) for v in rows)
+                    for t, rows in local.tuples_by_task(cid).items()}), cid
+    tracker = spark_session.sparkContext.statusTracker()
+    jobs = tracker.getJobIdsForGroup(str(runner.query.runId))
+    stages = {len(tracker.getJobInfo(j).stageIds) for j in jobs}
+    assert stages == ({3} if plain else {2}), f"Spark stages per job: {stages}"
+
+
+def test_fusion_groups_take_only_a_forwarding_grouping_from_one_bolt_with_as_many_tasks():
+    """A local_or_shuffle or (locality-aware) shuffle grouping between equal task counts fuses;
+    fewer tasks, a fields grouping, two upstreams, ticks, or Storm's plain shuffle do not."""
     b = TopologyBuilder()
     b.set_spout("words", FixedTupleSpout([["a"]], Fields("word")))
     b.set_bolt("from_spout", Pass(), 2).local_or_shuffle_grouping("words")
     b.set_bolt("fused", Pass(), 2).local_or_shuffle_grouping("from_spout")
     b.set_bolt("fewer", Pass(), 1).local_or_shuffle_grouping("fused")
+    b.set_bolt("fewer_shuffled", Pass(), 1).shuffle_grouping("fused")
+    b.set_bolt("more_shuffled", Pass(), 3).shuffle_grouping("fused")
     b.set_bolt("shuffled", Pass(), 2).shuffle_grouping("fused")
+    b.set_bolt("by_field", Pass(), 2).fields_grouping("fused", Fields("word"))
     b.set_bolt("two_inputs", Pass(), 2).local_or_shuffle_grouping("fused") \
-        .local_or_shuffle_grouping("shuffled")
+        .local_or_shuffle_grouping("by_field")
     b.set_bolt("ticked", Pass(), 2).local_or_shuffle_grouping("fused") \
         .add_configuration("topology.tick.tuple.freq.secs", 1)
     b.set_bolt("chained", Pass(), 2).local_or_shuffle_grouping("fused")
     topology = b.create_topology()
     order = bolt_order(topology)
     groups = stage.fusion_groups(topology, order, {})
-    assert sorted(groups) == sorted([("from_spout", "fused", "chained"), ("fewer",),
-                                     ("shuffled",), ("two_inputs",), ("ticked",)])
+    unfused = [("fewer",), ("fewer_shuffled",), ("more_shuffled",), ("by_field",),
+               ("two_inputs",), ("ticked",)]
+    assert sorted(groups) == sorted([("from_spout", "fused", "chained", "shuffled"), *unfused])
+    plain = stage.fusion_groups(topology, order, {"topology.disable.loadaware.messaging": True})
+    assert sorted(plain) == sorted([("from_spout", "fused", "chained"), ("shuffled",), *unfused])
     assert stage.fusion_groups(topology, order, {"squall.spark.fusion": False}) == [
         (cid,) for cid in order]
 
@@ -295,7 +360,10 @@ def test_a_runs_stages_are_made_once_and_each_batch_brings_its_ids(
     monkeypatch.setattr(UserDefinedFunction, "__init__", counted)
     runner, ckpt, tally = pass_then_tally(tmp_path, spark_session)
     assert runner.batches >= 4
-    assert len(made) == 2, made  # one per bolt for the whole run
+    # One per stage for the whole run: pass and tally, a task each joined by a shuffle, are
+    # one stage (a shuffle between as many tasks forwards task i to task i, and fuses).
+    assert runner.chain is not None and runner.chain.groups == [("pass", "tally")]
+    assert made == ["squall_pass"]
     assert snapshot_ids(str(ckpt), tally)[-1] == runner.committed  # the last batch's id
 
 

@@ -5,12 +5,18 @@ Built once per task when it starts; the collectors consult them on every emit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from squall.topology.description import Topology
 from squall.topology.fields import Fields
-from squall.topology.groupings import Chooser, DirectGrouping, field_memo, make_chooser
+from squall.topology.groupings import (
+    DISABLE_LOAD_AWARE,
+    Chooser,
+    DirectGrouping,
+    field_memo,
+    make_chooser,
+)
 from squall.topology.tuple import Origin
 
 
@@ -63,6 +69,12 @@ def _no_targets(values: Sequence[Any]) -> list[int]:
     return []
 
 
+def load_aware(conf: Mapping[str, Any]) -> bool:
+    """Whether a task with the effective `conf` shuffles between equal task counts task i ->
+    task i (`groupings.forwards`): unless `topology.disable.loadaware.messaging` is true."""
+    return not conf.get(DISABLE_LOAD_AWARE, False)
+
+
 def build_routes(
     topology: Topology, task_id: int, seed: int, context: Any
 ) -> dict[str, StreamRoute]:
@@ -88,6 +100,7 @@ def build_routes(
                     source_tasks=topology.component_tasks(component_id),
                     context=context,
                     stream=(component_id, stream),
+                    load_aware=load_aware(context.conf),
                 )
             )
         routes[stream] = StreamRoute(

@@ -33,6 +33,7 @@ import cloudpickle
 from squall.components.context import current_context, restoring_context
 from squall.errors import SquallError
 from squall.task.restart import same
+from squall.task.routing import load_aware
 from squall.task.surfaces import RestorableTask
 
 _restoring: list[RestorableTask] = []
@@ -89,7 +90,8 @@ def load_instance(task: RestorableTask, blob: bytes) -> None:
             instance = restarted_instance(instance, payload, current)
         if saved_layout == layout(task):
             task.routes = routes
-        # else a rescale renumbered the tasks: the routes built for the new topology stay
+        # else a rescale renumbered the tasks, or the shuffle rule changed (`layout`): the
+        # routes built for this run stay
         task.rand64 = rand
     for route in task.routes.values():
         route.restored()  # counters of this run, shortcuts (absent from older snapshots)
@@ -99,10 +101,14 @@ def load_instance(task: RestorableTask, blob: bytes) -> None:
 
 
 def layout(task: RestorableTask) -> tuple[Any, ...]:
-    """The task's id and every component's task ids: saved routes (target task ids, the origin)
-    are valid only under the same layout."""
+    """The task's id, whether its shuffles forward between equal task counts, and every
+    component's task ids: saved routes (target task ids, the origin, which task a shuffle may
+    pick) are valid only under the same layout and the same rule. A snapshot from a squall
+    whose shuffle always spread, or a restart that flips `topology.disable.loadaware.messaging`,
+    gets the routes built for this run, as a rescale does."""
     topology = task.topology
-    return (task.task_id, *((cid, topology.component_tasks(cid)) for cid in topology.components))
+    return (task.task_id, ("forward shuffle", load_aware(task.context.conf)),
+            *((cid, topology.component_tasks(cid)) for cid in topology.components))
 
 
 def restarted_instance(saved: Any, old_payload: bytes, new_payload: bytes) -> Any:

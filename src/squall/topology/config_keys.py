@@ -160,6 +160,7 @@ KEYS: dict[str, KeySpec] = {
         "a positive integer (0 or unset: no bound)", integer(0, unset_ok=True)),
     "topology.workers": KeySpec("a positive integer", integer(1)),
     "topology.debug": KeySpec("true or false", boolean),
+    "topology.disable.loadaware.messaging": KeySpec("true or false", boolean),
     "topology.tick.tuple.freq.secs": KeySpec(
         "a positive number of seconds (0 or unset: no ticks)",
         positive_number(unset_ok=True, zero_ok=True)),
@@ -263,6 +264,11 @@ MEANINGS: dict[str, str] = {
     "topology.debug":
         "Storm's switch to log every emitted tuple; squall checks it and keeps it in the "
         "configuration, and logs nothing more for it.",
+    "topology.disable.loadaware.messaging":
+        "Storm's switch from its load- and locality-aware shuffle to a plain one: true makes a "
+        "shuffle grouping between components with as many tasks spread each task's tuples over "
+        "all the target's tasks; unset or false, task i sends to the target's task i, as "
+        "local_or_shuffle does, and on Spark the target runs in its upstream's stage.",
     "topology.tick.tuple.freq.secs":
         "The period of the tick tuples sent to every bolt (a component's own value overrides).",
     "topology.stats.sample.rate":
@@ -359,9 +365,10 @@ MEANINGS: dict[str, str] = {
     "squall.spark.batch.max.attempts":
         "How many times a Spark micro-batch that cannot commit is run before the run fails.",
     "squall.spark.fusion":
-        "On Spark, whether a bolt whose only input is a local_or_shuffle grouping from one "
-        "bolt with as many tasks runs in that bolt's stage, its tuples executed where they are "
-        "emitted (default true; false: a stage per bolt, the same results).",
+        "On Spark, whether a bolt whose only input is a local_or_shuffle or shuffle grouping "
+        "from one bolt with as many tasks (task i sending to task i) runs in that bolt's "
+        "stage, its tuples executed where they are emitted (default true; false: a stage per "
+        "bolt, the same results).",
     "squall.spark.batch.retry.backoff.ms":
         "The first pause before a failed Spark micro-batch runs again (it doubles, up to 30 s).",
     "squall.local.batch.ms":
@@ -401,7 +408,7 @@ STORM_KEYS_WITHOUT_EFFECT = frozenset((
     "topology.builtin.metrics.bucket.size.secs", "topology.classpath",
     "topology.classpath.beginning", "topology.component.cpu.pcore.percent",
     "topology.component.resources.map", "topology.component.resources.offheap.memory.mb",
-    "topology.component.resources.onheap.memory.mb", "topology.disable.loadaware.messaging",
+    "topology.component.resources.onheap.memory.mb",
     "topology.enable.send.iconnection.metrics", "topology.enable.v2.metrics.tick",
     "topology.environment", "topology.error.throttle.interval.secs",
     "topology.event.logger.register", "topology.eventlogger.executors",

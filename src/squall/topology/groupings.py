@@ -171,6 +171,35 @@ def field_memo(chooser: Chooser) -> tuple[int, dict[str, int]] | None:
     return getattr(chooser, _MEMO, None)
 
 
+# Storm's key that turns its load- and locality-aware shuffle into a plain one (here: a shuffle
+# between equal task counts spread over all the target's tasks again, not task i -> task i).
+DISABLE_LOAD_AWARE = "topology.disable.loadaware.messaging"
+
+
+def forwards(grouping: Grouping, sources: int, targets: int, *, load_aware: bool = True) -> bool:
+    """Whether `grouping` from a component with `sources` tasks to one with `targets` sends
+    everything task i emits (tasks in id order) to the target's task i.
+
+    `local_or_shuffle` does between equal task counts, as if each task index were a worker of
+    its own. So does `shuffle` unless `load_aware` is false (Storm's `DISABLE_LOAD_AWARE`):
+    Storm 2's shuffle is `LoadAwareShuffleGrouping`, which sends to the tasks in the emitter's
+    own worker while their load is low, and a Storm user relies on an even spread over the
+    target's tasks, not on which task gets a tuple. With other counts both are a shuffle.
+
+    >>> forwards(ShuffleGrouping(), 2, 2), forwards(ShuffleGrouping(), 2, 3)
+    (True, False)
+    >>> forwards(ShuffleGrouping(), 2, 2, load_aware=False)
+    False
+    >>> forwards(LocalOrShuffleGrouping(), 2, 2, load_aware=False)
+    True
+    """
+    if sources != targets:
+        return False
+    if isinstance(grouping, LocalOrShuffleGrouping):
+        return True
+    return load_aware and isinstance(grouping, ShuffleGrouping)
+
+
 def make_chooser(
     grouping: Grouping,
     fields: Fields,
@@ -181,24 +210,30 @@ def make_chooser(
     source_tasks: Sequence[int] = (),
     context: Any = None,
     stream: Any = None,
+    load_aware: bool = True,
 ) -> Chooser:
     """The function that picks destination tasks for one emit under `grouping`.
 
     `seed` makes shuffle and none groupings repeatable; it should differ per emitting task.
     `source_tasks` are the emitting component's tasks (`source_task` among them): a
-    `local_or_shuffle` grouping from a component with as many tasks as the target sends from
-    its task i (in task order) to the target's task i, a worker per task index, as Flink's
-    forward partitioning; with other task counts it is a shuffle.
+    `local_or_shuffle` grouping, and a `shuffle` one while `load_aware`, from a component with
+    as many tasks as the target sends from its task i (in task order) to the target's task i,
+    a worker per task index, as Flink's forward partitioning (`forwards`); with other task
+    counts it is a shuffle.
 
-    >>> forward = make_chooser(LocalOrShuffleGrouping(), Fields("x"), [7, 8], seed=0,
+    >>> forward = make_chooser(ShuffleGrouping(), Fields("x"), [7, 8], seed=0,
     ...                        source_task=4, source_tasks=[3, 4])
     >>> forward(["a"]), forward(["b"])
     ([8], [8])
+    >>> spread = make_chooser(ShuffleGrouping(), Fields("x"), [7, 8], seed=0,
+    ...                       source_task=4, source_tasks=[3, 4], load_aware=False)
+    >>> sorted(spread(["a"]) + spread(["b"]))
+    [7, 8]
     """
     tasks = sorted(target_tasks)
     n = len(tasks)
-    if (isinstance(grouping, LocalOrShuffleGrouping) and len(source_tasks) == n
-            and source_task in source_tasks):
+    if (source_task in source_tasks
+            and forwards(grouping, len(source_tasks), n, load_aware=load_aware)):
         peer = [tasks[sorted(source_tasks).index(source_task)]]
         return lambda values: list(peer)
     if isinstance(grouping, FieldsGrouping):

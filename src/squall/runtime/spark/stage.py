@@ -49,11 +49,12 @@ from squall.runtime.reporting import task_figures
 from squall.runtime.spark import row_schema, window_columns
 from squall.runtime.spark.map_in_arrow import java_udf
 from squall.task.end_of_input import END_OF_INPUT_SRC
+from squall.task.routing import load_aware
 from squall.task.snapshot import dump_instance, load_instance
 from squall.task.tasks import BoltTask
 from squall.topology.config import Config, tick_period_ms
-from squall.topology.description import Topology
-from squall.topology.groupings import LocalOrShuffleGrouping
+from squall.topology.description import ComponentSpec, Topology
+from squall.topology.groupings import forwards
 from squall.topology.tuple import TICK_ORIGIN, Origin, _RuntimeTuple
 from squall.transaction_kernel.reports import BatchReport
 
@@ -321,7 +322,7 @@ def _run_stage(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
 
 def _peers(topology: Topology, fused: tuple[str, ...]) -> dict[int, int]:
     """Task of a fused component -> the one task that sends to it: its upstream's task with the
-    same index (`groupings.make_chooser`'s `local_or_shuffle` between equal task counts)."""
+    same index (`groupings.forwards`)."""
     peers: dict[int, int] = {}
     for cid in fused:
         upstream = topology.components[cid].inputs[0].component
@@ -336,7 +337,8 @@ def _held(host: StageHost, task_id: int, peers: dict[int, int]) -> list[tuple[in
     for src, _, _ in held:
         if src != peers[task_id]:
             # Only a task restored from a snapshot whose route predates the local_or_shuffle
-            # rule can get here: its target task runs in another Spark task.
+            # rule can get here (`snapshot.layout` rebuilds those that predate the shuffle
+            # rule): its target task runs in another Spark task.
             raise RuntimeError(
                 f"task {src} ({host.topology.task_component(src)!r}) emitted to task {task_id} "
                 f"of {host.topology.task_component(task_id)!r}, which runs fused with task "
@@ -565,13 +567,16 @@ FUSION = "squall.spark.fusion"
 def fusion_groups(topology: Topology, order: list[str],
                   conf: Mapping[str, Any]) -> list[tuple[str, ...]]:
     """The components of `order` (bolts, topologically ordered) grouped into the stages that run
-    them: a bolt runs in its upstream's stage when every input it has is a `local_or_shuffle`
-    grouping from that one bolt, with as many tasks, and it gets no tick tuples. Its task i then
-    receives from the upstream's task i alone (`groupings.make_chooser`), which the same Spark
-    task runs; a chain of such bolts is one stage. `squall.spark.fusion` false: a stage each.
+    them: a bolt runs in its upstream's stage when every input it has is a grouping from that
+    one bolt that forwards task i to task i (`groupings.forwards`: `local_or_shuffle`, or
+    `shuffle` unless the upstream's `topology.disable.loadaware.messaging` is true, between
+    equal task counts), and it gets no tick tuples. Its task i then receives from the
+    upstream's task i alone (`groupings.make_chooser`), which the same Spark task runs; a
+    chain of such bolts is one stage. `squall.spark.fusion` false: a stage each.
 
-    Shuffle and fields groupings are not fused: every upstream task sends to every downstream
-    one, and the upstream's Spark tasks hold other Storm tasks than the downstream's would.
+    Fields groupings, and shuffles between other task counts, are not fused: every upstream
+    task sends to every downstream one, and the upstream's Spark tasks hold other Storm tasks
+    than the downstream's would.
     """
     if not conf.get(FUSION, True):
         return [(cid,) for cid in order]
@@ -582,8 +587,7 @@ def fusion_groups(topology: Topology, order: list[str],
         upstream = {sub.component for sub in spec.inputs}
         source = next(iter(upstream)) if len(upstream) == 1 else None
         if (source is not None and source in head and source != cid
-                and topology.components[source].num_tasks == spec.num_tasks
-                and all(isinstance(sub.grouping, LocalOrShuffleGrouping) for sub in spec.inputs)
+                and _forwarded(topology, source, spec, conf)
                 and tick_period_ms(Config.effective_of(conf, spec.conf)) is None):
             head[cid] = head[source]
             groups[head[cid]].append(cid)
@@ -591,6 +595,16 @@ def fusion_groups(topology: Topology, order: list[str],
             head[cid] = cid
             groups[cid] = [cid]
     return [tuple(group) for group in groups.values()]
+
+
+def _forwarded(topology: Topology, source: str, spec: ComponentSpec,
+               conf: Mapping[str, Any]) -> bool:
+    """Whether every input of `spec` (all from `source`) sends task i to task i: the rule the
+    upstream's tasks route by (`routing.load_aware` of their effective configuration)."""
+    upstream = topology.components[source]
+    aware = load_aware(Config.effective_of(conf, upstream.conf))
+    return all(forwards(sub.grouping, upstream.num_tasks, spec.num_tasks, load_aware=aware)
+               for sub in spec.inputs)
 
 
 # The Spark job property a `StageChain` batch's ids travel in ("<batch id> <last committed>").
