@@ -154,3 +154,40 @@ def summary_without_pids(result) -> tuple:
             sorted(map(tuple, result.tuples("count"))),
             sorted(map(repr, result.acked("lines"))), result.failed("lines"),
             result.stats["lines"].emitted, result.stats["count"].acked)
+
+
+@pytest.mark.parametrize("plain", [False, True], ids=["forwarded", "plain"])
+def test_a_first_bolt_fed_task_i_to_task_i_runs_where_its_spout_is_pulled(
+        lines, tmp_path, spark_session, plain):
+    """lines(2) -shuffle-> count(2), the spout pulled on the executors: a shuffle between as many
+    tasks sends spout task i's lines to count's task i alone, so count runs in the Spark task
+    that pulled them (one Spark stage a job, no shuffle of the pulls' rows), each task's output
+    the local runner's. With Storm's plain shuffle (`topology.disable.loadaware.messaging`) the
+    pulls' rows are shuffled to count's tasks: two stages a job, the same words."""
+    conf = {**ON_EXECUTORS, "squall.spark.batch.max.tuples": 20,
+            "topology.disable.loadaware.messaging": plain}
+    local = complete_topology(lines_topology(lines), conf, runner="local")
+    runner = SparkRunner(lines_topology(lines), conf, checkpoint_location=str(tmp_path / "ckpt"),
+                         capture=True, session=spark_session)
+    runner.run(until_complete=True, duration_ms=120_000)
+    assert runner.complete()
+    assert ("pulled" in runner.source_options) is not plain
+    topology = runner.topology
+    spark = {t: sorted(tuple(v) for s, v in runner.captured().get(t, []) if s == "default")
+             for cid in ("lines", "count") for t in topology.component_tasks(cid)}
+    expected = {t: sorted(tuple(v) for v in rows) for cid in ("lines", "count")
+                for t, rows in local.tuples_by_task(cid).items()}
+    lines_of = {t: sorted(line for line, _pid in rows) for t, rows in spark.items()
+                if t in topology.component_tasks("lines")}
+    assert lines_of == {t: sorted(line for line, _pid in expected[t]) for t in lines_of}
+    words = {t: rows for t, rows in spark.items() if t in topology.component_tasks("count")}
+    if plain:  # which task counts a line follows the runner's interleaving: words as a whole
+        assert (sorted(w for rows in words.values() for w, _ in rows)
+                == sorted(w for t in words for w, _ in expected[t]))
+    else:
+        assert words == {t: expected[t] for t in words}
+    tracker = spark_session.sparkContext.statusTracker()
+    jobs = tracker.getJobIdsForGroup(str(runner.query.runId))
+    assert jobs
+    stages = {len(tracker.getJobInfo(j).stageIds) for j in jobs}
+    assert stages == ({2} if plain else {1}), f"Spark stages per job: {stages}"

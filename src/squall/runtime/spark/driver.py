@@ -60,12 +60,13 @@ from squall.runtime.spark.session import get_session
 from squall.runtime.spark.shipping import portable
 from squall.runtime.spark.spouts import (
     INPUT_PARTITIONS,
+    PULLED_TASKS,
     SpoutSource,
     read_status,
     write_control,
     write_outcomes,
 )
-from squall.runtime.spark.stage import StageChain, StageHost, StagePlan
+from squall.runtime.spark.stage import StageChain, StageHost, StagePlan, pulled_where_read
 from squall.task.snapshot import load_instance
 from squall.task.tasks import BoltTask
 from squall.topology.config import (
@@ -149,13 +150,18 @@ class SparkRunner(Controls, Reporting):
         # ranges are read, and their records routed, on the executors.
         self.source_options = {"dir": self.dir}
         # User spouts run in the reader (the default) or are pulled on the executors
-        # (squall.runtime.spark.pulls), whose rows are routed where they are pulled.
+        # (squall.runtime.spark.pulls), whose rows are routed where they are pulled: there the
+        # first bolt runs in the pulls' partitions only when each pull sends to one of its
+        # tasks (spouts.PULLED_TASKS, stage.pulled_where_read).
         self.spout_host = str(self.config.effective.get(SPOUT_HOST) or "reader")
-        if (self.order and self.spout_host != SPOUTS_ON_EXECUTORS
-                and not any(isinstance(spec.new_instance(), PartitionedSource)
-                            for spec in self.topology.spouts.values())):
-            self.source_options[INPUT_PARTITIONS] = str(
-                self.topology.components[self.order[0]].num_tasks)
+        if self.order and not any(isinstance(spec.new_instance(), PartitionedSource)
+                                  for spec in self.topology.spouts.values()):
+            first = str(self.topology.components[self.order[0]].num_tasks)
+            if self.spout_host != SPOUTS_ON_EXECUTORS:
+                self.source_options[INPUT_PARTITIONS] = first
+            elif (pulled := pulled_where_read(self.topology, self.order[0], self.conf)):
+                self.source_options[INPUT_PARTITIONS] = first
+                self.source_options[PULLED_TASKS] = ",".join(map(str, pulled))
         self.run_id = uuid.uuid4().hex
         self.chain: StageChain | None = None  # the batches' stages (_batch)
         self.errors: list[ErrorRecord] = []

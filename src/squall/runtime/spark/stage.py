@@ -607,6 +607,25 @@ def _forwarded(topology: Topology, source: str, spec: ComponentSpec,
                for sub in spec.inputs)
 
 
+def pulled_where_read(topology: Topology, first: str,
+                      conf: Mapping[str, Any]) -> tuple[int, ...] | None:
+    """With spouts pulled on the executors: the spout tasks whose pulls can be read in the input
+    partitions of the first bolt's stage, task k of them in partition k, else None.
+
+    So when the topology has one spout component, with as many tasks as the first bolt `first`,
+    and every input of `first` is from it by a grouping that forwards task i to task i
+    (`_forwarded`): what pull k emits to `first` goes to its task k alone, whose routing key
+    lands in partition k, so `first` runs in the Spark task that pulled its tuples, with no
+    shuffle of them (`StageChain`'s `partitioned`). Rows for other components pass through it.
+    """
+    spec = topology.components[first]
+    spouts = list(topology.spouts)
+    if (len(spouts) != 1 or {sub.component for sub in spec.inputs} != {spouts[0]}
+            or not _forwarded(topology, spouts[0], spec, conf)):
+        return None
+    return topology.component_tasks(spouts[0])
+
+
 # The Spark job property a `StageChain` batch's ids travel in ("<batch id> <last committed>").
 BATCH_PROPERTY = "squall.stage.batch"
 
