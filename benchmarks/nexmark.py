@@ -4,7 +4,7 @@ over the same files and micro-batch sizes; every output checked against the refe
 
     .venv/bin/python benchmarks/nexmark.py [--events 200000] [--batch 50000] [--partitions 2]
         [--queries q0,q1,...] [--runners spark,local,sql] [--source files|kafka] [--data DIR]
-        [--storm-files parquet|json]
+        [--storm-files parquet|json] [--trident-sink driver|tasks]
 
 **The input.** The generator with Beam's defaults (events in order, nothing late), written once
 per (`--events`, `--batch`, `--partitions`) under `--data` (default `benchmarks/.data/nexmark`,
@@ -29,8 +29,10 @@ time, from the run's start to its end (squall: `run()`; Structured Streaming: `s
 of an `availableNow` query), the Spark session's start excluded. Outputs go to files: squall's
 Storm-API and windowed queries through a `JsonLinesSink` bolt, its Trident queries through a
 `partition_persist` into a state that writes each batch's rows as Parquet files (`BatchFiles`:
-JSON lines where a field has no one Arrow type; made per partition, so on Spark each task
-writes its partition's files), Structured Streaming's through `foreachBatch`
+JSON lines where a field has no one Arrow type; opened on the driver, so on Spark the
+per-event Trident queries q0-q2, q13 and q14 run there; `--trident-sink tasks`: made per
+partition, so they run in Spark's tasks, each writing its partition's files), Structured
+Streaming's through `foreachBatch`
 writing Parquet under the batch id. After the run the files are read back
 in batch order, put in the reference's form (`squall.nexmark.queries.results.canonical`) and
 compared with `squall.nexmark.reference` through an order-free fingerprint (the row count and the
@@ -259,13 +261,19 @@ class BatchFiles:
 
 
 class BatchFilesFactory:
-    """Makes a `BatchFiles` state writing under `directory`."""
+    """Makes a `BatchFiles` state writing under `directory`, opened once (on the Spark runner:
+    on the driver, where the query's operations then run)."""
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
 
     def make_state(self, name: str, location: str | None = None) -> BatchFiles:
         return BatchFiles(self.directory)
+
+
+class TaskBatchFilesFactory(BatchFilesFactory):
+    """Makes a `BatchFiles` state per partition (a `TaskStateFactory`: on the Spark runner the
+    query's operations and the writes run in the tasks, `--trident-sink tasks`)."""
 
     def make_task_state(self, name: str, location: str | None, partition_index: int,
                         num_partitions: int) -> BatchFiles:
@@ -276,9 +284,11 @@ class BatchFilesFactory:
 
 
 def squall_topology(query: str, source: str, root: Path | None, kafka: dict[str, Any],
-                    batch: int, partitions: int, out: Path, storm_files: str = "parquet") -> Any:
+                    batch: int, partitions: int, out: Path, storm_files: str = "parquet",
+                    trident_sink: str = "driver") -> Any:
     """One query's topology over the files or the topic, its output written under `out`;
-    `storm_files`: the files a Storm-API or windowed query reads, `parquet` or `json`."""
+    `storm_files`: the files a Storm-API or windowed query reads, `parquet` or `json`;
+    `trident_sink`: where a Trident query's output state opens on Spark, `driver` or `tasks`."""
     from squall import Fields
     from squall.connectors import KafkaSource
     from squall.connectors.sinks import JsonLinesSink
@@ -304,7 +314,7 @@ def squall_topology(query: str, source: str, root: Path | None, kafka: dict[str,
                                      bootstrap_servers=kafka["bootstrap"],
                                      value_deserialiser="json", max_batch=batch,
                                      stop_when_empty=True, timeout=5))
-    return trident_topology(spout, [query], sink=_write_rows(out))
+    return trident_topology(spout, [query], sink=_write_rows(out, trident_sink == "tasks"))
 
 
 class WriteRows(StateUpdater):
@@ -314,20 +324,22 @@ class WriteRows(StateUpdater):
         state.write(tuples)
 
 
-def _write_rows(out: Path) -> Callable[[str, Any], None]:
+def _write_rows(out: Path, in_tasks: bool) -> Callable[[str, Any], None]:
+    factory = TaskBatchFilesFactory if in_tasks else BatchFilesFactory
+
     def sink(query: str, stream: Any) -> None:
-        stream.partition_persist(BatchFilesFactory(str(out)), list(stream.fields),
-                                 WriteRows())
+        stream.partition_persist(factory(str(out)), list(stream.fields), WriteRows())
     return sink
 
 
 def run_squall(runner: str, query: str, source: str, root: Path | None, kafka: dict[str, Any],
                batch: int, partitions: int, out: Path, work: str,
-               storm_files: str = "parquet") -> float:
+               storm_files: str = "parquet", trident_sink: str = "driver") -> float:
     """Runs one query on squall's `runner`; the run's seconds."""
     from squall.runners import make_runner
 
-    topology = squall_topology(query, source, root, kafka, batch, partitions, out, storm_files)
+    topology = squall_topology(query, source, root, kafka, batch, partitions, out, storm_files,
+                               trident_sink)
     conf = {"squall.spark.batch.max.tuples": batch} if query in STORM_QUERIES else {}
     chosen = make_runner(topology, conf, runner=runner,
                          checkpoint_location=work if runner == "spark" else None)
@@ -469,7 +481,8 @@ def child(args: argparse.Namespace) -> None:
             seconds = run_sql(spark, query, root, args.partitions, out, work)
         else:
             seconds = run_squall(runner, query, args.source, root, kafka, args.batch,
-                                 args.partitions, out, work, args.storm_files)
+                                 args.partitions, out, work, args.storm_files,
+                                 args.trident_sink)
         mem = memory(spark) if spark is not None else {
             "driver_mb": peak_kb(os.getpid()) / 1024, "jvm_mb": 0.0, "worker_mb": 0.0}
         got = (sql_fingerprint(query, read_sql_output(query, out)) if runner == "sql"
@@ -485,7 +498,7 @@ def run_child(args: argparse.Namespace, runner: str, query: str, root: Path | No
               kafka: dict[str, Any]) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--child", f"{runner}:{query}", "--source", args.source,
            "--batch", str(args.batch), "--partitions", str(args.partitions),
-           "--storm-files", args.storm_files,
+           "--storm-files", args.storm_files, "--trident-sink", args.trident_sink,
            *(["--data", str(root)] if root is not None else []),
            *(["--kafka", json.dumps(kafka)] if kafka else [])]
     return run_marked(cmd, "NEXMARK", args.timeout)
@@ -545,6 +558,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runners", default=",".join(RUNNERS), help="of spark, local, sql")
     ap.add_argument("--source", choices=("files", "kafka"), default="files")
     ap.add_argument("--data", help="the event files' cache directory (files are reused)")
+    ap.add_argument("--trident-sink", choices=("driver", "tasks"), default="driver",
+                    help="where the Trident queries' output state opens on Spark: on the "
+                         "driver (q0-q2, q13, q14 then run there) or per partition in the "
+                         "tasks")
     ap.add_argument("--storm-files", choices=("parquet", "json"), default="parquet",
                     help="the files squall's Storm-API and windowed queries read")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per run")
