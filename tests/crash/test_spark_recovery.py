@@ -28,10 +28,12 @@ DRIVER = textwrap.dedent(
     ITEMS = int(sys.argv[2])
 
     class Items(Spout):
-        """Emits 0..ITEMS-1 once each (tracked), replaying failures; resumes from its snapshot."""
+        """Emits 0..ITEMS-1 once each (tracked), replaying failures; resumes from its snapshot.
+        Task i of n emits the items i, i + n, ..."""
         def open(self, conf, context, collector):
             super().open(conf, context, collector)
-            self.next = 0
+            self.next = context.this_task_index
+            self.step = len(context.get_component_tasks(context.this_component_id))
             self.replay = []
             self.acked = []
         def next_tuple(self):
@@ -39,7 +41,7 @@ DRIVER = textwrap.dedent(
                 item = self.replay.pop()
             elif self.next < ITEMS:
                 item = self.next
-                self.next += 1
+                self.next += self.step
             else:
                 return
             self.collector.emit(Values(item, item % 7), msg_id=item)
@@ -77,11 +79,15 @@ DRIVER = textwrap.dedent(
             d.declare(Fields("item", "key"))
 
     b = TopologyBuilder()
-    b.set_spout("items", Items())
-    if sys.argv[4] == "fused":  # count runs in tag's Spark stage (squall.spark.fusion)
+    if sys.argv[4] == "pulled":  # count runs where items' task i is pulled (a shuffle, 2 to 2)
+        b.set_spout("items", Items(), 2)
+        b.set_bolt("count", Count(), 2).shuffle_grouping("items")
+    elif sys.argv[4] == "fused":
+        b.set_spout("items", Items())  # count runs in tag's Spark stage (squall.spark.fusion)
         b.set_bolt("tag", Tag(), 2).fields_grouping("items", Fields("key"))
         b.set_bolt("count", Count(), 2).local_or_shuffle_grouping("tag")
     else:
+        b.set_spout("items", Items())
         b.set_bolt("count", Count(), 2).fields_grouping("items", Fields("key"))
     conf = Config({"squall.spark.batch.max.tuples": 40, "spark.sql.shuffle.partitions": 2,
                    "squall.spark.spouts": sys.argv[3],
@@ -116,16 +122,19 @@ def planned_ahead(ckpt: Path) -> bool:
 @pytest.mark.parametrize(("spouts", "shape", "moment"), [
     ("reader", "plain", "mid-batch"),
     pytest.param("executors", "plain", "mid-batch", marks=pytest.mark.extended),
+    pytest.param("executors", "pulled", "mid-batch", marks=pytest.mark.extended),
     ("reader", "fused", "mid-batch"),
     pytest.param("reader", "plain", "planned-ahead", marks=pytest.mark.extended)],
-    ids=["reader", "executors", "fused", "planned-ahead"])
+    ids=["reader", "executors", "pulled", "fused", "planned-ahead"])
 def test_sigkill_mid_batch_then_restart_loses_nothing_and_counts_once(tmp_path, spouts, shape,
                                                                       moment):
     """With the spout in the source's reader (the default) or pulled on an executor; `fused`:
     items -fields-> tag(2) -local_or_shuffle-> count(2), count running in tag's Spark stage,
     killed once a task of that stage wrote its snapshot for a batch not committed;
     `planned-ahead`: killed mid-batch once the reader has also written the next batch's
-    segment (each batch is full, so the reader plans the next while one runs)."""
+    segment (each batch is full, so the reader plans the next while one runs); `pulled`: items(2)
+    pulled on the executors -shuffle-> count(2), count's task i run in the Spark task that pulls
+    items' task i."""
     items = 400
     (tmp_path / "driver.py").write_text(DRIVER)
     ckpt = tmp_path / "ckpt"
