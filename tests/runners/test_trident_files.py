@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 from collections import Counter
 
@@ -13,7 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from squall import run
-from squall.runtime.spark.trident.planner import unread_fields
+from squall.runtime.spark.trident.planner import persist_in_tasks, spark_segments, unread_fields
+from squall.runtime.spark.trident.runner import _log_driver_persists
 from squall.testing import complete_topology
 from squall.transaction_kernel.progress_store import meta_key, open_store
 from squall.trident import (
@@ -451,3 +453,26 @@ def test_a_partition_persist_into_a_task_state_runs_in_the_tasks(runner, tmp_pat
         assert {rec["pid"] for rec in records}.isdisjoint({os.getpid()})  # in the workers
     else:
         assert {rec["pid"] for rec in records} == {os.getpid()}
+
+
+def test_a_partition_persist_left_on_the_driver_is_said_once_with_its_reason(caplog):
+    """The Spark runner's log names each `partition_persist` that runs on the driver, once:
+    one into a map state (no `make_task_state`), and one into a task state fed by a merge
+    (an operation the driver runs); not the one that runs in the tasks."""
+    t = TridentTopology()
+    a, b, c = (t.new_stream(name, FileBatchSpout("in", ["sentence"])) for name in "abc")
+    a.partition_persist(PartitionFiles("out"), ["sentence"], WriteAndShout(),
+                        ["shout"]).name("tasks")
+    b.partition_persist(DurableMapState.factory(StateType.TRANSACTIONAL), ["sentence"],
+                        WriteAndShout(), ["shout"]).name("map")
+    t.merge(b, c).partition_persist(PartitionFiles("out"), ["sentence"], WriteAndShout(),
+                                    ["shout"]).name("merged")
+    plan = trident_plan(t.build())
+    paths, _ = spark_segments(plan, persists=persist_in_tasks)
+    assert sorted(paths) == ["tasks"]
+    with caplog.at_level(logging.INFO, logger="squall"):
+        _log_driver_persists(plan, paths)
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2
+    assert "'map'" in said[0] and "has no make_task_state" in said[0]
+    assert "'merged'" in said[1] and "an operation before it runs on the driver" in said[1]
