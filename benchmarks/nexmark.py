@@ -53,11 +53,11 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -223,11 +223,12 @@ class BatchFiles:
     files under `directory`, `t<txid>-<id>-<n>`: Parquet, a column per field typed by pyarrow
     from the values, as Structured Streaming's `foreachBatch` writes its output; JSON lines of
     the rows' values where a field has no one Arrow type (q19's lists of bids). A replayed
-    batch first removes the files its earlier attempt wrote: those of the same id, the
-    partition's index when the state is made per partition (in the Spark tasks)."""
+    batch first removes the files its earlier attempt wrote: those of the same id, the state's
+    name (made once, on the driver) or the partition's index when the state is made per
+    partition (in the Spark tasks)."""
 
-    def __init__(self, directory: str, ident: str | None = None) -> None:
-        self.directory, self.id = directory, ident or uuid.uuid4().hex[:8]
+    def __init__(self, directory: str, ident: str) -> None:
+        self.directory, self.id = directory, ident
         self.txid, self.written = 0, 0
 
     def begin_commit(self, txid: int) -> None:
@@ -268,7 +269,9 @@ class BatchFilesFactory:
         self.directory = directory
 
     def make_state(self, name: str, location: str | None = None) -> BatchFiles:
-        return BatchFiles(self.directory)
+        # Named by the state's name, the same in every run of the topology: a batch replayed
+        # after a restart finds and replaces the files its killed attempt wrote.
+        return BatchFiles(self.directory, "s" + re.sub(r"[^A-Za-z0-9_.]", "_", name))
 
 
 class TaskBatchFilesFactory(BatchFilesFactory):

@@ -12,11 +12,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from support.processes import running
 
 from squall.nexmark import GeneratorConfig, events
 from squall.nexmark.reference import q1
+from squall.trident.tuple import tuple_type
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "nexmark.py"
@@ -51,11 +53,16 @@ def test_the_benchmark_reads_a_topic_of_two_partitions_on_the_local_runner(tmp_p
     assert "| q1 |  | " in out and "not run (no Kafka connector)" in out
 
 
-def test_the_check_tells_a_wrong_output_from_the_reference():
+def _benchmark_module():
     spec = importlib.util.spec_from_file_location("nexmark_benchmark", SCRIPT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_the_check_tells_a_wrong_output_from_the_reference():
+    module = _benchmark_module()
     stream = list(events(GeneratorConfig(max_events=300)))
     rows = [list(r) for r in q1(stream)]
     want = module.reference_fingerprint("q1", 300, 2)
@@ -63,6 +70,28 @@ def test_the_check_tells_a_wrong_output_from_the_reference():
     rows[5][2] += 1
     assert module.output_fingerprint("q1", rows) != want
     assert module.output_fingerprint("q1", rows[:-1]) != want
+
+
+def test_a_batch_replayed_after_a_restart_replaces_its_output_files(tmp_path):
+    """The output state of a restarted run (a new process: a new factory and state) finds the
+    files a killed attempt of the same batch wrote, by the state's name, and replaces them."""
+    module = _benchmark_module()
+    row = tuple_type(("id", "name"))
+
+    def tuples(n):
+        return [row((i, f"x{i}")) for i in range(n)]
+
+    killed = module.BatchFilesFactory(str(tmp_path)).make_state("q1-out", None)
+    killed.begin_commit(7)
+    killed.write(tuples(3))  # the attempt is killed here, before its batch commits
+    replay = module.BatchFilesFactory(str(tmp_path)).make_state("q1-out", None)
+    replay.begin_commit(7)
+    replay.write(tuples(2))
+    replay.commit(7)
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert len(files) == 1, files
+    assert pq.read_table(tmp_path / files[0]).to_pylist() == [
+        {"id": 0, "name": "x0"}, {"id": 1, "name": "x1"}]
 
 
 @pytest.mark.spark
