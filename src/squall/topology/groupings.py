@@ -183,8 +183,9 @@ def forwards(grouping: Grouping, sources: int, targets: int, *, load_aware: bool
     `local_or_shuffle` does between equal task counts, as if each task index were a worker of
     its own. So does `shuffle` unless `load_aware` is false (Storm's `DISABLE_LOAD_AWARE`):
     Storm 2's shuffle is `LoadAwareShuffleGrouping`, which sends to the tasks in the emitter's
-    own worker while their load is low, and a Storm user relies on an even spread over the
-    target's tasks, not on which task gets a tuple. With other counts both are a shuffle.
+    own worker while their load is low: which task gets a tuple is not something a Storm
+    topology can rely on, and forwarding keeps each upstream task's share. With other counts
+    both are a shuffle.
 
     >>> forwards(ShuffleGrouping(), 2, 2), forwards(ShuffleGrouping(), 2, 3)
     (True, False)
