@@ -376,7 +376,6 @@ class Launcher:
         fields = tuple(f for f in self.plan.node(spout).fields if f not in unread)
         return self.reads.read(batch, fields) if fields else None
 
-
     def _input(self, batch: Batch, fields: tuple[str, ...]) -> tuple[DataFrame, dict[str, str]]:
         """The spout's batch as a DataFrame of encoded fields and its typed fields: files read
         by Spark (the columns Spark reads as string, long or double), anything else from the
