@@ -307,7 +307,10 @@ def test_list_deactivate_activate_and_kill(runner, tmp_path):
     # 20 ms per record in `slow`: the 1,800 records take at least 18 s, so the spouts cannot have
     # emitted all of them before the deactivation arrives (with the default 2 ms a loaded machine
     # let a Spark run emit everything first, and "nothing new is emitted" proved nothing).
-    proc = _start(tmp_path, runner, "-c", "stop.test.sleep.ms=20", bounded=False)
+    # At most 60 records a Spark micro-batch: the batch in flight when a verb arrives (which
+    # `deactivate` and `kill` wait for) is a second of `slow`, not several.
+    proc = _start(tmp_path, runner, "-c", "stop.test.sleep.ms=20",
+                  "-c", "squall.spark.batch.max.tuples=60", bounded=False)
     with _reaped(proc):
         _started(tmp_path, proc)
         listed = _squall(tmp_path, "list")
