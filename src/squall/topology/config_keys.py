@@ -349,7 +349,7 @@ MEANINGS: dict[str, str] = {
     "squall.spark.batch.max.tuples":
         "At most this many spout tuples in one Spark micro-batch (file, memory and Kafka "
         "sources and spouts; a Redis stream source takes each stream's new entries whole, "
-        "so for it the key caps the streams a batch reads).",
+        "so for it the key caps the streams a batch reads); default 250000.",
     "squall.spark.spouts":
         "On Spark, where user spout tasks (Storm's spouts) run: reader (the default), in "
         "the streaming source's reader on the driver, which calls next_tuple before each "

@@ -79,6 +79,10 @@ from squall.topology.graph import bolt_order
 
 log = logging.getLogger("squall")
 MAX_BATCH_TUPLES = "squall.spark.batch.max.tuples"
+# Its default. Each batch pays a fixed 0.25-0.3 s (Spark's planning, offset and commit logs, a
+# Python worker round per stage, the driver's commit): a seventh of a W1 batch of 100,000
+# sentences, a fifteenth of one of 250,000 (docs/design/spark-runner.md, "Batch size").
+DEFAULT_MAX_BATCH_TUPLES = 250_000
 # A batch that cannot commit (a task raised, or refused it with BatchRetryError) runs again after
 # a pause that doubles from the backoff up to 30 s; unset attempts: for ever, as Storm replays.
 MAX_BATCH_ATTEMPTS = "squall.spark.batch.max.attempts"
@@ -194,7 +198,8 @@ class SparkRunner(Controls, Reporting):
             "topology": self.topology, "conf": self.conf, "keys": self.keys,
             "seed": self.seed, "tracking": self.tracking, "capture": capture,
             "run": self.run_id,  # the reader's counters start from zero on a new run
-            "max_batch": int(self.config.effective.get(MAX_BATCH_TUPLES) or 100_000),
+            "max_batch": int(self.config.effective.get(MAX_BATCH_TUPLES)
+                             or DEFAULT_MAX_BATCH_TUPLES),
             "spout_host": self.spout_host,
             "plan_ahead": self.config.effective.get(PLAN_AHEAD) is True,
             # A reader in this very process (tests build one) logs here already (reader_log).
