@@ -364,10 +364,11 @@ def test_rebalance_restarts_on_the_checkpoint_with_the_new_parallelism(runner, t
     # 1,800 records at 20 ms each in `slow`: the input lasts well past the rebalance request,
     # which comes after five `squall` commands (with 900, a loaded machine's Spark run finished
     # its whole input while stopping for the rebalance, and a run that has finished its input
-    # is not started again).
+    # is not started again). At most 300 records a Spark micro-batch: once the rebalance is
+    # under way, the rest of the input goes in a few batches, not thirty (each has its cost).
     total = _input(tmp_path, files=60)
     proc = _start(tmp_path, runner, "-c", "stop.test.sleep.ms=20",
-                  "-c", "squall.spark.batch.max.tuples=60")
+                  "-c", "squall.spark.batch.max.tuples=300")
     with _reaped(proc):
         _started(tmp_path, proc)
         # Refused before anything stops, with what to do; the run goes on.
