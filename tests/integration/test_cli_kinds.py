@@ -205,13 +205,14 @@ KINDS: dict[str, Callable[[str, Path], None]] = {
 
 
 # Kinds whose Spark case runs in CI's second run (`extended`), each with what the default run
-# keeps of it on Spark: the progress and summary of `squall run` here (the windowed, windowed
-# operator and transactional kinds); the word count example through `squall run`
-# (test_cli.py's main job: its result equal to the local runner's, its summary); a stateful
-# bolt's running counts in durable state through `squall run`, exact across a stop and a
-# restart, with its summary (test_stop.py, tests/support/stop_topology.py); the stateful
-# windowing example's result (test_stateful_windowing_example.py).
-EXTENDED_ON_SPARK = {"basic", "stateful", "stateful_windowed"}
+# keeps of it on Spark: the progress and summary of `squall run` here (the windowed operator
+# and transactional kinds); the word count example through `squall run` (test_cli.py's main
+# job: its result equal to the local runner's, its summary); a stateful bolt's running counts
+# in durable state through `squall run`, exact across a stop and a restart, with its summary
+# (test_stop.py, tests/support/stop_topology.py); the stateful windowing example's result
+# (test_stateful_windowing_example.py); windowed bolts' count windows, sliding and tumbling,
+# equal to the local runner's (test_windowed_bolts.py).
+EXTENDED_ON_SPARK = {"basic", "stateful", "stateful_windowed", "windowed"}
 
 
 def _marks(kind: str, runner: str) -> list:
