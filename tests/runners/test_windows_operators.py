@@ -142,8 +142,8 @@ def panes(result, component, stream="default"):
 
 # Each runner as it is and given the one-tuple conf (on Spark: one tuple per micro-batch). The
 # Spark one-tuple cut runs in CI's second run (`extended`); the default run keeps Spark's
-# one-tuple cut of windowed operators in the merge operator's tests below and in
-# test_windows_accumulations.py's outer joins (KeyedWindowedOperator with Beam triggers).
+# one-tuple cut of windowed operators in the merge operator's tests below and, with Beam's
+# triggers, in test_beam_triggers.py.
 operator_runners = pytest.mark.parametrize("runner", [
     "local", "local-1tuple", pytest.param("spark", marks=pytest.mark.spark),
     pytest.param("spark-1tuple", marks=[pytest.mark.spark, pytest.mark.extended])], indirect=True)
