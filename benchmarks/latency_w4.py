@@ -49,6 +49,7 @@ import itertools
 import json
 import math
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -58,7 +59,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from workloads import reference_counts, w1_sentences
+from workloads import LETTERS, reference_counts, w1_sentences
 
 from squall import BasicBolt, Bolt, Fields, Spout, TopologyBuilder, Values, run
 
@@ -106,12 +107,29 @@ class Histogram:
 
 class RateSpout(Spout):
     """Emits sentence i once `i / rate` seconds have passed since its first call (all of them
-    at once when `rate` is 0), with its emit time; records each tree's complete latency."""
+    at once when `rate` is 0), with its emit time; records each tree's complete latency.
 
-    def __init__(self, sentences: list[str], rate: int, out_dir: str) -> None:
-        self.sentences = sentences
+    The sentences are `workloads.w1_sentences(n)`, which the spout generates when it is opened
+    or restored and leaves out of its pickled state: like a spout reading a real source, whose
+    snapshot keeps an offset into it, not its data, its snapshot stays a few KB whatever `n`
+    (the run's counts are checked against `w1_sentences(n)`, which the generation must match)."""
+
+    def __init__(self, n: int, rate: int, out_dir: str) -> None:
+        self.n = n
         self.rate = rate
         self.out_dir = out_dir
+        self.sentences: list[str] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "sentences": None}
+
+    @staticmethod
+    def generate(n: int) -> list[str]:
+        """`w1_sentences(n)`: its generator, its vocabulary's word k computed, not looked up."""
+        rnd = random.Random(42)
+        return [" ".join(f"w{k}{LETTERS[k % 26] * (1 + k % 5)}"
+                         for k in (rnd.randrange(10_000) for _ in range(10)))
+                for _ in range(n)]
 
     def open(self, conf, context, collector) -> None:
         super().open(conf, context, collector)
@@ -122,17 +140,20 @@ class RateSpout(Spout):
         self.dumped = 0.0
         self.last = 0.0
         self.pairs: list[tuple[float, float]] = []  # (emit, ack) of every 10th sentence
+        self.sentences = self.generate(self.n)
 
     def next_tuple(self) -> None:
+        if self.sentences is None:  # restored from a snapshot
+            self.sentences = self.generate(self.n)
         now = time.time()
         if self.t0 is None:
             self.t0 = now
-        total = len(self.sentences)
+        total = self.n
         due = total if not self.rate else min(total, int((now - self.t0) * self.rate) + 1)
-        emit = self.collector.emit
+        emit, sentences = self.collector.emit, self.sentences
         for i in range(self.i, min(due, self.i + 1000)):
             t = time.time()
-            emit(Values(self.sentences[i], t), msg_id=(i, t))
+            emit(Values(sentences[i], t), msg_id=(i, t))
             self.i = i + 1
             self.last = t
 
@@ -141,18 +162,20 @@ class RateSpout(Spout):
         self.hist.add((now - msg_id[1]) * 1000)
         if msg_id[0] % 10 == 0:
             self.pairs.append((msg_id[1], now))
-        if now - self.dumped > 0.5 or self.hist.n == len(self.sentences):
+        done = self.hist.n == self.n
+        if now - self.dumped > 0.5 or done:
             self.hist.emitting = (self.t0, self.last)
             self.hist.dump(self.path)
+            self.dumped = now
+        if done:  # written once: dumped every half second they took the reader up to 36 ms
             with open(f"{self.path}.pairs", "w") as f:
                 json.dump(self.pairs, f)
-            self.dumped = now
 
     def fail(self, msg_id: Any) -> None:
         raise AssertionError(f"sentence {msg_id[0]} failed")
 
     def is_exhausted(self) -> bool:
-        return self.i >= len(self.sentences)
+        return self.i >= self.n
 
     def declare_output_fields(self, declarer) -> None:
         declarer.declare(Fields("sentence", "emitted"))
@@ -207,7 +230,7 @@ def measure(runner: str, sentences: list[str], rate: int, conf: dict[str, Any]
             ) -> dict[str, Any]:
     out_dir = tempfile.mkdtemp(prefix="w4-")
     b = TopologyBuilder()
-    b.set_spout("sentences", RateSpout(sentences, rate, out_dir))
+    b.set_spout("sentences", RateSpout(len(sentences), rate, out_dir))
     b.set_bolt("split", Split(), 2).shuffle_grouping("sentences")
     b.set_bolt("count", Count(out_dir), 2).fields_grouping("split", Fields("word"))
     t0 = time.perf_counter()

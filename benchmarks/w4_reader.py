@@ -26,7 +26,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cloudpickle
 from latency_w4 import Count, RateSpout, Split
-from workloads import w1_sentences
 
 from squall import Config, Fields, TopologyBuilder
 from squall.atomic_files import write_atomic
@@ -38,7 +37,7 @@ def reader(tuples: int, sentences: int) -> SpoutReader:
     """A reader of W4's topology whose plan file is written as the driver writes it."""
     out = tempfile.mkdtemp(prefix="w4-reader-out-")
     b = TopologyBuilder()
-    b.set_spout("sentences", RateSpout(w1_sentences(sentences), 0, out))
+    b.set_spout("sentences", RateSpout(sentences, 0, out))
     b.set_bolt("split", Split(), 2).shuffle_grouping("sentences")
     b.set_bolt("count", Count(out), 2).fields_grouping("split", Fields("word"))
     topology = b.create_topology()
