@@ -133,6 +133,21 @@ def pytest_collection_modifyitems(config, items) -> None:
                                  [(item.nodeid, unit_of[item.nodeid]) for item in items])
     rank = {unit: i for i, unit in enumerate(order)}
     items.sort(key=lambda item: rank[unit_of[item.nodeid]])  # stable: a module keeps its order
+    if getattr(config.option, "loadgroup", False):  # an xdist worker of a loadgroup run
+        _name_groups(items, unit_of)
+
+
+def _name_groups(items, unit_of: dict[str, str]) -> None:
+    """Give each grouped test the id xdist's loadgroup scheduler groups by: `<id>@<unit>`.
+
+    pytest-xdist appends that suffix by setting `item._nodeid`, which pytest 9 no longer reads
+    (an item's id is `item._id`): every test then was a unit of its own, a module's tests went
+    to both workers, and its cached Spark runs and servers were started on each. The suffix is
+    set here where pytest reads it (`pytest_runtest_logreport` strips it again)."""
+    for item in items:
+        unit = unit_of[item.nodeid]
+        if unit != item.nodeid and not item.nodeid.endswith(f"@{unit}"):
+            item._id = type(item._id).parse(f"{item.nodeid}@{unit}")
 
 
 _DURATIONS: dict[str, float] = {}
