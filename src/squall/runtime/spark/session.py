@@ -19,6 +19,15 @@ DEFAULTS = {
     # Arrow batches between the JVM and Python workers; mapInArrow stages rely on it.
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.adaptive.enabled": "false",  # keep one partition per task: no coalescing
+    # The query's offset and commit logs (two files a micro-batch) written through Hadoop's
+    # FileSystem (a temporary file renamed), not its FileContext, whose rename on a local file
+    # system without Hadoop's native library runs `readlink` four times and `chmod` once per
+    # file as child processes of the JVM: 90 ms a batch of the two logs against 28 ms
+    # (docs/design/spark-runner.md, "Batch size"). Spark's own choice where FileContext is not
+    # supported; the rename is as atomic on a local or HDFS file system.
+    "spark.sql.streaming.checkpointFileManagerClass":
+        "org.apache.spark.sql.execution.streaming.checkpointing."
+        "FileSystemBasedCheckpointFileManager",
 }
 
 # The daemon the Python workers are forked from, with squall's worker-side modules loaded
