@@ -143,8 +143,11 @@ def _name_groups(items, unit_of: dict[str, str]) -> None:
     pytest-xdist appends that suffix by setting `item._nodeid`, which pytest 9 no longer reads
     (an item's id is `item._id`): every test then was a unit of its own, a module's tests went
     to both workers, and its cached Spark runs and servers were started on each. The suffix is
-    set here where pytest reads it (`pytest_runtest_logreport` strips it again)."""
+    set here where pytest reads it (`pytest_runtest_logreport` strips it again). A pytest that
+    has no `_id` reads xdist's own suffix, so it is left alone."""
     for item in items:
+        if not hasattr(item, "_id"):
+            return
         unit = unit_of[item.nodeid]
         if unit != item.nodeid and not item.nodeid.endswith(f"@{unit}"):
             item._id = type(item._id).parse(f"{item.nodeid}@{unit}")
